@@ -1,0 +1,85 @@
+# xladdp: `make demo` sets up a fresh machine and runs the demo; `make test`
+# runs vet and every test. Both install what is missing first (`make deps`).
+
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+.ONESHELL:
+.DEFAULT_GOAL := help
+
+GO ?= go
+PYTHON ?= python3
+BIN := bin
+
+# The PJRT CPU plugin: XLA's CPU PJRT plugin built from jaxlib 0.11.2's XLA,
+# shipped on PyPI as lammps-jax-pjrt-cpu (README, "PJRT plugins", says why
+# this one). Installed where go-xla searches by default.
+PJRT_CPU_WHEEL := lammps-jax-pjrt-cpu
+PJRT_CPU_VERSION := 0.11.2
+PJRT_CPU_WHEEL_FILE := lammps_jax_pjrt_cpu-0.11.2-py3-none-manylinux_2_27_x86_64.whl
+PJRT_CPU_WHEEL_SHA256 := 1319390d948b39f69f7dade496b7c385149d9ca6097a6b62114da113216d9ad1
+PJRT_CPU_WHEEL_MEMBER := lammps_jax_pjrt_cpu/pjrt_c_api_cpu_plugin.so
+PJRT_CPU_PLUGIN_SHA256 := ad1309ac822b1b24d51b7f9947c7c9fa9ef5d67f390584cbc3d1fa2428fed9c2
+PJRT_PLUGIN_DIR := $(HOME)/.local/lib/go-xla
+PJRT_CPU_PLUGIN := $(PJRT_PLUGIN_DIR)/pjrt_c_api_cpu_plugin.so
+WHEEL_CACHE := $(HOME)/.cache/xladdp/wheels
+
+.PHONY: help deps build vet test demo bench clean
+
+help:
+	@echo "make demo   set up (deps), build, and run the CPU demo"
+	echo "make test   set up (deps), go vet, go test"
+	echo "make deps   install the PJRT CPU plugin ($(PJRT_CPU_WHEEL) $(PJRT_CPU_VERSION)) into $(PJRT_PLUGIN_DIR)"
+	echo "make build  build the commands into $(BIN)/"
+	echo "make bench  run the Go benchmarks (long; never part of make test)"
+
+# Idempotent: does nothing when the installed plugin has the pinned sha256.
+deps:
+	@if [[ -f "$(PJRT_CPU_PLUGIN)" ]] && echo "$(PJRT_CPU_PLUGIN_SHA256)  $(PJRT_CPU_PLUGIN)" | sha256sum --check --status; then
+		echo "deps: PJRT CPU plugin $(PJRT_CPU_WHEEL) $(PJRT_CPU_VERSION) is installed at $(PJRT_CPU_PLUGIN)"
+		exit 0
+	fi
+	fail() { echo "deps: $$*" >&2; exit 1; }
+	command -v $(PYTHON) >/dev/null || fail "$(PYTHON) not found: install Python 3 with pip (e.g. apt-get install python3-pip)"
+	command -v nm >/dev/null || fail "nm not found: install binutils (apt-get install binutils)"
+	mkdir -p "$(WHEEL_CACHE)" "$(PJRT_PLUGIN_DIR)"
+	wheel="$(WHEEL_CACHE)/$(PJRT_CPU_WHEEL_FILE)"
+	if ! echo "$(PJRT_CPU_WHEEL_SHA256)  $$wheel" | sha256sum --check --status 2>/dev/null; then
+		echo "deps: downloading $(PJRT_CPU_WHEEL)==$(PJRT_CPU_VERSION) from PyPI (63 MB)"
+		rm -f "$$wheel"
+		$(PYTHON) -m pip download --quiet --no-deps --only-binary=:all: --dest "$(WHEEL_CACHE)" \
+			"$(PJRT_CPU_WHEEL)==$(PJRT_CPU_VERSION)" \
+			|| fail "pip could not download $(PJRT_CPU_WHEEL)==$(PJRT_CPU_VERSION) (needs PyPI access and an x86_64 Linux with glibc >= 2.27); or place $(PJRT_CPU_WHEEL_FILE) in $(WHEEL_CACHE) by hand"
+		echo "$(PJRT_CPU_WHEEL_SHA256)  $$wheel" | sha256sum --check --status \
+			|| fail "$$wheel does not have the pinned sha256 $(PJRT_CPU_WHEEL_SHA256): delete it and retry; if it persists the PyPI release changed"
+	fi
+	tmp="$$(mktemp "$(PJRT_PLUGIN_DIR)/.pjrt_cpu_plugin.XXXXXX")"
+	trap 'rm -f "$$tmp"' EXIT
+	$(PYTHON) -c 'import shutil, sys, zipfile; src = zipfile.ZipFile(sys.argv[1]).open(sys.argv[2]); shutil.copyfileobj(src, open(sys.argv[3], "wb"))' \
+		"$$wheel" "$(PJRT_CPU_WHEEL_MEMBER)" "$$tmp" || fail "could not extract $(PJRT_CPU_WHEEL_MEMBER) from $$wheel"
+	nm -D --defined-only "$$tmp" | grep -qw GetPjrtApi || fail "$(PJRT_CPU_WHEEL_MEMBER) does not export GetPjrtApi: not a PJRT plugin"
+	echo "$(PJRT_CPU_PLUGIN_SHA256)  $$tmp" | sha256sum --check --status || fail "the extracted plugin does not have the pinned sha256 $(PJRT_CPU_PLUGIN_SHA256)"
+	chmod 755 "$$tmp"
+	mv -f "$$tmp" "$(PJRT_CPU_PLUGIN)"
+	echo "deps: installed $(PJRT_CPU_WHEEL) $(PJRT_CPU_VERSION) as $(PJRT_CPU_PLUGIN)"
+
+build:
+	$(GO) build -o $(BIN)/ ./backend/cmd/... ./examples/...
+
+vet:
+	$(GO) vet ./...
+
+test: deps vet
+	$(GO) test -timeout 9m ./...
+
+demo: deps build
+	@echo "== devices (4 virtual CPU devices)"
+	$(BIN)/xladevices --cpu-devices 4
+	echo
+	echo "== in-graph all-reduce across the 4 devices"
+	$(BIN)/devicecollectives --devices 4
+
+bench: deps
+	$(GO) test -run '^$$' -bench . -benchtime 2s ./...
+
+clean:
+	rm -rf $(BIN)

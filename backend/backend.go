@@ -1,0 +1,211 @@
+package backend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/gomlx/go-xla/pkg/pjrt"
+	gomlxbackends "github.com/gomlx/gomlx/backends"
+	gomlxxla "github.com/gomlx/gomlx/backends/xla"
+
+	"github.com/xladdp/xladdp/backend/internal/pjrtx"
+)
+
+func init() {
+	// GoMLX would otherwise download plugins from GitHub, which hangs or
+	// fails offline; `make deps` installs the plugin from PyPI instead.
+	gomlxxla.EnableAutoInstall(false)
+}
+
+// Backend is an opened PJRT client on one target, usable as a GoMLX backend.
+type Backend struct {
+	target       Target
+	pluginPath   string
+	pluginSource string
+	gomlx        *gomlxxla.Backend
+	client       *pjrt.Client
+	devices      []Device
+}
+
+// Open finds the target's PJRT plugin, loads it and creates a client.
+//
+// The plugin is, in order: opts.PluginPath, $XLADDP_PJRT_PLUGIN, then a
+// search of go-xla's plugin directories ($PJRT_PLUGIN_LIBRARY_PATH, else
+// ~/.local/lib/go-xla and /usr/local/lib/go-xla) for
+// pjrt_c_api_<target>_plugin.so, then the site-packages of python3 (or
+// $XLADDP_PYTHON) for a pip-installed plugin: lammps_jax_pjrt_cpu for cpu,
+// JAX's jax_plugins/xla_cuda*/xla_cuda_plugin.so for cuda.
+//
+// Loading cannot be interrupted once started; if ctx ends first Open returns
+// its error and releases the client when the load finishes.
+func Open(ctx context.Context, opts Options) (*Backend, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("opening backend: %w", err)
+	}
+	if opts.Replicas < 0 {
+		return nil, fmt.Errorf("%w: Options.Replicas=%d: give the number of local replicas (0 for the default)",
+			ErrBadDeviceCount, opts.Replicas)
+	}
+	target, err := resolveTarget(opts.Target)
+	if err != nil {
+		return nil, err
+	}
+	spec, err := lookupTarget(target)
+	if err != nil {
+		return nil, err
+	}
+	clientOptions, err := spec.clientOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	path, source, err := locatePlugin(ctx, spec, opts.PluginPath)
+	if err != nil {
+		return nil, err
+	}
+	if err := validatePlugin(path); err != nil {
+		return nil, err
+	}
+	if strings.Contains(path, ",") {
+		return nil, fmt.Errorf("%w: plugin path %q contains a comma, which GoMLX's backend config cannot carry: "+
+			"link the plugin to a path without one", ErrNotPlugin, path)
+	}
+	if _, _, err := pjrtx.ProbeAPI(path); err != nil {
+		return nil, fmt.Errorf("%w: %w: use a PJRT plugin built for this XLA (see README, \"PJRT plugins\")", ErrNotPlugin, err)
+	}
+	if target == CUDA {
+		disableGoXLACUDACheck()
+	}
+
+	gb, err := loadGoMLX(ctx, path+spec.gomlxConfig, clientOptions)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s plugin %s (from %s): %w", ErrClient, target, path, source, err)
+	}
+	b := &Backend{target: target, pluginPath: path, pluginSource: source, gomlx: gb}
+	if err := b.describe(); err != nil {
+		gb.Finalize()
+		return nil, fmt.Errorf("%w: %s plugin %s: %w", ErrClient, target, path, err)
+	}
+	if opts.Replicas > len(b.devices) {
+		gb.Finalize()
+		return nil, fmt.Errorf("%w: %d local replicas asked for but the %s plugin has %d addressable device(s)",
+			ErrBadDeviceCount, opts.Replicas, target, len(b.devices))
+	}
+	return b, nil
+}
+
+// loadGoMLX creates the GoMLX XLA backend in a goroutine so ctx can end the wait.
+func loadGoMLX(ctx context.Context, config string, options pjrt.NamedValuesMap) (*gomlxxla.Backend, error) {
+	type result struct {
+		backend *gomlxxla.Backend
+		err     error
+	}
+	done := make(chan result, 1)
+	go func() {
+		// GoMLX reports some failures by panicking; a plugin problem must
+		// reach the caller as an error, not end the process.
+		defer func() {
+			if p := recover(); p != nil {
+				done <- result{nil, fmt.Errorf("GoMLX panicked while creating the backend: %v", p)}
+			}
+		}()
+		gb, err := gomlxxla.NewWithOptions(config, options)
+		done <- result{gb, err}
+	}()
+	select {
+	case r := <-done:
+		return r.backend, r.err
+	case <-ctx.Done():
+		go func() {
+			if r := <-done; r.backend != nil {
+				r.backend.Finalize()
+			}
+		}()
+		return nil, fmt.Errorf("waiting for the plugin to load: %w", ctx.Err())
+	}
+}
+
+// disableGoXLACUDACheck turns off go-xla v0.1.4's CUDA driver check unless
+// the user set it: when it finds an nvidia/ directory it writes a path from
+// its author's machine into XLA_FLAGS (cuda_linux.go, cudaPluginCheckDrivers).
+func disableGoXLACUDACheck() {
+	const env = "GOPJRT_CUDA_CHECKS"
+	if _, set := os.LookupEnv(env); !set {
+		_ = os.Setenv(env, "0")
+	}
+}
+
+// describe fills the client and device list from the loaded backend.
+func (b *Backend) describe() error {
+	client, err := pjrtx.ClientOf(b.gomlx)
+	if err != nil {
+		return err
+	}
+	pjrtDevices := client.AddressableDevices()
+	if len(pjrtDevices) == 0 {
+		return errors.New("the client has no addressable devices")
+	}
+	infos, err := pjrtx.Describe(b.pluginPath, pjrtDevices)
+	if err != nil {
+		return err
+	}
+	b.client = client
+	b.devices = make([]Device, len(pjrtDevices))
+	for i, d := range pjrtDevices {
+		desc, err := d.GetDescription()
+		if err != nil {
+			return fmt.Errorf("device %d description: %w", i, err)
+		}
+		b.devices[i] = Device{
+			Num:             i,
+			ID:              infos[i].ID,
+			Kind:            infos[i].Kind,
+			ProcessIndex:    desc.ProcessIndex(),
+			LocalHardwareID: d.LocalHardwareID(),
+			Description:     desc.DebugString(),
+		}
+	}
+	return nil
+}
+
+// GoMLX returns the backend to build and run GoMLX graphs with.
+func (b *Backend) GoMLX() gomlxbackends.Backend { return b.gomlx }
+
+// Target returns the target the backend drives.
+func (b *Backend) Target() Target { return b.target }
+
+// PluginPath returns the absolute path of the loaded plugin.
+func (b *Backend) PluginPath() string { return b.pluginPath }
+
+// PluginSource says how the plugin was found: "option", "$XLADDP_PJRT_PLUGIN" or "search".
+func (b *Backend) PluginSource() string { return b.pluginSource }
+
+// Platform returns the client's platform name, e.g. "cpu" or "cuda".
+func (b *Backend) Platform() string { return b.client.Platform() }
+
+// PlatformVersion returns the client's platform version string.
+func (b *Backend) PlatformVersion() string { return b.client.PlatformVersion() }
+
+// APIVersion returns the PJRT C API version the plugin reports.
+func (b *Backend) APIVersion() (major, minor int) { return b.client.Plugin().Version() }
+
+// ProcessIndex returns this client's process index (0 when single-process).
+func (b *Backend) ProcessIndex() int { return b.client.ProcessIndex() }
+
+// Devices returns the addressable devices, in DeviceNum order.
+func (b *Backend) Devices() []Device { return append([]Device(nil), b.devices...) }
+
+// NumDevices returns the number of addressable devices.
+func (b *Backend) NumDevices() int { return len(b.devices) }
+
+// Close destroys the client. The plugin stays loaded: PJRT plugins cannot
+// be safely unloaded, and a later Open reuses it.
+func (b *Backend) Close() error {
+	if b.gomlx != nil {
+		b.gomlx.Finalize()
+		b.gomlx = nil
+	}
+	return nil
+}

@@ -1,0 +1,69 @@
+package backend
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// MaxCPUDevices bounds cpu_device_count. The stock plugin aborts the whole
+// process on a negative count and takes over a second to create 4096 devices.
+const MaxCPUDevices = 1024
+
+// Environment variables for the CPU device count: ours first, then
+// torch-xla's CPU_NUM_DEVICES.
+const (
+	EnvCPUDevices         = "XLADDP_CPU_DEVICES"
+	EnvTorchXLACPUDevices = "CPU_NUM_DEVICES"
+)
+
+// Options configures Open. The zero value opens one CPU device with the
+// plugin found by the default search.
+type Options struct {
+	// Target is cpu, cuda or neuron. Empty: $XLADDP_DEVICE, else
+	// $PJRT_DEVICE, else cpu.
+	Target Target
+	// PluginPath is the PJRT plugin to load. Empty: $XLADDP_PJRT_PLUGIN,
+	// else the target's default search (see Open).
+	PluginPath string
+	// CPUDevices is the number of virtual CPU devices (PJRT's
+	// cpu_device_count); cpu only. Zero: $XLADDP_CPU_DEVICES, else
+	// $CPU_NUM_DEVICES, else Replicas, else 1.
+	CPUDevices int
+	// Replicas is how many local replicas the caller will run. It sets the
+	// default CPU device count, and Open fails if the target has fewer
+	// addressable devices.
+	Replicas int
+}
+
+// cpuDeviceCount resolves how many CPU devices to create.
+func cpuDeviceCount(opts Options) (int, error) {
+	if opts.CPUDevices != 0 {
+		return checkDeviceCount(opts.CPUDevices, "Options.CPUDevices")
+	}
+	for _, name := range []string{EnvCPUDevices, EnvTorchXLACPUDevices} {
+		v, ok := os.LookupEnv(name)
+		if !ok || v == "" {
+			continue
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil {
+			return 0, fmt.Errorf("%w: $%s=%q is not an integer: set it to a count from 1 to %d",
+				ErrBadDeviceCount, name, v, MaxCPUDevices)
+		}
+		return checkDeviceCount(n, "$"+name)
+	}
+	if opts.Replicas > 0 {
+		return checkDeviceCount(opts.Replicas, "Options.Replicas")
+	}
+	return 1, nil
+}
+
+func checkDeviceCount(n int, source string) (int, error) {
+	if n < 1 || n > MaxCPUDevices {
+		return 0, fmt.Errorf("%w: %s=%d: the CPU device count must be from 1 to %d",
+			ErrBadDeviceCount, source, n, MaxCPUDevices)
+	}
+	return n, nil
+}

@@ -1,0 +1,97 @@
+package backend
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestParseTarget(t *testing.T) {
+	tests := []struct {
+		in   string
+		want Target
+	}{
+		{"cpu", CPU}, {"CPU", CPU}, {" cpu ", CPU},
+		{"cuda", CUDA}, {"CUDA", CUDA}, {"GPU", CUDA}, {"gpu", CUDA},
+		{"neuron", Neuron}, {"NEURON", Neuron},
+	}
+	for _, tt := range tests {
+		got, err := ParseTarget(tt.in)
+		require.NoError(t, err, tt.in)
+		assert.Equal(t, tt.want, got, tt.in)
+	}
+	_, err := ParseTarget("tpu")
+	assert.ErrorIs(t, err, ErrUnknownTarget)
+	assert.ErrorContains(t, err, `"tpu": use one of cpu, cuda (or gpu), neuron`)
+}
+
+func TestResolveTarget(t *testing.T) {
+	tests := []struct {
+		name       string
+		explicit   Target
+		xladdpEnv  string
+		pjrtEnv    string
+		want       Target
+		wantErrMsg string
+	}{
+		{"default is cpu", "", "", "", CPU, ""},
+		{"torch-xla PJRT_DEVICE", "", "", "GPU", CUDA, ""},
+		{"XLADDP_DEVICE beats PJRT_DEVICE", "", "neuron", "CPU", Neuron, ""},
+		{"explicit beats env", CPU, "cuda", "CUDA", CPU, ""},
+		{"bad XLADDP_DEVICE names the variable", "", "tpu", "", "", "$XLADDP_DEVICE: unknown device target"},
+		{"bad PJRT_DEVICE names the variable", "", "", "TPU", "", "$PJRT_DEVICE: unknown device target"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clearTargetEnv(t)
+			t.Setenv(EnvDevice, tt.xladdpEnv)
+			t.Setenv(EnvPJRTDevice, tt.pjrtEnv)
+			got, err := resolveTarget(tt.explicit)
+			if tt.wantErrMsg != "" {
+				assert.ErrorIs(t, err, ErrUnknownTarget)
+				assert.ErrorContains(t, err, tt.wantErrMsg)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func TestCPUDeviceCount(t *testing.T) {
+	tests := []struct {
+		name       string
+		opts       Options
+		xladdpEnv  string
+		torchEnv   string
+		want       int
+		wantErrMsg string
+	}{
+		{"default is one", Options{}, "", "", 1, ""},
+		{"replicas set the default", Options{Replicas: 3}, "", "", 3, ""},
+		{"torch-xla CPU_NUM_DEVICES", Options{Replicas: 3}, "", "2", 2, ""},
+		{"XLADDP_CPU_DEVICES beats CPU_NUM_DEVICES", Options{}, "5", "2", 5, ""},
+		{"option beats env", Options{CPUDevices: 8}, "5", "2", 8, ""},
+		{"maximum", Options{CPUDevices: MaxCPUDevices}, "", "", MaxCPUDevices, ""},
+		{"negative option", Options{CPUDevices: -1}, "", "", 0, "Options.CPUDevices=-1: the CPU device count must be from 1 to 1024"},
+		{"too many", Options{CPUDevices: MaxCPUDevices + 1}, "", "", 0, "Options.CPUDevices=1025"},
+		{"zero in env", Options{}, "0", "", 0, "$XLADDP_CPU_DEVICES=0"},
+		{"not a number", Options{}, "", "four", 0, `$CPU_NUM_DEVICES="four" is not an integer`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clearTargetEnv(t)
+			t.Setenv(EnvCPUDevices, tt.xladdpEnv)
+			t.Setenv(EnvTorchXLACPUDevices, tt.torchEnv)
+			got, err := cpuDeviceCount(tt.opts)
+			if tt.wantErrMsg != "" {
+				assert.ErrorIs(t, err, ErrBadDeviceCount)
+				assert.ErrorContains(t, err, tt.wantErrMsg)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
