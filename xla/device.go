@@ -1,0 +1,127 @@
+package xla
+
+import (
+	"fmt"
+	"slices"
+	"weak"
+
+	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+)
+
+// Device is one addressable device of an engine, with its own trace.
+// A Device is used by one goroutine at a time (one replica).
+type Device struct {
+	engine *Engine
+	num    int
+	// group is the set of devices this device's MarkStep meets with.
+	group *group
+	// stepEpoch counts MarkSteps; parameter nodes are valid for one epoch.
+	stepEpoch uint64
+	// pending holds every handle given a pending value since the last
+	// MarkStep. Weak, so handles the program dropped are not computed.
+	pending []weak.Pointer[Tensor]
+	// gradLeaves are the handles marked RequiresGrad.
+	gradLeaves []weak.Pointer[Tensor]
+	// rng is the device's random state ([3]uint64 on device).
+	rng *Tensor
+	// scalars caches uploaded scalar constants by value, so a learning rate
+	// is one program input instead of a recompilation.
+	scalars map[scalarKey]*deviceData
+}
+
+type scalarKey struct {
+	dtype DType
+	value float64
+}
+
+// defaultSeed seeds device i's RNG: fixed, so runs repeat, and distinct per device.
+func defaultSeed(i int) int64 { return 0x5eed + int64(i)*1_000_003 }
+
+func newDevice(e *Engine, num int) *Device {
+	d := &Device{engine: e, num: num, scalars: map[scalarKey]*deviceData{}}
+	if err := d.ManualSeed(defaultSeed(num)); err != nil {
+		// Only a broken backend fails a 24-byte upload; report it on first use.
+		d.rng = d.errorTensor(graph.RNGStateShape, err)
+	}
+	return d
+}
+
+// Num returns the device's index in the engine (GoMLX's DeviceNum).
+func (d *Device) Num() int { return d.num }
+
+// String names the device, e.g. "cpu:1".
+func (d *Device) String() string { return fmt.Sprintf("%s:%d", d.engine.backend.Target(), d.num) }
+
+// Engine returns the engine the device belongs to.
+func (d *Device) Engine() *Engine { return d.engine }
+
+func (d *Device) epoch() uint64 { return d.stepEpoch }
+
+// ManualSeed resets the device's random state, as torch.manual_seed does:
+// the same seed gives the same random numbers on every run.
+func (d *Device) ManualSeed(seed int64) error {
+	state, err := graph.RNGStateFromSeed(seed)
+	if err != nil {
+		return fmt.Errorf("xla: seeding %s: %w", d, err)
+	}
+	data, err := d.upload(state)
+	if err != nil {
+		return err
+	}
+	d.rng = &Tensor{dev: d, shape: data.shape, data: data}
+	return nil
+}
+
+// upload moves a host tensor to this device.
+func (d *Device) upload(t *tensors.Tensor) (*deviceData, error) {
+	if err := t.MaterializeOnDevice(d.engine.gomlx, false, backends.DeviceNum(d.num)); err != nil {
+		return nil, fmt.Errorf("xla: host-to-device transfer of %s to %s: %w", t.Shape(), d, err)
+	}
+	metrics.transferToDevice(int64(t.Shape().Memory()))
+	return &deviceData{tensor: t, shape: t.Shape()}, nil
+}
+
+// trackPending registers a handle that now holds a pending value.
+func (d *Device) trackPending(t *Tensor) {
+	d.pending = append(d.pending, weak.Make(t))
+}
+
+// livePending returns the handles still alive that hold pending values, in
+// the order they were recorded, each once.
+func (d *Device) livePending() []*Tensor {
+	var live []*Tensor
+	seen := map[*Tensor]bool{}
+	for _, w := range d.pending {
+		t := w.Value()
+		if t == nil || (t.node == nil && t.err == nil) || seen[t] {
+			continue
+		}
+		seen[t] = true
+		live = append(live, t)
+	}
+	return live
+}
+
+// newPending returns a handle for a freshly recorded node.
+func (d *Device) newPending(n *node) *Tensor {
+	t := &Tensor{dev: d, shape: n.shape, node: n}
+	d.trackPending(t)
+	return t
+}
+
+func (d *Device) errorTensor(shape shapes.Shape, err error) *Tensor {
+	return &Tensor{dev: d, shape: shape, err: err}
+}
+
+// liveGradLeaves returns the RequiresGrad handles still alive.
+func (d *Device) liveGradLeaves() []*Tensor {
+	d.gradLeaves = slices.DeleteFunc(d.gradLeaves, func(w weak.Pointer[Tensor]) bool { return w.Value() == nil })
+	leaves := make([]*Tensor, 0, len(d.gradLeaves))
+	for _, w := range d.gradLeaves {
+		leaves = append(leaves, w.Value())
+	}
+	return leaves
+}

@@ -1,0 +1,17 @@
+package xla
+
+import "github.com/gomlx/gomlx/pkg/core/dtypes"
+
+// DType is an element type; xla re-exports GoMLX's so users need not import it.
+type DType = dtypes.DType
+
+// The element types the ops support.
+const (
+	Float32  = dtypes.Float32
+	Float64  = dtypes.Float64
+	BFloat16 = dtypes.BFloat16
+	Int32    = dtypes.Int32
+	Int64    = dtypes.Int64
+	Bool     = dtypes.Bool
+	Uint64   = dtypes.Uint64
+)

@@ -1,0 +1,47 @@
+package xla
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/xladdp/xladdp/backend"
+)
+
+// newEngine opens the real CPU plugin with n devices.
+func newEngine(t testing.TB, n int) *Engine {
+	t.Helper()
+	for _, env := range []string{"XLADDP_DEVICE", "PJRT_DEVICE", "XLADDP_CPU_DEVICES", "CPU_NUM_DEVICES", "XLADDP_PJRT_PLUGIN"} {
+		t.Setenv(env, "")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b, err := backend.Open(ctx, backend.Options{Target: backend.CPU, CPUDevices: n})
+	require.NoError(t, err, "the CPU PJRT plugin must be installed: run `make deps`")
+	t.Cleanup(func() { _ = b.Close() })
+	return NewEngine(b)
+}
+
+func testContext(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// mustFromSlice uploads host data or fails the test.
+func mustFromSlice(t testing.TB, d *Device, data []float32, dims ...int) *Tensor {
+	t.Helper()
+	x, err := FromSlice(d, data, dims...)
+	require.NoError(t, err)
+	return x
+}
+
+func toFloat64(xs []float32) []float64 {
+	out := make([]float64, len(xs))
+	for i, x := range xs {
+		out[i] = float64(x)
+	}
+	return out
+}

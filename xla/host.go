@@ -1,0 +1,90 @@
+package xla
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+)
+
+// materialize forces a MarkStep if t is pending, as reading a value in
+// torch-xla (loss.item(), t.cpu()) does.
+func (t *Tensor) materialize(ctx context.Context) error {
+	if t.err != nil {
+		return t.err
+	}
+	if t.node != nil {
+		if err := t.dev.MarkStep(ctx); err != nil {
+			return err
+		}
+	}
+	if t.data == nil {
+		return fmt.Errorf("xla: %s has no value after MarkStep", t)
+	}
+	return nil
+}
+
+// ToHost copies the value to the host, running a MarkStep first if it is pending.
+func (t *Tensor) ToHost(ctx context.Context) (*tensors.Tensor, error) {
+	if err := t.materialize(ctx); err != nil {
+		return nil, err
+	}
+	host, err := t.data.tensor.LocalClone()
+	if err != nil {
+		return nil, fmt.Errorf("xla: device-to-host transfer of %s: %w", t.shape, err)
+	}
+	metrics.transferToHost(int64(t.shape.Memory()))
+	return host, nil
+}
+
+// Values returns the flat values, converted to T.
+func Values[T dtypes.Supported](ctx context.Context, t *Tensor) ([]T, error) {
+	host, err := t.ToHost(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if host.DType() != dtypes.FromGoType(reflect.TypeFor[T]()) {
+		return nil, fmt.Errorf("xla: Values[%s] of a %s tensor: Cast it first", dtypes.FromGoType(reflect.TypeFor[T]()), t.shape)
+	}
+	return tensors.CopyFlatData[T](host)
+}
+
+// Float32s returns the flat values of a Float32 tensor.
+func (t *Tensor) Float32s(ctx context.Context) ([]float32, error) { return Values[float32](ctx, t) }
+
+// Item returns the value of a one-element tensor as float64.
+func (t *Tensor) Item(ctx context.Context) (float64, error) {
+	if t.shape.Size() != 1 {
+		return 0, fmt.Errorf("xla: Item of %s: needs exactly one element", t.shape)
+	}
+	host, err := t.ToHost(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var v float64
+	err = host.ConstFlatData(func(flat any) { v = flatAsFloat64(flat) })
+	return v, err
+}
+
+func flatAsFloat64(flat any) float64 {
+	switch f := flat.(type) {
+	case []float32:
+		return float64(f[0])
+	case []float64:
+		return f[0]
+	case []int32:
+		return float64(f[0])
+	case []int64:
+		return float64(f[0])
+	case []uint64:
+		return float64(f[0])
+	case []bool:
+		if f[0] {
+			return 1
+		}
+		return 0
+	}
+	panic(fmt.Sprintf("xla: Item of element type %T is not supported", flat))
+}

@@ -1,0 +1,92 @@
+package xla
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Metrics are process-wide counters, like torch_xla.debug.metrics.
+type Metrics struct {
+	Compilations      int64
+	CompileTime       time.Duration
+	LastCompileTime   time.Duration
+	CacheHits         int64
+	Executions        int64
+	ExecuteTime       time.Duration
+	TransfersToDevice int64
+	BytesToDevice     int64
+	TransfersToHost   int64
+	BytesToHost       int64
+	// LastTraceNodes is the node count of the last trace MarkStep ran.
+	LastTraceNodes int
+	// PersistentCacheHits counts programs loaded from XLADDP_CACHE_DIR.
+	PersistentCacheHits int64
+}
+
+type metricsRegistry struct {
+	mu sync.Mutex
+	m  Metrics
+}
+
+var metrics metricsRegistry
+
+// GetMetrics returns a snapshot of the counters.
+func GetMetrics() Metrics {
+	metrics.mu.Lock()
+	defer metrics.mu.Unlock()
+	return metrics.m
+}
+
+// ResetMetrics zeroes the counters.
+func ResetMetrics() {
+	metrics.mu.Lock()
+	defer metrics.mu.Unlock()
+	metrics.m = Metrics{}
+}
+
+// MetricsReport returns the counters as a readable report.
+func MetricsReport() string {
+	m := GetMetrics()
+	var b strings.Builder
+	row := func(name string, value any) { fmt.Fprintf(&b, "%-22s %v\n", name, value) }
+	row("Compilations:", m.Compilations)
+	row("CompileTime:", m.CompileTime)
+	row("LastCompileTime:", m.LastCompileTime)
+	row("CacheHits:", m.CacheHits)
+	row("PersistentCacheHits:", m.PersistentCacheHits)
+	row("Executions:", m.Executions)
+	row("ExecuteTime:", m.ExecuteTime)
+	if m.Executions > 0 {
+		row("MeanExecuteTime:", m.ExecuteTime/time.Duration(m.Executions))
+	}
+	row("TransfersToDevice:", fmt.Sprintf("%d (%d bytes)", m.TransfersToDevice, m.BytesToDevice))
+	row("TransfersToHost:", fmt.Sprintf("%d (%d bytes)", m.TransfersToHost, m.BytesToHost))
+	row("LastTraceNodes:", m.LastTraceNodes)
+	return b.String()
+}
+
+func (r *metricsRegistry) update(f func(m *Metrics)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f(&r.m)
+}
+
+func (r *metricsRegistry) compiled(d time.Duration) {
+	r.update(func(m *Metrics) { m.Compilations++; m.CompileTime += d; m.LastCompileTime = d })
+}
+
+func (r *metricsRegistry) cacheHit() { r.update(func(m *Metrics) { m.CacheHits++ }) }
+
+func (r *metricsRegistry) executed(d time.Duration, nodes int) {
+	r.update(func(m *Metrics) { m.Executions++; m.ExecuteTime += d; m.LastTraceNodes = nodes })
+}
+
+func (r *metricsRegistry) transferToDevice(bytes int64) {
+	r.update(func(m *Metrics) { m.TransfersToDevice++; m.BytesToDevice += bytes })
+}
+
+func (r *metricsRegistry) transferToHost(bytes int64) {
+	r.update(func(m *Metrics) { m.TransfersToHost++; m.BytesToHost += bytes })
+}

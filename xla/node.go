@@ -1,0 +1,69 @@
+package xla
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
+)
+
+// opDef is one kind of recorded operation and how it replays into GoMLX.
+type opDef struct {
+	name string
+	// replay builds the GoMLX node(s) for n from its replayed inputs. It may
+	// panic: GoMLX reports errors that way, and MarkStep recovers them.
+	replay func(rc *replayContext, n *node, inputs []*graph.Node) *graph.Node
+}
+
+// attrs are an op's static attributes. They enter the fingerprint, so two
+// nodes with equal attrs must replay to the same program.
+type attrs struct {
+	ints  []int
+	float float64
+	str   string
+	dtype DType
+}
+
+func (a attrs) String() string {
+	var b strings.Builder
+	if len(a.ints) > 0 {
+		fmt.Fprintf(&b, "%v", a.ints)
+	}
+	if a.float != 0 {
+		fmt.Fprintf(&b, " f=%g", a.float)
+	}
+	if a.str != "" {
+		fmt.Fprintf(&b, " %s", a.str)
+	}
+	if a.dtype != 0 {
+		fmt.Fprintf(&b, " %s", a.dtype)
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// node is one value in a trace: the result of op applied to inputs. Nodes
+// are reachable only from Tensor handles, so what the program dropped is
+// not computed.
+type node struct {
+	op     *opDef
+	attrs  attrs
+	inputs []*node
+	shape  shapes.Shape
+	// data is set for parameter nodes: the device buffer the step reads.
+	data *deviceData
+}
+
+// describe is the node's line in a trace listing, used in error messages
+// and recompilation reports; inputs are given by their index in the listing.
+func (n *node) describe(index map[*node]int) string {
+	in := make([]string, len(n.inputs))
+	for i, x := range n.inputs {
+		in[i] = fmt.Sprintf("%%%d", index[x])
+	}
+	s := fmt.Sprintf("%s(%s) -> %s", n.op.name, strings.Join(in, ", "), n.shape)
+	if a := n.attrs.String(); a != "" {
+		s += " {" + a + "}"
+	}
+	return s
+}

@@ -1,0 +1,149 @@
+package xla
+
+import (
+	"fmt"
+
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+)
+
+// maxCachedScalars bounds Device.scalars; a program that feeds a new value
+// every step (a decaying LR) must not grow it without limit.
+const maxCachedScalars = 256
+
+// FromSlice copies host data to device d as a tensor of the given dims
+// (none for a scalar, which needs len(data) == 1).
+func FromSlice[T dtypes.Supported](d *Device, data []T, dims ...int) (*Tensor, error) {
+	size := 1
+	for _, x := range dims {
+		if x < 0 {
+			return nil, fmt.Errorf("xla: FromSlice: negative dimension in %v", dims)
+		}
+		size *= x
+	}
+	if size != len(data) {
+		return nil, fmt.Errorf("xla: FromSlice: %d values for dimensions %v (%d elements)", len(data), dims, size)
+	}
+	host := tensors.FromFlatDataAndDimensions(append([]T(nil), data...), dims...)
+	dd, err := d.upload(host)
+	if err != nil {
+		return nil, err
+	}
+	return &Tensor{dev: d, shape: dd.shape, data: dd}, nil
+}
+
+// scalar returns v as a scalar of dtype: a constant for 0 and 1, else an
+// uploaded value (cached), so a changing learning rate is a new input, not
+// a new program.
+func (d *Device) scalar(v float64, dtype DType) *Tensor {
+	if v == 0 || v == 1 {
+		return recordOn(d, opConstant, attrs{float: v}, shapes.Make(dtype))
+	}
+	key := scalarKey{dtype: dtype, value: v}
+	if dd, ok := d.scalars[key]; ok {
+		return &Tensor{dev: d, shape: dd.shape, data: dd}
+	}
+	host := tensors.FromShape(shapes.Make(dtype))
+	if err := host.MutableFlatData(func(flat any) { setFlat(flat, 0, v) }); err != nil {
+		return d.failed(shapes.Make(dtype), fmt.Errorf("xla: scalar %g as %s: %w", v, dtype, err))
+	}
+	dd, err := d.upload(host)
+	if err != nil {
+		return d.failed(shapes.Make(dtype), err)
+	}
+	if len(d.scalars) >= maxCachedScalars {
+		clear(d.scalars)
+	}
+	d.scalars[key] = dd
+	return &Tensor{dev: d, shape: dd.shape, data: dd}
+}
+
+// setFlat stores v at flat[i] converted to the slice's element type.
+func setFlat(flat any, i int, v float64) {
+	switch f := flat.(type) {
+	case []float32:
+		f[i] = float32(v)
+	case []float64:
+		f[i] = v
+	case []int32:
+		f[i] = int32(v)
+	case []int64:
+		f[i] = int64(v)
+	case []uint64:
+		f[i] = uint64(v)
+	case []bool:
+		f[i] = v != 0
+	default:
+		panic(fmt.Sprintf("xla: scalar of element type %T is not supported", flat))
+	}
+}
+
+// Full returns a tensor of dims filled with v.
+func (d *Device) Full(v float64, dtype DType, dims ...int) *Tensor {
+	s := d.scalar(v, dtype)
+	if len(dims) == 0 {
+		return s
+	}
+	return s.BroadcastTo(dims...)
+}
+
+// Zeros returns a tensor of zeros.
+func (d *Device) Zeros(dtype DType, dims ...int) *Tensor {
+	return recordOn(d, opConstant, attrs{float: 0}, shapes.Make(dtype, dims...))
+}
+
+// Ones returns a tensor of ones.
+func (d *Device) Ones(dtype DType, dims ...int) *Tensor {
+	return recordOn(d, opConstant, attrs{float: 1}, shapes.Make(dtype, dims...))
+}
+
+var opIota = &opDef{name: "iota", replay: func(rc *replayContext, n *node, _ []*graph.Node) *graph.Node {
+	return graph.Iota(rc.graph, n.shape, n.attrs.ints[0])
+}}
+
+// Arange returns 0, 1, ..., n-1.
+func (d *Device) Arange(n int, dtype DType) *Tensor {
+	return recordOn(d, opIota, attrs{ints: []int{0}}, shapes.Make(dtype, n))
+}
+
+// opRandom draws from the device RNG state (input 0): attrs.str is
+// "normal" or "uniform". It outputs the values; opRandomState outputs the
+// advanced state of the same draw.
+var (
+	opRandom = &opDef{name: "random", replay: func(rc *replayContext, n *node, in []*graph.Node) *graph.Node {
+		state, values := drawRandom(n.attrs.str, in[0], n.shape)
+		rc.randomStates[n] = state
+		return values
+	}}
+	opRandomState = &opDef{name: "random_state", replay: func(rc *replayContext, n *node, _ []*graph.Node) *graph.Node {
+		return rc.randomStates[n.inputs[0]]
+	}}
+)
+
+func drawRandom(kind string, state *graph.Node, shape shapes.Shape) (*graph.Node, *graph.Node) {
+	if kind == "normal" {
+		return graph.RandomNormal(state, shape)
+	}
+	return graph.RandomUniform(state, shape)
+}
+
+func (d *Device) random(kind string, dtype DType, dims []int) *Tensor {
+	if !dtype.IsFloat() {
+		return d.failed(shapes.Make(dtype, dims...), opError("Rand", "needs a float dtype, got %s", dtype))
+	}
+	if d.rng.err != nil {
+		return d.failed(shapes.Make(dtype, dims...), d.rng.err)
+	}
+	values := record(opRandom, attrs{str: kind}, shapes.Make(dtype, dims...), d.rng)
+	next := &node{op: opRandomState, inputs: []*node{values.node}, shape: d.rng.shape}
+	d.rng = d.newPending(next)
+	return values
+}
+
+// RandN returns standard normal samples from the device's RNG.
+func (d *Device) RandN(dtype DType, dims ...int) *Tensor { return d.random("normal", dtype, dims) }
+
+// RandU returns uniform samples in [0, 1) from the device's RNG.
+func (d *Device) RandU(dtype DType, dims ...int) *Tensor { return d.random("uniform", dtype, dims) }

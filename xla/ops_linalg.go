@@ -1,0 +1,54 @@
+package xla
+
+import (
+	"slices"
+
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
+)
+
+// opMatMul contracts the last axis of a with axis -2 of b, batching over
+// a's leading axes when b has the same batch dims (attrs.ints[0] = batch rank).
+var opMatMul = &opDef{name: "matmul", replay: func(_ *replayContext, n *node, in []*graph.Node) *graph.Node {
+	a, b := in[0], in[1]
+	batch := n.attrs.ints[0]
+	if batch == 0 {
+		// [..., k] x [k, n]: fold the leading axes into the row axis.
+		return graph.DotGeneral(a, []int{a.Rank() - 1}, nil, b, []int{0}, nil)
+	}
+	axes := make([]int, batch)
+	for i := range axes {
+		axes[i] = i
+	}
+	return graph.DotGeneral(a, []int{a.Rank() - 1}, axes, b, []int{b.Rank() - 2}, axes)
+}}
+
+// MatMul returns the matrix product. Supported: [..., m, k] x [k, n] (the
+// leading axes of t are kept, as in a Linear layer), and batched
+// [B..., m, k] x [B..., k, n] with equal batch dims.
+func (t *Tensor) MatMul(o *Tensor) *Tensor {
+	const op = "MatMul"
+	if bad := precheck(op, t, o); bad != nil {
+		return bad
+	}
+	a, b := t.shape, o.shape
+	switch {
+	case a.DType != b.DType:
+		return t.dev.failed(a, opError(op, "dtypes differ: %s x %s (convert one with Cast)", a, b))
+	case a.Rank() < 1 || b.Rank() < 2:
+		return t.dev.failed(a, opError(op, "needs rank >= 1 x rank >= 2, got %s x %s", a, b))
+	case a.Dimensions[a.Rank()-1] != b.Dimensions[b.Rank()-2]:
+		return t.dev.failed(a, opError(op, "%s x %s: contracting dimensions differ (%d vs %d)",
+			a, b, a.Dimensions[a.Rank()-1], b.Dimensions[b.Rank()-2]))
+	}
+	if b.Rank() == 2 {
+		dims := append(slices.Clone(a.Dimensions[:a.Rank()-1]), b.Dimensions[1])
+		return record(opMatMul, attrs{ints: []int{0}}, shapes.Make(a.DType, dims...), t, o)
+	}
+	batch := b.Rank() - 2
+	if a.Rank() != b.Rank() || !slices.Equal(a.Dimensions[:batch], b.Dimensions[:batch]) {
+		return t.dev.failed(a, opError(op, "%s x %s: batched matmul needs equal batch dimensions", a, b))
+	}
+	dims := append(slices.Clone(a.Dimensions[:a.Rank()-1]), b.Dimensions[b.Rank()-1])
+	return record(opMatMul, attrs{ints: []int{batch}}, shapes.Make(a.DType, dims...), t, o)
+}

@@ -1,0 +1,191 @@
+package xla
+
+import (
+	"fmt"
+	"log"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/core/distributed"
+	"github.com/gomlx/gomlx/pkg/core/graph"
+
+	"github.com/xladdp/xladdp/backend"
+)
+
+// EnvDebug turns on debug reports (XLADDP_DEBUG=1): why a program recompiled.
+const EnvDebug = "XLADDP_DEBUG"
+
+// program is a compiled trace for one set of devices.
+type program struct {
+	graph       *graph.Graph
+	numOutputs  int
+	description []string
+}
+
+type programKey struct {
+	fingerprint fingerprint
+	devices     string
+}
+
+// programCache holds compiled programs by fingerprint and device set.
+type programCache struct {
+	backend *backend.Backend
+	mu      sync.Mutex
+	entries map[programKey]*program
+	// last is the most recently run program per device set, to explain a
+	// recompilation against.
+	last map[string]*program
+}
+
+func newProgramCache(b *backend.Backend) *programCache {
+	return &programCache{backend: b, entries: map[programKey]*program{}, last: map[string]*program{}}
+}
+
+func debugEnabled() bool { return os.Getenv(EnvDebug) == "1" }
+
+// get returns the program for the replicas' traces (which share one
+// fingerprint), compiling it from the first trace on a miss.
+func (c *programCache) get(devices []*Device, traces []*trace) (*program, error) {
+	key := programKey{fingerprint: traces[0].fingerprint, devices: deviceSetKey(devices)}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p, ok := c.entries[key]; ok {
+		metrics.cacheHit()
+		c.last[key.devices] = p
+		return p, nil
+	}
+	start := time.Now()
+	p, err := compile(c.backend, devices, traces[0])
+	if err != nil {
+		return nil, err
+	}
+	metrics.compiled(time.Since(start))
+	if prev := c.last[key.devices]; prev != nil && debugEnabled() {
+		log.Printf("xladdp: recompiling for %s: %s", key.devices, explainDifference(prev.description, p.description))
+	}
+	c.entries[key] = p
+	c.last[key.devices] = p
+	return p, nil
+}
+
+func deviceSetKey(devices []*Device) string {
+	names := make([]string, len(devices))
+	for i, d := range devices {
+		names[i] = fmt.Sprint(d.num)
+	}
+	return "devices[" + strings.Join(names, ",") + "]"
+}
+
+// explainDifference names the first line where two trace listings differ.
+func explainDifference(before, after []string) string {
+	for i := range min(len(before), len(after)) {
+		if before[i] != after[i] {
+			return fmt.Sprintf("node %%%d changed from %q to %q (%d nodes before, %d now)",
+				i, before[i], after[i], len(before), len(after))
+		}
+	}
+	if len(before) != len(after) {
+		return fmt.Sprintf("the trace has %d nodes instead of %d; the first %d are the same",
+			len(after), len(before), min(len(before), len(after)))
+	}
+	return "the same nodes produce a different set of outputs (a different set of live tensors)"
+}
+
+// compile replays tr into a GoMLX SPMD graph over devices and compiles it.
+func compile(b *backend.Backend, devices []*Device, tr *trace) (p *program, err error) {
+	rc := &replayContext{trace: tr, values: map[*node]*graph.Node{}, numReplicas: len(devices),
+		randomStates: map[*node]*graph.Node{}}
+	defer func() {
+		if r := recover(); r != nil {
+			at := "while compiling"
+			if rc.current != nil {
+				at = "replaying " + rc.current.describe(tr.index)
+			}
+			p, err = nil, fmt.Errorf("xla: building the program for %s failed %s: %v", deviceSetKey(devices), at, r)
+		}
+	}()
+	mesh, err := distributed.NewDeviceMesh([]int{len(devices)}, []string{"replica"})
+	if err != nil {
+		return nil, err
+	}
+	g := graph.NewGraph(b.GoMLX(), "xladdp_step")
+	if err := g.SetSPMD(mesh); err != nil {
+		return nil, err
+	}
+	assignment := make([]backends.DeviceNum, len(devices))
+	for i, d := range devices {
+		assignment[i] = backends.DeviceNum(d.num)
+	}
+	if err := g.SetDeviceAssignment(assignment); err != nil {
+		return nil, err
+	}
+	rc.graph = g
+	for i, pn := range tr.params {
+		rc.values[pn] = graph.Parameter(g, fmt.Sprintf("p%d", i), pn.shape)
+	}
+	for _, n := range tr.nodes {
+		if n.op == opParameter {
+			continue
+		}
+		rc.current = n
+		ins := make([]*graph.Node, len(n.inputs))
+		for i, x := range n.inputs {
+			ins[i] = rc.values[x]
+		}
+		rc.values[n] = n.op.replay(rc, n, ins)
+	}
+	rc.current = nil
+	outs := make([]*graph.Node, len(tr.outputs))
+	for i, o := range tr.outputs {
+		outs[i] = rc.values[o]
+	}
+	g.Compile(outs...)
+	return &program{graph: g, numOutputs: len(outs), description: tr.describe()}, nil
+}
+
+// replayContext carries state while a trace replays into a GoMLX graph.
+type replayContext struct {
+	graph       *graph.Graph
+	trace       *trace
+	values      map[*node]*graph.Node
+	numReplicas int
+	current     *node
+	// gradients caches, per loss node, the gradient of every node the trace
+	// asks a gradient for, computed in one graph.Gradient call.
+	gradients map[*node]map[*node]*graph.Node
+	// randomStates holds each random draw's advanced RNG state.
+	randomStates map[*node]*graph.Node
+}
+
+// gradient returns d(loss)/d(wrt), computing all gradients the trace asks of
+// this loss at once so the backward pass is built once.
+func (rc *replayContext) gradient(loss, wrt *node) *graph.Node {
+	if rc.gradients == nil {
+		rc.gradients = map[*node]map[*node]*graph.Node{}
+	}
+	if byWrt, ok := rc.gradients[loss]; ok {
+		return byWrt[wrt]
+	}
+	var wrts []*node
+	seen := map[*node]bool{}
+	for _, n := range rc.trace.nodes {
+		if n.op.name == gradientOpName && n.inputs[0] == loss && !seen[n.inputs[1]] {
+			seen[n.inputs[1]] = true
+			wrts = append(wrts, n.inputs[1])
+		}
+	}
+	wrtValues := make([]*graph.Node, len(wrts))
+	for i, w := range wrts {
+		wrtValues[i] = rc.values[w]
+	}
+	grads := graph.Gradient(rc.values[loss], wrtValues...)
+	byWrt := make(map[*node]*graph.Node, len(wrts))
+	for i, w := range wrts {
+		byWrt[w] = grads[i]
+	}
+	rc.gradients[loss] = byWrt
+	return byWrt[wrt]
+}

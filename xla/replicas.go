@@ -1,0 +1,139 @@
+package xla
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+)
+
+// Replica is one of the local replicas RunReplicas started: it drives one
+// device in its own goroutine.
+type Replica struct {
+	index, count int
+	device       *Device
+}
+
+// Index returns the replica's position, 0..Count-1 (its local rank).
+func (r Replica) Index() int { return r.index }
+
+// Count returns how many replicas run.
+func (r Replica) Count() int { return r.count }
+
+// Device returns the device this replica drives.
+func (r Replica) Device() *Device { return r.device }
+
+// MarkStep compiles (on a cache miss) and runs what this replica traced,
+// together with every other replica.
+func (r Replica) MarkStep(ctx context.Context) error { return r.device.MarkStep(ctx) }
+
+// MarkStep runs the trace: alone for a standalone device, or, inside
+// RunReplicas, together with the other replicas as one SPMD program.
+func (d *Device) MarkStep(ctx context.Context) error {
+	g := d.currentGroup()
+	return g.markStep(ctx, g.position(d))
+}
+
+func (d *Device) currentGroup() *group {
+	d.engine.mu.Lock()
+	defer d.engine.mu.Unlock()
+	if d.group != nil {
+		return d.group
+	}
+	return d.engine.standalone[d.num]
+}
+
+func (g *group) position(d *Device) int {
+	for i, x := range g.devices {
+		if x == d {
+			return i
+		}
+	}
+	panic("xla: device not in its group")
+}
+
+// RunReplicas runs fn once per local device 0..n-1, each in its own
+// goroutine (spawn mode's engine, like xmp.spawn). At each MarkStep the
+// replicas meet: they must have traced the same program, which is compiled
+// once and executed on all n devices. If a replica returns an error or
+// panics, or the replicas' programs differ, every replica's MarkStep fails
+// and RunReplicas returns the first cause.
+func (e *Engine) RunReplicas(ctx context.Context, n int, fn func(ctx context.Context, r Replica) error) error {
+	if n < 1 || n > len(e.devices) {
+		return fmt.Errorf("xla: RunReplicas(%d): the engine has %d device(s); open the backend with more (e.g. CPUDevices) or run fewer replicas",
+			n, len(e.devices))
+	}
+	devices := e.devices[:n]
+	g := newGroup(e, devices)
+	e.mu.Lock()
+	if e.replicasOn {
+		e.mu.Unlock()
+		return errors.New("xla: RunReplicas is already running on this engine")
+	}
+	e.replicasOn = true
+	for _, d := range devices {
+		d.group = g
+	}
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		for _, d := range devices {
+			d.group = nil
+		}
+		e.replicasOn = false
+		e.mu.Unlock()
+	}()
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var (
+		wg       sync.WaitGroup
+		firstMu  sync.Mutex
+		firstErr error
+	)
+	fail := func(err error) {
+		firstMu.Lock()
+		if firstErr == nil {
+			firstErr = err
+		}
+		firstMu.Unlock()
+		g.breakWith(err)
+		cancel(err)
+	}
+	for i, d := range devices {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := runReplica(ctx, fn, Replica{index: i, count: n, device: d})
+			if err != nil {
+				fail(err)
+				return
+			}
+			g.finish(i)
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return firstErr
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.broken
+}
+
+// runReplica calls fn, turning a panic into an error naming the replica.
+func runReplica(ctx context.Context, fn func(context.Context, Replica) error, r Replica) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("replica %d panicked: %v\n%s", r.index, p, debug.Stack())
+		}
+	}()
+	if err := fn(ctx, r); err != nil {
+		if errors.Is(err, ErrReplicaMismatch) {
+			return err // about the group, not this replica
+		}
+		return fmt.Errorf("replica %d: %w", r.index, err)
+	}
+	return nil
+}

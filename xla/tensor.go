@@ -1,0 +1,116 @@
+package xla
+
+import (
+	"fmt"
+
+	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+)
+
+// deviceData is a buffer on one device.
+type deviceData struct {
+	tensor *tensors.Tensor
+	shape  shapes.Shape
+	// paramNode is this buffer's parameter node in the trace of epoch
+	// paramEpoch; reused so a buffer read twice is one program input.
+	paramNode  *node
+	paramEpoch uint64
+}
+
+// Tensor is a handle to a value on one device. The value is either
+// materialized (a device buffer) or pending (a node in the trace, computed at
+// the next MarkStep). Ops never run when called: they record nodes.
+//
+// Errors are sticky: an op given bad shapes returns a Tensor that carries
+// the error (Err), every op on it carries the same error, and MarkStep,
+// Item and ToHost return it. Ops never panic on bad input.
+//
+// A Tensor is not safe for concurrent use; each replica uses its own.
+type Tensor struct {
+	dev   *Device
+	shape shapes.Shape
+	node  *node       // pending value, or nil
+	data  *deviceData // materialized value, or nil
+	err   error
+
+	requiresGrad bool
+	grad         *Tensor
+}
+
+// Shape returns the tensor's shape (dtype and dimensions).
+func (t *Tensor) Shape() shapes.Shape { return t.shape }
+
+// DType returns the element type.
+func (t *Tensor) DType() DType { return t.shape.DType }
+
+// Dims returns the dimensions (nil for a scalar).
+func (t *Tensor) Dims() []int { return t.shape.Dimensions }
+
+// Rank returns the number of dimensions.
+func (t *Tensor) Rank() int { return t.shape.Rank() }
+
+// Device returns the device the tensor lives on.
+func (t *Tensor) Device() *Device { return t.dev }
+
+// Err returns the error the tensor carries, if an op that produced it failed.
+func (t *Tensor) Err() error { return t.err }
+
+// IsPending reports whether the value waits for the next MarkStep.
+func (t *Tensor) IsPending() bool { return t.node != nil }
+
+// String describes the tensor without computing it.
+func (t *Tensor) String() string {
+	state := "materialized"
+	switch {
+	case t.err != nil:
+		state = "error: " + t.err.Error()
+	case t.node != nil:
+		state = "pending " + t.node.op.name
+	}
+	return fmt.Sprintf("Tensor(%s on %s, %s)", t.shape, t.dev, state)
+}
+
+// Assign makes t hold src's value, as torch's in-place update does: the
+// handle stays the same object, so parameters keep their identity across
+// steps. Shapes must match.
+func (t *Tensor) Assign(src *Tensor) error {
+	if err := sameDevice("Assign", t, src); err != nil {
+		return err
+	}
+	if src.err != nil {
+		return src.err
+	}
+	if !t.shape.Equal(src.shape) {
+		return fmt.Errorf("xla: Assign: destination is %s but source is %s", t.shape, src.shape)
+	}
+	t.node, t.data, t.err = src.node, src.data, nil
+	if t.node != nil {
+		t.dev.trackPending(t)
+	}
+	return nil
+}
+
+// valueNode returns the node that reads t in the current trace: its pending
+// node, or a parameter node for its buffer.
+func (t *Tensor) valueNode() *node {
+	if t.node != nil {
+		return t.node
+	}
+	d := t.data
+	epoch := t.dev.epoch()
+	if d.paramNode == nil || d.paramEpoch != epoch {
+		d.paramNode = &node{op: opParameter, shape: d.shape, data: d}
+		d.paramEpoch = epoch
+	}
+	return d.paramNode
+}
+
+// sameDevice checks that every tensor lives on the same device.
+func sameDevice(op string, ts ...*Tensor) error {
+	for _, x := range ts[1:] {
+		if x.dev != ts[0].dev {
+			return fmt.Errorf("xla: %s: operands on different devices (%s and %s): move one with To()", op, ts[0].dev, x.dev)
+		}
+	}
+	return nil
+}
