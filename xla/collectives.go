@@ -2,9 +2,11 @@ package xla
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
 )
 
 // ReduceOp is how AllReduce combines the replicas' values.
@@ -62,4 +64,97 @@ func AllReduce(t *Tensor, op ReduceOp) *Tensor {
 		return t.dev.failed(t.shape, opError(name, "MEAN of %s: needs a float tensor", t.shape))
 	}
 	return record(opAllReduce, attrs{ints: []int{int(op)}}, t.shape, t)
+}
+
+// replicaIndex returns this device's position in its current group as an
+// Int32 scalar on the device: a program input whose value differs per
+// replica while the traced program stays the same.
+func (d *Device) replicaIndex() (*Tensor, int) {
+	g := d.currentGroup()
+	pos := g.position(d)
+	if d.positions == nil {
+		d.positions = map[int]*deviceData{}
+	}
+	if dd, ok := d.positions[pos]; ok {
+		return &Tensor{dev: d, shape: dd.shape, data: dd}, len(g.devices)
+	}
+	t, err := FromSlice(d, []int32{int32(pos)})
+	if err != nil {
+		return d.failed(shapes.Make(Int32), err), len(g.devices)
+	}
+	d.positions[pos] = t.data
+	return t, len(g.devices)
+}
+
+// startIndices returns scalar start indices that are zero except
+// position*size along axis.
+func startIndices(g *graph.Graph, rank, axis int, position *graph.Node, size int) []*graph.Node {
+	starts := make([]*graph.Node, rank)
+	for i := range starts {
+		if i == axis {
+			starts[i] = graph.MulScalar(position, float64(size))
+		} else {
+			starts[i] = graph.ScalarZero(g, position.DType())
+		}
+	}
+	return starts
+}
+
+// opAllGather: inputs are the tensor and the replica index; each replica
+// writes its part into zeros at its offset, and a SUM all-reduce assembles
+// the whole. GoMLX v0.26.0 exposes no all-gather, so this spends n times the
+// bandwidth of a native one.
+var opAllGather = &opDef{name: "all_gather", replay: func(rc *replayContext, n *node, in []*graph.Node) *graph.Node {
+	axis := n.attrs.ints[0]
+	x, pos := in[0], in[1]
+	whole := graph.Zeros(rc.graph, n.shape)
+	placed := graph.DynamicUpdateSlice(whole, x, startIndices(rc.graph, x.Rank(), axis, pos, x.Shape().Dimensions[axis]))
+	return rc.graph.Distributed().AllReduceOne(placed, backends.ReduceOpSum)
+}}
+
+// opReduceScatter: all-reduce, then each replica keeps its slice.
+var opReduceScatter = &opDef{name: "reduce_scatter", replay: func(rc *replayContext, n *node, in []*graph.Node) *graph.Node {
+	axis := n.attrs.ints[0]
+	reduced := opAllReduce.replay(rc, &node{attrs: attrs{ints: []int{n.attrs.ints[1]}}}, in[:1])
+	part := n.shape.Dimensions[axis]
+	return graph.DynamicSlice(reduced, startIndices(rc.graph, reduced.Rank(), axis, in[1], part), n.shape.Dimensions)
+}}
+
+// AllGather concatenates every replica's t along axis, in replica order.
+func AllGather(t *Tensor, axis int) *Tensor {
+	const name = "AllGather"
+	if bad := precheck(name, t); bad != nil {
+		return bad
+	}
+	ax, err := normalizeAxis(name, axis, t.Rank())
+	if err != nil {
+		return t.dev.failed(t.shape, err)
+	}
+	pos, n := t.dev.replicaIndex()
+	dims := slices.Clone(t.Dims())
+	dims[ax] *= n
+	return record(opAllGather, attrs{ints: []int{ax}}, shapes.Make(t.DType(), dims...), t, pos)
+}
+
+// ReduceScatter reduces t across replicas with op and gives replica i the
+// i-th of n equal parts along axis; t's size along axis must divide by n.
+func ReduceScatter(t *Tensor, op ReduceOp, axis int) *Tensor {
+	const name = "ReduceScatter"
+	if bad := precheck(name, t); bad != nil {
+		return bad
+	}
+	ax, err := normalizeAxis(name, axis, t.Rank())
+	if err != nil {
+		return t.dev.failed(t.shape, err)
+	}
+	if op < ReduceSum || op > ReduceProduct || (op == ReduceMean && !t.DType().IsFloat()) {
+		return t.dev.failed(t.shape, opError(name, "reduce op %s on %s", op, t.shape))
+	}
+	pos, n := t.dev.replicaIndex()
+	if t.Dims()[ax]%n != 0 {
+		return t.dev.failed(t.shape, opError(name, "axis %d of %s does not divide among %d replicas", ax, t.shape, n))
+	}
+	dims := slices.Clone(t.Dims())
+	dims[ax] /= n
+	return record(opReduceScatter, attrs{ints: []int{ax, int(op)}}, shapes.Make(t.DType(), dims...), t, pos)
 }

@@ -30,6 +30,8 @@ type Device struct {
 	// scalars caches uploaded scalar constants by value, so a learning rate
 	// is one program input instead of a recompilation.
 	scalars map[scalarKey]*deviceData
+	// positions caches the replica-index scalar uploaded per group position.
+	positions map[int]*deviceData
 }
 
 type scalarKey struct {

@@ -88,8 +88,13 @@ func explainDifference(before, after []string) string {
 		}
 	}
 	if len(before) != len(after) {
-		return fmt.Sprintf("the trace has %d nodes instead of %d; the first %d are the same",
-			len(after), len(before), min(len(before), len(after)))
+		common := min(len(before), len(after))
+		longer, which := after, "now"
+		if len(before) > len(after) {
+			longer, which = before, "before"
+		}
+		return fmt.Sprintf("the trace has %d nodes instead of %d; the first %d are the same; the first extra node (%s) is %%%d %q",
+			len(after), len(before), common, which, common, longer[common])
 	}
 	return "the same nodes produce a different set of outputs (a different set of live tensors)"
 }
