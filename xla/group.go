@@ -27,6 +27,9 @@ type group struct {
 	// returns it.
 	broken error
 	steps  int
+	// replicated is true for RunReplicas groups: one failed step ends every
+	// replica. A standalone device reports the error and stays usable.
+	replicated bool
 }
 
 // meeting is one MarkStep of the group; done closes when err is final.
@@ -80,7 +83,7 @@ func (g *group) markStep(ctx context.Context, pos int) error {
 	clear(g.arrived)
 	g.count = 0
 	g.meeting = &meeting{done: make(chan struct{})}
-	if m.err != nil && g.broken == nil {
+	if m.err != nil && g.replicated && g.broken == nil {
 		g.broken = m.err
 	}
 	close(m.done)

@@ -107,16 +107,59 @@ var torchLayout = backends.ConvolveAxesConfig{
 	OutputBatch: 0, OutputChannels: 1, OutputSpatial: []int{2, 3},
 }
 
-// attrs.ints: stride h,w, padding h,w, dilation h,w, groups.
+// opConv2d: attrs.ints are stride h,w, padding h,w, dilation h,w, groups.
+//
+// Two GoMLX v0.26.0 convolution-gradient bugs are worked around here, each
+// by an exact rewrite whose gradient is plain slicing:
+//   - even kernel sizes give input gradients shifted by one element: the
+//     kernel gets one zero tap appended (and the input `dilation` zeros at
+//     the end), so the output is unchanged and the kernel is odd;
+//   - padding that reaches the kernel size fails to build
+//     ("outputDimStart ... out-of-bounds") and Pad has no gradient: the
+//     input is padded by concatenating zeros before an unpadded convolution.
 var opConv2d = &opDef{name: "conv2d", replay: func(_ *replayContext, n *node, in []*graph.Node) *graph.Node {
 	a := n.attrs.ints
-	return graph.Convolve(in[0], in[1]).AxesConfig(torchLayout).
+	x, kernel := in[0], in[1]
+	dilation := [2]int{a[4], a[5]}
+	for i, axis := range []int{2, 3} {
+		if kernel.Shape().Dimensions[axis]%2 == 0 {
+			kernel = appendZeros(kernel, axis, 1)
+			x = appendZeros(x, axis, dilation[i])
+		}
+	}
+	padding := [][2]int{{a[2], a[2]}, {a[3], a[3]}}
+	if a[2] >= kernel.Shape().Dimensions[2] || a[3] >= kernel.Shape().Dimensions[3] {
+		x = zeroPad(zeroPad(x, 2, a[2]), 3, a[3])
+		padding = [][2]int{{0, 0}, {0, 0}}
+	}
+	return graph.Convolve(x, kernel).AxesConfig(torchLayout).
 		StridePerAxis(a[0], a[1]).
-		PaddingPerDim([][2]int{{a[2], a[2]}, {a[3], a[3]}}).
-		DilationPerAxis(a[4], a[5]).
+		PaddingPerDim(padding).
+		DilationPerAxis(dilation[0], dilation[1]).
 		ChannelGroupCount(a[6]).
 		Done()
 }}
+
+// zerosLikeAxis returns zeros shaped like x but with size p along axis.
+func zerosLikeAxis(x *graph.Node, axis, p int) *graph.Node {
+	dims := slices.Clone(x.Shape().Dimensions)
+	dims[axis] = p
+	return graph.Zeros(x.Graph(), shapes.Make(x.DType(), dims...))
+}
+
+// zeroPad adds p zeros on both sides of axis.
+func zeroPad(x *graph.Node, axis, p int) *graph.Node {
+	if p == 0 {
+		return x
+	}
+	zeros := zerosLikeAxis(x, axis, p)
+	return graph.Concatenate([]*graph.Node{zeros, x, zeros}, axis)
+}
+
+// appendZeros adds p zeros at the end of axis.
+func appendZeros(x *graph.Node, axis, p int) *graph.Node {
+	return graph.Concatenate([]*graph.Node{x, zerosLikeAxis(x, axis, p)}, axis)
+}
 
 // Conv2d convolves x [N, C, H, W] with weight [O, C/groups, kH, kW] as
 // torch does (cross-correlation, zero padding), giving [N, O, H', W'].

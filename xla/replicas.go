@@ -66,6 +66,7 @@ func (e *Engine) RunReplicas(ctx context.Context, n int, fn func(ctx context.Con
 	}
 	devices := e.devices[:n]
 	g := newGroup(e, devices)
+	g.replicated = true
 	e.mu.Lock()
 	if e.replicasOn {
 		e.mu.Unlock()
