@@ -116,7 +116,9 @@ var torchLayout = backends.ConvolveAxesConfig{
 //     the end), so the output is unchanged and the kernel is odd;
 //   - padding that reaches the kernel size fails to build
 //     ("outputDimStart ... out-of-bounds") and Pad has no gradient: the
-//     input is padded by concatenating zeros before an unpadded convolution.
+//     input is padded by concatenating zeros before an unpadded convolution;
+//   - stride and dilation together are refused: the convolution runs with
+//     stride 1 and every stride-th output is sliced out.
 var opConv2d = &opDef{name: "conv2d", replay: func(_ *replayContext, n *node, in []*graph.Node) *graph.Node {
 	a := n.attrs.ints
 	x, kernel := in[0], in[1]
@@ -132,12 +134,24 @@ var opConv2d = &opDef{name: "conv2d", replay: func(_ *replayContext, n *node, in
 		x = zeroPad(zeroPad(x, 2, a[2]), 3, a[3])
 		padding = [][2]int{{0, 0}, {0, 0}}
 	}
-	return graph.Convolve(x, kernel).AxesConfig(torchLayout).
-		StridePerAxis(a[0], a[1]).
+	stride := [2]int{a[0], a[1]}
+	sliceAfter := stride != [2]int{1, 1} && dilation != [2]int{1, 1}
+	if sliceAfter {
+		stride = [2]int{1, 1}
+	}
+	out := graph.Convolve(x, kernel).AxesConfig(torchLayout).
+		StridePerAxis(stride[0], stride[1]).
 		PaddingPerDim(padding).
 		DilationPerAxis(dilation[0], dilation[1]).
 		ChannelGroupCount(a[6]).
 		Done()
+	if sliceAfter {
+		hOut, wOut := n.shape.Dimensions[2], n.shape.Dimensions[3]
+		out = graph.Slice(out, graph.AxisRange(), graph.AxisRange(),
+			graph.AxisRange(0, (hOut-1)*a[0]+1).Stride(a[0]),
+			graph.AxisRange(0, (wOut-1)*a[1]+1).Stride(a[1]))
+	}
+	return out
 }}
 
 // zerosLikeAxis returns zeros shaped like x but with size p along axis.
