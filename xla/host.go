@@ -56,6 +56,9 @@ func (t *Tensor) Float32s(ctx context.Context) ([]float32, error) { return Value
 
 // Item returns the value of a one-element tensor as float64.
 func (t *Tensor) Item(ctx context.Context) (float64, error) {
+	if t.err != nil {
+		return 0, t.err
+	}
 	if t.shape.Size() != 1 {
 		return 0, fmt.Errorf("xla: Item of %s: needs exactly one element", t.shape)
 	}
