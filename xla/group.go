@@ -216,7 +216,7 @@ func (g *group) execute(p *program, traces []*trace) error {
 		}
 	}
 	start := time.Now()
-	outputs, err := runGraph(p, buffers, donate, backends.DeviceNum(g.devices[0].num))
+	outputs, err := runProgram(g.engine.gomlx, p, buffers, donate)
 	if err != nil {
 		return err
 	}

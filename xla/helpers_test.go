@@ -2,6 +2,7 @@ package xla
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -10,11 +11,19 @@ import (
 	"github.com/xladdp/xladdp/backend"
 )
 
+// keepCacheDir is set by the persistent-cache helper process, which must use
+// the cache directory its parent test gave it.
+var keepCacheDir = os.Getenv("XLADDP_TEST_KEEP_CACHE_DIR") == "1"
+
 // newEngine opens the real CPU plugin with n devices.
 func newEngine(t testing.TB, n int) *Engine {
 	t.Helper()
 	for _, env := range []string{"XLADDP_DEVICE", "PJRT_DEVICE", "XLADDP_CPU_DEVICES", "CPU_NUM_DEVICES", "XLADDP_PJRT_PLUGIN"} {
 		t.Setenv(env, "")
+	}
+	// Each test compiles from scratch unless it shares a cache on purpose.
+	if os.Getenv(EnvCacheDir) == "" || !keepCacheDir {
+		t.Setenv(EnvCacheDir, t.TempDir())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -90,3 +90,5 @@ func (r *metricsRegistry) transferToDevice(bytes int64) {
 func (r *metricsRegistry) transferToHost(bytes int64) {
 	r.update(func(m *Metrics) { m.TransfersToHost++; m.BytesToHost += bytes })
 }
+
+func (r *metricsRegistry) persistentHit() { r.update(func(m *Metrics) { m.PersistentCacheHits++ }) }

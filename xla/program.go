@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/gomlx/go-xla/pkg/pjrt"
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/distributed"
 	"github.com/gomlx/gomlx/pkg/core/graph"
@@ -20,6 +22,9 @@ const EnvDebug = "XLADDP_DEBUG"
 
 // program is a compiled trace for one set of devices.
 type program struct {
+	exec *pjrt.LoadedExecutable
+	// graph is the GoMLX graph exec was compiled from, kept alive so GoMLX
+	// does not free exec; nil for a program loaded from the disk cache.
 	graph       *graph.Graph
 	numOutputs  int
 	description []string
@@ -30,9 +35,11 @@ type programKey struct {
 	devices     string
 }
 
-// programCache holds compiled programs by fingerprint and device set.
+// programCache holds compiled programs by fingerprint and device set, in
+// memory and, unless disabled, on disk across runs.
 type programCache struct {
 	backend *backend.Backend
+	disk    *diskCache
 	mu      sync.Mutex
 	entries map[programKey]*program
 	// last is the most recently run program per device set, to explain a
@@ -41,7 +48,11 @@ type programCache struct {
 }
 
 func newProgramCache(b *backend.Backend) *programCache {
-	return &programCache{backend: b, entries: map[programKey]*program{}, last: map[string]*program{}}
+	c := &programCache{backend: b, entries: map[programKey]*program{}, last: map[string]*program{}}
+	if dir := resolveCacheDir(); dir != "" {
+		c.disk = &diskCache{dir: dir, identity: b.CacheIdentity()}
+	}
+	return c
 }
 
 func debugEnabled() bool { return os.Getenv(EnvDebug) == "1" }
@@ -57,12 +68,17 @@ func (c *programCache) get(devices []*Device, traces []*trace) (*program, error)
 		c.last[key.devices] = p
 		return p, nil
 	}
-	start := time.Now()
-	p, err := compile(c.backend, devices, traces[0])
-	if err != nil {
-		return nil, err
+	p := c.loadFromDisk(key, devices)
+	if p == nil {
+		start := time.Now()
+		var err error
+		p, err = compile(c.backend, devices, traces[0])
+		if err != nil {
+			return nil, err
+		}
+		metrics.compiled(time.Since(start))
+		c.saveToDisk(key, devices, p)
 	}
-	metrics.compiled(time.Since(start))
 	if prev := c.last[key.devices]; prev != nil && debugEnabled() {
 		log.Printf("xladdp: recompiling for %s: %s", key.devices, explainDifference(prev.description, p.description))
 	}
@@ -148,7 +164,63 @@ func compile(b *backend.Backend, devices []*Device, tr *trace) (p *program, err 
 		outs[i] = rc.values[o]
 	}
 	g.Compile(outs...)
-	return &program{graph: g, numOutputs: len(outs), description: tr.describe()}, nil
+	exec, err := b.ExecutableOf(g)
+	if err != nil {
+		return nil, err
+	}
+	return &program{exec: exec, graph: g, numOutputs: len(outs), description: tr.describe()}, nil
+}
+
+// deviceNums returns the devices' numbers: the program's device assignment.
+func deviceNums(devices []*Device) []int {
+	nums := make([]int, len(devices))
+	for i, d := range devices {
+		nums[i] = d.num
+	}
+	return nums
+}
+
+// loadFromDisk returns the cached program for key, or nil. A missing,
+// corrupt or foreign file is a miss (reported with XLADDP_DEBUG=1), never
+// an error: the program is compiled instead and the file rewritten.
+func (c *programCache) loadFromDisk(key programKey, devices []*Device) *program {
+	if c.disk == nil {
+		return nil
+	}
+	h, data, err := c.disk.load(key)
+	if err == nil && (h.Replicas != len(devices) || !slices.Equal(h.DeviceAssignment, deviceNums(devices))) {
+		err = fmt.Errorf("cached for devices %v, not %v", h.DeviceAssignment, deviceNums(devices))
+	}
+	var exec *pjrt.LoadedExecutable
+	if err == nil {
+		exec, err = c.backend.LoadExecutable(data, len(devices), deviceNums(devices))
+	}
+	if err != nil {
+		if !isNotExist(err) && debugEnabled() {
+			log.Printf("xladdp: persistent cache: ignoring %s: %v", c.disk.path(key), err)
+		}
+		return nil
+	}
+	metrics.persistentHit()
+	return &program{exec: exec, numOutputs: h.Outputs, description: h.Description}
+}
+
+// saveToDisk stores a freshly compiled program; failures only cost the next
+// run a compilation, so they are reported with XLADDP_DEBUG=1 only.
+func (c *programCache) saveToDisk(key programKey, devices []*Device, p *program) {
+	if c.disk == nil {
+		return
+	}
+	data, err := c.backend.SerializeExecutable(p.exec)
+	if err == nil {
+		err = c.disk.store(key, cacheHeader{
+			Replicas: len(devices), DeviceAssignment: deviceNums(devices),
+			Outputs: p.numOutputs, Description: p.description,
+		}, data)
+	}
+	if err != nil && debugEnabled() {
+		log.Printf("xladdp: persistent cache: not saving %s: %v", c.disk.path(key), err)
+	}
 }
 
 // replayContext carries state while a trace replays into a GoMLX graph.

@@ -1,0 +1,142 @@
+package xla
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/xladdp/xladdp/backend"
+)
+
+// childModeEnv makes the test binary run persistentCacheChild instead of tests.
+const childModeEnv = "XLADDP_TEST_CHILD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childModeEnv) == "persistent-cache" {
+		os.Exit(persistentCacheChild())
+	}
+	os.Exit(m.Run())
+}
+
+type childReport struct {
+	Compilations, PersistentCacheHits, CacheHits int64
+	Losses                                       []float64
+}
+
+// persistentCacheChild trains the toy model for 5 steps on 2 replicas and
+// prints its metrics and replica 0's losses as JSON.
+func persistentCacheChild() int {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b, err := backend.Open(ctx, backend.Options{Target: backend.CPU, CPUDevices: 2})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer b.Close()
+	eng := NewEngine(b)
+	initial := toyInit(7)
+	var losses []float64
+	err = eng.RunReplicas(ctx, 2, func(ctx context.Context, r Replica) error {
+		d := r.Device()
+		params := make([]*Tensor, len(initial))
+		for i := range params {
+			p, err := FromSlice(d, initial[i], toyDims[i]...)
+			if err != nil {
+				return err
+			}
+			if err := p.SetRequiresGrad(true); err != nil {
+				return err
+			}
+			params[i] = p
+		}
+		xs, ys := toyBatchData(uint64(100 + r.Index()))
+		x, err := FromSlice(d, xs, toyBatch, toyIn)
+		if err != nil {
+			return err
+		}
+		y, err := FromSlice(d, ys, toyBatch, toyOut)
+		if err != nil {
+			return err
+		}
+		for range 5 {
+			loss := x.MatMul(params[0]).Add(params[1]).Relu().MatMul(params[2]).Add(params[3]).Sub(y).Square().Mean()
+			if err := loss.Backward(); err != nil {
+				return err
+			}
+			for _, p := range params {
+				if err := p.Assign(p.Sub(AllReduce(p.Grad(), ReduceMean).MulScalar(toyLR))); err != nil {
+					return err
+				}
+				p.ZeroGrad()
+			}
+			if err := r.MarkStep(ctx); err != nil {
+				return err
+			}
+			v, err := loss.Item(ctx)
+			if err != nil {
+				return err
+			}
+			if r.Index() == 0 {
+				losses = append(losses, v)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	m := GetMetrics()
+	out, _ := json.Marshal(childReport{m.Compilations, m.PersistentCacheHits, m.CacheHits, losses})
+	fmt.Println(string(out))
+	return 0
+}
+
+// TestPersistentCacheAcrossProcesses runs the same program in two
+// processes sharing XLADDP_CACHE_DIR: the first compiles once and saves the
+// program, the second loads it and compiles nothing, with the same losses.
+// A corrupted cache file makes a third process recompile, not fail.
+func TestPersistentCacheAcrossProcesses(t *testing.T) {
+	dir := t.TempDir()
+	run := func() childReport {
+		t.Helper()
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), childModeEnv+"=persistent-cache", EnvCacheDir+"="+dir,
+			"XLADDP_DEVICE=", "PJRT_DEVICE=", "XLADDP_CPU_DEVICES=", "CPU_NUM_DEVICES=")
+		out, err := cmd.Output()
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		require.NoError(t, err, "child failed: %s", stderr)
+		var rep childReport
+		require.NoError(t, json.Unmarshal(out, &rep), "child output: %s", out)
+		return rep
+	}
+	first := run()
+	assert.EqualValues(t, 1, first.Compilations)
+	assert.EqualValues(t, 0, first.PersistentCacheHits)
+	files, err := filepath.Glob(filepath.Join(dir, "*.xlaexec"))
+	require.NoError(t, err)
+	require.Len(t, files, 1, "one program saved")
+
+	second := run()
+	assert.EqualValues(t, 0, second.Compilations, "the second process compiles nothing")
+	assert.EqualValues(t, 1, second.PersistentCacheHits)
+	assert.EqualValues(t, 4, second.CacheHits)
+	assert.Equal(t, first.Losses, second.Losses, "the loaded program computes the same")
+
+	require.NoError(t, os.WriteFile(files[0], []byte("XLADDPX1garbage"), 0o644))
+	third := run()
+	assert.EqualValues(t, 1, third.Compilations, "a corrupt cache file is recompiled")
+	assert.Equal(t, first.Losses, third.Losses)
+}
