@@ -24,28 +24,14 @@ func benchToy(b *testing.B, replicas, stepsPerMarkStep int) {
 	ResetMetrics()
 	b.ResetTimer()
 	err := eng.RunReplicas(context.Background(), replicas, func(ctx context.Context, r Replica) error {
-		d := r.Device()
-		params := make([]*Tensor, len(initial))
-		for i := range params {
-			params[i] = mustFromSlice(b, d, initial[i], toyDims[i]...)
-			if err := params[i].SetRequiresGrad(true); err != nil {
-				return err
-			}
+		params, x, y, err := toyReplica(r.Device(), initial, r.Index())
+		if err != nil {
+			return err
 		}
-		xs, ys := toyBatchData(uint64(100 + r.Index()))
-		x := mustFromSlice(b, d, xs, toyBatch, toyIn)
-		y := mustFromSlice(b, d, ys, toyBatch, toyOut)
 		for range marksteps {
 			for range stepsPerMarkStep {
-				out := x.MatMul(params[0]).Add(params[1]).Relu().MatMul(params[2]).Add(params[3])
-				if err := out.Sub(y).Square().Mean().Backward(); err != nil {
+				if _, err := toyStep(params, x, y); err != nil {
 					return err
-				}
-				for _, p := range params {
-					if err := p.Assign(p.Sub(AllReduce(p.Grad(), ReduceMean).MulScalar(toyLR))); err != nil {
-						return err
-					}
-					p.ZeroGrad()
 				}
 			}
 			if err := r.MarkStep(ctx); err != nil {

@@ -46,37 +46,14 @@ func persistentCacheChild() int {
 	initial := toyInit(7)
 	var losses []float64
 	err = eng.RunReplicas(ctx, 2, func(ctx context.Context, r Replica) error {
-		d := r.Device()
-		params := make([]*Tensor, len(initial))
-		for i := range params {
-			p, err := FromSlice(d, initial[i], toyDims[i]...)
-			if err != nil {
-				return err
-			}
-			if err := p.SetRequiresGrad(true); err != nil {
-				return err
-			}
-			params[i] = p
-		}
-		xs, ys := toyBatchData(uint64(100 + r.Index()))
-		x, err := FromSlice(d, xs, toyBatch, toyIn)
-		if err != nil {
-			return err
-		}
-		y, err := FromSlice(d, ys, toyBatch, toyOut)
+		params, x, y, err := toyReplica(r.Device(), initial, r.Index())
 		if err != nil {
 			return err
 		}
 		for range 5 {
-			loss := x.MatMul(params[0]).Add(params[1]).Relu().MatMul(params[2]).Add(params[3]).Sub(y).Square().Mean()
-			if err := loss.Backward(); err != nil {
+			loss, err := toyStep(params, x, y)
+			if err != nil {
 				return err
-			}
-			for _, p := range params {
-				if err := p.Assign(p.Sub(AllReduce(p.Grad(), ReduceMean).MulScalar(toyLR))); err != nil {
-					return err
-				}
-				p.ZeroGrad()
 			}
 			if err := r.MarkStep(ctx); err != nil {
 				return err

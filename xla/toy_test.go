@@ -51,6 +51,43 @@ func toyBatchData(seed uint64) (x, y []float32) {
 
 var toyDims = [][]int{{toyIn, toyHidden}, {toyHidden}, {toyHidden, toyOut}, {toyOut}}
 
+// toyReplica uploads the initial parameters (marked RequiresGrad) and this
+// replica's batch to d.
+func toyReplica(d *Device, initial [][]float32, replica int) (params []*Tensor, x, y *Tensor, err error) {
+	params = make([]*Tensor, len(initial))
+	for i := range params {
+		if params[i], err = FromSlice(d, initial[i], toyDims[i]...); err != nil {
+			return nil, nil, nil, err
+		}
+		if err = params[i].SetRequiresGrad(true); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	xs, ys := toyBatchData(uint64(100 + replica))
+	if x, err = FromSlice(d, xs, toyBatch, toyIn); err != nil {
+		return nil, nil, nil, err
+	}
+	y, err = FromSlice(d, ys, toyBatch, toyOut)
+	return params, x, y, err
+}
+
+// toyStep records one training step: forward, backward, gradients averaged
+// across replicas in-graph, SGD. It returns the (pending) loss.
+func toyStep(params []*Tensor, x, y *Tensor) (*Tensor, error) {
+	out := x.MatMul(params[0]).Add(params[1]).Relu().MatMul(params[2]).Add(params[3])
+	loss := out.Sub(y).Square().Mean()
+	if err := loss.Backward(); err != nil {
+		return nil, err
+	}
+	for _, p := range params {
+		if err := p.Assign(p.Sub(AllReduce(p.Grad(), ReduceMean).MulScalar(toyLR))); err != nil {
+			return nil, err
+		}
+		p.ZeroGrad()
+	}
+	return loss, nil
+}
+
 // TestToyModelTwoReplicas trains the toy model on 2 CPU replicas, each on
 // its own batch, with gradients averaged by an in-graph all-reduce, and
 // checks it against an independent float64 host run of the same training:
@@ -67,26 +104,14 @@ func TestToyModelTwoReplicas(t *testing.T) {
 
 	ResetMetrics()
 	err := eng.RunReplicas(ctx, replicas, func(ctx context.Context, r Replica) error {
-		d := r.Device()
-		params := make([]*Tensor, len(initial))
-		for i := range params {
-			params[i] = mustFromSlice(t, d, initial[i], toyDims[i]...)
-			require.NoError(t, params[i].SetRequiresGrad(true))
+		params, x, y, err := toyReplica(r.Device(), initial, r.Index())
+		if err != nil {
+			return err
 		}
-		xs, ys := toyBatchData(uint64(100 + r.Index()))
-		x := mustFromSlice(t, d, xs, toyBatch, toyIn)
-		y := mustFromSlice(t, d, ys, toyBatch, toyOut)
 		for step := range toySteps {
-			out := x.MatMul(params[0]).Add(params[1]).Relu().MatMul(params[2]).Add(params[3])
-			loss := out.Sub(y).Square().Mean()
-			if err := loss.Backward(); err != nil {
+			loss, err := toyStep(params, x, y)
+			if err != nil {
 				return err
-			}
-			for _, p := range params {
-				if err := p.Assign(p.Sub(AllReduce(p.Grad(), ReduceMean).MulScalar(toyLR))); err != nil {
-					return err
-				}
-				p.ZeroGrad()
 			}
 			if step == 0 {
 				assert.Zero(t, GetMetrics().Executions, "nothing may execute before the first MarkStep")

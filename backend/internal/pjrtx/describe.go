@@ -6,6 +6,7 @@ package pjrtx
 #include <stdlib.h>
 #include <string.h>
 #include "pjrt_c_api.h"
+#include "pjrtx_error.h"
 
 typedef const PJRT_Api* (*get_api_fn)(void);
 
@@ -27,20 +28,6 @@ static const PJRT_Api* loaded_api(const char* path, char** err) {
 	return fn();
 }
 
-// take_error copies a PJRT error's message into *msg and destroys the error.
-static void take_error(const PJRT_Api* api, PJRT_Error* error, char** msg) {
-	PJRT_Error_Message_Args margs;
-	memset(&margs, 0, sizeof(margs));
-	margs.struct_size = PJRT_Error_Message_Args_STRUCT_SIZE;
-	margs.error = error;
-	api->PJRT_Error_Message(&margs);
-	*msg = strndup(margs.message, margs.message_size);
-	PJRT_Error_Destroy_Args dargs;
-	memset(&dargs, 0, sizeof(dargs));
-	dargs.struct_size = PJRT_Error_Destroy_Args_STRUCT_SIZE;
-	dargs.error = error;
-	api->PJRT_Error_Destroy(&dargs);
-}
 
 // describe_device fills *id and *kind (malloc'ed) for device; returns 0 on success.
 static int describe_device(const PJRT_Api* api, PJRT_Device* device, int* id, char** kind, char** err) {
@@ -49,14 +36,14 @@ static int describe_device(const PJRT_Api* api, PJRT_Device* device, int* id, ch
 	gargs.struct_size = PJRT_Device_GetDescription_Args_STRUCT_SIZE;
 	gargs.device = device;
 	PJRT_Error* e = api->PJRT_Device_GetDescription(&gargs);
-	if (e != NULL) { take_error(api, e, err); return 1; }
+	if (e != NULL) { *err = pjrtx_take_error(api, e); return 1; }
 
 	PJRT_DeviceDescription_Id_Args iargs;
 	memset(&iargs, 0, sizeof(iargs));
 	iargs.struct_size = PJRT_DeviceDescription_Id_Args_STRUCT_SIZE;
 	iargs.device_description = gargs.device_description;
 	e = api->PJRT_DeviceDescription_Id(&iargs);
-	if (e != NULL) { take_error(api, e, err); return 1; }
+	if (e != NULL) { *err = pjrtx_take_error(api, e); return 1; }
 	*id = iargs.id;
 
 	PJRT_DeviceDescription_Kind_Args kargs;
@@ -64,7 +51,7 @@ static int describe_device(const PJRT_Api* api, PJRT_Device* device, int* id, ch
 	kargs.struct_size = PJRT_DeviceDescription_Kind_Args_STRUCT_SIZE;
 	kargs.device_description = gargs.device_description;
 	e = api->PJRT_DeviceDescription_Kind(&kargs);
-	if (e != NULL) { take_error(api, e, err); return 1; }
+	if (e != NULL) { *err = pjrtx_take_error(api, e); return 1; }
 	*kind = strndup(kargs.device_kind, kargs.device_kind_size);
 	return 0;
 }

@@ -4,21 +4,7 @@ package pjrtx
 #include <stdlib.h>
 #include <string.h>
 #include "pjrt_c_api.h"
-
-static char* exec_error(const PJRT_Api* api, PJRT_Error* error) {
-	PJRT_Error_Message_Args margs;
-	memset(&margs, 0, sizeof(margs));
-	margs.struct_size = PJRT_Error_Message_Args_STRUCT_SIZE;
-	margs.error = error;
-	api->PJRT_Error_Message(&margs);
-	char* msg = strndup(margs.message, margs.message_size);
-	PJRT_Error_Destroy_Args dargs;
-	memset(&dargs, 0, sizeof(dargs));
-	dargs.struct_size = PJRT_Error_Destroy_Args_STRUCT_SIZE;
-	dargs.error = error;
-	api->PJRT_Error_Destroy(&dargs);
-	return msg;
-}
+#include "pjrtx_error.h"
 
 // serialize_loaded copies the serialized form of loaded into *out (malloc'ed).
 static char* serialize_loaded(const PJRT_Api* api, PJRT_LoadedExecutable* loaded, char** out, size_t* size) {
@@ -27,7 +13,7 @@ static char* serialize_loaded(const PJRT_Api* api, PJRT_LoadedExecutable* loaded
 	gargs.struct_size = PJRT_LoadedExecutable_GetExecutable_Args_STRUCT_SIZE;
 	gargs.loaded_executable = loaded;
 	PJRT_Error* e = api->PJRT_LoadedExecutable_GetExecutable(&gargs);
-	if (e != NULL) return exec_error(api, e);
+	if (e != NULL) return pjrtx_take_error(api, e);
 
 	PJRT_Executable_Serialize_Args sargs;
 	memset(&sargs, 0, sizeof(sargs));
@@ -36,7 +22,7 @@ static char* serialize_loaded(const PJRT_Api* api, PJRT_LoadedExecutable* loaded
 	e = api->PJRT_Executable_Serialize(&sargs);
 	char* err = NULL;
 	if (e != NULL) {
-		err = exec_error(api, e);
+		err = pjrtx_take_error(api, e);
 	} else {
 		*size = sargs.serialized_bytes_size;
 		*out = malloc(*size > 0 ? *size : 1);
@@ -60,7 +46,7 @@ static char* deserialize_and_load(const PJRT_Api* api, PJRT_Client* client, cons
 	args.serialized_executable = data;
 	args.serialized_executable_size = size;
 	PJRT_Error* e = api->PJRT_Executable_DeserializeAndLoad(&args);
-	if (e != NULL) return exec_error(api, e);
+	if (e != NULL) return pjrtx_take_error(api, e);
 	*loaded = args.loaded_executable;
 	return NULL;
 }
