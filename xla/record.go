@@ -86,3 +86,8 @@ func normalizeAxis(op string, axis, rank int) (int, error) {
 	}
 	return a, nil
 }
+
+// Failed returns a tensor on like's device that carries err, for code built
+// on xla ops (layers, losses) that validates its own inputs: the error then
+// travels like any op's, to MarkStep and Item.
+func Failed(like *Tensor, err error) *Tensor { return like.dev.failed(like.shape, err) }

@@ -1,0 +1,14 @@
+// Package nn holds torch-style layers, losses and models on lazy xla
+// tensors: Linear, Conv2d, BatchNorm2d, ReLU, MaxPool2d, AvgPool2d,
+// AdaptiveAvgPool2d, Dropout, Flatten, Sequential; MSELoss,
+// CrossEntropyLoss, NLLLoss; ResNet-18 with torchvision's layout and
+// parameter names.
+//
+// A Module lists its own parameters, buffers and children in registration
+// order, so NamedParameters and StateDict give torch's names and order
+// ("layer1.0.bn1.running_mean"). Parameters are initialised on the host
+// with torch's default schemes from a seeded generator, so every replica
+// built with the same seed starts identical, and uploaded once; nothing
+// executes until the first MarkStep. Train and Eval switch BatchNorm and
+// Dropout between their modes.
+package nn

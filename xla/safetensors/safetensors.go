@@ -1,0 +1,236 @@
+package safetensors
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+)
+
+// MaxHeaderSize bounds the JSON header, as the reference implementation does.
+const MaxHeaderSize = 100 << 20
+
+// dtypeSizes are the element sizes of the dtypes safetensors names.
+var dtypeSizes = map[string]int{
+	"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1,
+	"I16": 2, "U16": 2, "F16": 2, "BF16": 2,
+	"I32": 4, "U32": 4, "F32": 4,
+	"I64": 8, "U64": 8, "F64": 8,
+}
+
+// Tensor is one named tensor: dtype name ("F32", "BF16", "I64", ...), shape
+// and raw little-endian data.
+type Tensor struct {
+	Name  string
+	DType string
+	Shape []int
+	Data  []byte
+}
+
+// File is a whole safetensors file; Tensors are in data order.
+type File struct {
+	Metadata map[string]string
+	Tensors  []Tensor
+}
+
+// Lookup returns the tensor named name.
+func (f *File) Lookup(name string) (Tensor, bool) {
+	for _, t := range f.Tensors {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return Tensor{}, false
+}
+
+type headerEntry struct {
+	DType       string `json:"dtype"`
+	Shape       []int  `json:"shape"`
+	DataOffsets [2]int `json:"data_offsets"`
+}
+
+func elements(shape []int) int {
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	return n
+}
+
+// Encode serializes f. Tensors keep their order; the header is padded with
+// spaces to a multiple of 8 bytes, as the reference writer does.
+func Encode(f File) ([]byte, error) {
+	header := map[string]any{}
+	if len(f.Metadata) > 0 {
+		header["__metadata__"] = f.Metadata
+	}
+	offset := 0
+	seen := map[string]bool{}
+	for _, t := range f.Tensors {
+		size, ok := dtypeSizes[t.DType]
+		switch {
+		case t.Name == "" || t.Name == "__metadata__":
+			return nil, fmt.Errorf("safetensors: invalid tensor name %q", t.Name)
+		case seen[t.Name]:
+			return nil, fmt.Errorf("safetensors: tensor %q given twice", t.Name)
+		case !ok:
+			return nil, fmt.Errorf("safetensors: tensor %q: unknown dtype %q", t.Name, t.DType)
+		case elements(t.Shape)*size != len(t.Data):
+			return nil, fmt.Errorf("safetensors: tensor %q: %d bytes for shape %v of %s (want %d)",
+				t.Name, len(t.Data), t.Shape, t.DType, elements(t.Shape)*size)
+		}
+		seen[t.Name] = true
+		shape := t.Shape
+		if shape == nil {
+			shape = []int{}
+		}
+		header[t.Name] = headerEntry{DType: t.DType, Shape: shape, DataOffsets: [2]int{offset, offset + len(t.Data)}}
+		offset += len(t.Data)
+	}
+	js, err := json.Marshal(header)
+	if err != nil {
+		return nil, err
+	}
+	if pad := (8 - len(js)%8) % 8; pad > 0 {
+		js = append(js, bytes.Repeat([]byte(" "), pad)...)
+	}
+	out := make([]byte, 8, 8+len(js)+offset)
+	binary.LittleEndian.PutUint64(out, uint64(len(js)))
+	out = append(out, js...)
+	for _, t := range f.Tensors {
+		out = append(out, t.Data...)
+	}
+	return out, nil
+}
+
+// Decode parses and validates a safetensors file held in data; name is used
+// in error messages.
+func Decode(name string, data []byte) (File, error) {
+	fail := func(format string, args ...any) (File, error) {
+		return File{}, fmt.Errorf("safetensors: %s: %s", name, fmt.Sprintf(format, args...))
+	}
+	if len(data) < 8 {
+		return fail("truncated: %d bytes, the header length alone needs 8", len(data))
+	}
+	n := binary.LittleEndian.Uint64(data)
+	if n > MaxHeaderSize {
+		return fail("header length %d exceeds the %d-byte limit (not a safetensors file?)", n, MaxHeaderSize)
+	}
+	if uint64(len(data)-8) < n {
+		return fail("truncated: header says %d bytes but only %d follow at offset 8", n, len(data)-8)
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data[8:8+n], &raw); err != nil {
+		return fail("header at offset 8 is not valid JSON: %v", err)
+	}
+	body := data[8+n:]
+	f := File{}
+	type span struct {
+		tensor     Tensor
+		begin, end int
+	}
+	var spans []span
+	for key, value := range raw {
+		if key == "__metadata__" {
+			if err := json.Unmarshal(value, &f.Metadata); err != nil {
+				return fail("__metadata__ must map strings to strings: %v", err)
+			}
+			continue
+		}
+		var e headerEntry
+		if err := json.Unmarshal(value, &e); err != nil {
+			return fail("tensor %q: bad header entry: %v", key, err)
+		}
+		size, ok := dtypeSizes[e.DType]
+		if !ok {
+			return fail("tensor %q: unknown dtype %q", key, e.DType)
+		}
+		for _, d := range e.Shape {
+			if d < 0 {
+				return fail("tensor %q: negative dimension in shape %v", key, e.Shape)
+			}
+		}
+		begin, end := e.DataOffsets[0], e.DataOffsets[1]
+		if begin < 0 || end < begin || end > len(body) {
+			return fail("tensor %q: data offsets [%d, %d) outside the %d data bytes (file offset %d)",
+				key, begin, end, len(body), 8+n)
+		}
+		if end-begin != elements(e.Shape)*size {
+			return fail("tensor %q: %d data bytes for shape %v of %s (want %d)",
+				key, end-begin, e.Shape, e.DType, elements(e.Shape)*size)
+		}
+		t := Tensor{Name: key, DType: e.DType, Shape: slices.Clone(e.Shape), Data: body[begin:end]}
+		spans = append(spans, span{t, begin, end})
+	}
+	sort.Slice(spans, func(i, j int) bool {
+		if spans[i].begin != spans[j].begin {
+			return spans[i].begin < spans[j].begin
+		}
+		return spans[i].end < spans[j].end
+	})
+	covered := 0
+	for _, s := range spans {
+		if s.begin != covered {
+			if s.begin < covered {
+				return fail("tensor %q: data [%d, %d) overlaps the previous tensor", s.tensor.Name, s.begin, s.end)
+			}
+			return fail("data bytes [%d, %d) belong to no tensor (before %q)", covered, s.begin, s.tensor.Name)
+		}
+		covered = s.end
+		f.Tensors = append(f.Tensors, s.tensor)
+	}
+	if covered != len(body) {
+		return fail("data bytes [%d, %d) belong to no tensor", covered, len(body))
+	}
+	return f, nil
+}
+
+// ReadFile reads and validates path.
+func ReadFile(path string) (File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return File{}, fmt.Errorf("safetensors: %w", err)
+	}
+	return Decode(path, data)
+}
+
+// WriteFile writes f to path atomically: a temporary file in the same
+// directory is written, synced and renamed over path, and the directory is
+// synced, so a crash leaves either the old file or the new one.
+func WriteFile(path string, f File) error {
+	data, err := Encode(f)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("safetensors: writing %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("safetensors: writing %s: %w", path, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("safetensors: syncing %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("safetensors: writing %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("safetensors: renaming into %s: %w", path, err)
+	}
+	if d, err := os.Open(dir); err == nil {
+		defer d.Close()
+		if err := d.Sync(); err != nil {
+			return fmt.Errorf("safetensors: syncing directory %s: %w", dir, err)
+		}
+	}
+	return nil
+}
