@@ -6,6 +6,7 @@ import (
 	"reflect"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 )
 
@@ -90,4 +91,32 @@ func flatAsFloat64(flat any) float64 {
 		return 0
 	}
 	panic(fmt.Sprintf("xla: Item of element type %T is not supported", flat))
+}
+
+// FromBytes copies raw little-endian host data of dtype and dims to d.
+func FromBytes(d *Device, dtype DType, dims []int, data []byte) (*Tensor, error) {
+	host := tensors.FromShape(shapes.Make(dtype, dims...))
+	if want := host.Shape().Memory(); uintptr(len(data)) != want {
+		return nil, fmt.Errorf("xla: FromBytes: %d bytes for %s (want %d)", len(data), host.Shape(), want)
+	}
+	if err := host.MutableBytes(func(b []byte) { copy(b, data) }); err != nil {
+		return nil, fmt.Errorf("xla: FromBytes %s: %w", host.Shape(), err)
+	}
+	dd, err := d.upload(host)
+	if err != nil {
+		return nil, err
+	}
+	return &Tensor{dev: d, shape: dd.shape, data: dd}, nil
+}
+
+// Bytes returns the value's raw little-endian bytes, running a MarkStep
+// first if it is pending.
+func (t *Tensor) Bytes(ctx context.Context) ([]byte, error) {
+	host, err := t.ToHost(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []byte
+	err = host.ConstBytes(func(b []byte) { out = append([]byte(nil), b...) })
+	return out, err
 }

@@ -1,0 +1,115 @@
+package nn
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/xladdp/xladdp/xla"
+	"github.com/xladdp/xladdp/xla/safetensors"
+)
+
+// safetensorsDTypes maps xla dtypes to safetensors dtype names.
+var safetensorsDTypes = map[xla.DType]string{
+	xla.Float32: "F32", xla.Float64: "F64", xla.BFloat16: "BF16", xla.Int32: "I32",
+	xla.Int64: "I64", xla.Bool: "BOOL", xla.Uint64: "U64",
+}
+
+// EncodeTensors copies named tensors to the host as safetensors tensors
+// (running a MarkStep if any is pending).
+func EncodeTensors(ctx context.Context, named []Named) ([]safetensors.Tensor, error) {
+	out := make([]safetensors.Tensor, len(named))
+	for i, n := range named {
+		dtype, ok := safetensorsDTypes[n.Tensor.DType()]
+		if !ok {
+			return nil, fmt.Errorf("nn: %s: dtype %s has no safetensors name", n.Name, n.Tensor.DType())
+		}
+		data, err := n.Tensor.Bytes(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("nn: reading %s: %w", n.Name, err)
+		}
+		out[i] = safetensors.Tensor{Name: n.Name, DType: dtype, Shape: slices.Clone(n.Tensor.Dims()), Data: data}
+	}
+	return out, nil
+}
+
+// AssignTensors loads every tensor of named from file, where it is stored
+// under prefix+name. Names missing from the file, tensors in the file under
+// prefix that named lacks, and tensors whose dtype or shape differ are all
+// listed in one error, and then nothing is assigned.
+func AssignTensors(named []Named, file safetensors.File, prefix, source string) error {
+	byName := map[string]safetensors.Tensor{}
+	for _, t := range file.Tensors {
+		if strings.HasPrefix(t.Name, prefix) {
+			byName[strings.TrimPrefix(t.Name, prefix)] = t
+		}
+	}
+	var missing, mismatched []string
+	expected := map[string]bool{}
+	for _, n := range named {
+		expected[n.Name] = true
+		t, ok := byName[n.Name]
+		if !ok {
+			missing = append(missing, n.Name)
+			continue
+		}
+		want := safetensorsDTypes[n.Tensor.DType()]
+		if t.DType != want || !slices.Equal(t.Shape, n.Tensor.Dims()) {
+			mismatched = append(mismatched, fmt.Sprintf("%s (file %s%v, model %s%v)", n.Name, t.DType, t.Shape, want, n.Tensor.Dims()))
+		}
+	}
+	var unexpected []string
+	for name := range byName {
+		if !expected[name] {
+			unexpected = append(unexpected, name)
+		}
+	}
+	slices.Sort(unexpected)
+	if len(missing)+len(unexpected)+len(mismatched) > 0 {
+		var parts []string
+		for _, p := range []struct {
+			what  string
+			names []string
+		}{{"missing", missing}, {"unexpected", unexpected}, {"mis-shaped", mismatched}} {
+			if len(p.names) > 0 {
+				parts = append(parts, fmt.Sprintf("%s: %s", p.what, strings.Join(p.names, ", ")))
+			}
+		}
+		return fmt.Errorf("nn: %s does not match the model: %s", source, strings.Join(parts, "; "))
+	}
+	for _, n := range named {
+		t := byName[n.Name]
+		loaded, err := xla.FromBytes(n.Tensor.Device(), n.Tensor.DType(), t.Shape, t.Data)
+		if err != nil {
+			return fmt.Errorf("nn: loading %s from %s: %w", n.Name, source, err)
+		}
+		if err := n.Tensor.Assign(loaded); err != nil {
+			return fmt.Errorf("nn: loading %s from %s: %w", n.Name, source, err)
+		}
+	}
+	return nil
+}
+
+// SaveStateDict writes m's state dict to path as safetensors, atomically,
+// with torch's names, so torch's safetensors.torch.load_file reads it.
+func SaveStateDict(ctx context.Context, path string, m Module, metadata map[string]string) error {
+	tensors, err := EncodeTensors(ctx, StateDict(m))
+	if err != nil {
+		return err
+	}
+	return safetensors.WriteFile(path, safetensors.File{Metadata: metadata, Tensors: tensors})
+}
+
+// LoadStateDict loads a safetensors state dict (ours, or torch's
+// safetensors.torch.save_file output) into m and returns its metadata.
+func LoadStateDict(path string, m Module) (map[string]string, error) {
+	file, err := safetensors.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := AssignTensors(StateDict(m), file, "", path); err != nil {
+		return nil, err
+	}
+	return file.Metadata, nil
+}
