@@ -34,11 +34,36 @@ func EncodeTensors(ctx context.Context, named []Named) ([]safetensors.Tensor, er
 	return out, nil
 }
 
+// CheckTensors reports, in one error, every tensor of named missing from
+// file (stored under prefix+name), every tensor under prefix in file that
+// named lacks, and every tensor whose dtype or shape differ.
+func CheckTensors(named []Named, file safetensors.File, prefix, source string) error {
+	_, err := matchTensors(named, file, prefix, source)
+	return err
+}
+
 // AssignTensors loads every tensor of named from file, where it is stored
-// under prefix+name. Names missing from the file, tensors in the file under
-// prefix that named lacks, and tensors whose dtype or shape differ are all
-// listed in one error, and then nothing is assigned.
+// under prefix+name, after CheckTensors' checks; on a mismatch nothing is
+// assigned.
 func AssignTensors(named []Named, file safetensors.File, prefix, source string) error {
+	byName, err := matchTensors(named, file, prefix, source)
+	if err != nil {
+		return err
+	}
+	for _, n := range named {
+		t := byName[n.Name]
+		loaded, err := xla.FromBytes(n.Tensor.Device(), n.Tensor.DType(), t.Shape, t.Data)
+		if err != nil {
+			return fmt.Errorf("nn: loading %s from %s: %w", n.Name, source, err)
+		}
+		if err := n.Tensor.Assign(loaded); err != nil {
+			return fmt.Errorf("nn: loading %s from %s: %w", n.Name, source, err)
+		}
+	}
+	return nil
+}
+
+func matchTensors(named []Named, file safetensors.File, prefix, source string) (map[string]safetensors.Tensor, error) {
 	byName := map[string]safetensors.Tensor{}
 	for _, t := range file.Tensors {
 		if strings.HasPrefix(t.Name, prefix) {
@@ -76,19 +101,9 @@ func AssignTensors(named []Named, file safetensors.File, prefix, source string) 
 				parts = append(parts, fmt.Sprintf("%s: %s", p.what, strings.Join(p.names, ", ")))
 			}
 		}
-		return fmt.Errorf("nn: %s does not match the model: %s", source, strings.Join(parts, "; "))
+		return nil, fmt.Errorf("nn: %s does not match: %s", source, strings.Join(parts, "; "))
 	}
-	for _, n := range named {
-		t := byName[n.Name]
-		loaded, err := xla.FromBytes(n.Tensor.Device(), n.Tensor.DType(), t.Shape, t.Data)
-		if err != nil {
-			return fmt.Errorf("nn: loading %s from %s: %w", n.Name, source, err)
-		}
-		if err := n.Tensor.Assign(loaded); err != nil {
-			return fmt.Errorf("nn: loading %s from %s: %w", n.Name, source, err)
-		}
-	}
-	return nil
+	return byName, nil
 }
 
 // SaveStateDict writes m's state dict to path as safetensors, atomically,

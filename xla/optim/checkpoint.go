@@ -1,0 +1,107 @@
+package optim
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/xladdp/xladdp/xla/nn"
+	"github.com/xladdp/xladdp/xla/safetensors"
+)
+
+// Checkpoint is what a training run saves to resume: the model, the
+// optimizer state, and where training was. In the file the model's tensors
+// are named "model.<torch name>" and the optimizer's "optimizer.<name>";
+// Step, Epoch, the learning rate and the hyperparameters are metadata.
+// (A model-only file with plain torch names is nn.SaveStateDict's.)
+type Checkpoint struct {
+	Model     nn.Module
+	Optimizer Optimizer
+	Step      int
+	Epoch     int
+	// Metadata is extra string metadata to store (optional).
+	Metadata map[string]string
+}
+
+const (
+	modelPrefix     = "model."
+	optimizerPrefix = "optimizer."
+)
+
+func prefixed(prefix string, named []nn.Named) []nn.Named {
+	out := make([]nn.Named, len(named))
+	for i, n := range named {
+		out[i] = nn.Named{Name: prefix + n.Name, Tensor: n.Tensor}
+	}
+	return out
+}
+
+// SaveCheckpoint writes c to path atomically (temp file, fsync, rename).
+func SaveCheckpoint(ctx context.Context, path string, c Checkpoint) error {
+	named := prefixed(modelPrefix, nn.StateDict(c.Model))
+	meta := map[string]string{}
+	for k, v := range c.Metadata {
+		meta[k] = v
+	}
+	meta["step"] = strconv.Itoa(c.Step)
+	meta["epoch"] = strconv.Itoa(c.Epoch)
+	if c.Optimizer != nil {
+		named = append(named, prefixed(optimizerPrefix, c.Optimizer.State())...)
+		meta["lr"] = strconv.FormatFloat(c.Optimizer.LR(), 'g', -1, 64)
+		meta["optimizer"] = hyperparametersJSON(c.Optimizer)
+	}
+	tensors, err := nn.EncodeTensors(ctx, named)
+	if err != nil {
+		return err
+	}
+	return safetensors.WriteFile(path, safetensors.File{Metadata: meta, Tensors: tensors})
+}
+
+// LoadCheckpoint restores c.Model and c.Optimizer (if set) from path and
+// returns the saved Step, Epoch and metadata. A mismatch between the file
+// and the model or optimizer fails before anything is changed, listing
+// every missing, unexpected and mis-shaped tensor.
+func LoadCheckpoint(path string, c *Checkpoint) error {
+	file, err := safetensors.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	step, errStep := strconv.Atoi(file.Metadata["step"])
+	epoch, errEpoch := strconv.Atoi(file.Metadata["epoch"])
+	if errStep != nil || errEpoch != nil {
+		return fmt.Errorf("optim: %s is not a training checkpoint (no step/epoch metadata; for a model-only file use nn.LoadStateDict)", path)
+	}
+	modelTensors := nn.StateDict(c.Model)
+	var optTensors []nn.Named
+	if c.Optimizer != nil {
+		optTensors = c.Optimizer.State()
+		if _, ok := file.Metadata["optimizer"]; !ok {
+			return fmt.Errorf("optim: %s holds no optimizer state", path)
+		}
+	}
+	// Check both parts before assigning either.
+	if err := nn.CheckTensors(modelTensors, file, modelPrefix, path); err != nil {
+		return err
+	}
+	if c.Optimizer != nil {
+		if err := nn.CheckTensors(optTensors, file, optimizerPrefix, path); err != nil {
+			return err
+		}
+	}
+	if err := nn.AssignTensors(modelTensors, file, modelPrefix, path); err != nil {
+		return err
+	}
+	if c.Optimizer != nil {
+		if err := nn.AssignTensors(optTensors, file, optimizerPrefix, path); err != nil {
+			return err
+		}
+		lr, err := strconv.ParseFloat(file.Metadata["lr"], 64)
+		if err != nil {
+			return fmt.Errorf("optim: %s: learning rate metadata %q: %w", path, file.Metadata["lr"], err)
+		}
+		c.Optimizer.SetLR(lr)
+	}
+	c.Step, c.Epoch = step, epoch
+	c.Metadata = file.Metadata
+	return nil
+}

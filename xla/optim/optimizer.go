@@ -1,0 +1,102 @@
+package optim
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/xladdp/xladdp/xla"
+	"github.com/xladdp/xladdp/xla/nn"
+)
+
+// Optimizer updates parameters from their gradients.
+type Optimizer interface {
+	// Step records one update of every parameter that has a gradient.
+	Step() error
+	// ZeroGrad drops every parameter's gradient.
+	ZeroGrad()
+	// LR returns the learning rate; SetLR changes it (schedulers do).
+	LR() float64
+	SetLR(lr float64)
+	// State returns the optimizer's device state with torch-like names
+	// ("step", "state.<i>.momentum_buffer", ...).
+	State() []nn.Named
+	// Hyperparameters returns the settings, saved as checkpoint metadata.
+	Hyperparameters() map[string]float64
+}
+
+// base holds what every optimizer shares: the parameters, the learning
+// rate and the step count on the device.
+type base struct {
+	params []*xla.Tensor
+	lr     float64
+	// step counts Steps as a Float32 scalar on the parameters' device.
+	step *xla.Tensor
+}
+
+func newBase(params []*xla.Tensor, lr float64) (base, error) {
+	if len(params) == 0 {
+		return base{}, fmt.Errorf("optim: no parameters to optimize")
+	}
+	if lr < 0 {
+		return base{}, fmt.Errorf("optim: negative learning rate %g", lr)
+	}
+	d := params[0].Device()
+	for i, p := range params {
+		if p.Device() != d {
+			return base{}, fmt.Errorf("optim: parameter %d is on %s, parameter 0 on %s: one optimizer per device", i, p.Device(), d)
+		}
+		if !p.RequiresGrad() {
+			return base{}, fmt.Errorf("optim: parameter %d (%s) does not require gradients", i, p.Shape())
+		}
+	}
+	step, err := xla.FromSlice(d, []float32{0})
+	if err != nil {
+		return base{}, err
+	}
+	return base{params: params, lr: lr, step: step}, nil
+}
+
+func (b *base) ZeroGrad() {
+	for _, p := range b.params {
+		p.ZeroGrad()
+	}
+}
+
+func (b *base) LR() float64      { return b.lr }
+func (b *base) SetLR(lr float64) { b.lr = lr }
+
+// zerosLike uploads a zero tensor shaped like each parameter.
+func zerosLike(params []*xla.Tensor) ([]*xla.Tensor, error) {
+	out := make([]*xla.Tensor, len(params))
+	for i, p := range params {
+		z, err := xla.FromBytes(p.Device(), p.DType(), p.Dims(), make([]byte, p.Shape().Memory()))
+		if err != nil {
+			return nil, err
+		}
+		out[i] = z
+	}
+	return out, nil
+}
+
+// named lists per-parameter state as "state.<i>.<key>".
+func named(key string, ts []*xla.Tensor) []nn.Named {
+	out := make([]nn.Named, len(ts))
+	for i, t := range ts {
+		out[i] = nn.Named{Name: fmt.Sprintf("state.%d.%s", i, key), Tensor: t}
+	}
+	return out
+}
+
+// weightDecayed returns grad + wd·p (torch's L2 weight decay).
+func weightDecayed(grad, p *xla.Tensor, wd float64) *xla.Tensor {
+	if wd == 0 {
+		return grad
+	}
+	return grad.Add(p.MulScalar(wd))
+}
+
+// hyperparametersJSON renders an optimizer's settings for checkpoint metadata.
+func hyperparametersJSON(o Optimizer) string {
+	b, _ := json.Marshal(o.Hyperparameters())
+	return string(b)
+}
