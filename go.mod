@@ -7,6 +7,7 @@ require (
 	github.com/gomlx/gomlx v0.26.0
 	github.com/spf13/pflag v1.0.10
 	github.com/stretchr/testify v1.11.1
+	golang.org/x/image v0.26.0
 )
 
 require (

@@ -1,0 +1,147 @@
+package data
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/xladdp/xladdp/backend"
+	"github.com/xladdp/xladdp/xla"
+)
+
+func testDevice(t *testing.T) *xla.Device {
+	t.Helper()
+	for _, env := range []string{"XLADDP_DEVICE", "PJRT_DEVICE", "XLADDP_CPU_DEVICES", "CPU_NUM_DEVICES", "XLADDP_PJRT_PLUGIN"} {
+		t.Setenv(env, "")
+	}
+	t.Setenv(xla.EnvCacheDir, t.TempDir())
+	b, err := backend.Open(context.Background(), backend.Options{Target: backend.CPU})
+	require.NoError(t, err, "the CPU PJRT plugin must be installed: run `make deps`")
+	t.Cleanup(func() { _ = b.Close() })
+	return xla.NewEngine(b).Device(0)
+}
+
+// counting is a dataset whose sample i has input [i, i] and label i%3; it
+// fails on index failAt.
+type counting struct {
+	n, failAt int
+}
+
+func (c counting) Len() int { return c.n }
+func (c counting) Get(i int) (Sample, error) {
+	if i == c.failAt {
+		return Sample{}, errors.New("disk read error")
+	}
+	return Sample{Input: []float32{float32(i), float32(i)}, Target: []float32{float32(i % 3)}}, nil
+}
+func (c counting) InputDims() []int       { return []int{2} }
+func (c counting) TargetDims() []int      { return nil }
+func (c counting) TargetDType() xla.DType { return xla.Int32 }
+
+// epochInputs collects each batch's first input column.
+func epochInputs(t *testing.T, l *Loader, epoch int) [][]float32 {
+	var out [][]float32
+	for b, err := range l.Epoch(context.Background(), epoch) {
+		require.NoError(t, err)
+		v, err := b.Input.Float32s(context.Background())
+		require.NoError(t, err)
+		col := make([]float32, b.Size)
+		for i := range col {
+			col[i] = v[2*i]
+		}
+		labels, err := xla.Values[int32](context.Background(), b.Target)
+		require.NoError(t, err)
+		for i, l := range labels {
+			assert.Equal(t, int32(int(col[i])%3), l, "label travels with its sample")
+		}
+		out = append(out, col)
+	}
+	return out
+}
+
+func TestLoaderOrderShuffleDropLast(t *testing.T) {
+	d := testDevice(t)
+	ds := counting{n: 10, failAt: -1}
+	seq, err := NewLoader(ds, d, LoaderConfig{BatchSize: 4})
+	require.NoError(t, err)
+	assert.Equal(t, [][]float32{{0, 1, 2, 3}, {4, 5, 6, 7}, {8, 9}}, epochInputs(t, seq, 0))
+	assert.Equal(t, 3, seq.Stats().Batches)
+
+	drop, err := NewLoader(ds, d, LoaderConfig{BatchSize: 4, DropLast: true})
+	require.NoError(t, err)
+	assert.Len(t, epochInputs(t, drop, 0), 2)
+	assert.Equal(t, 2, drop.NumBatches(0))
+
+	shuf, err := NewLoader(ds, d, LoaderConfig{BatchSize: 5, Shuffle: true, Seed: 11, Workers: 3, Prefetch: 1})
+	require.NoError(t, err)
+	e0, e0again, e1 := epochInputs(t, shuf, 0), epochInputs(t, shuf, 0), epochInputs(t, shuf, 1)
+	assert.Equal(t, e0, e0again, "an epoch repeats for the same seed")
+	assert.NotEqual(t, e0, e1, "epochs differ")
+	all := slices.Concat(e0...)
+	slices.Sort(all)
+	assert.Equal(t, []float32{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, all, "each sample once")
+}
+
+// loaderGoroutines counts goroutines running Loader code. (Counting all
+// goroutines is not exact: Go runs buffer cleanups on goroutines of its own.)
+func loaderGoroutines() int {
+	var buf bytes.Buffer
+	_ = pprof.Lookup("goroutine").WriteTo(&buf, 1)
+	return strings.Count(buf.String(), "xla/data.(*Loader)")
+}
+
+func TestLoaderErrorsAndEarlyStop(t *testing.T) {
+	d := testDevice(t)
+	failing, err := NewLoader(counting{n: 12, failAt: 6}, d, LoaderConfig{BatchSize: 4})
+	require.NoError(t, err)
+	var got error
+	batches := 0
+	for _, err := range failing.Epoch(context.Background(), 0) {
+		if err != nil {
+			got = err
+			break
+		}
+		batches++
+	}
+	assert.Equal(t, 1, batches)
+	assert.ErrorContains(t, got, "data: sample 6: disk read error")
+
+	l, err := NewLoader(counting{n: 1000, failAt: -1}, d, LoaderConfig{BatchSize: 2})
+	require.NoError(t, err)
+	for range l.Epoch(context.Background(), 0) {
+		break
+	}
+	assert.Eventually(t, func() bool { return loaderGoroutines() == 0 }, 2*time.Second, 10*time.Millisecond,
+		"breaking out of an epoch stops its workers")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, err := range l.Epoch(ctx, 0) {
+		if err != nil {
+			got = err
+			break
+		}
+	}
+	assert.ErrorIs(t, got, context.Canceled)
+
+	for _, tc := range []struct {
+		cfg  LoaderConfig
+		want string
+	}{
+		{LoaderConfig{BatchSize: 0}, "batch size 0: must be >= 1"},
+		{LoaderConfig{BatchSize: 2, Workers: -1}, "workers -1 and prefetch 2 must be positive"},
+	} {
+		_, err := NewLoader(counting{n: 3}, d, tc.cfg)
+		assert.ErrorContains(t, err, tc.want)
+	}
+	_, err = NewLoader(counting{n: 0}, d, LoaderConfig{BatchSize: 1})
+	assert.ErrorContains(t, err, "the dataset is empty")
+}
