@@ -26,9 +26,9 @@ import (
 
 type config struct {
 	replicas, epochs, batchSize, hidden, maxBatches int
-	lr                                               float64
-	scaleLR                                          bool
-	dataDir, checkpoint                              string
+	lr                                              float64
+	scaleLR                                         bool
+	dataDir, checkpoint                             string
 }
 
 func main() {
