@@ -97,6 +97,8 @@ build:
 	$(GO) build -o $(BIN)/ ./backend/cmd/... ./examples/...
 
 vet:
+	@unformatted="$$(gofmt -l .)"
+	if [[ -n "$$unformatted" ]]; then echo "gofmt needed on: $$unformatted" >&2; exit 1; fi
 	$(GO) vet ./...
 
 test: deps vet
