@@ -31,8 +31,16 @@ type config struct {
 	dataDir, checkpoint                             string
 }
 
+// result is what a run measured.
+type result struct {
+	Accuracy float64
+	// InputWait is each replica's share of the last epoch spent waiting for input.
+	InputWait []float64
+	Trained   time.Duration
+}
+
 func main() {
-	if err := run(context.Background(), os.Args[1:], os.Stdout); err != nil {
+	if _, err := run(context.Background(), os.Args[1:], os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "mnist:", err)
 		os.Exit(1)
 	}
@@ -88,22 +96,30 @@ func newModel(d *xla.Device, hidden int) (nn.Module, error) {
 	return nn.NewSequential(nn.Flatten{}, l1, nn.ReLU{}, l2), err
 }
 
-func run(ctx context.Context, args []string, out io.Writer) error {
+func run(ctx context.Context, args []string, out io.Writer) (result, error) {
 	c, err := parse(args)
 	if err != nil {
-		return err
+		return result{}, err
 	}
+	res, err := train(ctx, c, out)
+	if err != nil {
+		return result{}, err
+	}
+	return res, nil
+}
+
+func train(ctx context.Context, c config, out io.Writer) (res result, err error) {
 	trainSet, err := data.NewMNIST(c.dataDir, true)
 	if err != nil {
-		return err
+		return res, err
 	}
 	testSet, err := data.NewMNIST(c.dataDir, false)
 	if err != nil {
-		return err
+		return res, err
 	}
 	b, err := backend.Open(ctx, backend.Options{Target: backend.CPU, Replicas: c.replicas})
 	if err != nil {
-		return err
+		return res, err
 	}
 	defer b.Close()
 	eng := xla.NewEngine(b)
@@ -116,6 +132,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 
 	start := time.Now()
 	var model nn.Module
+	res.InputWait = make([]float64, c.replicas)
 	err = eng.RunReplicas(ctx, c.replicas, func(ctx context.Context, r xla.Replica) error {
 		d := r.Device()
 		m, err := newModel(d, c.hidden)
@@ -160,6 +177,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 					return err
 				}
 			}
+			res.InputWait[r.Index()] = loader.Stats().WaitFraction()
 			if r.Index() != 0 || loss == nil {
 				continue
 			}
@@ -179,28 +197,30 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return nil
 	})
 	if err != nil {
-		return err
+		return res, err
 	}
-	trained := time.Since(start)
+	res.Trained = time.Since(start)
+	trained := res.Trained
 
 	nn.Eval(model)
 	loader, err := data.NewLoader(testSet, eng.Device(0), data.LoaderConfig{BatchSize: 1000})
 	if err != nil {
-		return err
+		return res, err
 	}
 	correct := 0.0
 	for batch, err := range loader.Epoch(ctx, 0) {
 		if err != nil {
-			return err
+			return res, err
 		}
 		hits, err := model.Forward(batch.Input).ArgMax(1).Equal(batch.Target).Cast(xla.Float32).Sum().Item(ctx)
 		if err != nil {
-			return err
+			return res, err
 		}
 		correct += hits
 	}
+	res.Accuracy = correct / float64(testSet.Len())
 	m := xla.GetMetrics()
 	fmt.Fprintf(out, "test accuracy %.2f%% (%d images); trained in %v; programs: %d compiled, %d loaded from the disk cache, %d cache hits\n",
-		100*correct/float64(testSet.Len()), testSet.Len(), trained.Round(time.Millisecond), m.Compilations, m.PersistentCacheHits, m.CacheHits)
-	return nil
+		100*res.Accuracy, testSet.Len(), trained.Round(time.Millisecond), m.Compilations, m.PersistentCacheHits, m.CacheHits)
+	return res, nil
 }

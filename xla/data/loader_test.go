@@ -13,21 +13,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/xladdp/xladdp/backend"
 	"github.com/xladdp/xladdp/xla"
+	"github.com/xladdp/xladdp/xla/xlatest"
 )
 
-func testDevice(t *testing.T) *xla.Device {
-	t.Helper()
-	for _, env := range []string{"XLADDP_DEVICE", "PJRT_DEVICE", "XLADDP_CPU_DEVICES", "CPU_NUM_DEVICES", "XLADDP_PJRT_PLUGIN"} {
-		t.Setenv(env, "")
-	}
-	t.Setenv(xla.EnvCacheDir, t.TempDir())
-	b, err := backend.Open(context.Background(), backend.Options{Target: backend.CPU})
-	require.NoError(t, err, "the CPU PJRT plugin must be installed: run `make deps`")
-	t.Cleanup(func() { _ = b.Close() })
-	return xla.NewEngine(b).Device(0)
-}
+func testDevice(t *testing.T) *xla.Device { return xlatest.NewEngine(t, 1).Device(0) }
 
 // counting is a dataset whose sample i has input [i, i] and label i%3; it
 // fails on index failAt.

@@ -6,30 +6,17 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/xladdp/xladdp/backend"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/nn"
 	"github.com/xladdp/xladdp/xla/safetensors"
+	"github.com/xladdp/xladdp/xla/xlatest"
 )
 
-func newDevice(t *testing.T) *xla.Device {
-	t.Helper()
-	for _, env := range []string{"XLADDP_DEVICE", "PJRT_DEVICE", "XLADDP_CPU_DEVICES", "CPU_NUM_DEVICES", "XLADDP_PJRT_PLUGIN"} {
-		t.Setenv(env, "")
-	}
-	t.Setenv(xla.EnvCacheDir, t.TempDir())
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	b, err := backend.Open(ctx, backend.Options{Target: backend.CPU})
-	require.NoError(t, err, "the CPU PJRT plugin must be installed: run `make deps`")
-	t.Cleanup(func() { _ = b.Close() })
-	return xla.NewEngine(b).Device(0)
-}
+func newDevice(t *testing.T) *xla.Device { return xlatest.NewEngine(t, 1).Device(0) }
 
 type trajectories struct {
 	P0, W, C   []float64

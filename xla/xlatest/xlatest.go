@@ -1,0 +1,39 @@
+// Package xlatest opens real CPU engines for tests of the packages built on
+// xla (nn, optim, data, ddp, examples), like GoMLX's graphtest.
+package xlatest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/xladdp/xladdp/backend"
+	"github.com/xladdp/xladdp/xla"
+)
+
+// NewEngine opens the real CPU plugin (installed by `make deps`) with n
+// devices, ignoring the target variables of the environment, and gives the
+// test a private compile cache. The backend closes when the test ends.
+func NewEngine(t testing.TB, n int) *xla.Engine {
+	t.Helper()
+	for _, env := range []string{backend.EnvDevice, backend.EnvPJRTDevice, backend.EnvCPUDevices,
+		backend.EnvTorchXLACPUDevices, backend.EnvPluginPath} {
+		t.Setenv(env, "")
+	}
+	t.Setenv(xla.EnvCacheDir, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b, err := backend.Open(ctx, backend.Options{Target: backend.CPU, CPUDevices: n})
+	require.NoError(t, err, "the CPU PJRT plugin must be installed: run `make deps`")
+	t.Cleanup(func() { _ = b.Close() })
+	return xla.NewEngine(b)
+}
+
+// Context returns a context that ends with the test or after 5 minutes.
+func Context(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
