@@ -33,7 +33,7 @@ MNIST_FILES := train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-
 # Fashion-MNIST (gzipped idx files) from Debian's dataset-fashion-mnist.
 FASHION_MNIST_DIR := /usr/share/datasets/fashion-mnist
 
-.PHONY: help deps deps-pjrt deps-mnist deps-fashion-mnist build vet test demo bench clean
+.PHONY: help deps deps-pjrt deps-mnist deps-fashion-mnist build vet test fuzz demo bench clean
 
 help:
 	@echo "make demo   set up (deps), build, and train MNIST on 2 CPU replicas"
@@ -116,8 +116,20 @@ vet:
 	if [[ -n "$$unformatted" ]]; then echo "gofmt needed on: $$unformatted" >&2; exit 1; fi
 	$(GO) vet ./...
 
+# Fuzz targets of the decoders that read untrusted bytes; test runs each briefly.
+FUZZ_TARGETS := FuzzDecodeRequest:./ddp/store FuzzDecode:./xla/safetensors
+FUZZ_TIME ?= 5s
+
 test: deps vet
 	$(GO) test -timeout 9m ./...
+	$(MAKE) --no-print-directory fuzz
+
+fuzz:
+	@for target in $(FUZZ_TARGETS); do
+		name="$${target%%:*}"; pkg="$${target#*:}"
+		echo "fuzz: $$name in $$pkg for $(FUZZ_TIME)"
+		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZ_TIME) "$$pkg" | tail -1
+	done
 
 demo: deps build
 	@echo "== devices (2 virtual CPU devices)"

@@ -1,0 +1,259 @@
+package store
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+)
+
+// Client talks to a TCP store server. Its methods are safe for concurrent
+// use: each call takes an idle connection or opens (and authenticates) a
+// new one, so a Get blocked on a missing key does not hold up a Set from
+// another goroutine of the same process.
+type Client struct {
+	addr, token string
+	mu          sync.Mutex
+	idle        []net.Conn
+	closed      bool
+}
+
+// dialRetryInterval paces reconnection attempts while the server starts.
+const dialRetryInterval = 100 * time.Millisecond
+
+// Dial connects to the server at addr, retrying until ctx ends (the server
+// may start after its clients), and authenticates with token.
+func Dial(ctx context.Context, addr, token string) (*Client, error) {
+	c := &Client{addr: addr, token: token}
+	conn, err := c.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.idle = append(c.idle, conn)
+	return c, nil
+}
+
+// connect opens and authenticates one connection, retrying until ctx ends.
+func (c *Client) connect(ctx context.Context) (net.Conn, error) {
+	addr := c.addr
+	var lastErr error
+	for {
+		var d net.Dialer
+		conn, err := d.DialContext(ctx, "tcp", addr)
+		if err == nil {
+			if err := c.authenticate(ctx, conn); err != nil {
+				conn.Close()
+				return nil, err
+			}
+			return conn, nil
+		}
+		lastErr = err
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("store: cannot reach the store at %s: %v (is MASTER_ADDR/MASTER_PORT right, and is rank 0 running?): %w",
+				addr, lastErr, ctx.Err())
+		case <-time.After(dialRetryInterval):
+		}
+	}
+}
+
+func (c *Client) authenticate(ctx context.Context, conn net.Conn) error {
+	token := c.token
+	_ = conn.SetDeadline(deadline(ctx))
+	defer conn.SetDeadline(time.Time{})
+	nonce, err := readFrame(conn)
+	if err != nil {
+		return fmt.Errorf("store: handshake with %s: %w", c.addr, err)
+	}
+	answer := make([]byte, sha256Size)
+	if token != "" {
+		answer = proof([]byte(token), nonce)
+	}
+	if err := writeFrame(conn, answer); err != nil {
+		return fmt.Errorf("store: handshake with %s: %w", c.addr, err)
+	}
+	status, err := readFrame(conn)
+	if err != nil {
+		return fmt.Errorf("store: handshake with %s: %w", c.addr, err)
+	}
+	if len(status) == 0 || status[0] != statusOK {
+		return fmt.Errorf("store: %s refused the connection: %s", c.addr, string(status[min(1, len(status)):]))
+	}
+	return nil
+}
+
+const sha256Size = 32
+
+// Close closes every connection.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	for _, conn := range c.idle {
+		conn.Close()
+	}
+	c.idle = nil
+	return nil
+}
+
+// take returns an idle connection or a new one.
+func (c *Client) take(ctx context.Context) (net.Conn, error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, errors.New("store: client closed")
+	}
+	if n := len(c.idle); n > 0 {
+		conn := c.idle[n-1]
+		c.idle = c.idle[:n-1]
+		c.mu.Unlock()
+		return conn, nil
+	}
+	c.mu.Unlock()
+	return c.connect(ctx)
+}
+
+func (c *Client) giveBack(conn net.Conn) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		conn.Close()
+		return
+	}
+	c.idle = append(c.idle, conn)
+}
+
+// call sends one request and returns the OK response's payload.
+func (c *Client) call(ctx context.Context, payload []byte) ([]byte, error) {
+	conn, err := c.take(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// The server answers a timed-out wait by itself; allow it a moment more.
+	_ = conn.SetDeadline(deadline(ctx).Add(5 * time.Second))
+	resp, err := func() ([]byte, error) {
+		if err := writeFrame(conn, payload); err != nil {
+			return nil, err
+		}
+		return readFrame(conn)
+	}()
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("store: connection to %s broke: %w", c.addr, err)
+	}
+	c.giveBack(conn)
+	if len(resp) == 0 {
+		return nil, fmt.Errorf("store: empty response from %s", c.addr)
+	}
+	switch resp[0] {
+	case statusOK:
+		return resp[1:], nil
+	case statusTimeout:
+		r := &reader{buf: resp[1:]}
+		missing := r.keys()
+		return nil, fmt.Errorf("%w at %s waiting for keys %q", ErrTimeout, c.addr, missing)
+	default:
+		return nil, fmt.Errorf("store: %s: %s", c.addr, string(resp[1:]))
+	}
+}
+
+// timeoutMillis is how long the server may wait for ctx's deadline.
+func timeoutMillis(ctx context.Context) int64 {
+	return max(0, time.Until(deadline(ctx)).Milliseconds())
+}
+
+// Set stores value under key.
+func (c *Client) Set(ctx context.Context, key string, value []byte) error {
+	_, err := c.call(ctx, (&encoder{buf: []byte{opSet}}).str(key).bytes(value).buf)
+	return err
+}
+
+// Get returns key's value, waiting for it until ctx's deadline (or DefaultTimeout).
+func (c *Client) Get(ctx context.Context, key string) ([]byte, error) {
+	resp, err := c.call(ctx, (&encoder{buf: []byte{opGet}}).str(key).int64(timeoutMillis(ctx)).buf)
+	if err != nil {
+		return nil, err
+	}
+	r := &reader{buf: resp}
+	v := r.bytes()
+	return v, r.err
+}
+
+// Add adds delta to the counter at key and returns the new value.
+func (c *Client) Add(ctx context.Context, key string, delta int64) (int64, error) {
+	resp, err := c.call(ctx, (&encoder{buf: []byte{opAdd}}).str(key).int64(delta).buf)
+	if err != nil {
+		return 0, err
+	}
+	r := &reader{buf: resp}
+	v := r.int64()
+	return v, r.err
+}
+
+// CompareSet sets key to desired if it holds expected (missing matches
+// empty) and returns the value after.
+func (c *Client) CompareSet(ctx context.Context, key string, expected, desired []byte) ([]byte, error) {
+	resp, err := c.call(ctx, (&encoder{buf: []byte{opCompareSet}}).str(key).bytes(expected).bytes(desired).buf)
+	if err != nil {
+		return nil, err
+	}
+	r := &reader{buf: resp}
+	v := r.bytes()
+	return v, r.err
+}
+
+func keyList(op byte, ctx context.Context, keys []string) []byte {
+	e := &encoder{buf: []byte{op}}
+	e.int64(timeoutMillis(ctx)).int64(int64(len(keys)))
+	for _, k := range keys {
+		e.str(k)
+	}
+	return e.buf
+}
+
+// Wait returns once every key exists, or an ErrTimeout naming the missing ones.
+func (c *Client) Wait(ctx context.Context, keys ...string) error {
+	_, err := c.call(ctx, keyList(opWait, ctx, keys))
+	return err
+}
+
+// Check reports which keys exist now.
+func (c *Client) Check(ctx context.Context, keys ...string) ([]bool, error) {
+	resp, err := c.call(ctx, keyList(opCheck, ctx, keys))
+	if err != nil {
+		return nil, err
+	}
+	if len(resp) != len(keys) {
+		return nil, fmt.Errorf("store: %s answered %d flags for %d keys", c.addr, len(resp), len(keys))
+	}
+	out := make([]bool, len(keys))
+	for i, b := range resp {
+		out[i] = b == 1
+	}
+	return out, nil
+}
+
+// Delete removes key and reports whether it existed.
+func (c *Client) Delete(ctx context.Context, key string) (bool, error) {
+	resp, err := c.call(ctx, (&encoder{buf: []byte{opDelete}}).str(key).buf)
+	if err != nil {
+		return false, err
+	}
+	return len(resp) == 8 && binary.BigEndian.Uint64(resp) == 1, nil
+}
+
+// NumKeys returns the number of keys.
+func (c *Client) NumKeys(ctx context.Context) (int64, error) {
+	resp, err := c.call(ctx, []byte{opNumKeys})
+	if err != nil {
+		return 0, err
+	}
+	r := &reader{buf: resp}
+	v := r.int64()
+	return v, r.err
+}
+
+var _ Store = (*Client)(nil)

@@ -1,0 +1,257 @@
+package store
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// nonceSize is the length of the authentication challenge.
+const nonceSize = 32
+
+// handshakeTimeout bounds the authentication exchange of a new connection.
+const handshakeTimeout = 10 * time.Second
+
+// Server is the TCP store's server.
+type Server struct {
+	ln    net.Listener
+	token []byte
+
+	mu      sync.Mutex
+	data    map[string][]byte
+	changed chan struct{} // closed and replaced on every change
+	conns   map[net.Conn]bool
+	closed  bool
+	wg      sync.WaitGroup
+}
+
+// Listen starts a server on addr ("host:port"; port 0 picks one). A
+// non-empty token makes every client prove it before any command.
+func Listen(addr, token string) (*Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("store: cannot listen on %s: %w (is another job or store using the port? pick another MASTER_PORT)", addr, err)
+	}
+	s := &Server{ln: ln, token: []byte(token), data: map[string][]byte{}, changed: make(chan struct{}), conns: map[net.Conn]bool{}}
+	s.wg.Add(1)
+	go s.accept()
+	return s, nil
+}
+
+// Addr returns the address the server listens on.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Close stops the server and drops every connection.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	for c := range s.conns {
+		c.Close()
+	}
+	close(s.changed)
+	s.mu.Unlock()
+	err := s.ln.Close()
+	s.wg.Wait()
+	return err
+}
+
+func (s *Server) accept() {
+	defer s.wg.Done()
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			return
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			c.Close()
+			return
+		}
+		s.conns[c] = true
+		s.mu.Unlock()
+		s.wg.Add(1)
+		go s.serve(c)
+	}
+}
+
+// proof is HMAC-SHA256(token, nonce): what an authenticated client sends.
+func proof(token, nonce []byte) []byte {
+	m := hmac.New(sha256.New, token)
+	m.Write(nonce)
+	return m.Sum(nil)
+}
+
+func (s *Server) serve(c net.Conn) {
+	defer s.wg.Done()
+	defer func() {
+		c.Close()
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+	}()
+	if err := s.authenticate(c); err != nil {
+		_ = writeFrame(c, append([]byte{statusError}, err.Error()...))
+		return
+	}
+	for {
+		payload, err := readFrame(c)
+		if err != nil {
+			return
+		}
+		req, err := decodeRequest(payload)
+		if err != nil {
+			_ = writeFrame(c, append([]byte{statusError}, err.Error()...))
+			return
+		}
+		if err := writeFrame(c, s.handle(req)); err != nil {
+			return
+		}
+	}
+}
+
+func (s *Server) authenticate(c net.Conn) error {
+	_ = c.SetDeadline(time.Now().Add(handshakeTimeout))
+	defer c.SetDeadline(time.Time{})
+	nonce := make([]byte, nonceSize)
+	if _, err := rand.Read(nonce); err != nil {
+		return err
+	}
+	if err := writeFrame(c, nonce); err != nil {
+		return err
+	}
+	answer, err := readFrame(c)
+	if err != nil {
+		return err
+	}
+	if len(s.token) > 0 && !hmac.Equal(answer, proof(s.token, nonce)) {
+		return errors.New("store: authentication failed: the client's XLADDP_STORE_TOKEN does not match the server's")
+	}
+	return writeFrame(c, []byte{statusOK})
+}
+
+// notifyLocked wakes every waiter; call with s.mu held after a change.
+func (s *Server) notifyLocked() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+func (s *Server) handle(req request) []byte {
+	ok := []byte{statusOK}
+	s.mu.Lock()
+	switch req.op {
+	case opSet:
+		s.data[req.keys[0]] = bytes.Clone(req.values[0])
+		s.notifyLocked()
+		s.mu.Unlock()
+		return ok
+	case opAdd:
+		current := int64(0)
+		if v, found := s.data[req.keys[0]]; found {
+			n, err := strconv.ParseInt(string(v), 10, 64)
+			if err != nil {
+				s.mu.Unlock()
+				return append([]byte{statusError}, fmt.Sprintf("store: Add on key %q holding non-integer %q", req.keys[0], v)...)
+			}
+			current = n
+		}
+		current += req.n
+		s.data[req.keys[0]] = []byte(strconv.FormatInt(current, 10))
+		s.notifyLocked()
+		s.mu.Unlock()
+		return (&encoder{buf: ok}).int64(current).buf
+	case opCompareSet:
+		key, expected, desired := req.keys[0], req.values[0], req.values[1]
+		current, found := s.data[key]
+		if (!found && len(expected) == 0) || (found && bytes.Equal(current, expected)) {
+			s.data[key] = bytes.Clone(desired)
+			current = s.data[key]
+			s.notifyLocked()
+		}
+		out := (&encoder{buf: ok}).bytes(current).buf
+		s.mu.Unlock()
+		return out
+	case opDelete:
+		_, found := s.data[req.keys[0]]
+		delete(s.data, req.keys[0])
+		if found {
+			s.notifyLocked()
+		}
+		s.mu.Unlock()
+		n := int64(0)
+		if found {
+			n = 1
+		}
+		return (&encoder{buf: ok}).int64(n).buf
+	case opNumKeys:
+		n := int64(len(s.data))
+		s.mu.Unlock()
+		return (&encoder{buf: ok}).int64(n).buf
+	case opCheck:
+		out := ok
+		for _, k := range req.keys {
+			_, found := s.data[k]
+			b := byte(0)
+			if found {
+				b = 1
+			}
+			out = append(out, b)
+		}
+		s.mu.Unlock()
+		return out
+	}
+	s.mu.Unlock()
+	// opGet and opWait block until their keys exist or the timeout passes.
+	timeout := time.Duration(req.n) * time.Millisecond
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for {
+		s.mu.Lock()
+		missing := s.missingLocked(req.keys)
+		if s.closed {
+			s.mu.Unlock()
+			return append([]byte{statusError}, "store: server closed"...)
+		}
+		if len(missing) == 0 {
+			out := ok
+			if req.op == opGet {
+				out = (&encoder{buf: ok}).bytes(s.data[req.keys[0]]).buf
+			}
+			s.mu.Unlock()
+			return out
+		}
+		changed := s.changed
+		s.mu.Unlock()
+		select {
+		case <-changed:
+		case <-timer.C:
+			e := &encoder{buf: []byte{statusTimeout}}
+			e.int64(int64(len(missing)))
+			for _, k := range missing {
+				e.str(k)
+			}
+			return e.buf
+		}
+	}
+}
+
+func (s *Server) missingLocked(keys []string) []string {
+	var missing []string
+	for _, k := range keys {
+		if _, ok := s.data[k]; !ok {
+			missing = append(missing, k)
+		}
+	}
+	return missing
+}
