@@ -1,0 +1,209 @@
+package ddp
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
+)
+
+// DType is the element type of a host buffer.
+type DType int
+
+const (
+	Float32 DType = iota + 1
+	Float64
+	BFloat16
+	Int32
+	Int64
+)
+
+var dtypeNames = map[DType]string{Float32: "float32", Float64: "float64", BFloat16: "bfloat16", Int32: "int32", Int64: "int64"}
+var dtypeSizes = map[DType]int{Float32: 4, Float64: 8, BFloat16: 2, Int32: 4, Int64: 8}
+
+func (d DType) String() string {
+	if n, ok := dtypeNames[d]; ok {
+		return n
+	}
+	return fmt.Sprintf("DType(%d)", int(d))
+}
+
+// Size returns the element size in bytes.
+func (d DType) Size() int { return dtypeSizes[d] }
+
+// Buffer is a view of a host slice that collectives read and write in
+// place; no data is copied when it is made.
+type Buffer struct {
+	DType DType
+	bytes []byte
+}
+
+func view[T any](x []T, d DType) Buffer {
+	if len(x) == 0 {
+		return Buffer{DType: d}
+	}
+	return Buffer{DType: d, bytes: unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), len(x)*d.Size())}
+}
+
+// Float32s views x as a Buffer.
+func Float32s(x []float32) Buffer { return view(x, Float32) }
+
+// Float64s views x as a Buffer.
+func Float64s(x []float64) Buffer { return view(x, Float64) }
+
+// BFloat16s views x as a Buffer.
+func BFloat16s(x []bfloat16.BFloat16) Buffer { return view(x, BFloat16) }
+
+// Int32s views x as a Buffer.
+func Int32s(x []int32) Buffer { return view(x, Int32) }
+
+// Int64s views x as a Buffer.
+func Int64s(x []int64) Buffer { return view(x, Int64) }
+
+// Len returns the number of elements.
+func (b Buffer) Len() int {
+	if b.DType.Size() == 0 {
+		return 0
+	}
+	return len(b.bytes) / b.DType.Size()
+}
+
+// slice returns elements [i, j).
+func (b Buffer) slice(i, j int) Buffer {
+	s := b.DType.Size()
+	return Buffer{DType: b.DType, bytes: b.bytes[i*s : j*s]}
+}
+
+func (b Buffer) String() string { return fmt.Sprintf("%s[%d]", b.DType, b.Len()) }
+
+// ReduceOp combines values across ranks.
+type ReduceOp int
+
+const (
+	Sum ReduceOp = iota + 1
+	Avg
+	Min
+	Max
+	Product
+)
+
+var reduceOpNames = map[ReduceOp]string{Sum: "SUM", Avg: "AVG", Min: "MIN", Max: "MAX", Product: "PRODUCT"}
+
+func (op ReduceOp) String() string {
+	if n, ok := reduceOpNames[op]; ok {
+		return n
+	}
+	return fmt.Sprintf("ReduceOp(%d)", int(op))
+}
+
+func checkBuffer(what string, b Buffer) error {
+	if _, ok := dtypeSizes[b.DType]; !ok {
+		return fmt.Errorf("ddp: %s: unsupported dtype %s (use Float32s, Float64s, BFloat16s, Int32s or Int64s)", what, b.DType)
+	}
+	return nil
+}
+
+func checkOp(what string, op ReduceOp) error {
+	if _, ok := reduceOpNames[op]; !ok {
+		return fmt.Errorf("ddp: %s: unknown reduce op %d (use Sum, Avg, Min, Max or Product)", what, int(op))
+	}
+	return nil
+}
+
+func asSlice[T any](b Buffer) []T {
+	var zero T
+	n := len(b.bytes) / int(unsafe.Sizeof(zero))
+	if n == 0 {
+		return nil
+	}
+	return unsafe.Slice((*T)(unsafe.Pointer(&b.bytes[0])), n)
+}
+
+// reduceInto combines src into dst elementwise (Avg accumulates as Sum; the
+// division happens once at the end, in finishAvg).
+func reduceInto(dst, src Buffer, op ReduceOp) {
+	switch dst.DType {
+	case Float32:
+		reduceTyped(asSlice[float32](dst), asSlice[float32](src), op)
+	case Float64:
+		reduceTyped(asSlice[float64](dst), asSlice[float64](src), op)
+	case Int32:
+		reduceTyped(asSlice[int32](dst), asSlice[int32](src), op)
+	case Int64:
+		reduceTyped(asSlice[int64](dst), asSlice[int64](src), op)
+	case BFloat16:
+		d, s := asSlice[bfloat16.BFloat16](dst), asSlice[bfloat16.BFloat16](src)
+		for i := range d {
+			a, b := d[i].Float32(), s[i].Float32()
+			d[i] = bfloat16.FromFloat32(combine(a, b, op))
+		}
+	}
+}
+
+type number interface {
+	~float32 | ~float64 | ~int32 | ~int64
+}
+
+func combine[T number](a, b T, op ReduceOp) T {
+	switch op {
+	case Min:
+		return min(a, b)
+	case Max:
+		return max(a, b)
+	case Product:
+		return a * b
+	}
+	return a + b
+}
+
+func reduceTyped[T number](dst, src []T, op ReduceOp) {
+	switch op {
+	case Min:
+		for i := range dst {
+			dst[i] = min(dst[i], src[i])
+		}
+	case Max:
+		for i := range dst {
+			dst[i] = max(dst[i], src[i])
+		}
+	case Product:
+		for i := range dst {
+			dst[i] *= src[i]
+		}
+	default:
+		for i := range dst {
+			dst[i] += src[i]
+		}
+	}
+}
+
+// finishAvg divides a Sum by n; integers divide truncating toward zero.
+func finishAvg(b Buffer, n int) {
+	switch b.DType {
+	case Float32:
+		s := asSlice[float32](b)
+		for i := range s {
+			s[i] /= float32(n)
+		}
+	case Float64:
+		s := asSlice[float64](b)
+		for i := range s {
+			s[i] /= float64(n)
+		}
+	case Int32:
+		s := asSlice[int32](b)
+		for i := range s {
+			s[i] /= int32(n)
+		}
+	case Int64:
+		s := asSlice[int64](b)
+		for i := range s {
+			s[i] /= int64(n)
+		}
+	case BFloat16:
+		s := asSlice[bfloat16.BFloat16](b)
+		for i := range s {
+			s[i] = bfloat16.FromFloat32(s[i].Float32() / float32(n))
+		}
+	}
+}

@@ -1,0 +1,182 @@
+package ddp
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"time"
+)
+
+// Frame kinds on a peer connection.
+const (
+	kindCollective uint32 = iota + 1
+	kindP2P
+	kindDebug
+	kindAbort
+)
+
+const (
+	frameMagic      = 0x58444450 // "XDDP"
+	frameHeaderSize = 24         // magic, kind (4 bytes each), tag, length (8 each)
+	// maxStashed bounds out-of-order frames held for a later receive.
+	maxStashed = 1 << 16
+)
+
+type stashKey struct {
+	kind uint32
+	tag  uint64
+}
+
+// sendJob is one frame queued for a connection's writer goroutine.
+type sendJob struct {
+	header   [frameHeaderSize]byte
+	payload  []byte
+	deadline time.Time
+	done     chan error
+}
+
+// peer is the connection to one other rank.
+type peer struct {
+	rank  int
+	conn  net.Conn
+	sendq chan *sendJob
+	// stash holds frames that arrived before the receive expecting them.
+	stash   map[stashKey][][]byte
+	stashed int
+	wg      sync.WaitGroup
+}
+
+func newPeer(rank int, conn net.Conn) *peer {
+	if tcp, ok := conn.(*net.TCPConn); ok {
+		_ = tcp.SetNoDelay(true)
+		_ = tcp.SetReadBuffer(4 << 20)
+		_ = tcp.SetWriteBuffer(4 << 20)
+	}
+	p := &peer{rank: rank, conn: conn, sendq: make(chan *sendJob, 1024), stash: map[stashKey][][]byte{}}
+	p.wg.Add(1)
+	go p.writer()
+	return p
+}
+
+func (p *peer) writer() {
+	defer p.wg.Done()
+	var failed error
+	for job := range p.sendq {
+		if failed != nil {
+			job.done <- failed
+			continue
+		}
+		_ = p.conn.SetWriteDeadline(job.deadline)
+		bufs := net.Buffers{job.header[:], job.payload}
+		if _, err := bufs.WriteTo(p.conn); err != nil {
+			failed = p.wrapIOError(err)
+		}
+		job.done <- failed
+	}
+}
+
+// send queues a frame; its payload must not change until the job is done.
+func (p *peer) send(kind uint32, tag uint64, payload []byte, deadline time.Time) *sendJob {
+	job := &sendJob{payload: payload, deadline: deadline, done: make(chan error, 1)}
+	binary.BigEndian.PutUint32(job.header[0:], frameMagic)
+	binary.BigEndian.PutUint32(job.header[4:], kind)
+	binary.BigEndian.PutUint64(job.header[8:], tag)
+	binary.BigEndian.PutUint64(job.header[16:], uint64(len(payload)))
+	p.sendq <- job
+	return job
+}
+
+// wrapIOError turns a socket error into ErrPeerClosed or ErrTimeout.
+func (p *peer) wrapIOError(err error) error {
+	var ne net.Error
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()):
+		return ErrTimeout
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
+		return ErrPeerClosed
+	}
+	return fmt.Errorf("%w: %v", ErrPeerClosed, err)
+}
+
+// abortError carries a failure another rank reported.
+type abortError struct {
+	from int
+	msg  string
+}
+
+func (e *abortError) Error() string { return fmt.Sprintf("rank %d aborted: %s", e.from, e.msg) }
+
+// recv reads the frame (kind, tag) into dst, whose length must equal the
+// frame's; frames for other receives are stashed.
+func (p *peer) recv(kind uint32, tag uint64, dst []byte, deadline time.Time) error {
+	key := stashKey{kind, tag}
+	if frames := p.stash[key]; len(frames) > 0 {
+		p.stash[key] = frames[1:]
+		p.stashed--
+		if len(frames[0]) != len(dst) {
+			return fmt.Errorf("protocol: frame of %d bytes for a %d-byte buffer (do both ranks pass the same sizes?)", len(frames[0]), len(dst))
+		}
+		copy(dst, frames[0])
+		return nil
+	}
+	_ = p.conn.SetReadDeadline(deadline)
+	var header [frameHeaderSize]byte
+	for {
+		if _, err := io.ReadFull(p.conn, header[:]); err != nil {
+			return p.wrapIOError(err)
+		}
+		if binary.BigEndian.Uint32(header[0:]) != frameMagic {
+			return fmt.Errorf("protocol: bad frame magic 0x%08x (not an xladdp peer, or a corrupted stream)", binary.BigEndian.Uint32(header[0:]))
+		}
+		k, t, n := binary.BigEndian.Uint32(header[4:]), binary.BigEndian.Uint64(header[8:]), binary.BigEndian.Uint64(header[16:])
+		if k == kindAbort {
+			msg := make([]byte, min(n, 1<<16))
+			_, _ = io.ReadFull(p.conn, msg)
+			return &abortError{from: p.rank, msg: string(msg)}
+		}
+		if k == kind && t == tag {
+			if n != uint64(len(dst)) {
+				return fmt.Errorf("protocol: frame of %d bytes for a %d-byte buffer (do both ranks pass the same sizes?)", n, len(dst))
+			}
+			if _, err := io.ReadFull(p.conn, dst); err != nil {
+				return p.wrapIOError(err)
+			}
+			return nil
+		}
+		if p.stashed >= maxStashed || n > 1<<30 {
+			return fmt.Errorf("protocol: too many unexpected frames (kind %d tag %d): sends and receives do not match", k, t)
+		}
+		frame := make([]byte, n)
+		if _, err := io.ReadFull(p.conn, frame); err != nil {
+			return p.wrapIOError(err)
+		}
+		sk := stashKey{k, t}
+		p.stash[sk] = append(p.stash[sk], frame)
+		p.stashed++
+	}
+}
+
+// abort tells the peer why this rank is leaving, best effort, and closes.
+func (p *peer) abort(msg string) {
+	job := p.send(kindAbort, 0, []byte(msg), time.Now().Add(500*time.Millisecond))
+	select {
+	case <-job.done:
+	case <-time.After(time.Second):
+	}
+	p.close()
+}
+
+func (p *peer) close() {
+	_ = p.conn.Close()
+}
+
+// shutdown stops the writer after queued frames are written.
+func (p *peer) shutdown() {
+	close(p.sendq)
+	p.wg.Wait()
+	_ = p.conn.Close()
+}

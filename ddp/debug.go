@@ -1,0 +1,61 @@
+package ddp
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// fingerprintSize is the fixed size of a collective's description frame.
+const fingerprintSize = 256
+
+// checkSame, in debug mode, exchanges a description of collective seq with
+// every rank before running it. If any differ, every rank fails with all
+// ranks' descriptions: the hang torch users get from mismatched
+// collectives, turned into a message.
+func (g *ProcessGroup) checkSame(seq uint64, desc string, deadline time.Time) error {
+	if !g.debug || g.size == 1 {
+		return nil
+	}
+	mine := make([]byte, fingerprintSize)
+	copy(mine, fmt.Sprintf("#%d %s", seq, desc))
+	var sent []sentJob
+	for r, p := range g.peers {
+		if p != nil {
+			sent = append(sent, sentJob{r, p.send(kindDebug, seq, mine, deadline)})
+		}
+	}
+	all := make([][]byte, g.size)
+	all[g.rank] = mine
+	for r, p := range g.peers {
+		if p == nil {
+			continue
+		}
+		all[r] = make([]byte, fingerprintSize)
+		if err := p.recv(kindDebug, seq, all[r], deadline); err != nil {
+			return peerError(r, err)
+		}
+	}
+	if err := waitAll(sent); err != nil {
+		return err
+	}
+	same := true
+	for _, f := range all {
+		same = same && bytes.Equal(f, mine)
+	}
+	if same {
+		return nil
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%v at collective #%d:", ErrMismatch, seq)
+	for r, f := range all {
+		fmt.Fprintf(&b, "\n  rank %d: %s", r, bytes.TrimRight(f, "\x00"))
+	}
+	return fmt.Errorf("%w", &mismatchError{msg: b.String()})
+}
+
+type mismatchError struct{ msg string }
+
+func (e *mismatchError) Error() string        { return e.msg }
+func (e *mismatchError) Is(target error) bool { return target == ErrMismatch }

@@ -1,0 +1,395 @@
+package ddp
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/xladdp/xladdp/ddp/store"
+)
+
+// Environment variables, named as torch.distributed names them.
+const (
+	EnvRank           = "RANK"
+	EnvWorldSize      = "WORLD_SIZE"
+	EnvLocalRank      = "LOCAL_RANK"
+	EnvLocalWorldSize = "LOCAL_WORLD_SIZE"
+	EnvMasterAddr     = "MASTER_ADDR"
+	EnvMasterPort     = "MASTER_PORT"
+	// EnvAdvertiseAddr sets the IP other ranks use to reach this one.
+	EnvAdvertiseAddr = "XLADDP_ADVERTISE_ADDR"
+	// EnvDebug turns on the collective fingerprint check.
+	EnvDebug = "XLADDP_DEBUG"
+)
+
+// Options configure InitProcessGroup. Rank, WorldSize, LocalRank and
+// LocalWorldSize of -1 (the zero Options are not valid: use NewOptions)
+// come from the environment.
+type Options struct {
+	// InitMethod is "env://" (MASTER_ADDR, MASTER_PORT), "tcp://host:port"
+	// or "file:///path/to/shared/file".
+	InitMethod string
+	Rank       int
+	WorldSize  int
+	// LocalRank and LocalWorldSize default to $LOCAL_RANK/$LOCAL_WORLD_SIZE,
+	// else to this process's place among the ranks on its host.
+	LocalRank, LocalWorldSize int
+	// Timeout bounds rendezvous and each collective (default DefaultTimeout).
+	Timeout time.Duration
+	// Token authenticates store and peer connections (default $XLADDP_STORE_TOKEN).
+	Token string
+	// Debug checks before each collective that all ranks call the same
+	// one (default: $XLADDP_DEBUG=1).
+	Debug bool
+}
+
+// NewOptions returns Options that take everything from the environment.
+func NewOptions() Options {
+	return Options{InitMethod: "env://", Rank: -1, WorldSize: -1, LocalRank: -1, LocalWorldSize: -1,
+		Token: store.TokenFromEnv(), Debug: os.Getenv(EnvDebug) == "1"}
+}
+
+func envInt(name string) (int, bool, error) {
+	v, ok := os.LookupEnv(name)
+	if !ok || v == "" {
+		return 0, false, nil
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil {
+		return 0, true, fmt.Errorf("ddp: $%s=%q is not an integer", name, v)
+	}
+	return n, true, nil
+}
+
+// resolve fills -1 fields from the environment and validates them.
+func (o *Options) resolve() error {
+	for _, f := range []struct {
+		field    *int
+		env      string
+		required bool
+	}{{&o.Rank, EnvRank, true}, {&o.WorldSize, EnvWorldSize, true}, {&o.LocalRank, EnvLocalRank, false}, {&o.LocalWorldSize, EnvLocalWorldSize, false}} {
+		if *f.field != -1 {
+			continue
+		}
+		n, ok, err := envInt(f.env)
+		if err != nil {
+			return err
+		}
+		if !ok && f.required {
+			return fmt.Errorf("ddp: %s is not set: set $%s (or Options) for every process, as torchrun does", f.env, f.env)
+		}
+		if ok {
+			*f.field = n
+		}
+	}
+	switch {
+	case o.WorldSize < 1:
+		return fmt.Errorf("ddp: WORLD_SIZE=%d: need at least 1 process", o.WorldSize)
+	case o.Rank < 0 || o.Rank >= o.WorldSize:
+		return fmt.Errorf("ddp: RANK=%d but WORLD_SIZE=%d: ranks run from 0 to %d", o.Rank, o.WorldSize, o.WorldSize-1)
+	case o.LocalRank != -1 && o.LocalWorldSize != -1 && (o.LocalRank < 0 || o.LocalRank >= o.LocalWorldSize):
+		return fmt.Errorf("ddp: LOCAL_RANK=%d but LOCAL_WORLD_SIZE=%d", o.LocalRank, o.LocalWorldSize)
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.InitMethod == "" {
+		o.InitMethod = "env://"
+	}
+	return nil
+}
+
+// openStore connects to (and on rank 0, for env:// and tcp://, hosts) the
+// rendezvous store, and returns the host others should route to.
+func openStore(ctx context.Context, o Options) (store.Store, *store.Server, string, error) {
+	u, err := url.Parse(o.InitMethod)
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("ddp: init method %q: %w", o.InitMethod, err)
+	}
+	var host, port string
+	switch u.Scheme {
+	case "env":
+		host, port = os.Getenv(EnvMasterAddr), os.Getenv(EnvMasterPort)
+		if host == "" || port == "" {
+			return nil, nil, "", fmt.Errorf("ddp: env:// needs $%s and $%s (the address and port of rank 0)", EnvMasterAddr, EnvMasterPort)
+		}
+	case "tcp":
+		host, port = u.Hostname(), u.Port()
+		if host == "" || port == "" {
+			return nil, nil, "", fmt.Errorf("ddp: init method %q: want tcp://host:port", o.InitMethod)
+		}
+	case "file":
+		if u.Path == "" {
+			return nil, nil, "", fmt.Errorf("ddp: init method %q: want file:///absolute/path", o.InitMethod)
+		}
+		s, err := store.OpenFileStore(ctx, u.Path)
+		return s, nil, "", err
+	default:
+		return nil, nil, "", fmt.Errorf("ddp: init method %q: use env://, tcp://host:port or file:///path", o.InitMethod)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+		return nil, nil, "", fmt.Errorf("ddp: master port %q is not a port number (1-65535)", port)
+	}
+	addr := net.JoinHostPort(host, port)
+	var srv *store.Server
+	if o.Rank == 0 {
+		if srv, err = store.Listen(net.JoinHostPort("", port), o.Token); err != nil {
+			return nil, nil, "", err
+		}
+	}
+	c, err := store.Dial(ctx, addr, o.Token)
+	if err != nil {
+		if srv != nil {
+			srv.Close()
+		}
+		return nil, nil, "", err
+	}
+	return c, srv, host, nil
+}
+
+// advertiseIP picks the address other ranks reach this one at: the local
+// end of a route towards routeTo, $XLADDP_ADVERTISE_ADDR, or loopback.
+func advertiseIP(routeTo string) string {
+	if a := os.Getenv(EnvAdvertiseAddr); a != "" {
+		return a
+	}
+	if routeTo == "" {
+		routeTo = "192.0.2.1" // any routable address picks the default route
+	}
+	if c, err := net.Dial("udp", net.JoinHostPort(routeTo, "9")); err == nil {
+		defer c.Close()
+		return c.LocalAddr().(*net.UDPAddr).IP.String()
+	}
+	return "127.0.0.1"
+}
+
+// InitProcessGroup joins the group: it meets every other rank through the
+// store (checking ranks are unique and agree on the world size), connects
+// to each of them, and returns when all are connected or the timeout passes.
+func InitProcessGroup(ctx context.Context, o Options) (*ProcessGroup, error) {
+	if err := o.resolve(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	st, srv, routeTo, err := openStore(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	g := &ProcessGroup{rank: o.Rank, size: o.WorldSize, timeout: o.Timeout, debug: o.Debug, store: st, storeServer: srv,
+		ops: make(chan *Work, 1024), peers: make([]*peer, o.WorldSize)}
+	if err := g.rendezvous(ctx, o, routeTo); err != nil {
+		g.closeAll()
+		return nil, err
+	}
+	g.wg.Add(1)
+	go g.executor()
+	return g, nil
+}
+
+func (g *ProcessGroup) closeAll() {
+	for _, p := range g.peers {
+		if p != nil {
+			p.shutdown()
+		}
+	}
+	if g.store != nil {
+		g.store.Close()
+	}
+	if g.storeServer != nil {
+		g.storeServer.Close()
+	}
+}
+
+func (g *ProcessGroup) rendezvous(ctx context.Context, o Options, routeTo string) error {
+	st := g.store
+	hostname, _ := os.Hostname()
+	nonce := make([]byte, 8)
+	_, _ = rand.Read(nonce)
+	identity := fmt.Sprintf("%s pid %d (%s)", hostname, os.Getpid(), hex.EncodeToString(nonce))
+	got, err := st.CompareSet(ctx, fmt.Sprintf("rank/%d", g.rank), nil, []byte(identity))
+	if err != nil {
+		return fmt.Errorf("ddp: rank %d registering: %w", g.rank, err)
+	}
+	if string(got) != identity {
+		return fmt.Errorf("ddp: rank %d is already taken by %s: two processes were given RANK=%d (with file://, a stale init file also does this: delete it)",
+			g.rank, got, g.rank)
+	}
+	ws, err := st.CompareSet(ctx, "world_size", nil, []byte(strconv.Itoa(g.size)))
+	if err != nil {
+		return fmt.Errorf("ddp: rank %d registering: %w", g.rank, err)
+	}
+	if string(ws) != strconv.Itoa(g.size) {
+		return fmt.Errorf("ddp: rank %d has WORLD_SIZE=%d but another rank registered WORLD_SIZE=%s", g.rank, g.size, ws)
+	}
+	ln, err := net.Listen("tcp", ":0")
+	if err != nil {
+		return fmt.Errorf("ddp: rank %d: listening for peers: %w", g.rank, err)
+	}
+	defer ln.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	self := fmt.Sprintf("%s %s", net.JoinHostPort(advertiseIP(routeTo), strconv.Itoa(port)), hostname)
+	if err := st.Set(ctx, fmt.Sprintf("addr/%d", g.rank), []byte(self)); err != nil {
+		return err
+	}
+	if g.rank == 0 {
+		id := make([]byte, 16)
+		_, _ = rand.Read(id)
+		if err := st.Set(ctx, "group_id", id); err != nil {
+			return err
+		}
+	}
+	keys := make([]string, g.size)
+	for r := range keys {
+		keys[r] = fmt.Sprintf("addr/%d", r)
+	}
+	if err := st.Wait(ctx, keys...); err != nil {
+		present, cerr := st.Check(context.Background(), keys...)
+		if cerr != nil {
+			return fmt.Errorf("ddp: rank %d waiting for the other ranks: %w", g.rank, err)
+		}
+		var missing []int
+		for r, ok := range present {
+			if !ok {
+				missing = append(missing, r)
+			}
+		}
+		return fmt.Errorf("ddp: rank %d: ranks %v never joined within %v (is WORLD_SIZE=%d right, and did they start?): %w",
+			g.rank, missing, g.timeout, g.size, err)
+	}
+	groupID, err := st.Get(ctx, "group_id")
+	if err != nil {
+		return err
+	}
+	addrs := make([]string, g.size)
+	hosts := make([]string, g.size)
+	for r := range g.size {
+		v, err := st.Get(ctx, keys[r])
+		if err != nil {
+			return err
+		}
+		addrs[r], hosts[r], _ = strings.Cut(string(v), " ")
+	}
+	g.setLocal(o, hosts)
+	return g.connectMesh(ctx, ln, addrs, groupID, o.Token)
+}
+
+// setLocal fills the local rank and size: from Options or the environment,
+// else from the ranks sharing this host name.
+func (g *ProcessGroup) setLocal(o Options, hosts []string) {
+	var local []int
+	for r, h := range hosts {
+		if h == hosts[g.rank] {
+			local = append(local, r)
+		}
+	}
+	g.localRank, g.localWorldSize = o.LocalRank, o.LocalWorldSize
+	if g.localRank == -1 {
+		g.localRank = slices.Index(local, g.rank)
+	}
+	if g.localWorldSize == -1 {
+		g.localWorldSize = len(local)
+	}
+}
+
+// hello is what a connecting rank sends: the group id, its rank and, with
+// a token, an HMAC of both.
+func hello(groupID []byte, rank int, token string) []byte {
+	msg := binary.BigEndian.AppendUint32(append([]byte(nil), groupID...), uint32(rank))
+	mac := hmac.New(sha256.New, []byte(token))
+	mac.Write(msg)
+	return mac.Sum(msg)
+}
+
+// connectMesh links every pair of ranks: each rank dials the lower ranks
+// and accepts the higher ones.
+func (g *ProcessGroup) connectMesh(ctx context.Context, ln net.Listener, addrs []string, groupID []byte, token string) error {
+	helloSize := len(hello(groupID, 0, token))
+	var (
+		mu     sync.Mutex
+		errs   []error
+		wg     sync.WaitGroup
+		expect = g.size - 1 - g.rank
+	)
+	record := func(err error) {
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		deadline, _ := ctx.Deadline()
+		for accepted := 0; accepted < expect; {
+			_ = ln.(*net.TCPListener).SetDeadline(deadline)
+			conn, err := ln.Accept()
+			if err != nil {
+				record(fmt.Errorf("ddp: rank %d waiting for %d higher ranks to connect: %w", g.rank, expect-accepted, err))
+				return
+			}
+			_ = conn.SetDeadline(deadline)
+			msg := make([]byte, helloSize)
+			if _, err := io.ReadFull(conn, msg); err != nil {
+				conn.Close()
+				continue
+			}
+			r := int(binary.BigEndian.Uint32(msg[len(groupID):]))
+			if !hmac.Equal(msg, hello(groupID, r, token)) || r <= g.rank || r >= g.size {
+				conn.Close() // a stray or unauthenticated connection
+				continue
+			}
+			_ = conn.SetDeadline(time.Time{})
+			mu.Lock()
+			dup := g.peers[r] != nil
+			if !dup {
+				g.peers[r] = newPeer(r, conn)
+				accepted++
+			}
+			mu.Unlock()
+			if dup {
+				conn.Close()
+			}
+		}
+	}()
+	for r := range g.rank {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var d net.Dialer
+			for {
+				conn, err := d.DialContext(ctx, "tcp", addrs[r])
+				if err == nil {
+					if _, err = conn.Write(hello(groupID, g.rank, token)); err == nil {
+						mu.Lock()
+						g.peers[r] = newPeer(r, conn)
+						mu.Unlock()
+						return
+					}
+					conn.Close()
+				}
+				select {
+				case <-ctx.Done():
+					record(fmt.Errorf("ddp: rank %d cannot connect to rank %d at %s: %w", g.rank, r, addrs[r], err))
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
