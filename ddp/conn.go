@@ -102,10 +102,11 @@ func (p *peer) wrapIOError(err error) error {
 	return fmt.Errorf("%w: %v", ErrPeerClosed, err)
 }
 
-// abortError carries a failure another rank reported.
+// abortError carries a failure another rank reported: which rank it
+// blames (culprit, -1 if none) and its message.
 type abortError struct {
-	from int
-	msg  string
+	from, culprit int
+	msg           string
 }
 
 func (e *abortError) Error() string { return fmt.Sprintf("rank %d aborted: %s", e.from, e.msg) }
@@ -136,7 +137,7 @@ func (p *peer) recv(kind uint32, tag uint64, dst []byte, deadline time.Time) err
 		if k == kindAbort {
 			msg := make([]byte, min(n, 1<<16))
 			_, _ = io.ReadFull(p.conn, msg)
-			return &abortError{from: p.rank, msg: string(msg)}
+			return &abortError{from: p.rank, culprit: int(t) - 1, msg: string(msg)}
 		}
 		if k == kind && t == tag {
 			if n != uint64(len(dst)) {
@@ -160,9 +161,10 @@ func (p *peer) recv(kind uint32, tag uint64, dst []byte, deadline time.Time) err
 	}
 }
 
-// abort tells the peer why this rank is leaving, best effort, and closes.
-func (p *peer) abort(msg string) {
-	job := p.send(kindAbort, 0, []byte(msg), time.Now().Add(500*time.Millisecond))
+// abort tells the peer why this rank is leaving and which rank it blames
+// (-1 for none), best effort, and closes.
+func (p *peer) abort(msg string, culprit int) {
+	job := p.send(kindAbort, uint64(culprit+1), []byte(msg), time.Now().Add(500*time.Millisecond))
 	select {
 	case <-job.done:
 	case <-time.After(time.Second):

@@ -155,6 +155,9 @@ func (g *ProcessGroup) attribute(op string, err error) error {
 func peerError(rank int, err error) error {
 	var ab *abortError
 	if errors.As(err, &ab) {
+		if ab.culprit >= 0 {
+			return &PeerError{Rank: ab.culprit, Err: fmt.Errorf("failed, as rank %d reports (%s)", ab.from, ab.msg)}
+		}
 		return &PeerError{Rank: ab.from, Err: fmt.Errorf("aborted: %s", ab.msg)}
 	}
 	return &PeerError{Rank: rank, Err: err}
@@ -170,13 +173,18 @@ func (g *ProcessGroup) fail(err error) {
 	}
 	g.broken = err
 	g.mu.Unlock()
+	culprit := -1
+	var pe *PeerError
+	if errors.As(err, &pe) {
+		culprit = pe.Rank
+	}
 	var wg sync.WaitGroup
 	for _, p := range g.peers {
 		if p != nil {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				p.abort(err.Error())
+				p.abort(err.Error(), culprit)
 			}()
 		}
 	}

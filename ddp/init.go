@@ -258,16 +258,18 @@ func (g *ProcessGroup) rendezvous(ctx context.Context, o Options, routeTo string
 		keys[r] = fmt.Sprintf("addr/%d", r)
 	}
 	if err := st.Wait(ctx, keys...); err != nil {
-		present, cerr := st.Check(context.Background(), keys...)
-		if cerr != nil {
+		var te *store.TimeoutError
+		if !errors.As(err, &te) {
 			return fmt.Errorf("ddp: rank %d waiting for the other ranks: %w", g.rank, err)
 		}
 		var missing []int
-		for r, ok := range present {
-			if !ok {
+		for _, k := range te.Missing {
+			var r int
+			if _, serr := fmt.Sscanf(k, "addr/%d", &r); serr == nil {
 				missing = append(missing, r)
 			}
 		}
+		slices.Sort(missing)
 		return fmt.Errorf("ddp: rank %d: ranks %v never joined within %v (is WORLD_SIZE=%d right, and did they start?): %w",
 			g.rank, missing, g.timeout, g.size, err)
 	}

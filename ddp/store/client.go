@@ -154,7 +154,7 @@ func (c *Client) call(ctx context.Context, payload []byte) ([]byte, error) {
 	case statusTimeout:
 		r := &reader{buf: resp[1:]}
 		missing := r.keys()
-		return nil, fmt.Errorf("%w at %s waiting for keys %q", ErrTimeout, c.addr, missing)
+		return nil, &TimeoutError{Where: c.addr, Missing: missing}
 	default:
 		return nil, fmt.Errorf("store: %s: %s", c.addr, string(resp[1:]))
 	}

@@ -165,11 +165,11 @@ func (f *FileStore) Wait(ctx context.Context, keys ...string) error {
 			return nil
 		}
 		if time.Now().After(end) {
-			return fmt.Errorf("%w in %s waiting for keys %q", ErrTimeout, f.path, missing)
+			return &TimeoutError{Where: f.path, Missing: missing}
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w in %s waiting for keys %q: %w", ErrTimeout, f.path, missing, ctx.Err())
+			return fmt.Errorf("%w: %w", &TimeoutError{Where: f.path, Missing: missing}, ctx.Err())
 		case <-time.After(filePollInterval):
 		}
 	}

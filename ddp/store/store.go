@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"time"
 )
@@ -36,8 +37,21 @@ const EnvToken = "XLADDP_STORE_TOKEN"
 // DefaultTimeout bounds a blocking operation whose context has no deadline.
 const DefaultTimeout = 5 * time.Minute
 
-// ErrTimeout is returned (wrapped) when keys did not appear in time.
+// ErrTimeout is returned (wrapped, as a *TimeoutError) when keys did not
+// appear in time.
 var ErrTimeout = errors.New("store: timed out")
+
+// TimeoutError lists the keys still missing when a wait timed out.
+type TimeoutError struct {
+	Where   string // the store's address or file
+	Missing []string
+}
+
+func (e *TimeoutError) Error() string {
+	return fmt.Sprintf("%v at %s waiting for keys %q", ErrTimeout, e.Where, e.Missing)
+}
+
+func (e *TimeoutError) Unwrap() error { return ErrTimeout }
 
 // TokenFromEnv returns $XLADDP_STORE_TOKEN.
 func TokenFromEnv() string { return os.Getenv(EnvToken) }

@@ -1,0 +1,152 @@
+package ddp
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func freePort(t *testing.T) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// TestCollectivesAcrossProcesses runs every collective in 1, 2, 3 and 4
+// real processes over loopback, each rank checking against references; all
+// ranks must also get bitwise-identical all-reduce results.
+func TestCollectivesAcrossProcesses(t *testing.T) {
+	for _, world := range []int{1, 2, 3, 4} {
+		t.Run(fmt.Sprintf("world %d", world), func(t *testing.T) {
+			cmds, outs := launch(t, "collectives", world, "XLADDP_TEST_TIMEOUT=60s")
+			reps := waitReports(t, cmds, outs)
+			for _, rep := range reps {
+				assert.Empty(t, rep.Error, "rank %d", rep.Rank)
+				assert.Empty(t, rep.Failures, "rank %d", rep.Rank)
+			}
+			require.NotEmpty(t, reps[0].Hashes)
+			t.Logf("world %d: %d all-reduce cases checked on each rank", world, len(reps[0].Hashes))
+			for _, rep := range reps[1:] {
+				assert.Equal(t, reps[0].Hashes, rep.Hashes, "rank %d's results differ from rank 0's", rep.Rank)
+			}
+		})
+	}
+}
+
+// TestKilledRankIsNamed SIGKILLs rank 1 of 3 during all-reduces: ranks 0
+// and 2 must return an error naming rank 1 within the 2 s timeout.
+func TestKilledRankIsNamed(t *testing.T) {
+	cmds, outs := launch(t, "kill", 3, "XLADDP_TEST_TIMEOUT=2s")
+	deadline := time.Now().Add(20 * time.Second)
+	for r := range cmds {
+		for !strings.Contains(outs[r].String(), "looping") {
+			require.True(t, time.Now().Before(deadline), "rank %d never started looping", r)
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+	killed := time.Now()
+	require.NoError(t, cmds[1].Process.Signal(syscall.SIGKILL))
+	reps := waitReports(t, cmds, outs)
+	elapsed := time.Since(killed)
+	for _, r := range []int{0, 2} {
+		assert.Contains(t, reps[r].Error, ": rank 1: ", "rank %d attributes the failure to the dead rank", r)
+		assert.Less(t, reps[r].Elapsed, 2.5, "rank %d failed within the timeout", r)
+	}
+	assert.Less(t, elapsed, 10*time.Second)
+	t.Logf("rank 0: %s\nrank 2: %s", reps[0].Error, reps[2].Error)
+}
+
+// TestStalledRankTimesOut: rank 1 of 3 is alive but never joins; the
+// others fail once the 1 s timeout passes, naming the rank they waited for.
+func TestStalledRankTimesOut(t *testing.T) {
+	cmds, outs := launch(t, "stall", 3, "XLADDP_TEST_TIMEOUT=1s")
+	reps := waitReports(t, cmds, outs)
+	for _, r := range []int{0, 2} {
+		assert.Contains(t, reps[r].Error, "rank 1: timed out", "rank %d", r)
+		assert.InDelta(t, 1.0, reps[r].Elapsed, 0.5, "rank %d failed at the timeout", r)
+	}
+}
+
+// TestMismatchInDebugMode: rank 0 calls AllReduce while rank 1 calls
+// Broadcast; both fail with both ranks' fingerprints.
+func TestMismatchInDebugMode(t *testing.T) {
+	cmds, outs := launch(t, "mismatch", 2, "XLADDP_TEST_TIMEOUT=10s", EnvDebug+"=1")
+	reps := waitReports(t, cmds, outs)
+	for _, rep := range reps {
+		assert.Contains(t, rep.Error, "ranks called different collectives at collective #1")
+		assert.Contains(t, rep.Error, "rank 0: #1 AllReduce(SUM, float32[10])")
+		assert.Contains(t, rep.Error, "rank 1: #1 Broadcast(root 0, float32[10])")
+	}
+}
+
+func TestFileInitMethod(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "init")
+	cmds, outs := launch(t, "basic", 3, "XLADDP_TEST_TIMEOUT=20s", "XLADDP_TEST_INIT_METHOD=file://"+path)
+	for _, rep := range waitReports(t, cmds, outs) {
+		assert.Empty(t, rep.Error)
+		assert.Equal(t, "6", rep.Hashes["sum"])
+		assert.Equal(t, fmt.Sprintf("%d/3", rep.Rank), rep.Hashes["local"], "local rank from the shared host name")
+	}
+	_, err := os.Stat(path)
+	assert.True(t, os.IsNotExist(err), "the last rank removes the init file")
+}
+
+func TestRendezvousErrors(t *testing.T) {
+	t.Run("a world that never fills", func(t *testing.T) {
+		port := freePort(t)
+		cmds, outs := launch(t, "basic", 2, "XLADDP_TEST_TIMEOUT=1s", EnvWorldSize+"=3", fmt.Sprintf("%s=%d", EnvMasterPort, port))
+		for _, rep := range waitReports(t, cmds, outs) {
+			assert.Contains(t, rep.Error, "ranks [2] never joined within 1s (is WORLD_SIZE=3 right")
+		}
+	})
+	t.Run("duplicate rank", func(t *testing.T) {
+		port := freePort(t)
+		cmds, outs := launch(t, "basic", 2, "XLADDP_TEST_TIMEOUT=3s", fmt.Sprintf("%s=%d", EnvMasterPort, port))
+		dup, dupOut := launch(t, "basic", 2, "XLADDP_TEST_TIMEOUT=3s", fmt.Sprintf("%s=%d", EnvMasterPort, port), EnvRank+"=1")
+		_ = waitReports(t, cmds, outs)
+		var errs []string
+		for _, rep := range waitReports(t, dup, dupOut) {
+			errs = append(errs, rep.Error)
+		}
+		assert.Contains(t, strings.Join(errs, "\n"), "rank 1 is already taken by")
+	})
+	t.Run("wrong token", func(t *testing.T) {
+		port := freePort(t)
+		r0, out0 := launch(t, "basic", 1, "XLADDP_TEST_TIMEOUT=2s", EnvWorldSize+"=2", fmt.Sprintf("%s=%d", EnvMasterPort, port), "XLADDP_STORE_TOKEN=right")
+		r1, out1 := launch(t, "basic", 1, "XLADDP_TEST_TIMEOUT=2s", EnvWorldSize+"=2", EnvRank+"=1", fmt.Sprintf("%s=%d", EnvMasterPort, port), "XLADDP_STORE_TOKEN=wrong")
+		rep1 := waitReports(t, r1, out1)[0]
+		assert.Contains(t, rep1.Error, "authentication failed")
+		rep0 := waitReports(t, r0, out0)[0]
+		assert.Contains(t, rep0.Error, "ranks [1] never joined")
+	})
+	for _, tc := range []struct {
+		env  []string
+		want string
+	}{
+		{[]string{EnvRank + "=3", EnvWorldSize + "=3"}, "RANK=3 but WORLD_SIZE=3: ranks run from 0 to 2"},
+		{[]string{EnvRank + "=0", EnvWorldSize + "=x"}, `$WORLD_SIZE="x" is not an integer`},
+		{[]string{EnvRank + "=", EnvWorldSize + "=2"}, "RANK is not set"},
+		{[]string{EnvRank + "=0", EnvWorldSize + "=1", EnvMasterAddr + "="}, "env:// needs $MASTER_ADDR and $MASTER_PORT"},
+		{[]string{EnvRank + "=0", EnvWorldSize + "=1", EnvMasterAddr + "=127.0.0.1", EnvMasterPort + "=99999"}, `master port "99999" is not a port number`},
+	} {
+		t.Run(tc.want, func(t *testing.T) {
+			for _, kv := range tc.env {
+				k, v, _ := strings.Cut(kv, "=")
+				t.Setenv(k, v)
+			}
+			_, err := InitProcessGroup(t.Context(), NewOptions())
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
