@@ -140,6 +140,8 @@ demo: deps build
 
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./...
+	@echo "== ddp all-reduce across processes (bus bandwidth vs memcpy and loopback TCP)"
+	$(GO) run ./examples/bench/allreduce --procs 2,4
 
 clean:
 	rm -rf $(BIN)

@@ -90,6 +90,9 @@ func (g *ProcessGroup) allReduce(seq uint64, buf Buffer, op ReduceOp, deadline t
 	if len(buf.bytes) <= directAllReduceBytes || buf.Len() < g.size {
 		return g.directAllReduce(seq, buf, op, deadline)
 	}
+	if g.shm != nil && len(buf.bytes) >= shmMinBytes {
+		return g.shmAllReduce(seq, buf, op, deadline)
+	}
 	b := bounds(buf.Len(), g.size)
 	if err := g.ringReduceScatter(seq, buf, b, op, 0, deadline); err != nil {
 		return err

@@ -25,6 +25,8 @@ type ProcessGroup struct {
 	store                     store.Store
 	storeServer               *store.Server
 	peers                     []*peer // indexed by rank; nil for self
+	// shm is set when all ranks share this host (shm.go).
+	shm *shmState
 
 	ops    chan *Work
 	mu     sync.Mutex
@@ -208,6 +210,7 @@ func (g *ProcessGroup) Destroy() error {
 			p.shutdown()
 		}
 	}
+	g.shm.close()
 	var errs []error
 	if g.store != nil {
 		errs = append(errs, g.store.Close())

@@ -193,7 +193,17 @@ func InitProcessGroup(ctx context.Context, o Options) (*ProcessGroup, error) {
 	g := &ProcessGroup{rank: o.Rank, size: o.WorldSize, timeout: o.Timeout, debug: o.Debug, store: st, storeServer: srv,
 		ops: make(chan *Work, 1024), peers: make([]*peer, o.WorldSize)}
 	if err := g.rendezvous(ctx, o, routeTo); err != nil {
-		g.closeAll()
+		if srv != nil {
+			// Let the other ranks hear their own timeout before the store goes.
+			g.storeServer = nil
+			g.closeAll()
+			_ = srv.Drain(2 * time.Second)
+		} else {
+			g.closeAll()
+		}
+		if srv == nil && strings.Contains(err.Error(), "broke") {
+			err = fmt.Errorf("%w (the store is hosted by rank 0: did rank 0 exit?)", err)
+		}
 		return nil, err
 	}
 	g.wg.Add(1)
@@ -202,6 +212,7 @@ func InitProcessGroup(ctx context.Context, o Options) (*ProcessGroup, error) {
 }
 
 func (g *ProcessGroup) closeAll() {
+	g.shm.close()
 	for _, p := range g.peers {
 		if p != nil {
 			p.shutdown()
@@ -287,7 +298,10 @@ func (g *ProcessGroup) rendezvous(ctx context.Context, o Options, routeTo string
 		addrs[r], hosts[r], _ = strings.Cut(string(v), " ")
 	}
 	g.setLocal(o, hosts)
-	return g.connectMesh(ctx, ln, addrs, groupID, o.Token)
+	if err := g.connectMesh(ctx, ln, addrs, groupID, o.Token); err != nil {
+		return err
+	}
+	return g.setupShm(ctx, hosts, groupID)
 }
 
 // setLocal fills the local rank and size: from Options or the environment,

@@ -24,21 +24,40 @@ func freePort(t *testing.T) int {
 // TestCollectivesAcrossProcesses runs every collective in 1, 2, 3 and 4
 // real processes over loopback, each rank checking against references; all
 // ranks must also get bitwise-identical all-reduce results.
+// It runs twice: with the same-host shared-memory path, and with it off
+// (XLADDP_SHM_MIB=0), which exercises the TCP ring multi-node jobs use.
 func TestCollectivesAcrossProcesses(t *testing.T) {
-	for _, world := range []int{1, 2, 3, 4} {
-		t.Run(fmt.Sprintf("world %d", world), func(t *testing.T) {
-			cmds, outs := launch(t, "collectives", world, "XLADDP_TEST_TIMEOUT=60s")
+	for _, tc := range []struct {
+		transport string
+		worlds    []int
+	}{{"shared memory", []int{1, 2, 3, 4}}, {"tcp ring", []int{2, 3, 4}}} {
+		for _, world := range tc.worlds {
+			t.Run(fmt.Sprintf("%s world %d", tc.transport, world), func(t *testing.T) {
+				shm := "XLADDP_SHM_MIB=16"
+				if tc.transport == "tcp ring" {
+					shm = "XLADDP_SHM_MIB=0"
+				}
+				testCollectives(t, world, shm)
+			})
+		}
+	}
+}
+
+func testCollectives(t *testing.T, world int, env string) {
+	{
+		{
+			cmds, outs := launch(t, "collectives", world, "XLADDP_TEST_TIMEOUT=60s", env)
 			reps := waitReports(t, cmds, outs)
 			for _, rep := range reps {
 				assert.Empty(t, rep.Error, "rank %d", rep.Rank)
 				assert.Empty(t, rep.Failures, "rank %d", rep.Rank)
 			}
 			require.NotEmpty(t, reps[0].Hashes)
-			t.Logf("world %d: %d all-reduce cases checked on each rank", world, len(reps[0].Hashes))
+			t.Logf("world %d (%s): %d all-reduce cases checked on each rank", world, env, len(reps[0].Hashes))
 			for _, rep := range reps[1:] {
 				assert.Equal(t, reps[0].Hashes, rep.Hashes, "rank %d's results differ from rank 0's", rep.Rank)
 			}
-		})
+		}
 	}
 }
 

@@ -275,6 +275,28 @@ func collectivesScenario(ctx context.Context, g *ProcessGroup, rep *report) {
 			}
 		}
 	}
+	// In-place all-reduce of shared buffers (plain buffers without shared memory).
+	for _, op := range []ReduceOp{Sum, Max} {
+		seed++
+		n := 300_001
+		v, _ := values(Float32, op, n, rank, seed)
+		shared, err := g.SharedBuffer(Float32, n)
+		if err != nil {
+			rep.Error = err.Error()
+			return
+		}
+		for i, x := range v {
+			asSlice[float32](shared)[i] = float32(x)
+		}
+		if err := g.AllReduce(ctx, shared, op); err != nil {
+			rep.Error = err.Error()
+			return
+		}
+		want, mag := referenceReduce(Float32, op, world, n, seed)
+		name := fmt.Sprintf("SharedBuffer AllReduce(%s, float32[%d])", op, n)
+		check(rep, name, shared, want, mag, Float32, op)
+		rep.Hashes[name] = hashOf(shared)
+	}
 	// Broadcast from every root, odd length.
 	for root := range world {
 		seed++

@@ -255,3 +255,21 @@ func (s *Server) missingLocked(keys []string) []string {
 	}
 	return missing
 }
+
+// Drain waits until every client has disconnected, or timeout passes, then
+// closes the server. A host leaving after a failed rendezvous uses it so
+// the ranks still waiting receive their own answer instead of a broken
+// connection.
+func (s *Server) Drain(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		s.mu.Lock()
+		n := len(s.conns)
+		s.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return s.Close()
+}

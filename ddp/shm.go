@@ -1,0 +1,304 @@
+package ddp
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Same-host all-reduce through shared memory. When every rank runs on
+// this host, rank 0 creates a segment in /dev/shm with one slot per rank,
+// reserved up front (fallocate), so touching it can never fault, and every
+// rank maps all slots. A slot holds buffers handed out by SharedBuffer (all-reduced
+// in place: each rank reduces its part straight from every peer's memory,
+// then copies the other reduced parts) and a staging area through which
+// ordinary buffers are copied in and out in rounds. The TCP connections
+// carry only the barriers between phases, and still detect a rank that dies.
+
+const (
+	// shmMinBytes: smaller all-reduces use the direct or ring paths.
+	shmMinBytes = 256 << 10
+	// EnvShmMiB sets each rank's shared-memory slot in MiB (0 disables the
+	// shared-memory path); default defaultShmMiB.
+	EnvShmMiB     = "XLADDP_SHM_MIB"
+	defaultShmMiB = 128
+	// stagingFraction of a slot is kept for staging ordinary buffers.
+	stagingFraction = 4
+)
+
+// shmState is a mapped segment.
+type shmState struct {
+	mem      []byte // all slots
+	slot     int    // bytes per rank
+	staging  int    // bytes at the start of each slot used for staging
+	mu       sync.Mutex
+	arenaTop int // next free byte of this rank's arena (after staging)
+	path     string
+}
+
+// slotOf returns rank q's slot.
+func (s *shmState) slotOf(q int) []byte { return s.mem[q*s.slot : (q+1)*s.slot] }
+
+func shmSlotBytes() int {
+	mib := defaultShmMiB
+	if v := os.Getenv(EnvShmMiB); v != "" {
+		if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+			mib = n
+		}
+	}
+	return mib << 20
+}
+
+// setupShm decides with every rank whether the shared-memory path is
+// usable (all ranks on one host, the segment created and mapped by all).
+func (g *ProcessGroup) setupShm(ctx context.Context, hosts []string, groupID []byte) error {
+	local := g.size > 1
+	for _, h := range hosts {
+		local = local && h == hosts[0]
+	}
+	slot := shmSlotBytes()
+	if !local || slot < 4<<20 {
+		return nil
+	}
+	path := filepath.Join("/dev/shm", "xladdp-"+hex.EncodeToString(groupID))
+	verdict := func(ok bool) error {
+		v := "0"
+		if ok {
+			v = "1"
+		}
+		return g.store.Set(ctx, fmt.Sprintf("shm/ok/%d", g.rank), []byte(v))
+	}
+	if g.rank == 0 {
+		created := createSegment(path, g.size*slot) == nil
+		if err := g.store.Set(ctx, "shm/created", []byte(strconv.FormatBool(created))); err != nil {
+			return err
+		}
+	}
+	createdFlag, err := g.store.Get(ctx, "shm/created")
+	if err != nil {
+		return err
+	}
+	var mem []byte
+	if string(createdFlag) == "true" {
+		mem, err = mapSegment(path, g.size*slot)
+	}
+	if err := verdict(mem != nil && err == nil); err != nil {
+		return err
+	}
+	all := true
+	for r := range g.size {
+		v, err := g.store.Get(ctx, fmt.Sprintf("shm/ok/%d", r))
+		if err != nil {
+			return err
+		}
+		all = all && string(v) == "1"
+	}
+	// Every rank has mapped (or given up on) the segment: unlink its name
+	// so it disappears with the last process, even one that crashes.
+	if err := g.storeBarrier(ctx); err != nil {
+		return err
+	}
+	if g.rank == 0 {
+		_ = os.Remove(path)
+	}
+	if !all {
+		if mem != nil {
+			_ = unix.Munmap(mem)
+		}
+		return nil
+	}
+	g.shm = &shmState{mem: mem, slot: slot, staging: slot / stagingFraction, arenaTop: slot / stagingFraction, path: path}
+	return nil
+}
+
+// storeBarrier waits for every rank through the store (before the executor runs).
+func (g *ProcessGroup) storeBarrier(ctx context.Context) error {
+	if err := g.store.Set(ctx, fmt.Sprintf("shm/mapped/%d", g.rank), []byte("1")); err != nil {
+		return err
+	}
+	keys := make([]string, g.size)
+	for r := range keys {
+		keys[r] = fmt.Sprintf("shm/mapped/%d", r)
+	}
+	return g.store.Wait(ctx, keys...)
+}
+
+func createSegment(path string, size int) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	// Reserve the memory now: on tmpfs, touching an unreserved page of a
+	// full /dev/shm would kill the process with SIGBUS.
+	if err := unix.Fallocate(int(f.Fd()), 0, 0, int64(size)); err != nil {
+		_ = os.Remove(path)
+		return err
+	}
+	return nil
+}
+
+func mapSegment(path string, size int) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if info, err := f.Stat(); err != nil || info.Size() != int64(size) {
+		return nil, fmt.Errorf("ddp: shared segment %s has the wrong size", path)
+	}
+	return unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+}
+
+// SharedBuffer returns a zeroed buffer of n elements in this rank's shared
+// memory, when the group has a shared-memory segment (all ranks on one
+// host). All-reduces of such buffers run in place at memory speed, so it
+// suits buffers reduced every step, like DDP's gradient buckets. Every
+// rank must allocate the same buffers in the same order. The buffer lives
+// until Destroy. Without shared memory it is an ordinary buffer.
+func (g *ProcessGroup) SharedBuffer(dtype DType, n int) (Buffer, error) {
+	if err := checkBuffer("SharedBuffer", Buffer{DType: dtype}); err != nil {
+		return Buffer{}, err
+	}
+	size := n * dtype.Size()
+	if g.shm == nil {
+		return Buffer{DType: dtype, bytes: make([]byte, size)}, nil
+	}
+	s := g.shm
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	start := (s.arenaTop + 63) &^ 63
+	if start+size > s.slot {
+		return Buffer{}, fmt.Errorf("ddp: SharedBuffer of %d bytes: only %d of this rank's %d-MiB shared slot are left (raise $%s)",
+			size, s.slot-start, s.slot>>20, EnvShmMiB)
+	}
+	s.arenaTop = start + size
+	b := s.slotOf(g.rank)[start : start+size]
+	clear(b)
+	return Buffer{DType: dtype, bytes: b}, nil
+}
+
+// offsetInSlot returns where b starts in this rank's slot, or -1.
+func (s *shmState) offsetInSlot(rank int, b []byte) int {
+	if len(b) == 0 {
+		return -1
+	}
+	slot := s.slotOf(rank)
+	start := uintptr(unsafe.Pointer(&slot[0]))
+	p := uintptr(unsafe.Pointer(&b[0]))
+	if p < start || p+uintptr(len(b)) > start+uintptr(len(slot)) {
+		return -1
+	}
+	return int(p - start)
+}
+
+// shmAllReduce all-reduces buf through shared memory: in place if every
+// rank's buf is a SharedBuffer, else in rounds through the staging areas.
+func (g *ProcessGroup) shmAllReduce(seq uint64, buf Buffer, op ReduceOp, deadline time.Time) error {
+	s := g.shm
+	off := s.offsetInSlot(g.rank, buf.bytes)
+	msg := binary.BigEndian.AppendUint64(nil, uint64(int64(off)))
+	got, err := g.exchange(seq, 0, msg, deadline)
+	if err != nil {
+		return err
+	}
+	offsets := make([]int, g.size)
+	inPlace := true
+	for q := range g.size {
+		offsets[q] = off
+		if q != g.rank {
+			offsets[q] = int(int64(binary.BigEndian.Uint64(got[q])))
+		}
+		inPlace = inPlace && offsets[q] >= 0
+	}
+	if inPlace {
+		return g.shmReduce(seq, 1, buf, offsets, op, deadline)
+	}
+	// Staging: every rank takes the same path, round by round.
+	per := s.staging / buf.DType.Size()
+	stage := make([]int, g.size) // offset 0 of every slot
+	step := 1
+	for lo := 0; lo < buf.Len(); lo += per {
+		part := buf.slice(lo, min(lo+per, buf.Len()))
+		staged := Buffer{DType: buf.DType, bytes: s.slotOf(g.rank)[:len(part.bytes)]}
+		copy(staged.bytes, part.bytes)
+		if _, err := g.exchange(seq, step, nil, deadline); err != nil {
+			return err
+		}
+		if err := g.shmReduce(seq, step+1, staged, stage, op, deadline); err != nil {
+			return err
+		}
+		copy(part.bytes, staged.bytes)
+		step += 3
+	}
+	return nil
+}
+
+// shmReduce all-reduces the region of each rank's slot at offsets[q]
+// (mine is buf): reduce-scatter straight from the peers' memory, barrier,
+// all-gather of the reduced parts, barrier.
+func (g *ProcessGroup) shmReduce(seq uint64, step int, buf Buffer, offsets []int, op ReduceOp, deadline time.Time) error {
+	s := g.shm
+	n, r := g.size, g.rank
+	size := buf.DType.Size()
+	b := bounds(buf.Len(), n)
+	peerPart := func(q, part int) Buffer {
+		lo, hi := offsets[q]+b[part]*size, offsets[q]+b[part+1]*size
+		return Buffer{DType: buf.DType, bytes: s.slotOf(q)[lo:hi]}
+	}
+	own := buf.slice(b[r], b[r+1])
+	for q := range n {
+		if q != r {
+			reduceInto(own, peerPart(q, r), op)
+		}
+	}
+	if _, err := g.exchange(seq, step, nil, deadline); err != nil {
+		return err
+	}
+	for q := range n {
+		if q != r {
+			copy(buf.slice(b[q], b[q+1]).bytes, peerPart(q, q).bytes)
+		}
+	}
+	// Peers still read this rank's part until everyone has copied.
+	_, err := g.exchange(seq, step+1, nil, deadline)
+	return err
+}
+
+// exchange sends msg to every peer and returns what each sent: a barrier
+// that also carries a few bytes.
+func (g *ProcessGroup) exchange(seq uint64, step int, msg []byte, deadline time.Time) ([][]byte, error) {
+	var sent []sentJob
+	for r, p := range g.peers {
+		if p != nil {
+			sent = append(sent, sentJob{r, p.send(kindCollective, tag(seq, step, 0), msg, deadline)})
+		}
+	}
+	got := make([][]byte, g.size)
+	for r, p := range g.peers {
+		if p == nil {
+			continue
+		}
+		got[r] = make([]byte, len(msg))
+		if err := p.recv(kindCollective, tag(seq, step, 0), got[r], deadline); err != nil {
+			return nil, peerError(r, err)
+		}
+	}
+	return got, waitAll(sent)
+}
+
+func (s *shmState) close() {
+	if s != nil && s.mem != nil {
+		_ = unix.Munmap(s.mem)
+		s.mem = nil
+	}
+}
