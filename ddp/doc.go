@@ -1,8 +1,38 @@
-// Package ddp owns the distributed layer: the store, rendezvous and process
-// group with host collectives, the DistributedDataParallel wrapper, the
-// DistributedSampler, checkpoint helpers, the spawn and run launch modes and
-// cluster-environment detection; ddp/cmd/ddprun is the torchrun-style CLI.
+// Package ddp owns the distributed layer across processes: rendezvous
+// through a store (package ddp/store), the process group and its host
+// collectives, and (with later issues) the DDP wrapper, DistributedSampler,
+// launchers and cluster detection. It knows nothing of PJRT.
 //
-// It knows nothing of PJRT details. Not implemented yet: filled in by the
-// ddp issues.
+// # Process groups
+//
+// InitProcessGroup (or Init for the default group, torch's
+// init_process_group) takes torch's init methods: env:// (MASTER_ADDR,
+// MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE), tcp://host:port
+// and file:///shared/path. Rank 0 hosts the TCP store. Ranks register
+// uniquely (a duplicate RANK is an error naming the process that holds
+// it), agree on the world size, and connect in a full mesh of TCP
+// connections, authenticated with XLADDP_STORE_TOKEN when set. A world that
+// does not fill in time fails with the missing ranks named.
+//
+// # Collectives
+//
+// AllReduce (Sum, Avg, Min, Max, Product), Broadcast, AllGather,
+// ReduceScatter, AllToAllSingle (split sizes), Gather, Scatter, Barrier and
+// tagged Send/Recv work on Buffer views of float32, float64, bfloat16,
+// int32 and int64 slices, in place, with Async variants returning a Work.
+// Operations run in issue order on one executor goroutine. All-reduce
+// picks its path by size and placement: small buffers go to every rank in
+// one round; larger ones use a bandwidth-optimal ring (reduce-scatter then
+// all-gather) pipelined in 1 MiB pieces over the TCP connections, or, when
+// every rank is on this host, shared memory (a /dev/shm segment reserved
+// up front; buffers from SharedBuffer are reduced in place, others staged).
+// Every rank gets a bitwise-identical result.
+//
+// Every operation has a timeout (Options.Timeout). A rank that dies is
+// seen at once through its closed connections; a stalled one when the
+// timeout passes. The first failure breaks the group: every rank is sent
+// the cause, so ranks waiting on someone else still fail promptly, with a
+// PeerError naming the rank at fault. With XLADDP_DEBUG=1, ranks compare a
+// fingerprint of each collective before running it and a mismatch fails
+// on every rank, listing each rank's call.
 package ddp
