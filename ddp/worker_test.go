@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -73,20 +74,38 @@ func runWorker(scenario string) int {
 	return 0
 }
 
-// launch runs world ranks of scenario and returns their reports, each
-// rank's process and a function that waits for all of them.
-func launch(t *testing.T, scenario string, world int, env ...string) ([]*exec.Cmd, []*bytes.Buffer) {
+// output collects a child's stdout; tests read it while the child runs.
+type output struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (o *output) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.Write(p)
+}
+
+func (o *output) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.String()
+}
+
+// launch starts world ranks of scenario and returns their processes and
+// outputs (waitReports reads the reports).
+func launch(t *testing.T, scenario string, world int, env ...string) ([]*exec.Cmd, []*output) {
 	t.Helper()
 	port := freePort(t)
 	cmds := make([]*exec.Cmd, world)
-	outs := make([]*bytes.Buffer, world)
+	outs := make([]*output, world)
 	for r := range world {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), workerEnv+"="+scenario, EnvRank+"="+strconv.Itoa(r),
 			EnvWorldSize+"="+strconv.Itoa(world), EnvMasterAddr+"=127.0.0.1", EnvMasterPort+"="+strconv.Itoa(port),
 			EnvLocalRank+"=", EnvLocalWorldSize+"=", EnvDebug+"=")
 		cmd.Env = append(cmd.Env, env...)
-		outs[r] = &bytes.Buffer{}
+		outs[r] = &output{}
 		cmd.Stdout = outs[r]
 		cmd.Stderr = os.Stderr
 		if err := cmd.Start(); err != nil {
@@ -97,7 +116,7 @@ func launch(t *testing.T, scenario string, world int, env ...string) ([]*exec.Cm
 	return cmds, outs
 }
 
-func waitReports(t *testing.T, cmds []*exec.Cmd, outs []*bytes.Buffer) []report {
+func waitReports(t *testing.T, cmds []*exec.Cmd, outs []*output) []report {
 	t.Helper()
 	reps := make([]report, len(cmds))
 	for r, cmd := range cmds {
