@@ -181,29 +181,23 @@ func reduceTyped[T number](dst, src []T, op ReduceOp) {
 func finishAvg(b Buffer, n int) {
 	switch b.DType {
 	case Float32:
-		s := asSlice[float32](b)
-		for i := range s {
-			s[i] /= float32(n)
-		}
+		divide(asSlice[float32](b), float32(n))
 	case Float64:
-		s := asSlice[float64](b)
-		for i := range s {
-			s[i] /= float64(n)
-		}
+		divide(asSlice[float64](b), float64(n))
 	case Int32:
-		s := asSlice[int32](b)
-		for i := range s {
-			s[i] /= int32(n)
-		}
+		divide(asSlice[int32](b), int32(n))
 	case Int64:
-		s := asSlice[int64](b)
-		for i := range s {
-			s[i] /= int64(n)
-		}
+		divide(asSlice[int64](b), int64(n))
 	case BFloat16:
 		s := asSlice[bfloat16.BFloat16](b)
 		for i := range s {
 			s[i] = bfloat16.FromFloat32(s[i].Float32() / float32(n))
 		}
+	}
+}
+
+func divide[T number](s []T, n T) {
+	for i := range s {
+		s[i] /= n
 	}
 }

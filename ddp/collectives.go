@@ -46,12 +46,9 @@ type sentJob struct {
 	job  *sendJob
 }
 
-// run submits and waits, so every blocking call shares one path.
-func (g *ProcessGroup) wait(ctx context.Context, w *Work) error { return w.Wait(ctx) }
-
 // AllReduce combines buf across all ranks with op, in place.
 func (g *ProcessGroup) AllReduce(ctx context.Context, buf Buffer, op ReduceOp) error {
-	return g.wait(ctx, g.AllReduceAsync(buf, op))
+	return g.AllReduceAsync(buf, op).Wait(ctx)
 }
 
 // AllReduceAsync is AllReduce without waiting; buf must not be touched
@@ -103,26 +100,11 @@ func (g *ProcessGroup) allReduce(seq uint64, buf Buffer, op ReduceOp, deadline t
 // directAllReduce sends buf to every rank and folds all contributions in
 // rank order, so every rank computes the identical result.
 func (g *ProcessGroup) directAllReduce(seq uint64, buf Buffer, op ReduceOp, deadline time.Time) error {
-	var sent []sentJob
-	for r, p := range g.peers {
-		if p != nil {
-			sent = append(sent, sentJob{r, p.send(kindCollective, tag(seq, 0, 0), buf.bytes, deadline)})
-		}
-	}
-	parts := make([][]byte, g.size)
-	parts[g.rank] = append([]byte(nil), buf.bytes...)
-	for r, p := range g.peers {
-		if p == nil {
-			continue
-		}
-		parts[r] = make([]byte, len(buf.bytes))
-		if err := p.recv(kindCollective, tag(seq, 0, 0), parts[r], deadline); err != nil {
-			return peerError(r, err)
-		}
-	}
-	if err := waitAll(sent); err != nil {
+	parts, err := g.exchange(kindCollective, seq, 0, buf.bytes, deadline)
+	if err != nil {
 		return err
 	}
+	parts[g.rank] = append([]byte(nil), buf.bytes...)
 	copy(buf.bytes, parts[0])
 	for r := 1; r < g.size; r++ {
 		reduceInto(buf, Buffer{DType: buf.DType, bytes: parts[r]}, op)
@@ -199,7 +181,7 @@ func (g *ProcessGroup) ringAllGather(seq uint64, buf Buffer, b []int, owned, ste
 
 // Broadcast copies root's buf into every rank's buf.
 func (g *ProcessGroup) Broadcast(ctx context.Context, buf Buffer, root int) error {
-	return g.wait(ctx, g.BroadcastAsync(buf, root))
+	return g.BroadcastAsync(buf, root).Wait(ctx)
 }
 
 // BroadcastAsync is Broadcast without waiting.
@@ -244,7 +226,7 @@ func checkLen(op, what string, b Buffer, want int) error {
 // AllGather concatenates every rank's in into out, in rank order
 // (out.Len() = WorldSize × in.Len()).
 func (g *ProcessGroup) AllGather(ctx context.Context, out, in Buffer) error {
-	return g.wait(ctx, g.AllGatherAsync(out, in))
+	return g.AllGatherAsync(out, in).Wait(ctx)
 }
 
 // AllGatherAsync is AllGather without waiting.
@@ -276,7 +258,7 @@ func (g *ProcessGroup) AllGatherAsync(out, in Buffer) *Work {
 // ReduceScatter reduces in across ranks with op and gives rank r the r-th
 // block (in.Len() = WorldSize × out.Len()); in is left unchanged.
 func (g *ProcessGroup) ReduceScatter(ctx context.Context, out, in Buffer, op ReduceOp) error {
-	return g.wait(ctx, g.ReduceScatterAsync(out, in, op))
+	return g.ReduceScatterAsync(out, in, op).Wait(ctx)
 }
 
 // ReduceScatterAsync is ReduceScatter without waiting.
@@ -309,4 +291,26 @@ func (g *ProcessGroup) ReduceScatterAsync(out, in Buffer, op ReduceOp) *Work {
 		}
 		return nil
 	})
+}
+
+// exchange sends msg to every peer and returns what each sent (nil for
+// this rank): a barrier that also carries data of one size on every rank.
+func (g *ProcessGroup) exchange(kind uint32, seq uint64, step int, msg []byte, deadline time.Time) ([][]byte, error) {
+	var sent []sentJob
+	for r, p := range g.peers {
+		if p != nil {
+			sent = append(sent, sentJob{r, p.send(kind, tag(seq, step, 0), msg, deadline)})
+		}
+	}
+	got := make([][]byte, g.size)
+	for r, p := range g.peers {
+		if p == nil {
+			continue
+		}
+		got[r] = make([]byte, len(msg))
+		if err := p.recv(kind, tag(seq, step, 0), got[r], deadline); err != nil {
+			return nil, peerError(r, err)
+		}
+	}
+	return got, waitAll(sent)
 }

@@ -20,26 +20,11 @@ func (g *ProcessGroup) checkSame(seq uint64, desc string, deadline time.Time) er
 	}
 	mine := make([]byte, fingerprintSize)
 	copy(mine, fmt.Sprintf("#%d %s", seq, desc))
-	var sent []sentJob
-	for r, p := range g.peers {
-		if p != nil {
-			sent = append(sent, sentJob{r, p.send(kindDebug, seq, mine, deadline)})
-		}
-	}
-	all := make([][]byte, g.size)
-	all[g.rank] = mine
-	for r, p := range g.peers {
-		if p == nil {
-			continue
-		}
-		all[r] = make([]byte, fingerprintSize)
-		if err := p.recv(kindDebug, seq, all[r], deadline); err != nil {
-			return peerError(r, err)
-		}
-	}
-	if err := waitAll(sent); err != nil {
+	all, err := g.exchange(kindDebug, seq, 0, mine, deadline)
+	if err != nil {
 		return err
 	}
+	all[g.rank] = mine
 	same := true
 	for _, f := range all {
 		same = same && bytes.Equal(f, mine)

@@ -201,7 +201,7 @@ func InitProcessGroup(ctx context.Context, o Options) (*ProcessGroup, error) {
 		} else {
 			g.closeAll()
 		}
-		if srv == nil && strings.Contains(err.Error(), "broke") {
+		if srv == nil && errors.Is(err, store.ErrConnectionLost) {
 			err = fmt.Errorf("%w (the store is hosted by rank 0: did rank 0 exit?)", err)
 		}
 		return nil, err

@@ -45,7 +45,7 @@ func offsets(splits []int) []int {
 // segment for this rank into out's r-th segment; nil splits mean equal
 // segments (torch's all_to_all_single).
 func (g *ProcessGroup) AllToAllSingle(ctx context.Context, out, in Buffer, outSplits, inSplits []int) error {
-	return g.wait(ctx, g.AllToAllSingleAsync(out, in, outSplits, inSplits))
+	return g.AllToAllSingleAsync(out, in, outSplits, inSplits).Wait(ctx)
 }
 
 // AllToAllSingleAsync is AllToAllSingle without waiting.
@@ -92,7 +92,7 @@ func (g *ProcessGroup) AllToAllSingleAsync(out, in Buffer, outSplits, inSplits [
 // Gather collects every rank's in at root into out, in rank order
 // (out.Len() = WorldSize × in.Len() on root; out is unused elsewhere).
 func (g *ProcessGroup) Gather(ctx context.Context, out, in Buffer, root int) error {
-	return g.wait(ctx, g.GatherAsync(out, in, root))
+	return g.GatherAsync(out, in, root).Wait(ctx)
 }
 
 // GatherAsync is Gather without waiting.
@@ -129,7 +129,7 @@ func (g *ProcessGroup) GatherAsync(out, in Buffer, root int) *Work {
 // Scatter gives rank r the r-th block of root's in (in.Len() = WorldSize ×
 // out.Len() on root; in is unused elsewhere).
 func (g *ProcessGroup) Scatter(ctx context.Context, out, in Buffer, root int) error {
-	return g.wait(ctx, g.ScatterAsync(out, in, root))
+	return g.ScatterAsync(out, in, root).Wait(ctx)
 }
 
 // ScatterAsync is Scatter without waiting.
@@ -165,7 +165,7 @@ func (g *ProcessGroup) ScatterAsync(out, in Buffer, root int) *Work {
 }
 
 // Barrier returns once every rank has called it.
-func (g *ProcessGroup) Barrier(ctx context.Context) error { return g.wait(ctx, g.BarrierAsync()) }
+func (g *ProcessGroup) Barrier(ctx context.Context) error { return g.BarrierAsync().Wait(ctx) }
 
 // BarrierAsync is Barrier without waiting.
 func (g *ProcessGroup) BarrierAsync() *Work {
@@ -173,27 +173,15 @@ func (g *ProcessGroup) BarrierAsync() *Work {
 		if err := g.checkSame(seq, "Barrier", deadline); err != nil {
 			return err
 		}
-		var sent []sentJob
-		for r, p := range g.peers {
-			if p != nil {
-				sent = append(sent, sentJob{r, p.send(kindCollective, tag(seq, 0, 0), nil, deadline)})
-			}
-		}
-		for r, p := range g.peers {
-			if p != nil {
-				if err := p.recv(kindCollective, tag(seq, 0, 0), nil, deadline); err != nil {
-					return peerError(r, err)
-				}
-			}
-		}
-		return waitAll(sent)
+		_, err := g.exchange(kindCollective, seq, 0, nil, deadline)
+		return err
 	})
 }
 
 // Send sends buf to rank dst with a tag; the matching Recv on dst must give
 // the same tag and size. It returns once the data has left this process.
 func (g *ProcessGroup) Send(ctx context.Context, buf Buffer, dst int, tagValue uint32) error {
-	return g.wait(ctx, g.SendAsync(buf, dst, tagValue))
+	return g.SendAsync(buf, dst, tagValue).Wait(ctx)
 }
 
 // SendAsync is Send without waiting (torch's isend): buf must not change
@@ -215,7 +203,7 @@ func (g *ProcessGroup) SendAsync(buf Buffer, dst int, tagValue uint32) *Work {
 // Recv receives into buf what rank src sent with the same tag. Messages
 // with other tags that arrive first are kept for their own Recv.
 func (g *ProcessGroup) Recv(ctx context.Context, buf Buffer, src int, tagValue uint32) error {
-	return g.wait(ctx, g.RecvAsync(buf, src, tagValue))
+	return g.RecvAsync(buf, src, tagValue).Wait(ctx)
 }
 
 // RecvAsync is Recv without waiting (torch's irecv).

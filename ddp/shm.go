@@ -207,7 +207,7 @@ func (g *ProcessGroup) shmAllReduce(seq uint64, buf Buffer, op ReduceOp, deadlin
 	s := g.shm
 	off := s.offsetInSlot(g.rank, buf.bytes)
 	msg := binary.BigEndian.AppendUint64(nil, uint64(int64(off)))
-	got, err := g.exchange(seq, 0, msg, deadline)
+	got, err := g.exchange(kindCollective, seq, 0, msg, deadline)
 	if err != nil {
 		return err
 	}
@@ -231,7 +231,7 @@ func (g *ProcessGroup) shmAllReduce(seq uint64, buf Buffer, op ReduceOp, deadlin
 		part := buf.slice(lo, min(lo+per, buf.Len()))
 		staged := Buffer{DType: buf.DType, bytes: s.slotOf(g.rank)[:len(part.bytes)]}
 		copy(staged.bytes, part.bytes)
-		if _, err := g.exchange(seq, step, nil, deadline); err != nil {
+		if _, err := g.exchange(kindCollective, seq, step, nil, deadline); err != nil {
 			return err
 		}
 		if err := g.shmReduce(seq, step+1, staged, stage, op, deadline); err != nil {
@@ -261,7 +261,7 @@ func (g *ProcessGroup) shmReduce(seq uint64, step int, buf Buffer, offsets []int
 			reduceInto(own, peerPart(q, r), op)
 		}
 	}
-	if _, err := g.exchange(seq, step, nil, deadline); err != nil {
+	if _, err := g.exchange(kindCollective, seq, step, nil, deadline); err != nil {
 		return err
 	}
 	for q := range n {
@@ -270,30 +270,8 @@ func (g *ProcessGroup) shmReduce(seq uint64, step int, buf Buffer, offsets []int
 		}
 	}
 	// Peers still read this rank's part until everyone has copied.
-	_, err := g.exchange(seq, step+1, nil, deadline)
+	_, err := g.exchange(kindCollective, seq, step+1, nil, deadline)
 	return err
-}
-
-// exchange sends msg to every peer and returns what each sent: a barrier
-// that also carries a few bytes.
-func (g *ProcessGroup) exchange(seq uint64, step int, msg []byte, deadline time.Time) ([][]byte, error) {
-	var sent []sentJob
-	for r, p := range g.peers {
-		if p != nil {
-			sent = append(sent, sentJob{r, p.send(kindCollective, tag(seq, step, 0), msg, deadline)})
-		}
-	}
-	got := make([][]byte, g.size)
-	for r, p := range g.peers {
-		if p == nil {
-			continue
-		}
-		got[r] = make([]byte, len(msg))
-		if err := p.recv(kindCollective, tag(seq, step, 0), got[r], deadline); err != nil {
-			return nil, peerError(r, err)
-		}
-	}
-	return got, waitAll(sent)
 }
 
 func (s *shmState) close() {

@@ -6,9 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 )
@@ -118,5 +116,3 @@ func (c *diskCache) store(key programKey, h cacheHeader, executable []byte) erro
 	}
 	return os.Rename(tmp.Name(), c.path(key))
 }
-
-func isNotExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }

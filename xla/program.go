@@ -1,7 +1,9 @@
 package xla
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"log"
 	"os"
 	"slices"
@@ -88,11 +90,7 @@ func (c *programCache) get(devices []*Device, traces []*trace) (*program, error)
 }
 
 func deviceSetKey(devices []*Device) string {
-	names := make([]string, len(devices))
-	for i, d := range devices {
-		names[i] = fmt.Sprint(d.num)
-	}
-	return "devices[" + strings.Join(names, ",") + "]"
+	return "devices" + strings.ReplaceAll(fmt.Sprint(deviceNums(devices)), " ", ",")
 }
 
 // explainDifference names the first line where two trace listings differ.
@@ -196,7 +194,7 @@ func (c *programCache) loadFromDisk(key programKey, devices []*Device) *program 
 		exec, err = c.backend.LoadExecutable(data, len(devices), deviceNums(devices))
 	}
 	if err != nil {
-		if !isNotExist(err) && debugEnabled() {
+		if !errors.Is(err, fs.ErrNotExist) && debugEnabled() {
 			log.Printf("xladdp: persistent cache: ignoring %s: %v", c.disk.path(key), err)
 		}
 		return nil

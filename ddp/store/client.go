@@ -142,7 +142,7 @@ func (c *Client) call(ctx context.Context, payload []byte) ([]byte, error) {
 	}()
 	if err != nil {
 		conn.Close()
-		return nil, fmt.Errorf("store: connection to %s broke: %w", c.addr, err)
+		return nil, fmt.Errorf("%w: the connection to %s broke: %w", ErrConnectionLost, c.addr, err)
 	}
 	c.giveBack(conn)
 	if len(resp) == 0 {
@@ -205,7 +205,7 @@ func (c *Client) CompareSet(ctx context.Context, key string, expected, desired [
 	return v, r.err
 }
 
-func keyList(op byte, ctx context.Context, keys []string) []byte {
+func keyList(ctx context.Context, op byte, keys []string) []byte {
 	e := &encoder{buf: []byte{op}}
 	e.int64(timeoutMillis(ctx)).int64(int64(len(keys)))
 	for _, k := range keys {
@@ -216,13 +216,13 @@ func keyList(op byte, ctx context.Context, keys []string) []byte {
 
 // Wait returns once every key exists, or an ErrTimeout naming the missing ones.
 func (c *Client) Wait(ctx context.Context, keys ...string) error {
-	_, err := c.call(ctx, keyList(opWait, ctx, keys))
+	_, err := c.call(ctx, keyList(ctx, opWait, keys))
 	return err
 }
 
 // Check reports which keys exist now.
 func (c *Client) Check(ctx context.Context, keys ...string) ([]bool, error) {
-	resp, err := c.call(ctx, keyList(opCheck, ctx, keys))
+	resp, err := c.call(ctx, keyList(ctx, opCheck, keys))
 	if err != nil {
 		return nil, err
 	}

@@ -37,6 +37,10 @@ const EnvToken = "XLADDP_STORE_TOKEN"
 // DefaultTimeout bounds a blocking operation whose context has no deadline.
 const DefaultTimeout = 5 * time.Minute
 
+// ErrConnectionLost is returned (wrapped) when the connection to the TCP
+// store broke: usually its host process exited.
+var ErrConnectionLost = errors.New("store: connection lost")
+
 // ErrTimeout is returned (wrapped, as a *TimeoutError) when keys did not
 // appear in time.
 var ErrTimeout = errors.New("store: timed out")

@@ -209,7 +209,7 @@ func TestMalformedRequests(t *testing.T) {
 // beyond its input.
 func FuzzDecodeRequest(f *testing.F) {
 	f.Add((&encoder{buf: []byte{opSet}}).str("key").bytes([]byte("value")).buf)
-	f.Add(keyList(opWait, context.Background(), []string{"a", "b"}))
+	f.Add(keyList(context.Background(), opWait, []string{"a", "b"}))
 	f.Add((&encoder{buf: []byte{opCompareSet}}).str("k").bytes(nil).bytes([]byte("x")).buf)
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		req, err := decodeRequest(payload)

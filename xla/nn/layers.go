@@ -32,9 +32,14 @@ type MaxPool2d struct {
 	Options xla.Pool2dOptions
 }
 
+// squarePool is a pool with the same kernel, stride and padding on both axes.
+func squarePool(kernel, stride, padding int) xla.Pool2dOptions {
+	return xla.Pool2dOptions{Kernel: [2]int{kernel, kernel}, Stride: [2]int{stride, stride}, Padding: [2]int{padding, padding}}
+}
+
 // NewMaxPool2d pools with a square kernel, stride (0 means kernel) and padding.
 func NewMaxPool2d(kernel, stride, padding int) *MaxPool2d {
-	return &MaxPool2d{Options: xla.Pool2dOptions{Kernel: [2]int{kernel, kernel}, Stride: [2]int{stride, stride}, Padding: [2]int{padding, padding}}}
+	return &MaxPool2d{Options: squarePool(kernel, stride, padding)}
 }
 
 // Forward pools x [N, C, H, W].
@@ -48,7 +53,7 @@ type AvgPool2d struct {
 
 // NewAvgPool2d pools with a square kernel, stride (0 means kernel) and padding.
 func NewAvgPool2d(kernel, stride, padding int) *AvgPool2d {
-	return &AvgPool2d{Options: xla.Pool2dOptions{Kernel: [2]int{kernel, kernel}, Stride: [2]int{stride, stride}, Padding: [2]int{padding, padding}}}
+	return &AvgPool2d{Options: squarePool(kernel, stride, padding)}
 }
 
 // Forward pools x [N, C, H, W].

@@ -235,28 +235,26 @@ func timeAllReduce(ctx context.Context, g *ddp.ProcessGroup, buf ddp.Buffer) (fl
 			return 0, err
 		}
 	}
-	{
-		iters := 0
-		var elapsed time.Duration
-		for {
-			// Rank 0 decides when to stop; everyone must run the same count.
-			stop := []int32{0}
-			if g.Rank() == 0 && iters >= 3 && elapsed >= 500*time.Millisecond {
-				stop[0] = 1
-			}
-			if err := g.Broadcast(ctx, ddp.Int32s(stop), 0); err != nil {
-				return 0, err
-			}
-			if stop[0] == 1 {
-				break
-			}
-			start := time.Now()
-			if err := g.AllReduce(ctx, buf, ddp.Sum); err != nil {
-				return 0, err
-			}
-			elapsed += time.Since(start)
-			iters++
+	iters := 0
+	var elapsed time.Duration
+	for {
+		// Rank 0 decides when to stop; everyone must run the same count.
+		stop := []int32{0}
+		if g.Rank() == 0 && iters >= 3 && elapsed >= 500*time.Millisecond {
+			stop[0] = 1
 		}
-		return elapsed.Seconds() / float64(iters), nil
+		if err := g.Broadcast(ctx, ddp.Int32s(stop), 0); err != nil {
+			return 0, err
+		}
+		if stop[0] == 1 {
+			break
+		}
+		start := time.Now()
+		if err := g.AllReduce(ctx, buf, ddp.Sum); err != nil {
+			return 0, err
+		}
+		elapsed += time.Since(start)
+		iters++
 	}
+	return elapsed.Seconds() / float64(iters), nil
 }
