@@ -22,13 +22,11 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/xladdp/xladdp/backend"
+	"github.com/xladdp/xladdp/internal/cli"
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "devicecollectives:", err)
-		os.Exit(1)
-	}
+	cli.Exit("devicecollectives", run(os.Args[1:], os.Stdout))
 }
 
 func run(args []string, out io.Writer) (err error) {

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/xladdp/xladdp/backend"
+	"github.com/xladdp/xladdp/internal/cli"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/data"
 	"github.com/xladdp/xladdp/xla/nn"
@@ -40,10 +41,8 @@ type result struct {
 }
 
 func main() {
-	if _, err := run(context.Background(), os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "mnist:", err)
-		os.Exit(1)
-	}
+	_, err := run(context.Background(), os.Args[1:], os.Stdout)
+	cli.Exit("mnist", err)
 }
 
 func parse(args []string) (config, error) {

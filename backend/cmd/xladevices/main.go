@@ -14,13 +14,11 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/xladdp/xladdp/backend"
+	"github.com/xladdp/xladdp/internal/cli"
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "xladevices:", err)
-		os.Exit(1)
-	}
+	cli.Exit("xladevices", run(os.Args[1:], os.Stdout))
 }
 
 func run(args []string, out io.Writer) error {

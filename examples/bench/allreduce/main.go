@@ -24,6 +24,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/xladdp/xladdp/ddp"
+	"github.com/xladdp/xladdp/internal/cli"
 )
 
 const childEnv = "XLADDP_BENCH_CHILD"
@@ -44,13 +45,14 @@ func main() {
 		}
 		return
 	}
-	procs := pflag.String("procs", "2,4", "comma-separated process counts")
-	maxMiB := pflag.Int("max-mib", 256, "largest buffer in MiB")
-	pflag.Parse()
-	if err := run(*procs, *maxMiB, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "allreduce bench:", err)
-		os.Exit(1)
+	flags := pflag.NewFlagSet("allreduce", pflag.ContinueOnError)
+	procs := flags.String("procs", "2,4", "comma-separated process counts")
+	maxMiB := flags.Int("max-mib", 256, "largest buffer in MiB")
+	err := flags.Parse(os.Args[1:])
+	if err == nil {
+		err = run(*procs, *maxMiB, os.Stdout)
 	}
+	cli.Exit("allreduce bench", err)
 }
 
 func sizes(maxMiB int) []int {

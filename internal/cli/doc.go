@@ -1,0 +1,4 @@
+// Package cli holds what every xladdp command does the same way at exit:
+// --help prints the usage and exits 0, any other error is printed with the
+// command's name and exits 1.
+package cli

@@ -1,0 +1,73 @@
+package cli_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"github.com/spf13/pflag"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/xladdp/xladdp/internal/cli"
+)
+
+func TestExitCode(t *testing.T) {
+	tests := []struct {
+		name       string
+		err        error
+		wantCode   int
+		wantStderr string
+	}{
+		{"success", nil, 0, ""},
+		{"help", pflag.ErrHelp, 0, ""},
+		{"wrapped help", fmt.Errorf("parsing: %w", pflag.ErrHelp), 0, ""},
+		{"failure", errors.New("--epochs=0: must be positive"), 1, "prog: --epochs=0: must be positive\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			assert.Equal(t, tt.wantCode, cli.ExitCode(&stderr, "prog", tt.err))
+			assert.Equal(t, tt.wantStderr, stderr.String())
+		})
+	}
+}
+
+// TestEveryCommandHelp builds every command of the module and runs it with
+// --help and -h: usage on the output, exit status 0.
+func TestEveryCommandHelp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds every command")
+	}
+	_, self, _, _ := runtime.Caller(0)
+	root := filepath.Join(filepath.Dir(self), "..", "..")
+	commands := []struct{ pkg, usageMentions string }{
+		{"./backend/cmd/xladevices", "--cpu-devices"},
+		{"./examples/devicecollectives", "--devices"},
+		{"./examples/mnist", "--replicas"},
+		{"./examples/bench/allreduce", "--procs"},
+	}
+	bin := t.TempDir()
+	for _, c := range commands {
+		t.Run(c.pkg, func(t *testing.T) {
+			exe := filepath.Join(bin, filepath.Base(c.pkg))
+			build := exec.Command("go", "build", "-o", exe, c.pkg)
+			build.Dir = root
+			out, err := build.CombinedOutput()
+			require.NoError(t, err, "go build %s: %s", c.pkg, out)
+			for _, flag := range []string{"--help", "-h"} {
+				cmd := exec.Command(exe, flag)
+				cmd.Env = append(os.Environ(), "XLADDP_DEVICE=cpu")
+				out, err := cmd.CombinedOutput()
+				assert.NoError(t, err, "%s %s exit status; output:\n%s", c.pkg, flag, out)
+				assert.Contains(t, string(out), c.usageMentions, "%s %s prints the usage", c.pkg, flag)
+				assert.NotContains(t, string(out), "help requested")
+			}
+		})
+	}
+}
