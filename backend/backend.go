@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/gomlx/go-xla/pkg/pjrt"
 	gomlxbackends "github.com/gomlx/gomlx/backends"
@@ -28,6 +29,13 @@ type Backend struct {
 	gomlx        *gomlxxla.Backend
 	client       *pjrt.Client
 	devices      []Device
+
+	// life guards closing against uses in flight (lifecycle.go).
+	life     sync.Mutex
+	idle     sync.Cond
+	inFlight int
+	closed   bool
+	onClose  []func()
 }
 
 // Open finds the target's PJRT plugin, loads it and creates a client.
@@ -84,6 +92,7 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 		return nil, fmt.Errorf("%w: %s plugin %s (from %s): %w", ErrClient, target, path, source, err)
 	}
 	b := &Backend{target: target, pluginPath: path, pluginSource: source, gomlx: gb}
+	b.idle.L = &b.life
 	if err := b.describe(); err != nil {
 		gb.Finalize()
 		return nil, fmt.Errorf("%w: %s plugin %s: %w", ErrClient, target, path, err)
@@ -199,13 +208,3 @@ func (b *Backend) Devices() []Device { return append([]Device(nil), b.devices...
 
 // NumDevices returns the number of addressable devices.
 func (b *Backend) NumDevices() int { return len(b.devices) }
-
-// Close destroys the client. The plugin stays loaded: PJRT plugins cannot
-// be safely unloaded, and a later Open reuses it.
-func (b *Backend) Close() error {
-	if b.gomlx != nil {
-		b.gomlx.Finalize()
-		b.gomlx = nil
-	}
-	return nil
-}

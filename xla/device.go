@@ -79,6 +79,11 @@ func (d *Device) ManualSeed(seed int64) error {
 
 // upload moves a host tensor to this device.
 func (d *Device) upload(t *tensors.Tensor) (*deviceData, error) {
+	release, err := d.engine.enter("host-to-device transfer")
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	if err := t.MaterializeOnDevice(d.engine.gomlx, false, backends.DeviceNum(d.num)); err != nil {
 		return nil, fmt.Errorf("xla: host-to-device transfer of %s to %s: %w", t.Shape(), d, err)
 	}

@@ -3,6 +3,7 @@ package xla
 import (
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/gomlx/gomlx/backends"
 
@@ -21,15 +22,24 @@ type Engine struct {
 
 	mu         sync.Mutex
 	replicasOn bool
+	// replicaTimeout bounds how long a replica waits in MarkStep for the
+	// others (SetReplicaTimeout).
+	replicaTimeout time.Duration
 }
 
-// NewEngine wraps an opened backend. Close the backend after the engine's
-// last use.
+// DefaultReplicaTimeout bounds a replica's wait in MarkStep for the other
+// replicas when ctx has no earlier deadline, as torch's process-group
+// timeout does: a replica stuck elsewhere fails the job, naming itself,
+// instead of hanging it.
+const DefaultReplicaTimeout = 10 * time.Minute
+
+// NewEngine wraps an opened backend; Engine.Close closes both.
 func NewEngine(b *backend.Backend) *Engine {
-	e := &Engine{backend: b, gomlx: b.GoMLX(), cache: newProgramCache(b)}
+	e := &Engine{backend: b, gomlx: b.GoMLX(), cache: newProgramCache(b), replicaTimeout: DefaultReplicaTimeout}
 	n := b.NumDevices()
 	e.devices = make([]*Device, n)
 	e.standalone = make([]*group, n)
+	b.OnClose(e.cache.release)
 	for i := range n {
 		e.devices[i] = newDevice(e, i)
 		e.standalone[i] = newGroup(e, []*Device{e.devices[i]})
@@ -51,3 +61,39 @@ func (e *Engine) Device(i int) *Device {
 
 // Backend returns the backend the engine runs on.
 func (e *Engine) Backend() *backend.Backend { return e.backend }
+
+// SetReplicaTimeout sets how long a replica waits in MarkStep for the
+// others before the step fails, naming the missing replicas (default
+// DefaultReplicaTimeout). Set it before RunReplicas.
+func (e *Engine) SetReplicaTimeout(d time.Duration) error {
+	if d <= 0 {
+		return fmt.Errorf("xla: SetReplicaTimeout(%s): must be positive", d)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.replicaTimeout = d
+	return nil
+}
+
+func (e *Engine) waitLimit() time.Duration {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.replicaTimeout
+}
+
+// enter marks a use of the backend in flight (see backend.Acquire): after
+// Close it fails with an error wrapping backend.ErrClosed.
+func (e *Engine) enter(op string) (release func(), err error) {
+	release, err = e.backend.Acquire(op)
+	if err != nil {
+		return nil, fmt.Errorf("xla: %w", err)
+	}
+	return release, nil
+}
+
+// Close closes the engine and its backend: new uploads, MarkSteps and
+// reads fail with an error wrapping backend.ErrClosed, and the work in
+// flight (an upload on a loader goroutine, a running step) finishes first.
+// The compiled programs are released after that and before the client
+// goes. Closing twice is a no-op.
+func (e *Engine) Close() error { return e.backend.Close() }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
 )
 
 // group is a set of devices whose MarkSteps meet and run one SPMD program.
@@ -34,8 +35,23 @@ type group struct {
 
 // meeting is one MarkStep of the group; done closes when err is final.
 type meeting struct {
-	done chan struct{}
-	err  error
+	done     chan struct{}
+	err      error
+	finished bool
+	// running is set once every replica arrived and the step is compiling
+	// or executing outside the group lock.
+	running bool
+}
+
+func newMeeting() *meeting { return &meeting{done: make(chan struct{})} }
+
+// finishLocked makes err the meeting's result and wakes its waiters, once.
+func (m *meeting) finishLocked(err error) {
+	if m.finished {
+		return
+	}
+	m.finished, m.err = true, err
+	close(m.done)
 }
 
 func newGroup(e *Engine, devices []*Device) *group {
@@ -44,14 +60,30 @@ func newGroup(e *Engine, devices []*Device) *group {
 		devices:  devices,
 		arrived:  make([]bool, len(devices)),
 		finished: make([]bool, len(devices)),
-		meeting:  &meeting{done: make(chan struct{})},
+		meeting:  newMeeting(),
 	}
 }
 
 // markStep is called by the replica at position pos. The last replica to
-// arrive runs the step for all; the others wait for it, for ctx, or for the
-// group to break.
+// arrive collects every trace under the group lock (the others are
+// waiting, so their devices are still), then compiles and executes with
+// the lock released, so a waiting replica whose ctx ends can leave at once;
+// results are swapped in only if nobody left meanwhile.
 func (g *group) markStep(ctx context.Context, pos int) error {
+	if err := ctx.Err(); err != nil {
+		err = fmt.Errorf("xla: MarkStep on %s not started: %w", g.devices[pos], context.Cause(ctx))
+		if g.replicated {
+			g.breakWith(err)
+		}
+		return err
+	}
+	if g.engine.backend.Closed() {
+		_, err := g.engine.enter("MarkStep")
+		if g.replicated {
+			g.breakWith(err)
+		}
+		return err
+	}
 	g.mu.Lock()
 	if g.broken != nil {
 		g.mu.Unlock()
@@ -66,36 +98,66 @@ func (g *group) markStep(ctx context.Context, pos int) error {
 			return err
 		}
 		g.mu.Unlock()
-		select {
-		case <-m.done:
-			return m.err
-		case <-ctx.Done():
-			err := fmt.Errorf("xla: replica %d stopped waiting in MarkStep (step %d) for replicas %v: %w",
-				pos, g.steps, g.missing(), context.Cause(ctx))
-			g.breakWith(err)
-			return err
-		}
+		return g.wait(ctx, pos, m)
 	}
-	// Everyone is here: the waiting replicas do not touch their devices, so
-	// this goroutine may read all their traces.
-	m.err = g.runStep()
-	g.steps++
-	clear(g.arrived)
-	g.count = 0
-	g.meeting = &meeting{done: make(chan struct{})}
-	if m.err != nil && g.replicated && g.broken == nil {
-		g.broken = m.err
-	}
-	close(m.done)
+	m.running = true
+	prepared, err := g.prepareLocked(ctx)
 	g.mu.Unlock()
-	return m.err
-}
-
-// missing lists the replicas that have not arrived at the current meeting.
-func (g *group) missing() []int {
+	var results *stepResults
+	if err == nil && prepared != nil {
+		results, err = g.run(ctx, prepared)
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.missingLocked()
+	if m.finished {
+		// A waiting replica left (its ctx ended) and broke the group while
+		// the step ran: its device may be in use again, so nothing is swapped.
+		return m.err
+	}
+	if err == nil {
+		g.applyLocked(prepared, results)
+		g.steps++
+	} else if g.replicated {
+		g.broken = err
+	}
+	clear(g.arrived)
+	g.count = 0
+	g.meeting = newMeeting()
+	m.finishLocked(err)
+	return err
+}
+
+// wait blocks a replica that arrived before the last one until the step
+// is done, ctx ends, or the replica timeout passes; leaving early breaks
+// the group with an error that names who was missing.
+func (g *group) wait(ctx context.Context, pos int, m *meeting) error {
+	timer := time.NewTimer(g.engine.waitLimit())
+	defer timer.Stop()
+	var cause error
+	select {
+	case <-m.done:
+		return m.err
+	case <-ctx.Done():
+		cause = context.Cause(ctx)
+	case <-timer.C:
+		cause = fmt.Errorf("replica timeout %s passed (Engine.SetReplicaTimeout)", g.engine.waitLimit())
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if m.finished {
+		return m.err
+	}
+	var err error
+	if m.running {
+		err = fmt.Errorf("xla: replica %d stopped waiting in MarkStep (step %d) while the step of all %d replicas was compiling or executing: %w",
+			pos, g.steps, len(g.devices), cause)
+	} else {
+		err = fmt.Errorf("xla: replica %d stopped waiting in MarkStep (step %d) for replicas %v: %w",
+			pos, g.steps, g.missingLocked(), cause)
+	}
+	err = &groupError{err}
+	g.breakLocked(err)
+	return err
 }
 
 func (g *group) missingLocked() []int {
@@ -121,9 +183,8 @@ func (g *group) breakLocked(err error) {
 		return
 	}
 	g.broken = err
-	g.meeting.err = err
-	close(g.meeting.done)
-	g.meeting = &meeting{done: make(chan struct{})}
+	g.meeting.finishLocked(err)
+	g.meeting = newMeeting()
 }
 
 // finish records that the replica at pos returned. Replicas still waiting
@@ -157,13 +218,25 @@ func (g *group) finishedError() error {
 			waiting = append(waiting, i)
 		}
 	}
-	return fmt.Errorf("xla: replicas %v returned while replicas %v wait in MarkStep (step %d): "+
-		"every replica must run the same number of steps", done, waiting, g.steps)
+	return &groupError{fmt.Errorf("xla: replicas %v returned while replicas %v wait in MarkStep (step %d): "+
+		"every replica must run the same number of steps", done, waiting, g.steps)}
 }
 
-// runStep collects every replica's trace, checks they agree, and compiles
-// (on a miss) and executes the program.
-func (g *group) runStep() error {
+// preparedStep is what the step runner takes out of the devices under the
+// group lock: every replica's trace.
+type preparedStep struct {
+	traces []*trace
+}
+
+// stepResults are the executed program's outputs, device-major.
+type stepResults struct {
+	program *program
+	outputs []*tensors.Tensor
+}
+
+// prepareLocked collects every replica's trace and checks they agree. It
+// returns nil, nil when there is nothing to run (the epoch still advances).
+func (g *group) prepareLocked(ctx context.Context) (*preparedStep, error) {
 	// Only a collection makes the weak handles of dropped tensors nil; without
 	// it the set of outputs, and so the program, would depend on GC timing.
 	runtime.GC()
@@ -171,37 +244,71 @@ func (g *group) runStep() error {
 	for i, d := range g.devices {
 		traces[i] = collectTrace(d)
 		if traces[i].err != nil {
-			return fmt.Errorf("replica %d: %w", i, traces[i].err)
+			if g.replicated {
+				return nil, &ReplicaError{Replica: i, Err: traces[i].err}
+			}
+			return nil, traces[i].err
 		}
 	}
 	if err := checkSameProgram(traces); err != nil {
-		return err
+		return nil, err
 	}
 	if len(traces[0].nodes) == 0 {
-		g.advanceEpochs()
-		return nil
+		g.advanceEpochsLocked()
+		return nil, nil
 	}
-	p, err := g.engine.cache.get(g.devices, traces)
-	if err != nil {
-		return err
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("xla: MarkStep on %s stopped before compiling: %w", deviceSetKey(g.devices), context.Cause(ctx))
 	}
-	if err := g.execute(p, traces); err != nil {
-		return err
-	}
-	g.advanceEpochs()
-	return nil
+	return &preparedStep{traces: traces}, nil
 }
 
-func (g *group) advanceEpochs() {
+// run compiles (on a cache miss) and executes the prepared step. It reads
+// only the traces, which no replica changes while it waits.
+func (g *group) run(ctx context.Context, ps *preparedStep) (*stepResults, error) {
+	release, err := g.engine.enter("MarkStep")
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	p, err := g.engine.cache.get(g.devices, ps.traces)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("xla: MarkStep on %s stopped before executing: %w", deviceSetKey(g.devices), context.Cause(ctx))
+	}
+	outputs, err := g.execute(p, ps.traces)
+	if err != nil {
+		return nil, err
+	}
+	return &stepResults{program: p, outputs: outputs}, nil
+}
+
+// applyLocked swaps the outputs into the live handles and starts a new
+// trace epoch on every device.
+func (g *group) applyLocked(ps *preparedStep, res *stepResults) {
+	if ps != nil {
+		for r, tr := range ps.traces {
+			for i, h := range tr.handles {
+				out := res.outputs[r*res.program.numOutputs+tr.handleOutput[i]]
+				h.data = &deviceData{tensor: out, shape: h.shape}
+				h.node = nil
+			}
+		}
+		g.advanceEpochsLocked()
+	}
+}
+
+func (g *group) advanceEpochsLocked() {
 	for _, d := range g.devices {
 		d.stepEpoch++
 		d.pending = d.pending[:0]
 	}
 }
 
-// execute runs p with each replica's parameters and swaps the outputs into
-// the live handles.
-func (g *group) execute(p *program, traces []*trace) error {
+// execute runs p with each replica's parameters.
+func (g *group) execute(p *program, traces []*trace) ([]*tensors.Tensor, error) {
 	n := len(g.devices)
 	numParams := len(traces[0].params)
 	buffers := make([]backends.Buffer, 0, n*numParams)
@@ -210,7 +317,7 @@ func (g *group) execute(p *program, traces []*trace) error {
 		for _, pn := range tr.params {
 			buf, err := pn.data.tensor.Buffer(g.engine.gomlx, backends.DeviceNum(g.devices[r].num))
 			if err != nil {
-				return fmt.Errorf("xla: replica %d: reading an input buffer: %w", r, err)
+				return nil, fmt.Errorf("xla: replica %d: reading an input buffer: %w", r, err)
 			}
 			buffers = append(buffers, buf)
 		}
@@ -218,17 +325,10 @@ func (g *group) execute(p *program, traces []*trace) error {
 	start := time.Now()
 	outputs, err := runProgram(g.engine.gomlx, p, buffers, donate)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	metrics.executed(time.Since(start), len(traces[0].nodes))
-	for r, tr := range traces {
-		for i, h := range tr.handles {
-			out := outputs[r*p.numOutputs+tr.handleOutput[i]]
-			h.data = &deviceData{tensor: out, shape: h.shape}
-			h.node = nil
-		}
-	}
-	return nil
+	return outputs, nil
 }
 
 // checkSameProgram fails unless every replica traced the same program,

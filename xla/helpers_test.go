@@ -29,8 +29,9 @@ func newEngine(t testing.TB, n int) *Engine {
 	defer cancel()
 	b, err := backend.Open(ctx, backend.Options{Target: backend.CPU, CPUDevices: n})
 	require.NoError(t, err, "the CPU PJRT plugin must be installed: run `make deps`")
-	t.Cleanup(func() { _ = b.Close() })
-	return NewEngine(b)
+	e := NewEngine(b)
+	t.Cleanup(func() { _ = e.Close() })
+	return e
 }
 
 func testContext(t testing.TB) context.Context {

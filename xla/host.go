@@ -32,6 +32,11 @@ func (t *Tensor) ToHost(ctx context.Context) (*tensors.Tensor, error) {
 	if err := t.materialize(ctx); err != nil {
 		return nil, err
 	}
+	release, err := t.dev.engine.enter("device-to-host transfer")
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	host, err := t.data.tensor.LocalClone()
 	if err != nil {
 		return nil, fmt.Errorf("xla: device-to-host transfer of %s: %w", t.shape, err)
@@ -119,4 +124,27 @@ func (t *Tensor) Bytes(ctx context.Context) ([]byte, error) {
 	var out []byte
 	err = host.ConstBytes(func(b []byte) { out = append([]byte(nil), b...) })
 	return out, err
+}
+
+// To returns a copy of t on device d (torch's t.to(device)), running a
+// MarkStep first if t is pending. Ops need all operands on one device.
+func (t *Tensor) To(ctx context.Context, d *Device) (*Tensor, error) {
+	if d == t.dev {
+		if err := t.materialize(ctx); err != nil {
+			return nil, err
+		}
+		return &Tensor{dev: d, shape: t.shape, data: t.data}, nil
+	}
+	if d.engine != t.dev.engine {
+		return nil, fmt.Errorf("xla: To(%s) of a tensor on %s: the devices belong to different engines", d, t.dev)
+	}
+	host, err := t.ToHost(ctx)
+	if err != nil {
+		return nil, err
+	}
+	dd, err := d.upload(host)
+	if err != nil {
+		return nil, err
+	}
+	return &Tensor{dev: d, shape: dd.shape, data: dd}, nil
 }

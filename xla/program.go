@@ -89,6 +89,21 @@ func (c *programCache) get(devices []*Device, traces []*trace) (*program, error)
 	return p, nil
 }
 
+// release frees every compiled program, before the client goes.
+func (c *programCache) release() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for key, p := range c.entries {
+		if p.graph != nil {
+			p.graph.Finalize()
+		} else {
+			_ = p.exec.Destroy()
+		}
+		delete(c.entries, key)
+	}
+	clear(c.last)
+}
+
 func deviceSetKey(devices []*Device) string {
 	return "devices" + strings.ReplaceAll(fmt.Sprint(deviceNums(devices)), " ", ",")
 }

@@ -123,18 +123,58 @@ func (e *Engine) RunReplicas(ctx context.Context, n int, fn func(ctx context.Con
 	return g.broken
 }
 
+// ReplicaError is an error of one replica: its function failed or
+// panicked, or its trace carried an op error at a MarkStep.
+type ReplicaError struct {
+	Replica int
+	Err     error
+}
+
+func (e *ReplicaError) Error() string {
+	var p *panicError
+	if errors.As(e.Err, &p) {
+		return fmt.Sprintf("replica %d panicked: %v", e.Replica, p.Error())
+	}
+	return fmt.Sprintf("replica %d: %v", e.Replica, e.Err)
+}
+
+// panicError is a replica function's panic, with the stack it panicked on.
+type panicError struct {
+	value any
+	stack []byte
+}
+
+func (e *panicError) Error() string { return fmt.Sprintf("%v\n%s", e.value, e.stack) }
+
+func (e *ReplicaError) Unwrap() error { return e.Err }
+
 // runReplica calls fn, turning a panic into an error naming the replica.
+// An error that already names its replica, or concerns the whole group
+// (a divergence, a broken MarkStep), is returned as it is.
 func runReplica(ctx context.Context, fn func(context.Context, Replica) error, r Replica) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("replica %d panicked: %v\n%s", r.index, p, debug.Stack())
+			err = &ReplicaError{Replica: r.index, Err: &panicError{value: p, stack: debug.Stack()}}
 		}
 	}()
-	if err := fn(ctx, r); err != nil {
-		if errors.Is(err, ErrReplicaMismatch) {
-			return err // about the group, not this replica
-		}
-		return fmt.Errorf("replica %d: %w", r.index, err)
+	err = fn(ctx, r)
+	var (
+		named *ReplicaError
+		group *groupError
+	)
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &named), errors.As(err, &group), errors.Is(err, ErrReplicaMismatch):
+		return err
 	}
-	return nil
+	return &ReplicaError{Replica: r.index, Err: err}
 }
+
+// groupError is an error about the replicas together (who waited for
+// whom), already naming the replicas involved.
+type groupError struct{ err error }
+
+func (e *groupError) Error() string { return e.err.Error() }
+
+func (e *groupError) Unwrap() error { return e.err }

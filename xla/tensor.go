@@ -109,7 +109,7 @@ func (t *Tensor) valueNode() *node {
 func sameDevice(op string, ts ...*Tensor) error {
 	for _, x := range ts[1:] {
 		if x.dev != ts[0].dev {
-			return fmt.Errorf("xla: %s: operands on different devices (%s and %s): move one with To()", op, ts[0].dev, x.dev)
+			return fmt.Errorf("xla: %s: operands on different devices (%s and %s): copy one with Tensor.To(ctx, device)", op, ts[0].dev, x.dev)
 		}
 	}
 	return nil

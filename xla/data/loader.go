@@ -140,11 +140,20 @@ func (l *Loader) Epoch(ctx context.Context, epoch int) iter.Seq2[Batch, error] {
 			ea.SetEpoch(epoch)
 		}
 		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
+		// Every goroutine of the epoch ends before Epoch returns (after a
+		// break or a cancelled ctx too), so closing the engine afterwards
+		// never races an upload.
+		var wg sync.WaitGroup
+		defer func() {
+			cancel()
+			wg.Wait()
+		}()
 		plan := l.batches(epoch)
 		pending := make(chan chan batchResult, l.cfg.Prefetch)
 		workers := make(chan struct{}, l.cfg.Workers)
+		wg.Add(1)
 		go func() {
+			defer wg.Done()
 			defer close(pending)
 			for i, indices := range plan {
 				out := make(chan batchResult, 1)
@@ -158,8 +167,14 @@ func (l *Loader) Epoch(ctx context.Context, epoch int) iter.Seq2[Batch, error] {
 				case <-ctx.Done():
 					return
 				}
+				wg.Add(1)
 				go func() {
+					defer wg.Done()
 					defer func() { <-workers }()
+					if err := ctx.Err(); err != nil {
+						out <- batchResult{err: err}
+						return
+					}
 					b, err := l.assemble(i, indices)
 					out <- batchResult{b, err}
 				}()

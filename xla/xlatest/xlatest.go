@@ -27,8 +27,9 @@ func NewEngine(t testing.TB, n int) *xla.Engine {
 	defer cancel()
 	b, err := backend.Open(ctx, backend.Options{Target: backend.CPU, CPUDevices: n})
 	require.NoError(t, err, "the CPU PJRT plugin must be installed: run `make deps`")
-	t.Cleanup(func() { _ = b.Close() })
-	return xla.NewEngine(b)
+	e := xla.NewEngine(b)
+	t.Cleanup(func() { _ = e.Close() })
+	return e
 }
 
 // Context returns a context that ends with the test or after 5 minutes.
