@@ -215,8 +215,90 @@ func TestReplicaFailures(t *testing.T) {
 			for _, msg := range tt.wantMsg {
 				assert.Contains(t, err.Error(), msg)
 			}
+			assert.NotRegexp(t, `replica \d+:? (panicked: )?replica \d+`, err.Error(), "a replica is named once")
 		})
 	}
+}
+
+// slowToCompile records a program of many distinct ops, so its compilation
+// takes long enough for a waiting replica's deadline to pass meanwhile.
+func slowToCompile(t *testing.T, d *Device) *Tensor {
+	x := mustFromSlice(t, d, make([]float32, 64*64), 64, 64)
+	for i := range 400 {
+		x = x.MatMul(x).MulScalar(1.0 / float64(i+2)).Tanh()
+	}
+	return x
+}
+
+// TestMarkStepHonoursContext: ctx and the replica timeout bound every wait
+// in MarkStep. A replica whose deadline passes while another replica
+// compiles the shared step leaves at its deadline (the step used to hold
+// the group lock, so it left at the end of the compilation, broke the
+// group and blamed the wrong replicas). A cancelled ctx runs nothing.
+func TestMarkStepHonoursContext(t *testing.T) {
+	t.Run("deadline while the step compiles", func(t *testing.T) {
+		eng := newEngine(t, 2)
+		const deadline = 100 * time.Millisecond
+		var left time.Duration
+		var leftErr error
+		err := eng.RunReplicas(testContext(t), 2, func(ctx context.Context, r Replica) error {
+			y := slowToCompile(t, r.Device())
+			if r.Index() == 1 {
+				ctx, cancel := context.WithTimeout(ctx, deadline)
+				defer cancel()
+				start := time.Now()
+				leftErr = r.MarkStep(ctx)
+				left = time.Since(start)
+				runtime.KeepAlive(y)
+				return leftErr
+			}
+			time.Sleep(20 * time.Millisecond) // replica 0 arrives last and compiles
+			err := r.MarkStep(ctx)
+			runtime.KeepAlive(y)
+			return err
+		})
+		require.Error(t, err)
+		assert.ErrorIs(t, leftErr, context.DeadlineExceeded)
+		assert.Less(t, left, deadline+60*time.Millisecond, "replica 1 leaves at its deadline, not after the compilation")
+		assert.Contains(t, leftErr.Error(), "replica 1 stopped waiting in MarkStep (step 0) while the step of all 2 replicas was compiling or executing")
+		assert.Contains(t, err.Error(), "replica 1 stopped waiting")
+	})
+	t.Run("already cancelled", func(t *testing.T) {
+		eng := newEngine(t, 1)
+		d := eng.Device(0)
+		y := mustFromSlice(t, d, []float32{1, 2}, 2).MulScalar(3)
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		before := GetMetrics().Executions
+		err := d.MarkStep(ctx)
+		assert.ErrorIs(t, err, context.Canceled)
+		assert.Equal(t, before, GetMetrics().Executions, "nothing runs")
+		assert.True(t, y.IsPending(), "the trace stays pending for the next MarkStep")
+		got, err := y.Float32s(testContext(t))
+		require.NoError(t, err, "the device stays usable")
+		assert.Equal(t, []float32{3, 6}, got)
+	})
+	t.Run("replica timeout names the missing replica", func(t *testing.T) {
+		eng := newEngine(t, 2)
+		require.NoError(t, eng.SetReplicaTimeout(100*time.Millisecond))
+		assert.Error(t, eng.SetReplicaTimeout(0))
+		start := time.Now()
+		err := eng.RunReplicas(context.Background(), 2, func(ctx context.Context, r Replica) error {
+			if r.Index() == 1 {
+				select { // stuck in user code, never reaching MarkStep
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(5 * time.Second):
+					return nil
+				}
+			}
+			_ = r.Device().Ones(Float32, 2).AddScalar(2)
+			return r.MarkStep(ctx)
+		})
+		require.Error(t, err)
+		assert.Less(t, time.Since(start), 2*time.Second)
+		assert.Contains(t, err.Error(), "replica 0 stopped waiting in MarkStep (step 0) for replicas [1]: replica timeout 100ms passed")
+	})
 }
 
 func TestRunReplicasBadCount(t *testing.T) {
