@@ -6,7 +6,6 @@ import (
 
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/core/shapes"
 )
 
 // ReduceOp is how AllReduce combines the replicas' values.
@@ -80,7 +79,7 @@ func (d *Device) replicaIndex() (*Tensor, int) {
 	}
 	t, err := FromSlice(d, []int32{int32(pos)})
 	if err != nil {
-		return d.failed(shapes.Make(Int32), err), len(g.devices)
+		return d.failed(shapeOf(Int32), err), len(g.devices)
 	}
 	d.positions[pos] = t.data
 	return t, len(g.devices)
@@ -133,7 +132,7 @@ func AllGather(t *Tensor, axis int) *Tensor {
 	pos, n := t.dev.replicaIndex()
 	dims := slices.Clone(t.Dims())
 	dims[ax] *= n
-	return record(opAllGather, attrs{ints: []int{ax}}, shapes.Make(t.DType(), dims...), t, pos)
+	return record(opAllGather, attrs{ints: []int{ax}}, shapeOf(t.DType(), dims...), t, pos)
 }
 
 // ReduceScatter reduces t across replicas with op and gives replica i the
@@ -156,5 +155,5 @@ func ReduceScatter(t *Tensor, op ReduceOp, axis int) *Tensor {
 	}
 	dims := slices.Clone(t.Dims())
 	dims[ax] /= n
-	return record(opReduceScatter, attrs{ints: []int{ax, int(op)}}, shapes.Make(t.DType(), dims...), t, pos)
+	return record(opReduceScatter, attrs{ints: []int{ax, int(op)}}, shapeOf(t.DType(), dims...), t, pos)
 }

@@ -15,3 +15,6 @@ const (
 	Bool     = dtypes.Bool
 	Uint64   = dtypes.Uint64
 )
+
+// SupportedDTypes lists every element type tensors can have.
+var SupportedDTypes = []DType{Float32, Float64, BFloat16, Int32, Int64, Bool, Uint64}

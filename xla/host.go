@@ -6,7 +6,7 @@ import (
 	"reflect"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
-	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 )
 
@@ -54,7 +54,11 @@ func Values[T dtypes.Supported](ctx context.Context, t *Tensor) ([]T, error) {
 	if host.DType() != dtypes.FromGoType(reflect.TypeFor[T]()) {
 		return nil, fmt.Errorf("xla: Values[%s] of a %s tensor: Cast it first", dtypes.FromGoType(reflect.TypeFor[T]()), t.shape)
 	}
-	return tensors.CopyFlatData[T](host)
+	flat, err := tensors.CopyFlatData[T](host)
+	if err == nil && flat == nil {
+		flat = []T{} // a zero-size tensor reads as an empty, non-nil slice
+	}
+	return flat, err
 }
 
 // Float32s returns the flat values of a Float32 tensor.
@@ -83,6 +87,8 @@ func flatAsFloat64(flat any) float64 {
 		return float64(f[0])
 	case []float64:
 		return f[0]
+	case []bfloat16.BFloat16:
+		return float64(f[0].Float32())
 	case []int32:
 		return float64(f[0])
 	case []int64:
@@ -100,10 +106,17 @@ func flatAsFloat64(flat any) float64 {
 
 // FromBytes copies raw little-endian host data of dtype and dims to d.
 func FromBytes(d *Device, dtype DType, dims []int, data []byte) (*Tensor, error) {
-	host := tensors.FromShape(shapes.Make(dtype, dims...))
-	if want := host.Shape().Memory(); uintptr(len(data)) != want {
-		return nil, fmt.Errorf("xla: FromBytes: %d bytes for %s (want %d)", len(data), host.Shape(), want)
+	shape, err := checkDims("FromBytes", dtype, dims)
+	if err != nil {
+		return nil, err
 	}
+	if want := shape.Memory(); uintptr(len(data)) != want {
+		return nil, fmt.Errorf("xla: FromBytes: %d bytes for %s (want %d)", len(data), shape, want)
+	}
+	if shape.Size() == 0 {
+		return d.empty(shape), nil
+	}
+	host := tensors.FromShape(shape)
 	if err := host.MutableBytes(func(b []byte) { copy(b, data) }); err != nil {
 		return nil, fmt.Errorf("xla: FromBytes %s: %w", host.Shape(), err)
 	}
@@ -120,6 +133,9 @@ func (t *Tensor) Bytes(ctx context.Context) ([]byte, error) {
 	host, err := t.ToHost(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if t.shape.IsZeroSize() {
+		return []byte{}, nil // GoMLX's ConstBytes indexes element 0
 	}
 	var out []byte
 	err = host.ConstBytes(func(b []byte) { out = append([]byte(nil), b...) })

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
@@ -16,15 +17,15 @@ const maxCachedScalars = 256
 // FromSlice copies host data to device d as a tensor of the given dims
 // (none for a scalar, which needs len(data) == 1).
 func FromSlice[T dtypes.Supported](d *Device, data []T, dims ...int) (*Tensor, error) {
-	size := 1
-	for _, x := range dims {
-		if x < 0 {
-			return nil, fmt.Errorf("xla: FromSlice: negative dimension in %v", dims)
-		}
-		size *= x
+	shape, err := checkDims("FromSlice", dtypes.FromGenericsType[T](), dims)
+	if err != nil {
+		return nil, err
 	}
-	if size != len(data) {
+	if size := shape.Size(); size != len(data) {
 		return nil, fmt.Errorf("xla: FromSlice: %d values for dimensions %v (%d elements)", len(data), dims, size)
+	}
+	if shape.Size() == 0 {
+		return d.empty(shape), nil
 	}
 	host := tensors.FromFlatDataAndDimensions(append([]T(nil), data...), dims...)
 	dd, err := d.upload(host)
@@ -39,19 +40,19 @@ func FromSlice[T dtypes.Supported](d *Device, data []T, dims ...int) (*Tensor, e
 // a new program.
 func (d *Device) scalar(v float64, dtype DType) *Tensor {
 	if v == 0 || v == 1 {
-		return recordOn(d, opConstant, attrs{float: v}, shapes.Make(dtype))
+		return recordOn(d, opConstant, attrs{float: v}, shapeOf(dtype))
 	}
 	key := scalarKey{dtype: dtype, value: v}
 	if dd, ok := d.scalars[key]; ok {
 		return &Tensor{dev: d, shape: dd.shape, data: dd}
 	}
-	host := tensors.FromShape(shapes.Make(dtype))
+	host := tensors.FromShape(shapeOf(dtype))
 	if err := host.MutableFlatData(func(flat any) { setFlat(flat, 0, v) }); err != nil {
-		return d.failed(shapes.Make(dtype), fmt.Errorf("xla: scalar %g as %s: %w", v, dtype, err))
+		return d.failed(shapeOf(dtype), fmt.Errorf("xla: scalar %g as %s: %w", v, dtype, err))
 	}
 	dd, err := d.upload(host)
 	if err != nil {
-		return d.failed(shapes.Make(dtype), err)
+		return d.failed(shapeOf(dtype), err)
 	}
 	if len(d.scalars) >= maxCachedScalars {
 		clear(d.scalars)
@@ -67,6 +68,8 @@ func setFlat(flat any, i int, v float64) {
 		f[i] = float32(v)
 	case []float64:
 		f[i] = v
+	case []bfloat16.BFloat16:
+		f[i] = bfloat16.FromFloat64(v)
 	case []int32:
 		f[i] = int32(v)
 	case []int64:
@@ -80,8 +83,18 @@ func setFlat(flat any, i int, v float64) {
 	}
 }
 
+// empty returns a zero-size tensor: it holds no values, so it is a
+// constant of the program rather than a device buffer (PJRT cannot
+// upload zero bytes).
+func (d *Device) empty(shape shapes.Shape) *Tensor {
+	return recordOn(d, opConstant, attrs{float: 0}, shape)
+}
+
 // Full returns a tensor of dims filled with v.
 func (d *Device) Full(v float64, dtype DType, dims ...int) *Tensor {
+	if _, err := checkDims("Full", dtype, dims); err != nil {
+		return d.failed(shapeOf(dtype, dims...), err)
+	}
 	s := d.scalar(v, dtype)
 	if len(dims) == 0 {
 		return s
@@ -91,12 +104,20 @@ func (d *Device) Full(v float64, dtype DType, dims ...int) *Tensor {
 
 // Zeros returns a tensor of zeros.
 func (d *Device) Zeros(dtype DType, dims ...int) *Tensor {
-	return recordOn(d, opConstant, attrs{float: 0}, shapes.Make(dtype, dims...))
+	return d.constant("Zeros", 0, dtype, dims)
 }
 
 // Ones returns a tensor of ones.
 func (d *Device) Ones(dtype DType, dims ...int) *Tensor {
-	return recordOn(d, opConstant, attrs{float: 1}, shapes.Make(dtype, dims...))
+	return d.constant("Ones", 1, dtype, dims)
+}
+
+func (d *Device) constant(op string, v float64, dtype DType, dims []int) *Tensor {
+	shape, err := checkDims(op, dtype, dims)
+	if err != nil {
+		return d.failed(shape, err)
+	}
+	return recordOn(d, opConstant, attrs{float: v}, shape)
 }
 
 var opIota = &opDef{name: "iota", replay: func(rc *replayContext, n *node, _ []*graph.Node) *graph.Node {
@@ -105,7 +126,11 @@ var opIota = &opDef{name: "iota", replay: func(rc *replayContext, n *node, _ []*
 
 // Arange returns 0, 1, ..., n-1.
 func (d *Device) Arange(n int, dtype DType) *Tensor {
-	return recordOn(d, opIota, attrs{ints: []int{0}}, shapes.Make(dtype, n))
+	shape, err := checkDims("Arange", dtype, []int{n})
+	if err != nil {
+		return d.failed(shape, err)
+	}
+	return recordOn(d, opIota, attrs{ints: []int{0}}, shape)
 }
 
 // opRandom draws from the device RNG state (input 0): attrs.str is
@@ -130,13 +155,16 @@ func drawRandom(kind string, state *graph.Node, shape shapes.Shape) (*graph.Node
 }
 
 func (d *Device) random(kind string, dtype DType, dims []int) *Tensor {
+	if _, err := checkDims("Rand", dtype, dims); err != nil {
+		return d.failed(shapeOf(dtype, dims...), err)
+	}
 	if !dtype.IsFloat() {
-		return d.failed(shapes.Make(dtype, dims...), opError("Rand", "needs a float dtype, got %s", dtype))
+		return d.failed(shapeOf(dtype, dims...), opError("Rand", "needs a float dtype, got %s", dtype))
 	}
 	if d.rng.err != nil {
-		return d.failed(shapes.Make(dtype, dims...), d.rng.err)
+		return d.failed(shapeOf(dtype, dims...), d.rng.err)
 	}
-	values := record(opRandom, attrs{str: kind}, shapes.Make(dtype, dims...), d.rng)
+	values := record(opRandom, attrs{str: kind}, shapeOf(dtype, dims...), d.rng)
 	next := &node{op: opRandomState, inputs: []*node{values.node}, shape: d.rng.shape}
 	d.rng = d.newPending(next)
 	return values

@@ -26,7 +26,7 @@ func broadcastShapes(op string, a, b shapes.Shape) (shapes.Shape, error) {
 				a, b, i, da, db)
 		}
 	}
-	return shapes.Make(a.DType, dims...), nil
+	return shapeOf(a.DType, dims...), nil
 }
 
 // dimFromRight returns dimension k counted from the right (0 is the last),

@@ -4,7 +4,6 @@ import (
 	"slices"
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/core/shapes"
 )
 
 // opMatMul contracts the last axis of a with axis -2 of b, batching over
@@ -43,12 +42,12 @@ func (t *Tensor) MatMul(o *Tensor) *Tensor {
 	}
 	if b.Rank() == 2 {
 		dims := append(slices.Clone(a.Dimensions[:a.Rank()-1]), b.Dimensions[1])
-		return record(opMatMul, attrs{ints: []int{0}}, shapes.Make(a.DType, dims...), t, o)
+		return record(opMatMul, attrs{ints: []int{0}}, shapeOf(a.DType, dims...), t, o)
 	}
 	batch := b.Rank() - 2
 	if a.Rank() != b.Rank() || !slices.Equal(a.Dimensions[:batch], b.Dimensions[:batch]) {
 		return t.dev.failed(a, opError(op, "%s x %s: batched matmul needs equal batch dimensions", a, b))
 	}
 	dims := append(slices.Clone(a.Dimensions[:a.Rank()-1]), b.Dimensions[b.Rank()-1])
-	return record(opMatMul, attrs{ints: []int{batch}}, shapes.Make(a.DType, dims...), t, o)
+	return record(opMatMul, attrs{ints: []int{batch}}, shapeOf(a.DType, dims...), t, o)
 }

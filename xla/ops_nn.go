@@ -5,7 +5,6 @@ import (
 
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors/images"
 )
 
@@ -50,7 +49,7 @@ var opTakeAlongAxis = &opDef{name: "take_along_axis", replay: func(_ *replayCont
 	// mask[..., j, c, ...] = (idx[..., j, ...] == c)
 	maskDims := slices.Insert(slices.Clone(outDims), axis+1, classes)
 	idxExpanded := graph.Reshape(idx, slices.Insert(slices.Clone(outDims), axis+1, 1)...)
-	classIDs := graph.Iota(x.Graph(), shapes.Make(idx.DType(), maskDims...), axis+1)
+	classIDs := graph.Iota(x.Graph(), shapeOf(idx.DType(), maskDims...), axis+1)
 	mask := graph.Equal(broadcastTo(idxExpanded, maskDims), classIDs)
 	xExpanded := broadcastTo(graph.Reshape(x, slices.Insert(slices.Clone(x.Shape().Dimensions), axis, 1)...), maskDims)
 	picked := graph.Where(mask, xExpanded, graph.ZerosLike(xExpanded))
@@ -81,7 +80,7 @@ func (t *Tensor) TakeAlongAxis(indices *Tensor, axis int) *Tensor {
 			return t.dev.failed(t.shape, opError(op, "indices %s and values %s differ outside axis %d", indices.shape, t.shape, ax))
 		}
 	}
-	return record(opTakeAlongAxis, attrs{ints: []int{ax}}, shapes.Make(t.DType(), indices.Dims()...), t, indices)
+	return record(opTakeAlongAxis, attrs{ints: []int{ax}}, shapeOf(t.DType(), indices.Dims()...), t, indices)
 }
 
 // Conv2dOptions configure Conv2d like torch.nn.functional.conv2d. Zero
@@ -158,7 +157,7 @@ var opConv2d = &opDef{name: "conv2d", replay: func(_ *replayContext, n *node, in
 func zerosLikeAxis(x *graph.Node, axis, p int) *graph.Node {
 	dims := slices.Clone(x.Shape().Dimensions)
 	dims[axis] = p
-	return graph.Zeros(x.Graph(), shapes.Make(x.DType(), dims...))
+	return graph.Zeros(x.Graph(), shapeOf(x.DType(), dims...))
 }
 
 // zeroPad adds p zeros on both sides of axis.
@@ -208,7 +207,7 @@ func Conv2d(x, weight *Tensor, opts Conv2dOptions) *Tensor {
 		out[2+i] = size/o.Stride[i] + 1
 	}
 	a := attrs{ints: []int{o.Stride[0], o.Stride[1], o.Padding[0], o.Padding[1], o.Dilation[0], o.Dilation[1], o.Groups}}
-	return record(opConv2d, a, shapes.Make(xs.DType, out...), x, weight)
+	return record(opConv2d, a, shapeOf(xs.DType, out...), x, weight)
 }
 
 // attrs.ints: kernel h,w, stride h,w, padding h,w; attrs.str: max or avg.
@@ -264,7 +263,7 @@ func pool2d(kind string, x *Tensor, opts Pool2dOptions) *Tensor {
 		out[2+i] = size/o.Stride[i] + 1
 	}
 	a := attrs{str: kind, ints: []int{o.Kernel[0], o.Kernel[1], o.Stride[0], o.Stride[1], o.Padding[0], o.Padding[1]}}
-	return record(opPool2d, a, shapes.Make(xs.DType, out...), x)
+	return record(opPool2d, a, shapeOf(xs.DType, out...), x)
 }
 
 // MaxPool2d takes the maximum over each window of x [N, C, H, W]; padding

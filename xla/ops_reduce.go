@@ -52,7 +52,7 @@ func reduceAxes(op string, s shapes.Shape, axes []int) ([]int, shapes.Shape, err
 			dims = append(dims, d)
 		}
 	}
-	return norm, shapes.Make(s.DType, dims...), nil
+	return norm, shapeOf(s.DType, dims...), nil
 }
 
 func reduce(op *opDef, name string, t *Tensor, axes []int) *Tensor {

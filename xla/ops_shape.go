@@ -4,7 +4,6 @@ import (
 	"slices"
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/core/shapes"
 )
 
 var (
@@ -34,7 +33,8 @@ func (t *Tensor) Reshape(dims ...int) *Tensor {
 		return bad
 	}
 	out := slices.Clone(dims)
-	infer, known := -1, 1
+	infer := -1
+	var given []int
 	for i, d := range out {
 		switch {
 		case d == -1 && infer == -1:
@@ -44,8 +44,12 @@ func (t *Tensor) Reshape(dims ...int) *Tensor {
 		case d < 0:
 			return t.dev.failed(t.shape, opError(op, "negative dimension in %v", dims))
 		default:
-			known *= d
+			given = append(given, d)
 		}
+	}
+	known, ok := numElements(given)
+	if !ok {
+		return t.dev.failed(t.shape, opError(op, "%v has more elements than any tensor (MaxTensorBytes)", dims))
 	}
 	size := t.shape.Size()
 	if infer >= 0 {
@@ -58,7 +62,7 @@ func (t *Tensor) Reshape(dims ...int) *Tensor {
 	if known != size {
 		return t.dev.failed(t.shape, opError(op, "%v has %d elements but %s has %d", dims, known, t.shape, size))
 	}
-	return record(opReshape, attrs{}, shapes.Make(t.DType(), out...), t)
+	return record(opReshape, attrs{}, shapeOf(t.DType(), out...), t)
 }
 
 // Flatten keeps the first dimension and merges the rest (torch's flatten(1)).
@@ -66,7 +70,10 @@ func (t *Tensor) Flatten() *Tensor {
 	if t.Rank() < 1 {
 		return t.Reshape(1, 1)
 	}
-	return t.Reshape(t.Dims()[0], -1)
+	// The product, not -1: an empty batch [0, C, H, W] flattens to
+	// [0, C·H·W] as in torch, where -1 could be anything.
+	rest, _ := numElements(t.Dims()[1:])
+	return t.Reshape(t.Dims()[0], rest)
 }
 
 // Unsqueeze inserts a dimension of size 1 at axis.
@@ -96,7 +103,7 @@ func (t *Tensor) Permute(perm ...int) *Tensor {
 		seen[p] = true
 		dims[i] = t.Dims()[p]
 	}
-	return record(opTranspose, attrs{ints: slices.Clone(perm)}, shapes.Make(t.DType(), dims...), t)
+	return record(opTranspose, attrs{ints: slices.Clone(perm)}, shapeOf(t.DType(), dims...), t)
 }
 
 // T transposes a matrix (rank 2).
@@ -113,7 +120,10 @@ func (t *Tensor) BroadcastTo(dims ...int) *Tensor {
 	if bad := precheck(op, t); bad != nil {
 		return bad
 	}
-	target := shapes.Make(t.DType(), dims...)
+	target, err := checkDims(op, t.DType(), dims)
+	if err != nil {
+		return t.dev.failed(t.shape, err)
+	}
 	got, err := broadcastShapes(op, t.shape, target)
 	if err != nil || !got.Equal(target) {
 		return t.dev.failed(t.shape, opError(op, "%s cannot broadcast to %v", t.shape, dims))
@@ -147,7 +157,7 @@ func Concat(axis int, ts ...*Tensor) *Tensor {
 		}
 		dims[ax] += x.Dims()[ax]
 	}
-	return record(opConcat, attrs{ints: []int{ax}}, shapes.Make(first.DType(), dims...), ts...)
+	return record(opConcat, attrs{ints: []int{ax}}, shapeOf(first.DType(), dims...), ts...)
 }
 
 // Narrow returns length elements starting at start along axis (torch.narrow).
@@ -160,10 +170,10 @@ func (t *Tensor) Narrow(axis, start, length int) *Tensor {
 	if err != nil {
 		return t.dev.failed(t.shape, err)
 	}
-	if start < 0 || length < 0 || start+length > t.Dims()[ax] {
+	if start < 0 || length < 0 || start > t.Dims()[ax] || length > t.Dims()[ax]-start {
 		return t.dev.failed(t.shape, opError(op, "[%d, %d) out of range for axis %d of %s", start, start+length, ax, t.shape))
 	}
 	dims := slices.Clone(t.Dims())
 	dims[ax] = length
-	return record(opNarrow, attrs{ints: []int{ax, start, length}}, shapes.Make(t.DType(), dims...), t)
+	return record(opNarrow, attrs{ints: []int{ax, start, length}}, shapeOf(t.DType(), dims...), t)
 }

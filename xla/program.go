@@ -15,6 +15,7 @@ import (
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/distributed"
 	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
 
 	"github.com/xladdp/xladdp/backend"
 )
@@ -159,6 +160,9 @@ func compile(b *backend.Backend, devices []*Device, tr *trace) (p *program, err 
 	rc.graph = g
 	for i, pn := range tr.params {
 		rc.values[pn] = graph.Parameter(g, fmt.Sprintf("p%d", i), pn.shape)
+		if pn.shape.IsZeroSize() {
+			rc.values[pn] = emptyValue(g, pn.shape)
+		}
 	}
 	for _, n := range tr.nodes {
 		if n.op == opParameter {
@@ -168,6 +172,10 @@ func compile(b *backend.Backend, devices []*Device, tr *trace) (p *program, err 
 		ins := make([]*graph.Node, len(n.inputs))
 		for i, x := range n.inputs {
 			ins[i] = rc.values[x]
+		}
+		if n.shape.IsZeroSize() {
+			rc.replayEmpty(n, ins)
+			continue
 		}
 		rc.values[n] = n.op.replay(rc, n, ins)
 	}
@@ -233,6 +241,23 @@ func (c *programCache) saveToDisk(key programKey, devices []*Device, p *program)
 	}
 	if err != nil && debugEnabled() {
 		log.Printf("xladdp: persistent cache: not saving %s: %v", c.disk.path(key), err)
+	}
+}
+
+// emptyValue is a zero-size value as a constant. It holds no elements, so
+// the constant is exact, and it is off every gradient path: the gradient
+// through a value with no elements is zero, and GoMLX's VJPs fail to build
+// on zero-size operands (the dot VJP broadcasts a 0 axis to 1).
+func emptyValue(g *graph.Graph, shape shapes.Shape) *graph.Node {
+	return graph.Zeros(g, shape)
+}
+
+// replayEmpty replays a node whose result has no elements: a constant,
+// whatever the op. A random draw of nothing leaves the RNG state as it was.
+func (rc *replayContext) replayEmpty(n *node, ins []*graph.Node) {
+	rc.values[n] = emptyValue(rc.graph, n.shape)
+	if n.op == opRandom {
+		rc.randomStates[n] = ins[0]
 	}
 }
 

@@ -63,6 +63,9 @@ func opError(op string, format string, args ...any) error {
 // record adds a node computing op over inputs with a validated shape.
 func record(op *opDef, a attrs, shape shapes.Shape, inputs ...*Tensor) *Tensor {
 	d := inputs[0].dev
+	if err := checkShape(op.name, shape); err != nil {
+		return d.failed(shape, err)
+	}
 	ns := make([]*node, len(inputs))
 	for i, t := range inputs {
 		ns[i] = t.valueNode()
@@ -72,6 +75,9 @@ func record(op *opDef, a attrs, shape shapes.Shape, inputs ...*Tensor) *Tensor {
 
 // recordOn adds a node with no tensor inputs on device d.
 func recordOn(d *Device, op *opDef, a attrs, shape shapes.Shape) *Tensor {
+	if err := checkShape(op.name, shape); err != nil {
+		return d.failed(shape, err)
+	}
 	return d.newPending(&node{op: op, attrs: a, shape: shape})
 }
 
