@@ -79,6 +79,13 @@ var (
 	opGreaterEqual = binaryOpDef("greater_equal", graph.GreaterOrEqual)
 )
 
+// arithmeticOps have no meaning on Bool (XLA refuses them at compile time).
+var arithmeticOps = map[*opDef]bool{opAdd: true, opSub: true, opMul: true, opDiv: true, opPow: true, opNeg: true, opAbs: true}
+
+func noBoolArithmetic(op string, s shapes.Shape) error {
+	return opError(op, "arithmetic on %s: Bool has none; Cast to Int32 or Float32 first (or use Where)", s)
+}
+
 // binary records a broadcasting op; comparisons produce Bool.
 func binaryOp(op *opDef, a, b *Tensor, comparison bool) *Tensor {
 	if bad := precheck(op.name, a, b); bad != nil {
@@ -87,6 +94,9 @@ func binaryOp(op *opDef, a, b *Tensor, comparison bool) *Tensor {
 	shape, err := broadcastShapes(op.name, a.shape, b.shape)
 	if err != nil {
 		return a.dev.failed(a.shape, err)
+	}
+	if a.DType() == Bool && arithmeticOps[op] {
+		return a.dev.failed(a.shape, noBoolArithmetic(op.name, a.shape))
 	}
 	// attrs carry the output dims so replay broadcasts without re-deriving.
 	at := attrs{ints: slices.Clone(shape.Dimensions)}
@@ -212,6 +222,9 @@ func (t *Tensor) Neg() *Tensor {
 	if bad := precheck("Neg", t); bad != nil {
 		return bad
 	}
+	if t.DType() == Bool {
+		return t.dev.failed(t.shape, noBoolArithmetic("Neg", t.shape))
+	}
 	return record(opNeg, attrs{}, t.shape, t)
 }
 
@@ -219,6 +232,9 @@ func (t *Tensor) Neg() *Tensor {
 func (t *Tensor) Abs() *Tensor {
 	if bad := precheck("Abs", t); bad != nil {
 		return bad
+	}
+	if t.DType() == Bool {
+		return t.dev.failed(t.shape, noBoolArithmetic("Abs", t.shape))
 	}
 	return record(opAbs, attrs{}, t.shape, t)
 }

@@ -51,19 +51,19 @@ func NewAdadelta(params []*xla.Tensor, cfg AdadeltaConfig) (*Adadelta, error) {
 // Step applies torch's Adadelta update.
 func (a *Adadelta) Step() error {
 	rho := a.cfg.Rho
-	for i, p := range a.params {
-		g := p.Grad()
-		if g == nil {
+	for i, param := range a.params {
+		if param.Grad() == nil {
 			continue
 		}
+		p, g := opmath(param), opmath(param.Grad())
 		g = weightDecayed(g, p, a.cfg.WeightDecay)
-		sq := a.squareAvg[i].MulScalar(rho).Add(g.Square().MulScalar(1 - rho))
-		delta := a.accDelta[i].AddScalar(a.cfg.Eps).Sqrt().Div(sq.AddScalar(a.cfg.Eps).Sqrt()).Mul(g)
-		acc := a.accDelta[i].MulScalar(rho).Add(delta.Square().MulScalar(1 - rho))
-		for _, assign := range []struct{ dst, src *xla.Tensor }{{a.squareAvg[i], sq}, {a.accDelta[i], acc}, {p, p.Sub(delta.MulScalar(a.lr))}} {
-			if err := assign.dst.Assign(assign.src); err != nil {
-				return err
-			}
+		accDelta := opmath(a.accDelta[i])
+		sq := opmath(a.squareAvg[i]).MulScalar(rho).Add(g.Square().MulScalar(1 - rho))
+		delta := accDelta.AddScalar(a.cfg.Eps).Sqrt().Div(sq.AddScalar(a.cfg.Eps).Sqrt()).Mul(g)
+		acc := accDelta.MulScalar(rho).Add(delta.Square().MulScalar(1 - rho))
+		if err := assignAll([2]*xla.Tensor{a.squareAvg[i], sq}, [2]*xla.Tensor{a.accDelta[i], acc},
+			[2]*xla.Tensor{param, p.Sub(delta.MulScalar(a.lr))}); err != nil {
+			return err
 		}
 	}
 	return a.step.Assign(a.step.AddScalar(1))

@@ -74,11 +74,11 @@ func (a *Adam) Step() error {
 		byDType[dtype] = c
 		return c
 	}
-	for i, p := range a.params {
-		g := p.Grad()
-		if g == nil {
+	for i, param := range a.params {
+		if param.Grad() == nil {
 			continue
 		}
+		p, g := opmath(param), opmath(param.Grad())
 		current := p
 		if a.decoupled {
 			current = p.MulScalar(1 - a.lr*a.cfg.WeightDecay)
@@ -87,14 +87,12 @@ func (a *Adam) Step() error {
 		}
 		corr := correctionsFor(p.DType())
 		c1, c2 := corr.c1, corr.c2
-		m := a.m[i].MulScalar(a.cfg.Beta1).Add(g.MulScalar(1 - a.cfg.Beta1))
-		v := a.v[i].MulScalar(a.cfg.Beta2).Add(g.Square().MulScalar(1 - a.cfg.Beta2))
+		m := opmath(a.m[i]).MulScalar(a.cfg.Beta1).Add(g.MulScalar(1 - a.cfg.Beta1))
+		v := opmath(a.v[i]).MulScalar(a.cfg.Beta2).Add(g.Square().MulScalar(1 - a.cfg.Beta2))
 		denom := v.Sqrt().Div(c2.Sqrt()).AddScalar(a.cfg.Eps)
 		update := m.Div(denom).Div(c1).MulScalar(a.lr)
-		for _, assign := range []struct{ dst, src *xla.Tensor }{{a.m[i], m}, {a.v[i], v}, {p, current.Sub(update)}} {
-			if err := assign.dst.Assign(assign.src); err != nil {
-				return err
-			}
+		if err := assignAll([2]*xla.Tensor{a.m[i], m}, [2]*xla.Tensor{a.v[i], v}, [2]*xla.Tensor{param, current.Sub(update)}); err != nil {
+			return err
 		}
 	}
 	return a.step.Assign(t)

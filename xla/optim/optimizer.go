@@ -100,3 +100,26 @@ func hyperparametersJSON(o Optimizer) string {
 	b, _ := json.Marshal(o.Hyperparameters())
 	return string(b)
 }
+
+// opmath casts a bfloat16 tensor to float32 for the update arithmetic, as
+// torch's optimizers compute bf16 updates in float32 ("opmath"): bf16
+// holds 8 significant bits, so 0.999 rounds to 1.0 and 1-β2 to 0, and an
+// Adam step computed in bf16 is off by tens of percent. Other dtypes are
+// computed as they are.
+func opmath(t *xla.Tensor) *xla.Tensor {
+	if t.DType() == xla.BFloat16 {
+		return t.Cast(xla.Float32)
+	}
+	return t
+}
+
+// assignAll stores each computed value into its tensor, rounded back to
+// the tensor's dtype (state and parameters keep their dtype).
+func assignAll(pairs ...[2]*xla.Tensor) error {
+	for _, p := range pairs {
+		if err := p[0].Assign(p[1].Cast(p[0].DType())); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -46,18 +46,18 @@ func NewSGD(params []*xla.Tensor, cfg SGDConfig) (*SGD, error) {
 // otherwise the first step is selected in-graph.
 func (s *SGD) Step() error {
 	first := s.step.Equal(s.step.Device().Zeros(xla.Float32))
-	for i, p := range s.params {
-		g := p.Grad()
-		if g == nil {
+	for i, param := range s.params {
+		if param.Grad() == nil {
 			continue
 		}
+		p, g := opmath(param), opmath(param.Grad())
 		g = weightDecayed(g, p, s.cfg.WeightDecay)
 		if s.cfg.Momentum != 0 {
-			buf := s.buffers[i].MulScalar(s.cfg.Momentum).Add(g.MulScalar(1 - s.cfg.Dampening))
+			buf := opmath(s.buffers[i]).MulScalar(s.cfg.Momentum).Add(g.MulScalar(1 - s.cfg.Dampening))
 			if s.cfg.Dampening != 0 {
 				buf = xla.Where(first, g, buf)
 			}
-			if err := s.buffers[i].Assign(buf); err != nil {
+			if err := assignAll([2]*xla.Tensor{s.buffers[i], buf}); err != nil {
 				return err
 			}
 			if s.cfg.Nesterov {
@@ -66,7 +66,7 @@ func (s *SGD) Step() error {
 				g = buf
 			}
 		}
-		if err := p.Assign(p.Sub(g.MulScalar(s.lr))); err != nil {
+		if err := assignAll([2]*xla.Tensor{param, p.Sub(g.MulScalar(s.lr))}); err != nil {
 			return err
 		}
 	}
