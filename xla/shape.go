@@ -66,4 +66,3 @@ func checkDims(op string, dtype DType, dims []int) (shapes.Shape, error) {
 }
 
 func supportedDType(dt DType) bool { return slices.Contains(SupportedDTypes, dt) }
-
