@@ -37,10 +37,26 @@ func (t *Tensor) SetGrad(g *Tensor) error {
 // ZeroGrad drops the gradient (torch's set_to_none behaviour).
 func (t *Tensor) ZeroGrad() { t.grad = nil }
 
+// Detach returns t's value cut from the gradient graph (torch's detach):
+// no gradient flows through it. Optimizer updates and running statistics
+// use it, as torch runs them under no_grad.
+func (t *Tensor) Detach() *Tensor {
+	if bad := precheck("Detach", t); bad != nil {
+		return bad
+	}
+	return record(opStopGradient, attrs{}, t.shape, t)
+}
+
 // Backward records the gradient of the scalar t with respect to every live
 // RequiresGrad tensor it depends on, adding to their existing gradients as
 // torch does. Nothing runs until MarkStep; the backward pass is GoMLX's
 // autodiff of the replayed forward pass.
+//
+// Reading a value before Backward (loss.Item(), printing an activation)
+// runs a MarkStep that materializes the forward pass. Its recipe is kept
+// with the buffers for one step, and Backward differentiates through it:
+// the next program recomputes that forward pass for the gradients. A
+// Backward after a second MarkStep is an error, never a silent zero.
 func (t *Tensor) Backward() error {
 	if t.err != nil {
 		return t.err
@@ -48,11 +64,28 @@ func (t *Tensor) Backward() error {
 	if t.shape.Rank() != 0 || !t.DType().IsFloat() {
 		return fmt.Errorf("xla: Backward of %s: needs a float scalar (reduce the loss with Mean or Sum)", t.shape)
 	}
-	if t.node == nil {
-		return fmt.Errorf("xla: Backward of a materialized tensor: it has no trace to differentiate (call Backward before MarkStep)")
+	var root *node
+	switch {
+	case t.node != nil:
+		root = t.node
+	case t.data.history != nil:
+		root = t.data.history
+	case t.data.historyLost:
+		return errLostHistory("the loss")
+	default:
+		return fmt.Errorf("xla: Backward of a materialized tensor with no gradient path: it does not depend on a RequiresGrad tensor")
 	}
+	if !root.needsGrad {
+		return fmt.Errorf("xla: Backward: the loss does not depend on any RequiresGrad tensor (or was Detached), so it has no gradient")
+	}
+	rw := &historyRewriter{dev: t.dev, done: map[*node]*node{}}
+	root = rw.rewrite(root)
+	if rw.err != nil {
+		return rw.err
+	}
+	// Leaves reachable through ops a gradient flows through.
 	reachable := map[*node]bool{}
-	stack := []*node{t.node}
+	stack := []*node{root}
 	for len(stack) > 0 {
 		n := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
@@ -60,7 +93,9 @@ func (t *Tensor) Backward() error {
 			continue
 		}
 		reachable[n] = true
-		stack = append(stack, n.inputs...)
+		if n.needsGrad {
+			stack = append(stack, n.inputs...)
+		}
 	}
 	for _, leaf := range t.dev.liveGradLeaves() {
 		if !leaf.requiresGrad || leaf.err != nil {
@@ -68,19 +103,104 @@ func (t *Tensor) Backward() error {
 		}
 		wrt := leaf.node
 		if wrt == nil {
-			wrt = leaf.data.paramNode
-			if leaf.data.paramEpoch != t.dev.epoch() {
-				wrt = nil
-			}
+			wrt = t.dev.parameterNode(leaf.data)
 		}
-		if wrt == nil || !reachable[wrt] {
+		if !reachable[wrt] {
 			continue
 		}
-		g := t.dev.newPending(&node{op: opGradient, inputs: []*node{t.node, wrt}, shape: leaf.shape})
+		g := t.dev.newPending(&node{op: opGradient, inputs: []*node{root, wrt}, shape: leaf.shape})
 		if leaf.grad != nil {
 			g = leaf.grad.Add(g)
 		}
 		leaf.grad = g
 	}
 	return nil
+}
+
+func errLostHistory(what string) error {
+	return fmt.Errorf("xla: Backward: %s was computed two or more MarkSteps ago and its graph is gone; "+
+		"call Backward before the next MarkStep after reading a value", what)
+}
+
+// historyRewriter rebuilds a loss graph for differentiation: a buffer read
+// as a program input that MarkStep computed from RequiresGrad leaves is
+// replaced by its recipe, and every buffer is read through this trace's
+// parameter node, so each leaf appears once.
+type historyRewriter struct {
+	dev  *Device
+	done map[*node]*node
+	err  error
+}
+
+func (rw *historyRewriter) rewrite(root *node) *node {
+	type frame struct {
+		n        *node
+		expanded bool
+	}
+	stack := []frame{{n: root}}
+	for len(stack) > 0 && rw.err == nil {
+		top := stack[len(stack)-1]
+		if _, ok := rw.done[top.n]; ok {
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		n := top.n
+		if n.op == opParameter {
+			stack = stack[:len(stack)-1]
+			rw.rewriteParameter(n)
+			continue
+		}
+		if d, ok := rw.dev.leafValues[n]; ok {
+			// A leaf's pending value that MarkStep has since stored: the
+			// gradient is with respect to the leaf, not its recipe.
+			rw.done[n] = rw.dev.parameterNode(d)
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		if !n.needsGrad {
+			rw.done[n] = n
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		if !top.expanded {
+			stack[len(stack)-1].expanded = true
+			for _, in := range n.inputs {
+				if _, ok := rw.done[in]; !ok {
+					stack = append(stack, frame{n: in})
+				}
+			}
+			continue
+		}
+		stack = stack[:len(stack)-1]
+		inputs := make([]*node, len(n.inputs))
+		changed := false
+		for i, in := range n.inputs {
+			inputs[i] = rw.done[in]
+			changed = changed || inputs[i] != in
+		}
+		if !changed {
+			rw.done[n] = n
+			continue
+		}
+		c := *n
+		c.inputs = inputs
+		rw.done[n] = &c
+	}
+	return rw.done[root]
+}
+
+// rewriteParameter maps a parameter node to the buffer's recipe when it
+// has one (pushing the recipe to rewrite first), else to this trace's
+// parameter node of the buffer.
+func (rw *historyRewriter) rewriteParameter(n *node) {
+	d := n.data
+	switch {
+	case d.history != nil:
+		rw.done[n] = rw.rewrite(d.history)
+	case d.historyLost:
+		rw.err = errLostHistory("a value it depends on")
+		rw.done[n] = n
+	default:
+		rw.done[n] = rw.dev.parameterNode(d)
+	}
 }

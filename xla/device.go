@@ -32,6 +32,11 @@ type Device struct {
 	scalars map[scalarKey]*deviceData
 	// positions caches the replica-index scalar uploaded per group position.
 	positions map[int]*deviceData
+	// kept are the buffers whose history the last MarkStep kept; the next
+	// MarkStep drops them. leafValues maps the pending nodes of the
+	// RequiresGrad tensors the last MarkStep stored to their new buffers.
+	kept       []*deviceData
+	leafValues map[*node]*deviceData
 }
 
 type scalarKey struct {

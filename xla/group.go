@@ -290,13 +290,41 @@ func (g *group) run(ctx context.Context, ps *preparedStep) (*stepResults, error)
 func (g *group) applyLocked(ps *preparedStep, res *stepResults) {
 	if ps != nil {
 		for r, tr := range ps.traces {
+			d := g.devices[r]
+			d.forgetHistories()
 			for i, h := range tr.handles {
 				out := res.outputs[r*res.program.numOutputs+tr.handleOutput[i]]
 				h.data = &deviceData{tensor: out, shape: h.shape}
+				d.keepHistory(h)
 				h.node = nil
 			}
 		}
 		g.advanceEpochsLocked()
+	}
+}
+
+// forgetHistories drops what the previous MarkStep kept for Backward: a
+// value's recipe lives one step, so recipes never chain across steps.
+func (d *Device) forgetHistories() {
+	for _, dd := range d.kept {
+		dd.history, dd.historyLost = nil, true
+	}
+	d.kept = d.kept[:0]
+	clear(d.leafValues)
+}
+
+// keepHistory remembers how h's new buffer was computed when a gradient
+// may still need it, and where a leaf's pending value went.
+func (d *Device) keepHistory(h *Tensor) {
+	switch {
+	case h.requiresGrad:
+		if d.leafValues == nil {
+			d.leafValues = map[*node]*deviceData{}
+		}
+		d.leafValues[h.node] = h.data
+	case h.node.needsGrad:
+		h.data.history = h.node
+		d.kept = append(d.kept, h.data)
 	}
 }
 

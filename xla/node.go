@@ -52,6 +52,9 @@ type node struct {
 	shape  shapes.Shape
 	// data is set for parameter nodes: the device buffer the step reads.
 	data *deviceData
+	// needsGrad: the value depends on a RequiresGrad leaf through ops a
+	// gradient flows through (not through gradients or Detach).
+	needsGrad bool
 }
 
 // describe is the node's line in a trace listing, used in error messages

@@ -26,6 +26,14 @@ var opConstant = &opDef{name: "constant", replay: func(rc *replayContext, n *nod
 // gradientOpName names opGradient; replay finds sibling gradients by it.
 const gradientOpName = "gradient"
 
+// opStopGradient passes its input's value and no gradient (Detach).
+var opStopGradient = &opDef{name: "stop_gradient", replay: func(_ *replayContext, _ *node, in []*graph.Node) *graph.Node {
+	return graph.StopGradient(in[0])
+}}
+
+// differentiable reports whether a gradient flows through op's inputs.
+func (op *opDef) differentiable() bool { return op != opStopGradient && op != opGradient }
+
 // opGradient is d(inputs[0])/d(inputs[1]).
 var opGradient = &opDef{name: gradientOpName, replay: func(rc *replayContext, n *node, _ []*graph.Node) *graph.Node {
 	return rc.gradient(n.inputs[0], n.inputs[1])
@@ -67,10 +75,12 @@ func record(op *opDef, a attrs, shape shapes.Shape, inputs ...*Tensor) *Tensor {
 		return d.failed(shape, err)
 	}
 	ns := make([]*node, len(inputs))
+	needsGrad := false
 	for i, t := range inputs {
 		ns[i] = t.valueNode()
+		needsGrad = needsGrad || t.tracksGrad()
 	}
-	return d.newPending(&node{op: op, attrs: a, inputs: ns, shape: shape})
+	return d.newPending(&node{op: op, attrs: a, inputs: ns, shape: shape, needsGrad: needsGrad && op.differentiable() && shape.DType.IsFloat()})
 }
 
 // recordOn adds a node with no tensor inputs on device d.

@@ -15,6 +15,12 @@ type deviceData struct {
 	// paramEpoch; reused so a buffer read twice is one program input.
 	paramNode  *node
 	paramEpoch uint64
+	// history is how MarkStep computed this buffer, kept for one step when
+	// the value depends on RequiresGrad leaves, so a Backward after reading
+	// it (loss.Item() before loss.Backward()) still reaches the leaves.
+	// historyLost is set when the step that kept it is over.
+	history     *node
+	historyLost bool
 }
 
 // Tensor is a handle to a value on one device. The value is either
@@ -35,6 +41,21 @@ type Tensor struct {
 
 	requiresGrad bool
 	grad         *Tensor
+}
+
+// tracksGrad reports whether ops on t carry a gradient path to a leaf.
+func (t *Tensor) tracksGrad() bool {
+	switch {
+	case t.requiresGrad:
+		return true
+	case t.node != nil:
+		return t.node.needsGrad
+	case t.data != nil:
+		// A lost history still marks the path, so Backward through it is
+		// an error instead of a silently missing gradient.
+		return t.data.history != nil || t.data.historyLost
+	}
+	return false
 }
 
 // Shape returns the tensor's shape (dtype and dimensions).
@@ -96,8 +117,13 @@ func (t *Tensor) valueNode() *node {
 	if t.node != nil {
 		return t.node
 	}
-	d := t.data
-	epoch := t.dev.epoch()
+	return t.dev.parameterNode(t.data)
+}
+
+// parameterNode is the node that reads buffer d in the current trace; a
+// buffer read twice is one program input.
+func (dev *Device) parameterNode(d *deviceData) *node {
+	epoch := dev.epoch()
 	if d.paramNode == nil || d.paramEpoch != epoch {
 		d.paramNode = &node{op: opParameter, shape: d.shape, data: d}
 		d.paramEpoch = epoch

@@ -42,9 +42,11 @@ func (bn *BatchNorm2d) Forward(x *xla.Tensor) *xla.Tensor {
 		variance = centered.Square().Mean(0, 2, 3)
 		n := float64(x.Shape().Size() / x.Dims()[1])
 		unbiased := variance.MulScalar(n / max(n-1, 1))
-		// Errors here would repeat the ones carried by the output.
-		_ = bn.RunningMean.Assign(bn.RunningMean.MulScalar(1 - bn.Momentum).Add(mean.MulScalar(bn.Momentum)))
-		_ = bn.RunningVar.Assign(bn.RunningVar.MulScalar(1 - bn.Momentum).Add(unbiased.MulScalar(bn.Momentum)))
+		// Errors here would repeat the ones carried by the output. The
+		// running statistics take no gradient (torch updates them under
+		// no_grad).
+		_ = bn.RunningMean.Assign(bn.RunningMean.MulScalar(1 - bn.Momentum).Add(mean.Detach().MulScalar(bn.Momentum)))
+		_ = bn.RunningVar.Assign(bn.RunningVar.MulScalar(1 - bn.Momentum).Add(unbiased.Detach().MulScalar(bn.Momentum)))
 		_ = bn.NumBatchesTracked.Assign(bn.NumBatchesTracked.AddScalar(1))
 	}
 	scale := bn.Weight.Div(variance.AddScalar(bn.Eps).Sqrt())

@@ -55,7 +55,7 @@ func (a *Adadelta) Step() error {
 		if param.Grad() == nil {
 			continue
 		}
-		p, g := opmath(param), opmath(param.Grad())
+		p, g := opmath(param.Detach()), opmath(param.Grad())
 		g = weightDecayed(g, p, a.cfg.WeightDecay)
 		accDelta := opmath(a.accDelta[i])
 		sq := opmath(a.squareAvg[i]).MulScalar(rho).Add(g.Square().MulScalar(1 - rho))

@@ -78,7 +78,7 @@ func (a *Adam) Step() error {
 		if param.Grad() == nil {
 			continue
 		}
-		p, g := opmath(param), opmath(param.Grad())
+		p, g := opmath(param.Detach()), opmath(param.Grad())
 		current := p
 		if a.decoupled {
 			current = p.MulScalar(1 - a.lr*a.cfg.WeightDecay)

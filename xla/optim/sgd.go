@@ -50,7 +50,7 @@ func (s *SGD) Step() error {
 		if param.Grad() == nil {
 			continue
 		}
-		p, g := opmath(param), opmath(param.Grad())
+		p, g := opmath(param.Detach()), opmath(param.Grad())
 		g = weightDecayed(g, p, s.cfg.WeightDecay)
 		if s.cfg.Momentum != 0 {
 			buf := opmath(s.buffers[i]).MulScalar(s.cfg.Momentum).Add(g.MulScalar(1 - s.cfg.Dampening))
