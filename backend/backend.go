@@ -157,7 +157,13 @@ func (b *Backend) describe() error {
 		return errors.New("the client has no addressable devices")
 	}
 	infos, err := pjrtx.Describe(b.pluginPath, pjrtDevices)
-	if err != nil {
+	if errors.Is(err, pjrtx.ErrIncompatible) {
+		// Only the kinds and ids need go-xla's internals: the rest works.
+		infos = make([]pjrtx.DeviceInfo, len(pjrtDevices))
+		for i := range infos {
+			infos[i] = pjrtx.DeviceInfo{ID: i, Kind: "unknown (" + err.Error() + ")"}
+		}
+	} else if err != nil {
 		return err
 	}
 	b.client = client

@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"log"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -53,7 +52,7 @@ type programCache struct {
 func newProgramCache(b *backend.Backend) *programCache {
 	c := &programCache{backend: b, entries: map[programKey]*program{}, last: map[string]*program{}}
 	if dir := resolveCacheDir(); dir != "" {
-		c.disk = &diskCache{dir: dir, identity: b.CacheIdentity()}
+		c.disk = &diskCache{dir: dir, identity: b.CacheIdentity(), lowering: loweringIdentity(), xlaFlags: os.Getenv("XLA_FLAGS")}
 	}
 	return c
 }
@@ -71,7 +70,7 @@ func (c *programCache) get(devices []*Device, traces []*trace) (*program, error)
 		c.last[key.devices] = p
 		return p, nil
 	}
-	p := c.loadFromDisk(key, devices)
+	p := c.loadFromDisk(key, devices, traces[0])
 	if p == nil {
 		start := time.Now()
 		var err error
@@ -80,7 +79,7 @@ func (c *programCache) get(devices []*Device, traces []*trace) (*program, error)
 			return nil, err
 		}
 		metrics.compiled(time.Since(start))
-		c.saveToDisk(key, devices, p)
+		c.saveToDisk(key, devices, traces[0], p)
 	}
 	if prev := c.last[key.devices]; prev != nil && debugEnabled() {
 		log.Printf("xladdp: recompiling for %s: %s", key.devices, explainDifference(prev.description, p.description))
@@ -202,23 +201,27 @@ func deviceNums(devices []*Device) []int {
 }
 
 // loadFromDisk returns the cached program for key, or nil. A missing,
-// corrupt or foreign file is a miss (reported with XLADDP_DEBUG=1), never
-// an error: the program is compiled instead and the file rewritten.
-func (c *programCache) loadFromDisk(key programKey, devices []*Device) *program {
+// corrupt or foreign file (another program, plugin, lowering, XLA_FLAGS,
+// or an executable whose outputs differ) is a miss (reported with
+// XLADDP_DEBUG=1), never an error: the program is compiled instead and the
+// file rewritten.
+func (c *programCache) loadFromDisk(key programKey, devices []*Device, tr *trace) *program {
 	if c.disk == nil {
 		return nil
 	}
-	h, data, err := c.disk.load(key)
-	if err == nil && (h.Replicas != len(devices) || !slices.Equal(h.DeviceAssignment, deviceNums(devices))) {
-		err = fmt.Errorf("cached for devices %v, not %v", h.DeviceAssignment, deviceNums(devices))
-	}
+	want := c.disk.header(key.fingerprint, deviceNums(devices), tr)
+	h, data, err := c.disk.load(want)
 	var exec *pjrt.LoadedExecutable
 	if err == nil {
 		exec, err = c.backend.LoadExecutable(data, len(devices), deviceNums(devices))
 	}
+	if err == nil && exec.NumOutputs != want.Outputs {
+		err = fmt.Errorf("the executable has %d outputs, the program %d", exec.NumOutputs, want.Outputs)
+		_ = exec.Destroy()
+	}
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) && debugEnabled() {
-			log.Printf("xladdp: persistent cache: ignoring %s: %v", c.disk.path(key), err)
+			log.Printf("xladdp: persistent cache: ignoring %s: %v", c.disk.path(want), err)
 		}
 		return nil
 	}
@@ -228,19 +231,18 @@ func (c *programCache) loadFromDisk(key programKey, devices []*Device) *program 
 
 // saveToDisk stores a freshly compiled program; failures only cost the next
 // run a compilation, so they are reported with XLADDP_DEBUG=1 only.
-func (c *programCache) saveToDisk(key programKey, devices []*Device, p *program) {
+func (c *programCache) saveToDisk(key programKey, devices []*Device, tr *trace, p *program) {
 	if c.disk == nil {
 		return
 	}
+	h := c.disk.header(key.fingerprint, deviceNums(devices), tr)
+	h.Description = p.description
 	data, err := c.backend.SerializeExecutable(p.exec)
 	if err == nil {
-		err = c.disk.store(key, cacheHeader{
-			Replicas: len(devices), DeviceAssignment: deviceNums(devices),
-			Outputs: p.numOutputs, Description: p.description,
-		}, data)
+		err = c.disk.store(h, data)
 	}
 	if err != nil && debugEnabled() {
-		log.Printf("xladdp: persistent cache: not saving %s: %v", c.disk.path(key), err)
+		log.Printf("xladdp: persistent cache: not saving %s: %v", c.disk.path(h), err)
 	}
 }
 

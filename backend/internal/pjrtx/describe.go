@@ -76,6 +76,9 @@ type DeviceInfo struct {
 // Describe returns the id and kind of each device, in order. pluginPath must
 // be the absolute path go-xla loaded the plugin from.
 func Describe(pluginPath string, devices []*pjrt.Device) ([]DeviceInfo, error) {
+	if err := Compatible(); err != nil {
+		return nil, err
+	}
 	cPath := C.CString(pluginPath)
 	defer C.free(unsafe.Pointer(cPath))
 	var cErr *C.char

@@ -54,6 +54,7 @@ static char* deserialize_and_load(const PJRT_Api* api, PJRT_Client* client, cons
 import "C"
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"reflect"
@@ -112,15 +113,30 @@ func LoadedExecutableOf(g *graph.Graph) (*pjrt.LoadedExecutable, error) {
 	if g == nil || !g.IsCompiled() {
 		return nil, errors.New("the GoMLX graph is not compiled")
 	}
-	p, err := pointerField(g, "executable", "exec")
-	if err != nil {
-		return nil, fmt.Errorf("reaching the graph's PJRT executable: %w", err)
+	// Every step is type-checked, so any GoMLX version is read safely.
+	wrong := fmt.Errorf("GoMLX's compiled graph holds no *pjrt.LoadedExecutable at executable.exec: not the pinned GoMLX %s", pinnedGoMLX)
+	exec := reflect.ValueOf(g).Elem().FieldByName("executable")
+	if exec.Kind() == reflect.Interface {
+		exec = exec.Elem()
 	}
-	return (*pjrt.LoadedExecutable)(p), nil
+	if exec.Kind() != reflect.Pointer || exec.IsNil() || exec.Elem().Kind() != reflect.Struct {
+		return nil, wrong
+	}
+	inner := exec.Elem().FieldByName("exec")
+	if inner.Kind() == reflect.Interface {
+		inner = inner.Elem()
+	}
+	if !inner.IsValid() || inner.Type() != reflect.TypeFor[*pjrt.LoadedExecutable]() || inner.IsNil() {
+		return nil, wrong
+	}
+	return (*pjrt.LoadedExecutable)(inner.UnsafePointer()), nil
 }
 
 // Serialize returns the plugin's serialized form of e (PJRT_Executable_Serialize).
 func Serialize(e *pjrt.LoadedExecutable) ([]byte, error) {
+	if err := Compatible(); err != nil {
+		return nil, err
+	}
 	cLoaded, err := pointerField(e, "wrapper", "c")
 	if err != nil {
 		return nil, fmt.Errorf("serializing: %w", err)
@@ -135,13 +151,18 @@ func Serialize(e *pjrt.LoadedExecutable) ([]byte, error) {
 		return nil, fmt.Errorf("PJRT_Executable_Serialize: %s", takeCString(msg))
 	}
 	defer C.free(unsafe.Pointer(out))
-	return C.GoBytes(unsafe.Pointer(out), C.int(size)), nil
+	// Copied with a 64-bit length: C.GoBytes takes a C int, which
+	// truncates executables over 2 GiB.
+	return bytes.Clone(unsafe.Slice((*byte)(unsafe.Pointer(out)), uint64(size))), nil
 }
 
 // Deserialize loads a serialized executable on client, set up to run as
 // SPMD over numReplicas devices with the given device assignment, as the
 // compile that produced it was.
 func Deserialize(client *pjrt.Client, data []byte, numReplicas int, deviceAssignment []int) (*pjrt.LoadedExecutable, error) {
+	if err := Compatible(); err != nil {
+		return nil, err
+	}
 	if len(data) == 0 {
 		return nil, errors.New("deserializing: empty executable")
 	}

@@ -1,0 +1,68 @@
+package pjrtx
+
+import (
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+)
+
+// The versions whose unexported layout this package reads and writes
+// (go:linkname to go-xla's executable constructor, reflect writes into
+// its fields, C pointers read from its structs).
+const (
+	pinnedGoXLA = "v0.1.4"
+	pinnedGoMLX = "v0.26.0"
+)
+
+// ErrIncompatible: the binary links a go-xla or GoMLX other than the pinned
+// versions, so what depends on their internals is switched off.
+var ErrIncompatible = errors.New("pjrtx: unpinned go-xla/GoMLX linked")
+
+// Compatible reports whether the linked go-xla and GoMLX are the pinned
+// versions. It is checked once, from the binary's build information;
+// every access to their unexported internals asks it first, so another
+// version gives this error instead of corrupting memory.
+func Compatible() error { return compatible() }
+
+var compatible = sync.OnceValue(func() error {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return fmt.Errorf("%w: the binary has no build information to check go-xla's version", ErrIncompatible)
+	}
+	if len(info.Deps) == 0 && info.Main.Path == ownModule {
+		// go test binaries record no dependencies; built inside this
+		// module, the versions are go.mod's, which a test pins.
+		return nil
+	}
+	return checkVersions(info.Deps)
+})
+
+const ownModule = "github.com/xladdp/xladdp"
+
+// checkVersions requires both modules at their pinned versions, unreplaced.
+func checkVersions(deps []*debug.Module) error {
+	want := map[string]string{"github.com/gomlx/go-xla": pinnedGoXLA, "github.com/gomlx/gomlx": pinnedGoMLX}
+	found := map[string]bool{}
+	for _, m := range deps {
+		pinned, ok := want[m.Path]
+		if !ok {
+			continue
+		}
+		found[m.Path] = true
+		version := m.Version
+		if m.Replace != nil {
+			version = fmt.Sprintf("%s => %s %s", m.Version, m.Replace.Path, m.Replace.Version)
+		}
+		if m.Replace != nil || m.Version != pinned {
+			return fmt.Errorf("%w: %s is %s but xladdp reads its internals as of %s: the persistent compile cache and "+
+				"device kinds are off; use %s@%s", ErrIncompatible, m.Path, version, pinned, m.Path, pinned)
+		}
+	}
+	for path, pinned := range want {
+		if !found[path] {
+			return fmt.Errorf("%w: %s@%s is not in the binary's build information", ErrIncompatible, path, pinned)
+		}
+	}
+	return nil
+}
