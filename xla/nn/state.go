@@ -43,24 +43,50 @@ func CheckTensors(named []Named, file safetensors.File, prefix, source string) e
 }
 
 // AssignTensors loads every tensor of named from file, where it is stored
-// under prefix+name, after CheckTensors' checks; on a mismatch nothing is
-// assigned.
+// under prefix+name, after CheckTensors' checks. All or nothing: on a
+// mismatch or a failed upload nothing is assigned.
 func AssignTensors(named []Named, file safetensors.File, prefix, source string) error {
-	byName, err := matchTensors(named, file, prefix, source)
+	staged, err := StageTensors(named, file, prefix, source)
 	if err != nil {
 		return err
 	}
-	for _, n := range named {
+	staged.Commit()
+	return nil
+}
+
+// Staged tensors are uploaded from a file and wait to be assigned, so a
+// caller loading several parts (a checkpoint's model and optimizer) can
+// validate and upload everything before it changes anything.
+type Staged struct {
+	named  []Named
+	loaded []*xla.Tensor
+}
+
+// StageTensors checks named against file (as CheckTensors) and uploads
+// every tensor, changing nothing yet.
+func StageTensors(named []Named, file safetensors.File, prefix, source string) (*Staged, error) {
+	byName, err := matchTensors(named, file, prefix, source)
+	if err != nil {
+		return nil, err
+	}
+	s := &Staged{named: named, loaded: make([]*xla.Tensor, len(named))}
+	for i, n := range named {
 		t := byName[n.Name]
-		loaded, err := xla.FromBytes(n.Tensor.Device(), n.Tensor.DType(), t.Shape, t.Data)
-		if err != nil {
-			return fmt.Errorf("nn: loading %s from %s: %w", n.Name, source, err)
-		}
-		if err := n.Tensor.Assign(loaded); err != nil {
-			return fmt.Errorf("nn: loading %s from %s: %w", n.Name, source, err)
+		if s.loaded[i], err = xla.FromBytes(n.Tensor.Device(), n.Tensor.DType(), t.Shape, t.Data); err != nil {
+			return nil, fmt.Errorf("nn: loading %s from %s: %w", n.Name, source, err)
 		}
 	}
-	return nil
+	return s, nil
+}
+
+// Commit assigns the staged values. It cannot fail: devices, dtypes and
+// shapes were checked when staging.
+func (s *Staged) Commit() {
+	for i, n := range s.named {
+		if err := n.Tensor.Assign(s.loaded[i]); err != nil {
+			panic(fmt.Sprintf("nn: assigning staged %s: %v", n.Name, err)) // a checked shape changed: a bug
+		}
+	}
 }
 
 func matchTensors(named []Named, file safetensors.File, prefix, source string) (map[string]safetensors.Tensor, error) {

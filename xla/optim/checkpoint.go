@@ -3,6 +3,7 @@ package optim
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 
 	"github.com/xladdp/xladdp/xla/nn"
@@ -58,9 +59,11 @@ func SaveCheckpoint(ctx context.Context, path string, c Checkpoint) error {
 }
 
 // LoadCheckpoint restores c.Model and c.Optimizer (if set) from path and
-// returns the saved Step, Epoch and metadata. A mismatch between the file
-// and the model or optimizer fails before anything is changed, listing
-// every missing, unexpected and mis-shaped tensor.
+// returns the saved Step, Epoch and metadata. It is all or nothing: the
+// metadata, every tensor name, dtype and shape are checked and every
+// tensor is uploaded before anything is assigned, so a failed load leaves
+// model and optimizer as they were. A mismatch lists every missing,
+// unexpected and mis-shaped tensor.
 func LoadCheckpoint(path string, c *Checkpoint) error {
 	file, err := safetensors.ReadFile(path)
 	if err != nil {
@@ -71,34 +74,44 @@ func LoadCheckpoint(path string, c *Checkpoint) error {
 	if errStep != nil || errEpoch != nil {
 		return fmt.Errorf("optim: %s is not a training checkpoint (no step/epoch metadata; for a model-only file use nn.LoadStateDict)", path)
 	}
-	modelTensors := nn.StateDict(c.Model)
-	var optTensors []nn.Named
+	if step < 0 || epoch < 0 {
+		return fmt.Errorf("optim: %s: negative step %d or epoch %d", path, step, epoch)
+	}
+	var lr float64
 	if c.Optimizer != nil {
-		optTensors = c.Optimizer.State()
 		if _, ok := file.Metadata["optimizer"]; !ok {
 			return fmt.Errorf("optim: %s holds no optimizer state", path)
 		}
+		lr, err = strconv.ParseFloat(file.Metadata["lr"], 64)
+		if err != nil || lr < 0 || math.IsInf(lr, 0) || math.IsNaN(lr) {
+			return fmt.Errorf("optim: %s: learning rate metadata %q is not a non-negative number", path, file.Metadata["lr"])
+		}
 	}
-	// Check both parts before assigning either.
+	// Check both parts before uploading either, so one error lists both.
+	modelTensors := nn.StateDict(c.Model)
 	if err := nn.CheckTensors(modelTensors, file, modelPrefix, path); err != nil {
 		return err
 	}
+	var optTensors []nn.Named
 	if c.Optimizer != nil {
+		optTensors = c.Optimizer.State()
 		if err := nn.CheckTensors(optTensors, file, optimizerPrefix, path); err != nil {
 			return err
 		}
 	}
-	if err := nn.AssignTensors(modelTensors, file, modelPrefix, path); err != nil {
+	model, err := nn.StageTensors(modelTensors, file, modelPrefix, path)
+	if err != nil {
 		return err
 	}
+	var opt *nn.Staged
 	if c.Optimizer != nil {
-		if err := nn.AssignTensors(optTensors, file, optimizerPrefix, path); err != nil {
+		if opt, err = nn.StageTensors(optTensors, file, optimizerPrefix, path); err != nil {
 			return err
 		}
-		lr, err := strconv.ParseFloat(file.Metadata["lr"], 64)
-		if err != nil {
-			return fmt.Errorf("optim: %s: learning rate metadata %q: %w", path, file.Metadata["lr"], err)
-		}
+	}
+	model.Commit()
+	if opt != nil {
+		opt.Commit()
 		c.Optimizer.SetLR(lr)
 	}
 	c.Step, c.Epoch = step, epoch

@@ -3,8 +3,11 @@ package optim
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -227,4 +230,55 @@ func TestCheckpointErrors(t *testing.T) {
 	f, err := safetensors.ReadFile(good)
 	require.NoError(t, err)
 	assert.Contains(t, f.Metadata["optimizer"], `"lr":0.01`)
+}
+
+// TestFailedCheckpointLoadChangesNothing: every way a checkpoint can be
+// bad (metadata, a missing or mis-shaped optimizer tensor) fails before
+// anything is assigned. A non-numeric lr used to fail after the model and
+// optimizer had been overwritten.
+func TestFailedCheckpointLoadChangesNothing(t *testing.T) {
+	d := newDevice(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	trained, trainedOpt, step := trainMLP(t, d, 1)
+	step()
+	source := filepath.Join(dir, "trained.safetensors")
+	require.NoError(t, SaveCheckpoint(ctx, source, Checkpoint{Model: trained, Optimizer: trainedOpt, Step: 1}))
+	file, err := safetensors.ReadFile(source)
+	require.NoError(t, err)
+
+	variant := func(name string, edit func(f *safetensors.File)) string {
+		f := safetensors.File{Metadata: map[string]string{}, Tensors: slices.Clone(file.Tensors)}
+		maps.Copy(f.Metadata, file.Metadata)
+		edit(&f)
+		path := filepath.Join(dir, name+".safetensors")
+		require.NoError(t, safetensors.WriteFile(path, f))
+		return path
+	}
+	cases := []struct {
+		name string
+		edit func(f *safetensors.File)
+		want string
+	}{
+		{"non-numeric lr", func(f *safetensors.File) { f.Metadata["lr"] = "fast" }, `learning rate metadata "fast"`},
+		{"negative lr", func(f *safetensors.File) { f.Metadata["lr"] = "-1" }, `learning rate metadata "-1"`},
+		{"NaN lr", func(f *safetensors.File) { f.Metadata["lr"] = "NaN" }, `learning rate metadata "NaN"`},
+		{"negative step", func(f *safetensors.File) { f.Metadata["step"] = "-3" }, "negative step -3"},
+		{"no optimizer metadata", func(f *safetensors.File) { delete(f.Metadata, "optimizer") }, "holds no optimizer state"},
+		{"optimizer tensor missing", func(f *safetensors.File) {
+			f.Tensors = slices.DeleteFunc(f.Tensors, func(t safetensors.Tensor) bool { return t.Name == "optimizer.step" })
+		}, "missing: step"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			model, opt, _ := trainMLP(t, d, 1)
+			before := snapshot(t, append(nn.StateDict(model), opt.State()...))
+			lr := opt.LR()
+			err := LoadCheckpoint(variant(strings.ReplaceAll(c.name, " ", "_"), c.edit), &Checkpoint{Model: model, Optimizer: opt})
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), c.want)
+			assert.Equal(t, before, snapshot(t, append(nn.StateDict(model), opt.State()...)), "model and optimizer unchanged")
+			assert.Equal(t, lr, opt.LR())
+		})
+	}
 }

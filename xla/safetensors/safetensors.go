@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"math"
+	"math/bits"
 	"os"
 	"path/filepath"
 	"slices"
@@ -53,12 +55,27 @@ type headerEntry struct {
 	DataOffsets [2]int `json:"data_offsets"`
 }
 
-func elements(shape []int) int {
-	n := 1
+// byteSize is the data size of shape in elements of size bytes; ok is
+// false for a negative dimension or a size that overflows int, so a
+// hostile shape whose product wraps to the data length is refused.
+func byteSize(shape []int, size int) (n int, ok bool) {
 	for _, d := range shape {
-		n *= d
+		if d < 0 {
+			return 0, false
+		}
 	}
-	return n
+	if slices.Contains(shape, 0) {
+		return 0, true
+	}
+	n = size
+	for _, d := range shape {
+		hi, lo := bits.Mul64(uint64(n), uint64(d))
+		if hi != 0 || lo > math.MaxInt {
+			return 0, false
+		}
+		n = int(lo)
+	}
+	return n, true
 }
 
 // Encode serializes f. Tensors keep their order; the header is padded with
@@ -79,9 +96,10 @@ func Encode(f File) ([]byte, error) {
 			return nil, fmt.Errorf("safetensors: tensor %q given twice", t.Name)
 		case !ok:
 			return nil, fmt.Errorf("safetensors: tensor %q: unknown dtype %q", t.Name, t.DType)
-		case elements(t.Shape)*size != len(t.Data):
-			return nil, fmt.Errorf("safetensors: tensor %q: %d bytes for shape %v of %s (want %d)",
-				t.Name, len(t.Data), t.Shape, t.DType, elements(t.Shape)*size)
+		}
+		if want, ok := byteSize(t.Shape, size); !ok || want != len(t.Data) {
+			return nil, fmt.Errorf("safetensors: tensor %q: %d bytes for shape %v of %s (want %d, or the shape is invalid)",
+				t.Name, len(t.Data), t.Shape, t.DType, want)
 		}
 		seen[t.Name] = true
 		shape := t.Shape
@@ -159,9 +177,13 @@ func Decode(name string, data []byte) (File, error) {
 			return fail("tensor %q: data offsets [%d, %d) outside the %d data bytes (file offset %d)",
 				key, begin, end, len(body), 8+n)
 		}
-		if end-begin != elements(e.Shape)*size {
+		want, ok := byteSize(e.Shape, size)
+		if !ok {
+			return fail("tensor %q: shape %v of %s has more bytes than any file", key, e.Shape, e.DType)
+		}
+		if end-begin != want {
 			return fail("tensor %q: %d data bytes for shape %v of %s (want %d)",
-				key, end-begin, e.Shape, e.DType, elements(e.Shape)*size)
+				key, end-begin, e.Shape, e.DType, want)
 		}
 		t := Tensor{Name: key, DType: e.DType, Shape: slices.Clone(e.Shape), Data: body[begin:end]}
 		spans = append(spans, span{t, begin, end})

@@ -101,6 +101,12 @@ func TestRejectsBadFiles(t *testing.T) {
 		{"hole", withHeader(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}`, make([]byte, 8)), "data bytes [0, 4) belong to no tensor"},
 		{"trailing bytes", withHeader(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, make([]byte, 8)), "data bytes [4, 8) belong to no tensor"},
 		{"bad metadata", withHeader(`{"__metadata__":{"step":3}}`, nil), "__metadata__ must map strings to strings"},
+		// 2^32·2^32 elements wrap to 0 bytes in 64-bit arithmetic.
+		{"element count overflows to 0 bytes", withHeader(`{"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}}`, nil),
+			`tensor "a": shape [4294967296 4294967296] of F32 has more bytes than any file`},
+		{"byte size overflows to the data length", withHeader(`{"a":{"dtype":"F64","shape":[2305843009213693952,1],"data_offsets":[0,0]}}`, nil),
+			"has more bytes than any file"},
+		{"negative dimension", withHeader(`{"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,0]}}`, nil), "negative dimension"},
 	}
 	require.Equal(t, 464, headerLen, "fixture header length")
 	for _, tt := range tests {
@@ -112,7 +118,12 @@ func TestRejectsBadFiles(t *testing.T) {
 		})
 	}
 	_, err = Encode(File{Tensors: []Tensor{{Name: "a", DType: "F32", Shape: []int{2}, Data: make([]byte, 4)}}})
-	assert.ErrorContains(t, err, `tensor "a": 4 bytes for shape [2] of F32 (want 8)`)
+	assert.ErrorContains(t, err, `tensor "a": 4 bytes for shape [2] of F32 (want 8`)
+	_, err = Encode(File{Tensors: []Tensor{{Name: "a", DType: "F32", Shape: []int{1 << 32, 1 << 32}}}})
+	assert.ErrorContains(t, err, `the shape is invalid`)
+	f, err := Decode("x.safetensors", withHeader(`{"e":{"dtype":"F32","shape":[0,4294967296,4294967296],"data_offsets":[0,0]}}`, nil))
+	require.NoError(t, err, "a zero-size tensor with huge other dimensions is valid")
+	assert.Equal(t, []int{0, 1 << 32, 1 << 32}, f.Tensors[0].Shape)
 }
 
 // FuzzDecode: no input may panic or hang the decoder.
