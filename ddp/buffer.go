@@ -36,6 +36,46 @@ func (d DType) Size() int { return dtypeSizes[d] }
 type Buffer struct {
 	DType DType
 	bytes []byte
+	// shared is the segment of a SharedBuffer; after Destroy the buffer
+	// is unusable.
+	shared *shmState
+}
+
+// Values returns the buffer's elements as a slice of T (no copy: writes go
+// to the buffer). T must match the dtype (float32, float64,
+// bfloat16.BFloat16, int32, int64). A SharedBuffer of a destroyed group
+// returns ErrGroupClosed.
+func Values[T float32 | float64 | bfloat16.BFloat16 | int32 | int64](b Buffer) ([]T, error) {
+	var zero T
+	if want := dtypeOf(zero); want != b.DType {
+		return nil, fmt.Errorf("ddp: Values[%s] of a %s buffer", want, b.DType)
+	}
+	if err := b.usable("Values"); err != nil {
+		return nil, err
+	}
+	return asSlice[T](b), nil
+}
+
+func dtypeOf(v any) DType {
+	switch v.(type) {
+	case float32:
+		return Float32
+	case float64:
+		return Float64
+	case bfloat16.BFloat16:
+		return BFloat16
+	case int32:
+		return Int32
+	}
+	return Int64
+}
+
+// usable fails for a SharedBuffer whose group was destroyed.
+func (b Buffer) usable(what string) error {
+	if b.shared != nil && b.shared.released.Load() {
+		return fmt.Errorf("ddp: %s: %w: the SharedBuffer's group was destroyed", what, ErrGroupClosed)
+	}
+	return nil
 }
 
 func view[T any](x []T, d DType) Buffer {
@@ -71,7 +111,7 @@ func (b Buffer) Len() int {
 // slice returns elements [i, j).
 func (b Buffer) slice(i, j int) Buffer {
 	s := b.DType.Size()
-	return Buffer{DType: b.DType, bytes: b.bytes[i*s : j*s]}
+	return Buffer{DType: b.DType, bytes: b.bytes[i*s : j*s], shared: b.shared}
 }
 
 func (b Buffer) String() string { return fmt.Sprintf("%s[%d]", b.DType, b.Len()) }
@@ -100,7 +140,7 @@ func checkBuffer(what string, b Buffer) error {
 	if _, ok := dtypeSizes[b.DType]; !ok {
 		return fmt.Errorf("ddp: %s: unsupported dtype %s (use Float32s, Float64s, BFloat16s, Int32s or Int64s)", what, b.DType)
 	}
-	return nil
+	return b.usable(what)
 }
 
 func checkOp(what string, op ReduceOp) error {

@@ -133,19 +133,19 @@ func (g *ProcessGroup) ringReduceScatter(seq uint64, buf Buffer, b []int, op Red
 	var sent []sentJob
 	first := mod(r+shift, n)
 	for i, piece := range pieces(buf, b[first], b[first+1]) {
-		sent = append(sent, sentJob{rightRank, right.send(kindCollective, tag(seq, 0, i), piece.bytes, deadline)})
+		sent = append(sent, sentJob{rightRank, right.send(kindCollective, tag(seq, 0, i), g.opDesc, piece.bytes, deadline)})
 	}
 	scratch := make([]byte, min(pieceBytes, len(buf.bytes)))
 	for s := 0; s < n-1; s++ {
 		c := mod(r-s-1+shift, n)
 		for i, piece := range pieces(buf, b[c], b[c+1]) {
 			in := scratch[:len(piece.bytes)]
-			if err := left.recv(kindCollective, tag(seq, s, i), in, deadline); err != nil {
+			if err := left.recv(kindCollective, tag(seq, s, i), g.opDesc, in, deadline); err != nil {
 				return peerError(leftRank, err)
 			}
 			reduceInto(piece, Buffer{DType: buf.DType, bytes: in}, op)
 			if s < n-2 {
-				sent = append(sent, sentJob{rightRank, right.send(kindCollective, tag(seq, s+1, i), piece.bytes, deadline)})
+				sent = append(sent, sentJob{rightRank, right.send(kindCollective, tag(seq, s+1, i), g.opDesc, piece.bytes, deadline)})
 			}
 		}
 	}
@@ -163,16 +163,16 @@ func (g *ProcessGroup) ringAllGather(seq uint64, buf Buffer, b []int, owned, ste
 	left, right := g.peers[leftRank], g.peers[rightRank]
 	var sent []sentJob
 	for i, piece := range pieces(buf, b[owned], b[owned+1]) {
-		sent = append(sent, sentJob{rightRank, right.send(kindCollective, tag(seq, stepBase, i), piece.bytes, deadline)})
+		sent = append(sent, sentJob{rightRank, right.send(kindCollective, tag(seq, stepBase, i), g.opDesc, piece.bytes, deadline)})
 	}
 	for s := 0; s < n-1; s++ {
 		c := mod(owned-s-1, n)
 		for i, piece := range pieces(buf, b[c], b[c+1]) {
-			if err := left.recv(kindCollective, tag(seq, stepBase+s, i), piece.bytes, deadline); err != nil {
+			if err := left.recv(kindCollective, tag(seq, stepBase+s, i), g.opDesc, piece.bytes, deadline); err != nil {
 				return peerError(leftRank, err)
 			}
 			if s < n-2 {
-				sent = append(sent, sentJob{rightRank, right.send(kindCollective, tag(seq, stepBase+s+1, i), piece.bytes, deadline)})
+				sent = append(sent, sentJob{rightRank, right.send(kindCollective, tag(seq, stepBase+s+1, i), g.opDesc, piece.bytes, deadline)})
 			}
 		}
 	}
@@ -194,7 +194,7 @@ func (g *ProcessGroup) BroadcastAsync(buf Buffer, root int) *Work {
 			return err
 		}
 		if g.rank != root {
-			if err := g.peers[root].recv(kindCollective, tag(seq, 0, 0), buf.bytes, deadline); err != nil {
+			if err := g.peers[root].recv(kindCollective, tag(seq, 0, 0), g.opDesc, buf.bytes, deadline); err != nil {
 				return peerError(root, err)
 			}
 			return nil
@@ -202,7 +202,7 @@ func (g *ProcessGroup) BroadcastAsync(buf Buffer, root int) *Work {
 		var sent []sentJob
 		for r, p := range g.peers {
 			if p != nil {
-				sent = append(sent, sentJob{r, p.send(kindCollective, tag(seq, 0, 0), buf.bytes, deadline)})
+				sent = append(sent, sentJob{r, p.send(kindCollective, tag(seq, 0, 0), g.opDesc, buf.bytes, deadline)})
 			}
 		}
 		return waitAll(sent)
@@ -296,10 +296,14 @@ func (g *ProcessGroup) ReduceScatterAsync(out, in Buffer, op ReduceOp) *Work {
 // exchange sends msg to every peer and returns what each sent (nil for
 // this rank): a barrier that also carries data of one size on every rank.
 func (g *ProcessGroup) exchange(kind uint32, seq uint64, step int, msg []byte, deadline time.Time) ([][]byte, error) {
+	desc := g.opDesc
+	if kind == kindDebug {
+		desc = 0 // the debug check compares the full descriptions itself
+	}
 	var sent []sentJob
 	for r, p := range g.peers {
 		if p != nil {
-			sent = append(sent, sentJob{r, p.send(kind, tag(seq, step, 0), msg, deadline)})
+			sent = append(sent, sentJob{r, p.send(kind, tag(seq, step, 0), desc, msg, deadline)})
 		}
 	}
 	got := make([][]byte, g.size)
@@ -308,7 +312,7 @@ func (g *ProcessGroup) exchange(kind uint32, seq uint64, step int, msg []byte, d
 			continue
 		}
 		got[r] = make([]byte, len(msg))
-		if err := p.recv(kind, tag(seq, step, 0), got[r], deadline); err != nil {
+		if err := p.recv(kind, tag(seq, step, 0), desc, got[r], deadline); err != nil {
 			return nil, peerError(r, err)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"net"
 	"os"
@@ -21,7 +22,7 @@ const (
 
 const (
 	frameMagic      = 0x58444450 // "XDDP"
-	frameHeaderSize = 24         // magic, kind (4 bytes each), tag, length (8 each)
+	frameHeaderSize = 32         // magic, kind (4 bytes each), tag, descriptor, length (8 each)
 	// maxStashed bounds out-of-order frames held for a later receive.
 	maxStashed = 1 << 16
 )
@@ -29,6 +30,12 @@ const (
 type stashKey struct {
 	kind uint32
 	tag  uint64
+}
+
+// stashedFrame is a frame that arrived before its receive.
+type stashedFrame struct {
+	desc    uint64
+	payload []byte
 }
 
 // sendJob is one frame queued for a connection's writer goroutine.
@@ -45,7 +52,7 @@ type peer struct {
 	conn  net.Conn
 	sendq chan *sendJob
 	// stash holds frames that arrived before the receive expecting them.
-	stash   map[stashKey][][]byte
+	stash   map[stashKey][]stashedFrame
 	stashed int
 	wg      sync.WaitGroup
 }
@@ -56,7 +63,7 @@ func newPeer(rank int, conn net.Conn) *peer {
 		_ = tcp.SetReadBuffer(4 << 20)
 		_ = tcp.SetWriteBuffer(4 << 20)
 	}
-	p := &peer{rank: rank, conn: conn, sendq: make(chan *sendJob, 1024), stash: map[stashKey][][]byte{}}
+	p := &peer{rank: rank, conn: conn, sendq: make(chan *sendJob, 1024), stash: map[stashKey][]stashedFrame{}}
 	p.wg.Add(1)
 	go p.writer()
 	return p
@@ -80,14 +87,32 @@ func (p *peer) writer() {
 }
 
 // send queues a frame; its payload must not change until the job is done.
-func (p *peer) send(kind uint32, tag uint64, payload []byte, deadline time.Time) *sendJob {
+// desc describes the operation the frame belongs to (descriptor): the
+// receiver checks it, so ranks that disagree on an operation fail.
+func (p *peer) send(kind uint32, tag, desc uint64, payload []byte, deadline time.Time) *sendJob {
 	job := &sendJob{payload: payload, deadline: deadline, done: make(chan error, 1)}
 	binary.BigEndian.PutUint32(job.header[0:], frameMagic)
 	binary.BigEndian.PutUint32(job.header[4:], kind)
 	binary.BigEndian.PutUint64(job.header[8:], tag)
-	binary.BigEndian.PutUint64(job.header[16:], uint64(len(payload)))
+	binary.BigEndian.PutUint64(job.header[16:], desc)
+	binary.BigEndian.PutUint64(job.header[24:], uint64(len(payload)))
 	p.sendq <- job
 	return job
+}
+
+// descriptor hashes an operation's description (kind, dtype, length,
+// reduce op, root) into the 8 bytes every frame of it carries.
+func descriptor(description string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(description))
+	return h.Sum64()
+}
+
+// mismatch is the error of a frame whose operation differs from the one
+// this rank runs.
+func (p *peer) mismatch(what string) error {
+	return &mismatchError{msg: fmt.Sprintf("%v: rank %d %s (every rank must issue the same collectives, with the same "+
+		"dtype, length, reduce op and root, in the same order; XLADDP_DEBUG=1 names each rank's call)", ErrMismatch, p.rank, what)}
 }
 
 // wrapIOError turns a socket error into ErrPeerClosed or ErrTimeout.
@@ -112,16 +137,26 @@ type abortError struct {
 func (e *abortError) Error() string { return fmt.Sprintf("rank %d aborted: %s", e.from, e.msg) }
 
 // recv reads the frame (kind, tag) into dst, whose length must equal the
-// frame's; frames for other receives are stashed.
-func (p *peer) recv(kind uint32, tag uint64, dst []byte, deadline time.Time) error {
+// frame's and whose operation must be desc; frames for other receives are
+// stashed.
+func (p *peer) recv(kind uint32, tag, desc uint64, dst []byte, deadline time.Time) error {
+	check := func(gotDesc uint64, n uint64) error {
+		switch {
+		case gotDesc != desc:
+			return p.mismatch("sent a frame of another operation")
+		case n != uint64(len(dst)):
+			return p.mismatch(fmt.Sprintf("sent %d bytes where this rank expects %d", n, len(dst)))
+		}
+		return nil
+	}
 	key := stashKey{kind, tag}
 	if frames := p.stash[key]; len(frames) > 0 {
 		p.stash[key] = frames[1:]
 		p.stashed--
-		if len(frames[0]) != len(dst) {
-			return fmt.Errorf("protocol: frame of %d bytes for a %d-byte buffer (do both ranks pass the same sizes?)", len(frames[0]), len(dst))
+		if err := check(frames[0].desc, uint64(len(frames[0].payload))); err != nil {
+			return err
 		}
-		copy(dst, frames[0])
+		copy(dst, frames[0].payload)
 		return nil
 	}
 	_ = p.conn.SetReadDeadline(deadline)
@@ -133,15 +168,16 @@ func (p *peer) recv(kind uint32, tag uint64, dst []byte, deadline time.Time) err
 		if binary.BigEndian.Uint32(header[0:]) != frameMagic {
 			return fmt.Errorf("protocol: bad frame magic 0x%08x (not an xladdp peer, or a corrupted stream)", binary.BigEndian.Uint32(header[0:]))
 		}
-		k, t, n := binary.BigEndian.Uint32(header[4:]), binary.BigEndian.Uint64(header[8:]), binary.BigEndian.Uint64(header[16:])
+		k, t := binary.BigEndian.Uint32(header[4:]), binary.BigEndian.Uint64(header[8:])
+		d, n := binary.BigEndian.Uint64(header[16:]), binary.BigEndian.Uint64(header[24:])
 		if k == kindAbort {
 			msg := make([]byte, min(n, 1<<16))
 			_, _ = io.ReadFull(p.conn, msg)
 			return &abortError{from: p.rank, culprit: int(t) - 1, msg: string(msg)}
 		}
 		if k == kind && t == tag {
-			if n != uint64(len(dst)) {
-				return fmt.Errorf("protocol: frame of %d bytes for a %d-byte buffer (do both ranks pass the same sizes?)", n, len(dst))
+			if err := check(d, n); err != nil {
+				return err
 			}
 			if _, err := io.ReadFull(p.conn, dst); err != nil {
 				return p.wrapIOError(err)
@@ -156,7 +192,7 @@ func (p *peer) recv(kind uint32, tag uint64, dst []byte, deadline time.Time) err
 			return p.wrapIOError(err)
 		}
 		sk := stashKey{k, t}
-		p.stash[sk] = append(p.stash[sk], frame)
+		p.stash[sk] = append(p.stash[sk], stashedFrame{desc: d, payload: frame})
 		p.stashed++
 	}
 }
@@ -164,7 +200,7 @@ func (p *peer) recv(kind uint32, tag uint64, dst []byte, deadline time.Time) err
 // abort tells the peer why this rank is leaving and which rank it blames
 // (-1 for none), best effort, and closes.
 func (p *peer) abort(msg string, culprit int) {
-	job := p.send(kindAbort, uint64(culprit+1), []byte(msg), time.Now().Add(500*time.Millisecond))
+	job := p.send(kindAbort, uint64(culprit+1), 0, []byte(msg), time.Now().Add(500*time.Millisecond))
 	select {
 	case <-job.done:
 	case <-time.After(time.Second):

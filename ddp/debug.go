@@ -10,11 +10,15 @@ import (
 // fingerprintSize is the fixed size of a collective's description frame.
 const fingerprintSize = 256
 
-// checkSame, in debug mode, exchanges a description of collective seq with
-// every rank before running it. If any differ, every rank fails with all
-// ranks' descriptions: the hang torch users get from mismatched
-// collectives, turned into a message.
+// checkSame starts collective seq, described by desc (kind, dtype,
+// length, reduce op, root). Every frame of it carries desc's hash, which
+// each receive checks, so ranks that disagree fail on every call at no
+// extra cost. In debug mode it also exchanges the full descriptions with
+// every rank first: if any differ, every rank fails with all ranks'
+// descriptions, the hang torch users get from mismatched collectives
+// turned into a message.
 func (g *ProcessGroup) checkSame(seq uint64, desc string, deadline time.Time) error {
+	g.opDesc = descriptor(desc)
 	if !g.debug || g.size == 1 {
 		return nil
 	}

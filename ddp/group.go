@@ -28,12 +28,24 @@ type ProcessGroup struct {
 	// shm is set when all ranks share this host (shm.go).
 	shm *shmState
 
-	ops    chan *Work
-	mu     sync.Mutex
-	broken error // first failure; every later operation returns it
-	closed bool
-	seq    uint64 // collectives issued, for tags and messages
+	ops chan *Work
+	// submitMu orders submissions against Destroy closing ops: submitters
+	// hold it shared while they queue, Destroy exclusively while it closes.
+	submitMu sync.RWMutex
+	mu       sync.Mutex
+	broken   error // first failure; every later operation returns it
+	closed   bool
+	// seq counts collectives, which every rank issues in the same order;
+	// it numbers their frames. Point-to-point operations involve only
+	// some ranks, so they are counted apart (p2pSeq) and never shift it.
+	seq    uint64
+	p2pSeq uint64
 	wg     sync.WaitGroup
+	// tails counts operations finishing off the executor.
+	tails sync.WaitGroup
+	// opDesc is the descriptor of the collective the executor runs
+	// (checkSame sets it); only the executor goroutine uses it.
+	opDesc uint64
 }
 
 // Rank returns this process's rank.
@@ -53,7 +65,8 @@ func (g *ProcessGroup) Store() store.Store { return g.store }
 
 // Work is an operation issued asynchronously.
 type Work struct {
-	name string
+	name  string
+	group *ProcessGroup
 	// run executes on the executor; a non-nil tail finishes the operation
 	// off the executor (a send waiting for its bytes to leave).
 	run  func(deadline time.Time) (tail func() error, err error)
@@ -61,14 +74,22 @@ type Work struct {
 	err  error
 }
 
-// Wait blocks until the operation finishes or ctx ends.
+// Wait blocks until the operation finishes. If ctx ends first, the
+// operation cannot simply be left running: it reads and writes the
+// caller's buffer. So Wait breaks the group (every rank learns why), waits
+// for the operation to stop touching the buffer, which the broken group
+// makes prompt, and returns an error saying so.
 func (w *Work) Wait(ctx context.Context) error {
 	select {
 	case <-w.done:
 		return w.err
 	case <-ctx.Done():
-		return fmt.Errorf("ddp: waiting for %s: %w", w.name, ctx.Err())
 	}
+	err := fmt.Errorf("ddp: rank %d stopped waiting for %s: %w; the process group is broken, since the operation "+
+		"could not finish without this rank (destroy it and start a new one)", w.group.rank, w.name, context.Cause(ctx))
+	w.group.fail(err)
+	<-w.done
+	return err
 }
 
 func finished(name string, err error) *Work {
@@ -77,16 +98,21 @@ func finished(name string, err error) *Work {
 	return w
 }
 
-// submit queues an operation for the executor. name is completed with the
+// submit queues a collective for the executor. name is completed with the
 // operation's sequence number.
 func (g *ProcessGroup) submit(name string, run func(seq uint64, deadline time.Time) error) *Work {
-	return g.submitWithTail(name, func(seq uint64, deadline time.Time) (func() error, error) {
+	return g.enqueue(name, true, func(seq uint64, deadline time.Time) (func() error, error) {
 		return nil, run(seq, deadline)
 	})
 }
 
-// submitWithTail is submit for operations that finish off the executor.
-func (g *ProcessGroup) submitWithTail(name string, run func(seq uint64, deadline time.Time) (func() error, error)) *Work {
+// enqueue queues an operation; a non-nil tail from run finishes it off the
+// executor. Collectives take the next collective sequence number;
+// point-to-point operations take their own, so a Send between two ranks
+// never shifts the numbering of the collectives all ranks share.
+func (g *ProcessGroup) enqueue(name string, collective bool, run func(seq uint64, deadline time.Time) (func() error, error)) *Work {
+	g.submitMu.RLock()
+	defer g.submitMu.RUnlock()
 	g.mu.Lock()
 	if g.closed {
 		g.mu.Unlock()
@@ -97,10 +123,18 @@ func (g *ProcessGroup) submitWithTail(name string, run func(seq uint64, deadline
 		g.mu.Unlock()
 		return finished(name, err)
 	}
-	g.seq++
-	seq := g.seq
+	var seq uint64
+	label := name
+	if collective {
+		g.seq++
+		seq = g.seq
+		label = fmt.Sprintf("%s #%d", name, seq)
+	} else {
+		g.p2pSeq++
+		label = fmt.Sprintf("%s (point-to-point #%d)", name, g.p2pSeq)
+	}
 	g.mu.Unlock()
-	w := &Work{name: fmt.Sprintf("%s #%d", name, seq), done: make(chan struct{})}
+	w := &Work{name: label, group: g, done: make(chan struct{})}
 	w.run = func(deadline time.Time) (func() error, error) { return run(seq, deadline) }
 	g.ops <- w
 	return w
@@ -126,7 +160,9 @@ func (g *ProcessGroup) executor() {
 			close(w.done)
 			continue
 		}
+		g.tails.Add(1)
 		go func() {
+			defer g.tails.Done()
 			w.err = g.attribute(w.name, tail())
 			if w.err != nil {
 				g.fail(w.err)
@@ -141,6 +177,12 @@ func (g *ProcessGroup) attribute(op string, err error) error {
 	var pe *PeerError
 	if err == nil {
 		return nil
+	}
+	g.mu.Lock()
+	closed := g.closed
+	g.mu.Unlock()
+	if closed {
+		return fmt.Errorf("ddp: %s on rank %d: %w: Destroy was called while it ran", op, g.rank, ErrGroupClosed)
 	}
 	if errors.As(err, &pe) && pe.Op == "" {
 		pe.Op = op
@@ -193,18 +235,34 @@ func (g *ProcessGroup) fail(err error) {
 	wg.Wait()
 }
 
-// Destroy ends the group: queued operations finish, connections close, and
-// rank 0 stops the store it hosted.
+// Destroy ends the group. Operations still queued or running fail with
+// ErrGroupClosed (a running one is interrupted by closing the
+// connections), so Destroy returns promptly; then rank 0 stops the store
+// it hosted. Shared buffers are released: using one afterwards is an
+// error (ErrGroupClosed), and a slice taken from one before reads zeros
+// instead of faulting.
 func (g *ProcessGroup) Destroy() error {
+	g.submitMu.Lock()
 	g.mu.Lock()
 	if g.closed {
 		g.mu.Unlock()
+		g.submitMu.Unlock()
 		return nil
 	}
 	g.closed = true
+	if g.broken == nil {
+		g.broken = fmt.Errorf("ddp: rank %d: %w: it was destroyed", g.rank, ErrGroupClosed)
+	}
 	g.mu.Unlock()
 	close(g.ops)
+	g.submitMu.Unlock()
+	for _, p := range g.peers {
+		if p != nil {
+			p.close() // interrupts a running operation
+		}
+	}
 	g.wg.Wait()
+	g.tails.Wait()
 	for _, p := range g.peers {
 		if p != nil {
 			p.shutdown()

@@ -73,7 +73,7 @@ func (g *ProcessGroup) AllToAllSingleAsync(out, in Buffer, outSplits, inSplits [
 		var sent []sentJob
 		for r, p := range g.peers {
 			if p != nil {
-				sent = append(sent, sentJob{r, p.send(kindCollective, tag(seq, 0, 0), in.slice(inO[r], inO[r+1]).bytes, deadline)})
+				sent = append(sent, sentJob{r, p.send(kindCollective, tag(seq, 0, 0), g.opDesc, in.slice(inO[r], inO[r+1]).bytes, deadline)})
 			}
 		}
 		copy(out.slice(outO[g.rank], outO[g.rank+1]).bytes, in.slice(inO[g.rank], inO[g.rank+1]).bytes)
@@ -81,7 +81,7 @@ func (g *ProcessGroup) AllToAllSingleAsync(out, in Buffer, outSplits, inSplits [
 			if p == nil {
 				continue
 			}
-			if err := p.recv(kindCollective, tag(seq, 0, 0), out.slice(outO[r], outO[r+1]).bytes, deadline); err != nil {
+			if err := p.recv(kindCollective, tag(seq, 0, 0), g.opDesc, out.slice(outO[r], outO[r+1]).bytes, deadline); err != nil {
 				return peerError(r, err)
 			}
 		}
@@ -110,7 +110,7 @@ func (g *ProcessGroup) GatherAsync(out, in Buffer, root int) *Work {
 			return err
 		}
 		if g.rank != root {
-			return waitAll([]sentJob{{root, g.peers[root].send(kindCollective, tag(seq, 0, 0), in.bytes, deadline)}})
+			return waitAll([]sentJob{{root, g.peers[root].send(kindCollective, tag(seq, 0, 0), g.opDesc, in.bytes, deadline)}})
 		}
 		n := in.Len()
 		copy(out.slice(root*n, (root+1)*n).bytes, in.bytes)
@@ -118,7 +118,7 @@ func (g *ProcessGroup) GatherAsync(out, in Buffer, root int) *Work {
 			if p == nil {
 				continue
 			}
-			if err := p.recv(kindCollective, tag(seq, 0, 0), out.slice(r*n, (r+1)*n).bytes, deadline); err != nil {
+			if err := p.recv(kindCollective, tag(seq, 0, 0), g.opDesc, out.slice(r*n, (r+1)*n).bytes, deadline); err != nil {
 				return peerError(r, err)
 			}
 		}
@@ -148,7 +148,7 @@ func (g *ProcessGroup) ScatterAsync(out, in Buffer, root int) *Work {
 		}
 		n := out.Len()
 		if g.rank != root {
-			if err := g.peers[root].recv(kindCollective, tag(seq, 0, 0), out.bytes, deadline); err != nil {
+			if err := g.peers[root].recv(kindCollective, tag(seq, 0, 0), g.opDesc, out.bytes, deadline); err != nil {
 				return peerError(root, err)
 			}
 			return nil
@@ -156,7 +156,7 @@ func (g *ProcessGroup) ScatterAsync(out, in Buffer, root int) *Work {
 		var sent []sentJob
 		for r, p := range g.peers {
 			if p != nil {
-				sent = append(sent, sentJob{r, p.send(kindCollective, tag(seq, 0, 0), in.slice(r*n, (r+1)*n).bytes, deadline)})
+				sent = append(sent, sentJob{r, p.send(kindCollective, tag(seq, 0, 0), g.opDesc, in.slice(r*n, (r+1)*n).bytes, deadline)})
 			}
 		}
 		copy(out.bytes, in.slice(root*n, (root+1)*n).bytes)
@@ -194,8 +194,8 @@ func (g *ProcessGroup) SendAsync(buf Buffer, dst int, tagValue uint32) *Work {
 	if dst == g.rank {
 		return finished(op, fmt.Errorf("ddp: Send to itself (rank %d)", dst))
 	}
-	return g.submitWithTail(op, func(_ uint64, deadline time.Time) (func() error, error) {
-		job := g.peers[dst].send(kindP2P, uint64(tagValue), buf.bytes, deadline)
+	return g.enqueue(op, false, func(_ uint64, deadline time.Time) (func() error, error) {
+		job := g.peers[dst].send(kindP2P, uint64(tagValue), p2pDescriptor(buf), buf.bytes, deadline)
 		return func() error { return waitAll([]sentJob{{dst, job}}) }, nil
 	})
 }
@@ -215,10 +215,14 @@ func (g *ProcessGroup) RecvAsync(buf Buffer, src int, tagValue uint32) *Work {
 	if src == g.rank {
 		return finished(op, fmt.Errorf("ddp: Recv from itself (rank %d)", src))
 	}
-	return g.submit(op, func(_ uint64, deadline time.Time) error {
-		if err := g.peers[src].recv(kindP2P, uint64(tagValue), buf.bytes, deadline); err != nil {
-			return peerError(src, err)
+	return g.enqueue(op, false, func(_ uint64, deadline time.Time) (func() error, error) {
+		if err := g.peers[src].recv(kindP2P, uint64(tagValue), p2pDescriptor(buf), buf.bytes, deadline); err != nil {
+			return nil, peerError(src, err)
 		}
-		return nil
+		return nil, nil
 	})
 }
+
+// p2pDescriptor lets a Recv check that the Send matching its tag sent the
+// same dtype (the length is checked apart).
+func p2pDescriptor(b Buffer) uint64 { return descriptor("P2P " + b.DType.String()) }

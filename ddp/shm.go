@@ -8,7 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -31,6 +33,7 @@ const (
 	// shared-memory path); default defaultShmMiB.
 	EnvShmMiB     = "XLADDP_SHM_MIB"
 	defaultShmMiB = 128
+	shmDir        = "/dev/shm"
 	// stagingFraction of a slot is kept for staging ordinary buffers.
 	stagingFraction = 4
 )
@@ -43,19 +46,54 @@ type shmState struct {
 	mu       sync.Mutex
 	arenaTop int // next free byte of this rank's arena (after staging)
 	path     string
+	// released is set by Destroy: SharedBuffers are no longer usable.
+	released atomic.Bool
 }
 
 // slotOf returns rank q's slot.
 func (s *shmState) slotOf(q int) []byte { return s.mem[q*s.slot : (q+1)*s.slot] }
 
-func shmSlotBytes() int {
-	mib := defaultShmMiB
-	if v := os.Getenv(EnvShmMiB); v != "" {
-		if n, err := strconv.Atoi(v); err == nil && n >= 0 {
-			mib = n
+// maxShmMiB bounds a slot (a typo must not reserve all of /dev/shm).
+const maxShmMiB = 1 << 16
+
+func shmSlotBytes() (int, error) {
+	v := os.Getenv(EnvShmMiB)
+	if v == "" {
+		return defaultShmMiB << 20, nil
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n < 0 || n > maxShmMiB {
+		return 0, fmt.Errorf("ddp: $%s=%q: give a slot size in MiB from 0 (no shared memory) to %d (default %d)",
+			EnvShmMiB, v, maxShmMiB, defaultShmMiB)
+	}
+	return n << 20, nil
+}
+
+// segmentPrefix names this package's segments in /dev/shm; the creator's
+// pid follows, so segments a killed job left can be found and removed.
+const segmentPrefix = "xladdp-"
+
+// removeStaleSegments deletes segments whose creating process is gone:
+// a rank killed between creating a segment and unlinking it leaves one.
+func removeStaleSegments(dir string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), segmentPrefix)
+		if !ok {
+			continue
+		}
+		pidText, _, ok := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidText)
+		if !ok || err != nil || pid <= 0 {
+			continue
+		}
+		if unix.Kill(pid, 0) == unix.ESRCH {
+			_ = os.Remove(filepath.Join(dir, e.Name()))
 		}
 	}
-	return mib << 20
 }
 
 // setupShm decides with every rank whether the shared-memory path is
@@ -65,11 +103,14 @@ func (g *ProcessGroup) setupShm(ctx context.Context, hosts []string, groupID []b
 	for _, h := range hosts {
 		local = local && h == hosts[0]
 	}
-	slot := shmSlotBytes()
+	slot, err := shmSlotBytes()
+	if err != nil {
+		return err
+	}
 	if !local || slot < 4<<20 {
 		return nil
 	}
-	path := filepath.Join("/dev/shm", "xladdp-"+hex.EncodeToString(groupID))
+	name := segmentPrefix + hex.EncodeToString(groupID)
 	verdict := func(ok bool) error {
 		v := "0"
 		if ok {
@@ -78,17 +119,27 @@ func (g *ProcessGroup) setupShm(ctx context.Context, hosts []string, groupID []b
 		return g.store.Set(ctx, fmt.Sprintf("shm/ok/%d", g.rank), []byte(v))
 	}
 	if g.rank == 0 {
+		removeStaleSegments(shmDir)
+		path := filepath.Join(shmDir, fmt.Sprintf("%s%d-%s", segmentPrefix, os.Getpid(), hex.EncodeToString(groupID)))
 		created := createSegment(path, g.size*slot) == nil
-		if err := g.store.Set(ctx, "shm/created", []byte(strconv.FormatBool(created))); err != nil {
+		if created {
+			// Unlinked on every way out; a kill before that leaves a
+			// segment the next job's removeStaleSegments deletes.
+			defer os.Remove(path)
+		} else {
+			path = ""
+		}
+		if err := g.store.Set(ctx, "shm/path", []byte(path)); err != nil {
 			return err
 		}
 	}
-	createdFlag, err := g.store.Get(ctx, "shm/created")
+	pathValue, err := g.store.Get(ctx, "shm/path")
 	if err != nil {
 		return err
 	}
+	path := string(pathValue)
 	var mem []byte
-	if string(createdFlag) == "true" {
+	if path != "" && filepath.Dir(path) == shmDir && strings.HasPrefix(filepath.Base(path), segmentPrefix) && strings.HasSuffix(path, name[len(segmentPrefix):]) {
 		mem, err = mapSegment(path, g.size*slot)
 	}
 	if err := verdict(mem != nil && err == nil); err != nil {
@@ -105,10 +156,10 @@ func (g *ProcessGroup) setupShm(ctx context.Context, hosts []string, groupID []b
 	// Every rank has mapped (or given up on) the segment: unlink its name
 	// so it disappears with the last process, even one that crashes.
 	if err := g.storeBarrier(ctx); err != nil {
+		if mem != nil {
+			_ = unix.Munmap(mem)
+		}
 		return err
-	}
-	if g.rank == 0 {
-		_ = os.Remove(path)
 	}
 	if !all {
 		if mem != nil {
@@ -184,7 +235,7 @@ func (g *ProcessGroup) SharedBuffer(dtype DType, n int) (Buffer, error) {
 	s.arenaTop = start + size
 	b := s.slotOf(g.rank)[start : start+size]
 	clear(b)
-	return Buffer{DType: dtype, bytes: b}, nil
+	return Buffer{DType: dtype, bytes: b, shared: s}, nil
 }
 
 // offsetInSlot returns where b starts in this rank's slot, or -1.
@@ -274,9 +325,19 @@ func (g *ProcessGroup) shmReduce(seq uint64, step int, buf Buffer, offsets []int
 	return err
 }
 
+// close releases the segment. Its pages are replaced by private zero
+// pages at the same addresses instead of unmapped: a slice of a
+// SharedBuffer the caller kept then reads zeros rather than crashing the
+// process. The shared memory itself is freed.
 func (s *shmState) close() {
-	if s != nil && s.mem != nil {
-		_ = unix.Munmap(s.mem)
-		s.mem = nil
+	if s == nil || s.mem == nil {
+		return
 	}
+	s.released.Store(true)
+	_, err := unix.MmapPtr(-1, 0, unsafe.Pointer(&s.mem[0]), uintptr(len(s.mem)),
+		unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED)
+	if err != nil {
+		_ = unix.Munmap(s.mem)
+	}
+	s.mem = nil
 }
