@@ -51,6 +51,13 @@ func (c *Client) connect(ctx context.Context) (net.Conn, error) {
 			return conn, nil
 		}
 		lastErr = err
+		var dnsErr *net.DNSError
+		if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
+			// A refused connection may mean the server is still starting;
+			// a name that does not exist will not start to.
+			return nil, fmt.Errorf("store: the store's host %q does not resolve (%v): check MASTER_ADDR or the init method's host",
+				dnsErr.Name, err)
+		}
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("store: cannot reach the store at %s: %v (is MASTER_ADDR/MASTER_PORT right, and is rank 0 running?): %w",

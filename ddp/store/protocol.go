@@ -1,6 +1,7 @@
 package store
 
 import (
+	"slices"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -160,18 +161,32 @@ func writeFrame(w io.Writer, payload []byte) error {
 
 // readFrame reads one length-prefixed message, refusing oversized ones
 // before allocating.
-func readFrame(r io.Reader) ([]byte, error) {
+func readFrame(r io.Reader) ([]byte, error) { return readFrameLimit(r, MaxMessageSize) }
+
+// readChunk is how much of a message is allocated before its bytes arrive.
+const readChunk = 64 << 10
+
+// readFrameLimit reads one message of at most limit bytes. Memory grows
+// with the bytes that actually arrive, not with the length a peer
+// declares, so a peer that claims 64 MiB and sends nothing costs nothing.
+func readFrameLimit(r io.Reader, limit int) ([]byte, error) {
 	var size [4]byte
 	if _, err := io.ReadFull(r, size[:]); err != nil {
 		return nil, err
 	}
-	n := binary.BigEndian.Uint32(size[:])
-	if n > MaxMessageSize {
-		return nil, fmt.Errorf("store: message of %d bytes exceeds the %d-byte limit", n, MaxMessageSize)
+	n := int(binary.BigEndian.Uint32(size[:]))
+	if n > limit {
+		return nil, fmt.Errorf("store: message of %d bytes exceeds the %d-byte limit", n, limit)
 	}
-	payload := make([]byte, n)
-	if _, err := io.ReadFull(r, payload); err != nil {
-		return nil, err
+	payload := make([]byte, 0, min(n, readChunk))
+	for len(payload) < n {
+		chunk := min(n-len(payload), readChunk)
+		payload = slices.Grow(payload, chunk)
+		m, err := io.ReadFull(r, payload[len(payload):len(payload)+chunk])
+		payload = payload[:len(payload)+m]
+		if err != nil {
+			return nil, err
+		}
 	}
 	return payload, nil
 }

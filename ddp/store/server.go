@@ -10,14 +10,30 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
 // nonceSize is the length of the authentication challenge.
 const nonceSize = 32
 
-// handshakeTimeout bounds the authentication exchange of a new connection.
-const handshakeTimeout = 10 * time.Second
+// Limits on what a connection can cost before it has authenticated, and
+// on a request once it has started arriving.
+const (
+	// handshakeTimeout bounds the authentication exchange.
+	handshakeTimeout = 10 * time.Second
+	// maxHandshakeMessage bounds the handshake answer (an HMAC-SHA256).
+	maxHandshakeMessage = 64
+	// maxPendingHandshakes bounds connections not yet authenticated; more
+	// are closed at once.
+	maxPendingHandshakes = 256
+	// requestTimeout bounds reading the rest of a request once its length
+	// has arrived (an idle connection waits without limit).
+	requestTimeout = time.Minute
+	// maxAcceptBackoff caps the pause after a failed accept (out of file
+	// descriptors), after which the server tries again.
+	maxAcceptBackoff = time.Second
+)
 
 // Server is the TCP store's server.
 type Server struct {
@@ -30,6 +46,8 @@ type Server struct {
 	conns   map[net.Conn]bool
 	closed  bool
 	wg      sync.WaitGroup
+	// pending counts connections still in their handshake.
+	pending atomic.Int64
 }
 
 // Listen starts a server on addr ("host:port"; port 0 picks one). A
@@ -66,13 +84,28 @@ func (s *Server) Close() error {
 	return err
 }
 
+// accept serves connections until Close. A failed accept (EMFILE when
+// the process is out of file descriptors) pauses and tries again, with a
+// backoff, instead of ending the server while the process lives on.
 func (s *Server) accept() {
 	defer s.wg.Done()
+	backoff := 5 * time.Millisecond
 	for {
 		c, err := s.ln.Accept()
 		if err != nil {
-			return
+			if errors.Is(err, net.ErrClosed) || s.isClosed() {
+				return
+			}
+			time.Sleep(backoff)
+			backoff = min(2*backoff, maxAcceptBackoff)
+			continue
 		}
+		backoff = 5 * time.Millisecond
+		if s.pending.Load() >= maxPendingHandshakes {
+			c.Close() // too many unauthenticated connections at once
+			continue
+		}
+		s.pending.Add(1)
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
@@ -101,12 +134,14 @@ func (s *Server) serve(c net.Conn) {
 		delete(s.conns, c)
 		s.mu.Unlock()
 	}()
-	if err := s.authenticate(c); err != nil {
+	err := s.authenticate(c)
+	s.pending.Add(-1)
+	if err != nil {
 		_ = writeFrame(c, append([]byte{statusError}, err.Error()...))
 		return
 	}
 	for {
-		payload, err := readFrame(c)
+		payload, err := s.readRequest(c)
 		if err != nil {
 			return
 		}
@@ -131,7 +166,7 @@ func (s *Server) authenticate(c net.Conn) error {
 	if err := writeFrame(c, nonce); err != nil {
 		return err
 	}
-	answer, err := readFrame(c)
+	answer, err := readFrameLimit(c, maxHandshakeMessage)
 	if err != nil {
 		return err
 	}
@@ -139,6 +174,37 @@ func (s *Server) authenticate(c net.Conn) error {
 		return errors.New("store: authentication failed: the client's XLADDP_STORE_TOKEN does not match the server's")
 	}
 	return writeFrame(c, []byte{statusOK})
+}
+
+// readRequest reads one request from an authenticated connection: it may
+// idle before the request, but once the request starts it must arrive
+// within requestTimeout.
+func (s *Server) readRequest(c net.Conn) ([]byte, error) {
+	_ = c.SetReadDeadline(time.Time{})
+	r := &deadlineOnFirstByte{conn: c}
+	return readFrame(r)
+}
+
+// deadlineOnFirstByte sets the request deadline once the first byte of a
+// request has been read.
+type deadlineOnFirstByte struct {
+	conn    net.Conn
+	started bool
+}
+
+func (d *deadlineOnFirstByte) Read(p []byte) (int, error) {
+	n, err := d.conn.Read(p)
+	if n > 0 && !d.started {
+		d.started = true
+		_ = d.conn.SetReadDeadline(time.Now().Add(requestTimeout))
+	}
+	return n, err
+}
+
+func (s *Server) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
 }
 
 // notifyLocked wakes every waiter; call with s.mu held after a change.

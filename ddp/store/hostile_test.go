@@ -1,0 +1,191 @@
+package store
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+// heapInUse is the live heap after a collection.
+func heapInUse() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse
+}
+
+// TestUnauthenticatedPeersCostLittle: 100 connections that each declare a
+// 64 MiB handshake answer (the most a message may be) and then stall used
+// to make the server allocate 6.6 GB and keep it. The handshake answer is
+// now capped at 64 bytes and memory only grows with bytes received; a
+// legitimate client still gets through meanwhile.
+func TestUnauthenticatedPeersCostLittle(t *testing.T) {
+	srv, err := Listen("127.0.0.1:0", "s3cret")
+	require.NoError(t, err)
+	t.Cleanup(func() { srv.Close() })
+	before := heapInUse()
+	var conns []net.Conn
+	for range 100 {
+		c, err := net.Dial("tcp", srv.Addr())
+		require.NoError(t, err)
+		conns = append(conns, c)
+		_, err = readFrame(c) // the nonce
+		require.NoError(t, err)
+		_, err = c.Write(binary.BigEndian.AppendUint32(nil, MaxMessageSize))
+		require.NoError(t, err)
+	}
+	for _, c := range conns {
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		status, err := readFrame(c)
+		require.NoError(t, err, "the server answers an oversized handshake at once")
+		assert.Contains(t, string(status), "exceeds the 64-byte limit")
+		c.Close()
+	}
+	assert.Less(t, heapInUse(), before+8<<20, "a hundred hostile handshakes cost well under 8 MiB")
+
+	// Declared-large requests from an authenticated client that never come:
+	// nothing is allocated up front either.
+	var stalled []net.Conn
+	for range 50 {
+		c := authenticatedConn(t, srv.Addr(), "s3cret")
+		_, err := c.Write(binary.BigEndian.AppendUint32(nil, MaxMessageSize))
+		require.NoError(t, err)
+		stalled = append(stalled, c)
+	}
+	time.Sleep(100 * time.Millisecond)
+	assert.Less(t, heapInUse(), before+16<<20, "50 stalled 64 MiB requests")
+	for _, c := range stalled {
+		c.Close()
+	}
+
+	ctx := ctxWithTimeout(t, 10*time.Second)
+	cl, err := Dial(ctx, srv.Addr(), "s3cret")
+	require.NoError(t, err)
+	defer cl.Close()
+	require.NoError(t, cl.Set(ctx, "k", []byte("v")))
+}
+
+// TestPendingHandshakesAreBounded: connections that never answer the
+// challenge are closed once maxPendingHandshakes wait, and every one ends
+// at the handshake timeout; clients that do answer are served meanwhile.
+func TestPendingHandshakesAreBounded(t *testing.T) {
+	srv, err := Listen("127.0.0.1:0", "")
+	require.NoError(t, err)
+	t.Cleanup(func() { srv.Close() })
+	var silent []net.Conn
+	for range maxPendingHandshakes + 20 {
+		c, err := net.Dial("tcp", srv.Addr())
+		require.NoError(t, err)
+		silent = append(silent, c)
+	}
+	t.Cleanup(func() {
+		for _, c := range silent {
+			c.Close()
+		}
+	})
+	assert.Eventually(t, func() bool { return srv.pending.Load() <= maxPendingHandshakes }, 5*time.Second, 10*time.Millisecond)
+	closedAtOnce := 0
+	for _, c := range silent[maxPendingHandshakes:] {
+		_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		if _, err := readFrame(c); err != nil {
+			closedAtOnce++ // no nonce: closed without a handshake
+		}
+	}
+	assert.Positive(t, closedAtOnce, "connections beyond the bound are closed")
+}
+
+// TestAcceptSurvivesRunningOutOfFiles runs a store in a child process
+// whose file limit is tiny: accept fails with EMFILE while clients hold
+// every descriptor, and once they let go the server accepts again (it used
+// to stop accepting forever while the process stayed alive).
+func TestAcceptSurvivesRunningOutOfFiles(t *testing.T) {
+	if os.Getenv("XLADDP_STORE_EMFILE_CHILD") == "1" {
+		emfileChild()
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestAcceptSurvivesRunningOutOfFiles$")
+	cmd.Env = append(os.Environ(), "XLADDP_STORE_EMFILE_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	assert.Contains(t, string(out), "served after EMFILE")
+}
+
+func emfileChild() {
+	fail := func(format string, args ...any) {
+		panic(strconvQuote(format, args...))
+	}
+	srv, err := Listen("127.0.0.1:0", "")
+	if err != nil {
+		fail("listen: %v", err)
+	}
+	var used uint64
+	entries, _ := os.ReadDir("/proc/self/fd")
+	used = uint64(len(entries))
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: used + 20, Max: used + 20}); err != nil {
+		fail("setrlimit: %v", err)
+	}
+	// Each connection costs the server one descriptor (and this process
+	// one for the client end): exhaust them.
+	var conns []net.Conn
+	for range 40 {
+		c, err := net.DialTimeout("tcp", srv.Addr(), time.Second)
+		if err != nil {
+			break
+		}
+		conns = append(conns, c)
+	}
+	time.Sleep(200 * time.Millisecond) // the server hits EMFILE and backs off
+	for _, c := range conns {
+		c.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl, err := Dial(ctx, srv.Addr(), "")
+	if err != nil {
+		fail("dial after EMFILE: %v", err)
+	}
+	if err := cl.Set(ctx, "k", []byte("v")); err != nil {
+		fail("set after EMFILE: %v", err)
+	}
+	println("served after EMFILE")
+}
+
+func strconvQuote(format string, args ...any) string {
+	return strconv.Quote(fmt.Sprintf(format, args...))
+}
+
+// authenticatedConn completes the handshake by hand and returns the raw
+// connection.
+func authenticatedConn(t *testing.T, addr, token string) net.Conn {
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	nonce, err := readFrame(c)
+	require.NoError(t, err)
+	require.NoError(t, writeFrame(c, proof([]byte(token), nonce)))
+	status, err := readFrame(c)
+	require.NoError(t, err)
+	require.Equal(t, []byte{statusOK}, status)
+	return c
+}
+
+// TestUnresolvableHostFailsAtOnce: a MASTER_ADDR that does not resolve is
+// not retried like a refused connection until the timeout.
+func TestUnresolvableHostFailsAtOnce(t *testing.T) {
+	start := time.Now()
+	ctx := ctxWithTimeout(t, 30*time.Second)
+	_, err := Dial(ctx, "no-such-host.invalid:29500", "")
+	require.Error(t, err)
+	assert.Less(t, time.Since(start), 5*time.Second)
+	assert.Contains(t, err.Error(), `the store's host "no-such-host.invalid" does not resolve`)
+}
