@@ -1,11 +1,11 @@
 package store
 
 import (
-	"slices"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 )
 
 // MaxMessageSize bounds one protocol message (a key list or a value).
