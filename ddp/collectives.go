@@ -197,7 +197,7 @@ func (g *ProcessGroup) BroadcastAsync(buf Buffer, root int) *Work {
 			if err := g.peers[root].recv(kindCollective, tag(seq, 0, 0), g.opDesc, buf.bytes, deadline); err != nil {
 				return peerError(root, err)
 			}
-			return nil
+			return g.acknowledge(seq, root, deadline)
 		}
 		var sent []sentJob
 		for r, p := range g.peers {
@@ -205,8 +205,31 @@ func (g *ProcessGroup) BroadcastAsync(buf Buffer, root int) *Work {
 				sent = append(sent, sentJob{r, p.send(kindCollective, tag(seq, 0, 0), g.opDesc, buf.bytes, deadline)})
 			}
 		}
-		return waitAll(sent)
+		if err := waitAll(sent); err != nil {
+			return err
+		}
+		return g.awaitAcknowledgements(seq, deadline)
 	})
+}
+
+// acknowledge and awaitAcknowledgements close a rooted collective whose
+// root only sends (or only receives): the other side answers with an empty
+// frame of the same descriptor. Without it, ranks that disagree on the
+// root would each only send, and all return success with different data.
+func (g *ProcessGroup) acknowledge(seq uint64, to int, deadline time.Time) error {
+	return waitAll([]sentJob{{to, g.peers[to].send(kindCollective, tag(seq, 1, 0), g.opDesc, nil, deadline)}})
+}
+
+func (g *ProcessGroup) awaitAcknowledgements(seq uint64, deadline time.Time) error {
+	for r, p := range g.peers {
+		if p == nil {
+			continue
+		}
+		if err := p.recv(kindCollective, tag(seq, 1, 0), g.opDesc, nil, deadline); err != nil {
+			return peerError(r, err)
+		}
+	}
+	return nil
 }
 
 func (g *ProcessGroup) checkRank(op, what string, r int) error {

@@ -175,6 +175,18 @@ func (p *peer) recv(kind uint32, tag, desc uint64, dst []byte, deadline time.Tim
 			_, _ = io.ReadFull(p.conn, msg)
 			return &abortError{from: p.rank, culprit: int(t) - 1, msg: string(msg)}
 		}
+		if k == kindCollective && kind == kindCollective {
+			// A frame of this collective at another step must describe the
+			// same operation; one of an earlier collective means a rank
+			// ran a collective this rank finished without it.
+			frameSeq, seq := t>>32, tag>>32
+			switch {
+			case frameSeq == seq && d != desc:
+				return p.mismatch("sent a frame of another operation")
+			case frameSeq < seq:
+				return p.mismatch(fmt.Sprintf("sent a frame of collective #%d, which this rank finished without it", frameSeq))
+			}
+		}
 		if k == kind && t == tag {
 			if err := check(d, n); err != nil {
 				return err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/xladdp/xladdp/ddp/store"
@@ -46,7 +47,19 @@ type ProcessGroup struct {
 	// opDesc is the descriptor of the collective the executor runs
 	// (checkSame sets it); only the executor goroutine uses it.
 	opDesc uint64
+	// sharedMemoryAllReduces counts all-reduces that took the shared-memory
+	// path (SharedMemoryAllReduces).
+	sharedMemoryAllReduces atomic.Int64
 }
+
+// SharedMemoryAllReduces reports how many all-reduces went through the
+// same-host shared-memory path rather than TCP; zero when the ranks are
+// not all on one host or XLADDP_SHM_MIB=0.
+func (g *ProcessGroup) SharedMemoryAllReduces() int64 { return g.sharedMemoryAllReduces.Load() }
+
+// HasSharedMemory reports whether the group set up the same-host
+// shared-memory segment.
+func (g *ProcessGroup) HasSharedMemory() bool { return g.shm != nil }
 
 // Rank returns this process's rank.
 func (g *ProcessGroup) Rank() int { return g.rank }

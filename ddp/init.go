@@ -148,7 +148,15 @@ func openStore(ctx context.Context, o Options) (store.Store, *store.Server, stri
 	var srv *store.Server
 	if o.Rank == 0 {
 		if srv, err = store.Listen(net.JoinHostPort("", port), o.Token); err != nil {
-			return nil, nil, "", err
+			// The port may be held by the store of another process that
+			// also claims rank 0: join it, so the rendezvous can tell both.
+			probe, cancel := context.WithTimeout(ctx, 2*time.Second)
+			c, dialErr := store.Dial(probe, addr, o.Token)
+			cancel()
+			if dialErr != nil {
+				return nil, nil, "", err
+			}
+			return c, nil, host, nil
 		}
 	}
 	c, err := store.Dial(ctx, addr, o.Token)
@@ -237,8 +245,12 @@ func (g *ProcessGroup) rendezvous(ctx context.Context, o Options, routeTo string
 		return fmt.Errorf("ddp: rank %d registering: %w", g.rank, err)
 	}
 	if string(got) != identity {
-		return fmt.Errorf("ddp: rank %d is already taken by %s: two processes were given RANK=%d (with file://, a stale init file also does this: delete it)",
-			g.rank, got, g.rank)
+		err := fmt.Errorf("ddp: rank %d is claimed twice: by %s and by this process, %s: two processes were given RANK=%d "+
+			"(with file://, a stale init file also does this: delete it)", g.rank, got, identity, g.rank)
+		// Tell every rank, the first claimant included, instead of leaving
+		// them to wait out the timeout.
+		_, _ = st.CompareSet(ctx, rendezvousFailedKey, nil, []byte(err.Error()))
+		return err
 	}
 	ws, err := st.CompareSet(ctx, "world_size", nil, []byte(strconv.Itoa(g.size)))
 	if err != nil {
@@ -268,8 +280,11 @@ func (g *ProcessGroup) rendezvous(ctx context.Context, o Options, routeTo string
 	for r := range keys {
 		keys[r] = fmt.Sprintf("addr/%d", r)
 	}
-	if err := st.Wait(ctx, keys...); err != nil {
+	if err := g.waitForRanks(ctx, keys); err != nil {
 		var te *store.TimeoutError
+		if errors.Is(ctx.Err(), context.Canceled) {
+			return fmt.Errorf("ddp: rank %d: rendezvous cancelled while waiting for the other ranks: %w", g.rank, context.Cause(ctx))
+		}
 		if !errors.As(err, &te) {
 			return fmt.Errorf("ddp: rank %d waiting for the other ranks: %w", g.rank, err)
 		}
@@ -304,6 +319,35 @@ func (g *ProcessGroup) rendezvous(ctx context.Context, o Options, routeTo string
 	return g.setupShm(ctx, hosts, groupID)
 }
 
+// rendezvousFailedKey holds why the rendezvous cannot succeed (a rank
+// claimed twice); every waiting rank checks it.
+const rendezvousFailedKey = "rendezvous/failed"
+
+// waitForRanks waits for keys, checking between short waits whether
+// another rank found that the rendezvous cannot succeed.
+func (g *ProcessGroup) waitForRanks(ctx context.Context, keys []string) error {
+	for {
+		slice, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		err := g.store.Wait(slice, keys...)
+		cancel()
+		var te *store.TimeoutError
+		if err == nil || !errors.As(err, &te) || ctx.Err() != nil {
+			return err
+		}
+		found, err := g.store.Check(ctx, rendezvousFailedKey)
+		if err != nil {
+			return err
+		}
+		if found[0] {
+			why, err := g.store.Get(ctx, rendezvousFailedKey)
+			if err != nil {
+				return err
+			}
+			return fmt.Errorf("ddp: rank %d: the rendezvous failed: %s", g.rank, why)
+		}
+	}
+}
+
 // setLocal fills the local rank and size: from Options or the environment,
 // else from the ranks sharing this host name.
 func (g *ProcessGroup) setLocal(o Options, hosts []string) {
@@ -321,6 +365,10 @@ func (g *ProcessGroup) setLocal(o Options, hosts []string) {
 		g.localWorldSize = len(local)
 	}
 }
+
+// helloTimeout bounds how long a new peer connection may take to identify
+// itself.
+const helloTimeout = 5 * time.Second
 
 // hello is what a connecting rank sends: the group id, its rank and, with
 // a token, an HMAC of both.
@@ -346,18 +394,32 @@ func (g *ProcessGroup) connectMesh(ctx context.Context, ln net.Listener, addrs [
 		errs = append(errs, err)
 		mu.Unlock()
 	}
+	// Cancelling ctx ends the accept loop at once, not at the deadline.
+	stop := context.AfterFunc(ctx, func() { _ = ln.(*net.TCPListener).SetDeadline(time.Now()) })
+	defer stop()
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		deadline, _ := ctx.Deadline()
 		for accepted := 0; accepted < expect; {
-			_ = ln.(*net.TCPListener).SetDeadline(deadline)
+			if ctx.Err() == nil {
+				_ = ln.(*net.TCPListener).SetDeadline(deadline)
+			}
 			conn, err := ln.Accept()
 			if err != nil {
+				if cause := context.Cause(ctx); cause != nil {
+					err = cause
+				}
 				record(fmt.Errorf("ddp: rank %d waiting for %d higher ranks to connect: %w", g.rank, expect-accepted, err))
 				return
 			}
-			_ = conn.SetDeadline(deadline)
+			// A stray connection that never says hello may hold the loop
+			// only briefly.
+			helloDeadline := time.Now().Add(helloTimeout)
+			if !deadline.IsZero() && deadline.Before(helloDeadline) {
+				helloDeadline = deadline
+			}
+			_ = conn.SetDeadline(helloDeadline)
 			msg := make([]byte, helloSize)
 			if _, err := io.ReadFull(conn, msg); err != nil {
 				conn.Close()

@@ -1,6 +1,7 @@
 package ddp
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/xladdp/xladdp/ddp/store"
 )
 
 func freePort(t *testing.T) int {
@@ -51,6 +54,17 @@ func testCollectives(t *testing.T, world int, env string) {
 			for _, rep := range reps {
 				assert.Empty(t, rep.Error, "rank %d", rep.Rank)
 				assert.Empty(t, rep.Failures, "rank %d", rep.Rank)
+				// The transport under test must be the one used: no
+				// silent fallback from shared memory to TCP.
+				switch {
+				case world == 1:
+				case strings.Contains(env, "SHM_MIB=0"):
+					assert.Equal(t, "tcp", rep.Transport, "rank %d", rep.Rank)
+					assert.Zero(t, rep.SharedMemoryAllReduces, "rank %d", rep.Rank)
+				default:
+					assert.Equal(t, "shared memory", rep.Transport, "rank %d", rep.Rank)
+					assert.Positive(t, rep.SharedMemoryAllReduces, "rank %d: all-reduces through shared memory", rep.Rank)
+				}
 			}
 			require.NotEmpty(t, reps[0].Hashes)
 			t.Logf("world %d (%s): %d all-reduce cases checked on each rank", world, env, len(reps[0].Hashes))
@@ -137,7 +151,22 @@ func TestRendezvousErrors(t *testing.T) {
 		for _, rep := range waitReports(t, dup, dupOut) {
 			errs = append(errs, rep.Error)
 		}
-		assert.Contains(t, strings.Join(errs, "\n"), "rank 1 is already taken by")
+		assert.Contains(t, strings.Join(errs, "\n"), "rank 1 is claimed twice")
+	})
+	t.Run("two processes with RANK=0", func(t *testing.T) {
+		// The second cannot host the store (the port is taken): both must
+		// say rank 0 is claimed twice, promptly, not time out.
+		port := freePort(t)
+		env := []string{"XLADDP_TEST_TIMEOUT=20s", fmt.Sprintf("%s=%d", EnvMasterPort, port), EnvWorldSize + "=2"}
+		first, firstOut := launch(t, "basic", 1, env...)
+		time.Sleep(300 * time.Millisecond) // the first hosts the store
+		start := time.Now()
+		second, secondOut := launch(t, "basic", 1, env...)
+		reps := append(waitReports(t, second, secondOut), waitReports(t, first, firstOut)...)
+		assert.Less(t, time.Since(start), 10*time.Second, "no one waits out the 20 s timeout")
+		for i, rep := range reps {
+			assert.Contains(t, rep.Error, "rank 0 is claimed twice", "process %d", i)
+		}
 	})
 	t.Run("wrong token", func(t *testing.T) {
 		port := freePort(t)
@@ -168,4 +197,56 @@ func TestRendezvousErrors(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.want)
 		})
 	}
+}
+
+// TestInitHonoursCancellation: cancelling ctx ends InitProcessGroup at
+// once at every stage of the rendezvous, including while rank 0 accepts
+// the higher ranks' connections (that loop used to wait for the deadline).
+func TestInitHonoursCancellation(t *testing.T) {
+	for _, stage := range []string{"waiting for ranks", "accepting connections"} {
+		t.Run(stage, func(t *testing.T) {
+			port := freePort(t)
+			t.Setenv(EnvMasterAddr, "127.0.0.1")
+			t.Setenv(EnvMasterPort, fmt.Sprint(port))
+			o := NewOptions()
+			o.Rank, o.WorldSize, o.Timeout = 0, 2, time.Minute
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() {
+				g, err := InitProcessGroup(ctx, o)
+				if g != nil {
+					g.Destroy()
+				}
+				done <- err
+			}()
+			if stage == "accepting connections" {
+				// A rank 1 that registers but never connects.
+				fake, err := store.Dial(ctx, fmt.Sprintf("127.0.0.1:%d", port), "")
+				require.NoError(t, err)
+				defer fake.Close()
+				_, err = fake.CompareSet(ctx, "rank/1", nil, []byte("fake rank 1"))
+				require.NoError(t, err)
+				require.NoError(t, fake.Set(ctx, "addr/1", []byte("127.0.0.1:1 "+mustHostname(t))))
+			}
+			time.Sleep(300 * time.Millisecond)
+			cancel()
+			select {
+			case err := <-done:
+				require.Error(t, err)
+				assert.ErrorIs(t, err, context.Canceled)
+				if stage == "accepting connections" {
+					assert.Contains(t, err.Error(), "waiting for 1 higher ranks to connect")
+				}
+			case <-time.After(3 * time.Second):
+				t.Fatal("InitProcessGroup ignored the cancellation")
+			}
+		})
+	}
+}
+
+func mustHostname(t *testing.T) string {
+	h, err := os.Hostname()
+	require.NoError(t, err)
+	return h
 }

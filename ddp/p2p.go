@@ -110,7 +110,21 @@ func (g *ProcessGroup) GatherAsync(out, in Buffer, root int) *Work {
 			return err
 		}
 		if g.rank != root {
-			return waitAll([]sentJob{{root, g.peers[root].send(kindCollective, tag(seq, 0, 0), g.opDesc, in.bytes, deadline)}})
+			if err := waitAll([]sentJob{{root, g.peers[root].send(kindCollective, tag(seq, 0, 0), g.opDesc, in.bytes, deadline)}}); err != nil {
+				return err
+			}
+			if err := g.peers[root].recv(kindCollective, tag(seq, 1, 0), g.opDesc, nil, deadline); err != nil {
+				return peerError(root, err)
+			}
+			return nil
+		}
+		// The root's empty frame to every sender (sent first, so ranks that
+		// disagree on the root, each only receiving, still see each other).
+		var acks []sentJob
+		for r := range g.peers {
+			if g.peers[r] != nil {
+				acks = append(acks, sentJob{r, g.peers[r].send(kindCollective, tag(seq, 1, 0), g.opDesc, nil, deadline)})
+			}
 		}
 		n := in.Len()
 		copy(out.slice(root*n, (root+1)*n).bytes, in.bytes)
@@ -122,7 +136,7 @@ func (g *ProcessGroup) GatherAsync(out, in Buffer, root int) *Work {
 				return peerError(r, err)
 			}
 		}
-		return nil
+		return waitAll(acks)
 	})
 }
 
@@ -151,7 +165,7 @@ func (g *ProcessGroup) ScatterAsync(out, in Buffer, root int) *Work {
 			if err := g.peers[root].recv(kindCollective, tag(seq, 0, 0), g.opDesc, out.bytes, deadline); err != nil {
 				return peerError(root, err)
 			}
-			return nil
+			return g.acknowledge(seq, root, deadline)
 		}
 		var sent []sentJob
 		for r, p := range g.peers {
@@ -160,7 +174,10 @@ func (g *ProcessGroup) ScatterAsync(out, in Buffer, root int) *Work {
 			}
 		}
 		copy(out.bytes, in.slice(root*n, (root+1)*n).bytes)
-		return waitAll(sent)
+		if err := waitAll(sent); err != nil {
+			return err
+		}
+		return g.awaitAcknowledgements(seq, deadline)
 	})
 }
 

@@ -256,6 +256,7 @@ func (s *shmState) offsetInSlot(rank int, b []byte) int {
 // rank's buf is a SharedBuffer, else in rounds through the staging areas.
 func (g *ProcessGroup) shmAllReduce(seq uint64, buf Buffer, op ReduceOp, deadline time.Time) error {
 	s := g.shm
+	g.sharedMemoryAllReduces.Add(1)
 	off := s.offsetInSlot(g.rank, buf.bytes)
 	msg := binary.BigEndian.AppendUint64(nil, uint64(int64(off)))
 	got, err := g.exchange(kindCollective, seq, 0, msg, deadline)

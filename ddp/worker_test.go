@@ -37,6 +37,12 @@ type report struct {
 	Hashes   map[string]string
 	Error    string
 	Elapsed  float64
+	// Transport is "shared memory" or "tcp"; SharedMemoryAllReduces
+	// counts the all-reduces that took the shared-memory path.
+	Transport              string
+	SharedMemoryAllReduces int64
+	// Errors holds one error (or "") per case of a multi-case scenario.
+	Errors []string
 }
 
 var scenarios = map[string]func(ctx context.Context, g *ProcessGroup, rep *report){
@@ -51,6 +57,10 @@ func runWorker(scenario string) int {
 	rank, _ := strconv.Atoi(os.Getenv(EnvRank))
 	rep := &report{Rank: rank, Hashes: map[string]string{}}
 	defer func() { out, _ := json.Marshal(rep); fmt.Println(string(out)) }()
+	if run, ok := groupScenarios[scenario]; ok {
+		run(rep) // scenarios that make (or do not make) their own groups
+		return 0
+	}
 	o := NewOptions()
 	if s := os.Getenv("XLADDP_TEST_TIMEOUT"); s != "" {
 		o.Timeout, _ = time.ParseDuration(s)
@@ -71,6 +81,11 @@ func runWorker(scenario string) int {
 		return 1
 	}
 	run(ctx, g, rep)
+	rep.Transport = "tcp"
+	if g.HasSharedMemory() {
+		rep.Transport = "shared memory"
+	}
+	rep.SharedMemoryAllReduces = g.SharedMemoryAllReduces()
 	return 0
 }
 
