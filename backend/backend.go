@@ -97,6 +97,12 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 		gb.Finalize()
 		return nil, fmt.Errorf("%w: %s plugin %s: %w", ErrClient, target, path, err)
 	}
+	if got := strings.ToLower(b.Platform()); got != spec.platform {
+		gb.Finalize()
+		return nil, fmt.Errorf("%w: the target is %s but %s (from %s) is a %s plugin: point the plugin path "+
+			"(--plugin, $XLADDP_PJRT_PLUGIN) at a %s plugin, or choose the %s target", ErrNotPlugin, target, path, source, got,
+			target, got)
+	}
 	if opts.Replicas > len(b.devices) {
 		gb.Finalize()
 		return nil, fmt.Errorf("%w: %d local replicas asked for but the %s plugin has %d addressable device(s)",

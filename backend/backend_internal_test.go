@@ -2,6 +2,7 @@ package backend
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -95,6 +96,12 @@ func TestOpenBadInput(t *testing.T) {
 			"4 local replicas asked for but the cpu plugin has 2 addressable device(s)"},
 		{"CPU devices on cuda", Options{Target: CUDA, CPUDevices: 2}, nil, ErrBadDeviceCount,
 			"CPUDevices=2 is for the cpu target"},
+		// It used to run on the CPU without a word.
+		{"cuda target with the CPU plugin", Options{Target: CUDA, PluginPath: cpuPluginPath(t)}, nil, ErrNotPlugin,
+			"the target is cuda but " + cpuPluginPath(t) + " (from option) is a cpu plugin"},
+		{"PJRT_DEVICE=cuda with the CPU plugin in the environment", Options{},
+			map[string]string{EnvPJRTDevice: "cuda", EnvPluginPath: cpuPluginPath(t)}, ErrNotPlugin,
+			"the target is cuda but"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -117,4 +124,11 @@ func TestOpenCancelled(t *testing.T) {
 	cancel()
 	_, err := Open(ctx, Options{})
 	assert.ErrorIs(t, err, context.Canceled)
+}
+
+// cpuPluginPath is the CPU plugin `make deps` installs.
+func cpuPluginPath(t *testing.T) string {
+	home, err := os.UserHomeDir()
+	require.NoError(t, err)
+	return filepath.Join(home, ".local", "lib", "go-xla", "pjrt_c_api_cpu_plugin.so")
 }

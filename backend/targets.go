@@ -20,6 +20,8 @@ type targetSpec struct {
 	gomlxConfig string
 	// clientOptions returns the PJRT client create options.
 	clientOptions func(Options) (pjrt.NamedValuesMap, error)
+	// platform is the platform name the target's plugin reports.
+	platform string
 }
 
 var targetSpecs = map[Target]targetSpec{
@@ -30,6 +32,7 @@ var targetSpecs = map[Target]targetSpec{
 		installHint:       "run `make deps` (installs PyPI's lammps-jax-pjrt-cpu 0.11.2 as ~/.local/lib/go-xla/pjrt_c_api_cpu_plugin.so)",
 		// The CPU device's memory is host memory: let GoMLX skip the copy.
 		gomlxConfig: ",shared_buffers",
+		platform:    "cpu",
 		clientOptions: func(opts Options) (pjrt.NamedValuesMap, error) {
 			n, err := cpuDeviceCount(opts)
 			if err != nil {
@@ -43,6 +46,7 @@ var targetSpecs = map[Target]targetSpec{
 		pluginFile:        "pjrt_c_api_cuda_plugin.so",
 		pythonPackageGlob: "jax_plugins/xla_cuda*/xla_cuda_plugin.so",
 		installHint:       "on a machine with an NVIDIA GPU, `pip install jax-cuda12-pjrt` (or jax-cuda13-pjrt) so its jax_plugins/xla_cuda*/xla_cuda_plugin.so is found",
+		platform:          "cuda",
 		clientOptions: func(opts Options) (pjrt.NamedValuesMap, error) {
 			if opts.CPUDevices != 0 {
 				return nil, fmt.Errorf("%w: CPUDevices=%d is for the cpu target; cuda uses the GPUs it finds",
