@@ -19,17 +19,29 @@
 // learning rate) is uploaded once per value and fed as an input, so changing
 // it does not recompile.
 //
+// Shapes are checked when recorded (negative, overflowing, or larger than
+// MaxTensorBytes is an error). Zero-size tensors are program constants:
+// they hold no values, and they are off every gradient path.
+//
 // # Autodiff
 //
 // SetRequiresGrad marks leaves; loss.Backward() records, for every live
 // leaf the loss depends on, a gradient node that is replayed through GoMLX's
 // graph.Gradient (one backward pass per loss), adding to any existing
 // gradient until ZeroGrad, as torch does. Assign updates a tensor in place,
-// keeping its identity across steps (parameters, optimizer state).
+// keeping its identity across steps (parameters, optimizer state); Detach
+// cuts the gradient (optimizers and running statistics use it).
+//
+// A value MarkStep computes from RequiresGrad leaves keeps its recipe until
+// the next MarkStep, so reading the loss before Backward still gives the
+// gradient: Backward differentiates through the recipe, and the next
+// program recomputes it. Backward through a recipe that is gone is an
+// error.
 //
 // # MarkStep
 //
-// Device.MarkStep (or Replica.MarkStep) runs a full GC, so that tensors the
+// Device.MarkStep (or Replica.MarkStep) honours ctx at every stage (a
+// cancelled ctx runs nothing) and runs a full GC, so that tensors the
 // program dropped, tracked through weak pointers, are gone and the set of
 // outputs does not depend on GC timing; it then walks from the live pending
 // tensors, fingerprints the trace (op kinds, attributes, shapes, dtypes and
@@ -54,13 +66,22 @@
 // replica that returns an error, panics, or returns while others wait ends
 // every replica at once with that cause.
 //
+// The last replica to arrive collects every trace under the group lock
+// and compiles and executes without it, so a waiting replica whose ctx ends
+// (or whose wait passes Engine.SetReplicaTimeout) leaves at once and
+// breaks the group, naming the missing replicas.
+//
+// Engine.Close closes the backend: work in flight finishes, compiled
+// programs are freed, and later calls fail with backend.ErrClosed.
+//
 // # Caches and metrics
 //
 // Compiled programs are cached in memory and, unless XLADDP_CACHE_DIR=off,
 // on disk under XLADDP_CACHE_DIR (default <user cache dir>/xladdp/xla),
-// keyed by fingerprint, device set and plugin build, written atomically, so
-// a second run of the same program compiles nothing; a corrupt or foreign
-// cache file is recompiled. GetMetrics and MetricsReport give process-wide
+// keyed by everything that decides the executable (fingerprint, inputs and
+// outputs, device set, plugin build, the lowering code's identity and
+// XLA_FLAGS), written atomically, so a second run of the same program
+// compiles nothing; a corrupt, foreign or stale cache file is recompiled. GetMetrics and MetricsReport give process-wide
 // counters like torch_xla's debug metrics; with XLADDP_DEBUG=1 a
 // recompilation logs the first node that changed.
 //
