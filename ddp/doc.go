@@ -9,10 +9,11 @@
 // init_process_group) takes torch's init methods: env:// (MASTER_ADDR,
 // MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE), tcp://host:port
 // and file:///shared/path. Rank 0 hosts the TCP store. Ranks register
-// uniquely (a duplicate RANK is an error naming the process that holds
-// it), agree on the world size, and connect in a full mesh of TCP
+// uniquely (a duplicate RANK fails both claimants at once, naming both
+// processes), agree on the world size, and connect in a full mesh of TCP
 // connections, authenticated with XLADDP_STORE_TOKEN when set. A world that
-// does not fill in time fails with the missing ranks named.
+// does not fill in time fails with the missing ranks named; cancelling the
+// ctx ends the rendezvous at any stage.
 //
 // # Collectives
 //
@@ -32,7 +33,16 @@
 // seen at once through its closed connections; a stalled one when the
 // timeout passes. The first failure breaks the group: every rank is sent
 // the cause, so ranks waiting on someone else still fail promptly, with a
-// PeerError naming the rank at fault. With XLADDP_DEBUG=1, ranks compare a
-// fingerprint of each collective before running it and a mismatch fails
-// on every rank, listing each rank's call.
+// PeerError naming the rank at fault. A Wait whose ctx ends breaks the
+// group too, and returns only once the operation has let go of the
+// buffer. Destroy fails the operations still queued or running with
+// ErrGroupClosed.
+//
+// Every frame carries a descriptor of its operation (kind, dtype, length,
+// reduce op, root), checked on receipt, and the send-only side of a rooted
+// collective waits for an acknowledgement: ranks that disagree fail at
+// once on every path. With XLADDP_DEBUG=1, ranks also compare a full
+// fingerprint of each collective before running it, and the error lists
+// each rank's call. Point-to-point operations are numbered apart from the
+// collectives, which every rank numbers alike.
 package ddp
