@@ -224,7 +224,7 @@ func TestReplicaFailures(t *testing.T) {
 // takes long enough for a waiting replica's deadline to pass meanwhile.
 func slowToCompile(t *testing.T, d *Device) *Tensor {
 	x := mustFromSlice(t, d, make([]float32, 64*64), 64, 64)
-	for i := range 400 {
+	for i := range 800 {
 		x = x.MatMul(x).MulScalar(1.0 / float64(i+2)).Tanh()
 	}
 	return x
@@ -259,7 +259,7 @@ func TestMarkStepHonoursContext(t *testing.T) {
 		})
 		require.Error(t, err)
 		assert.ErrorIs(t, leftErr, context.DeadlineExceeded)
-		assert.Less(t, left, deadline+60*time.Millisecond, "replica 1 leaves at its deadline, not after the compilation")
+		assert.Less(t, left, deadline+300*time.Millisecond, "replica 1 leaves at its deadline, not after the compilation (about 1 s)")
 		assert.Contains(t, leftErr.Error(), "replica 1 stopped waiting in MarkStep (step 0) while the step of all 2 replicas was compiling or executing")
 		assert.Contains(t, err.Error(), "replica 1 stopped waiting")
 	})
