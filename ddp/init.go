@@ -107,6 +107,9 @@ func (o *Options) resolve() error {
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultTimeout
 	}
+	if _, err := shmSlotBytes(); err != nil {
+		return err
+	}
 	if o.InitMethod == "" {
 		o.InitMethod = "env://"
 	}

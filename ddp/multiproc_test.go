@@ -190,6 +190,10 @@ func TestRendezvousErrors(t *testing.T) {
 		{[]string{EnvRank + "=", EnvWorldSize + "=2"}, "RANK is not set"},
 		{[]string{EnvRank + "=0", EnvWorldSize + "=1", EnvMasterAddr + "="}, "env:// needs $MASTER_ADDR and $MASTER_PORT"},
 		{[]string{EnvRank + "=0", EnvWorldSize + "=1", EnvMasterAddr + "=127.0.0.1", EnvMasterPort + "=99999"}, `master port "99999" is not a port number`},
+		// A bad value used to be ignored silently.
+		{[]string{EnvRank + "=0", EnvWorldSize + "=1", EnvShmMiB + "=lots"}, `$XLADDP_SHM_MIB="lots": give a slot size in MiB from 0`},
+		{[]string{EnvRank + "=0", EnvWorldSize + "=1", EnvShmMiB + "=-1"}, `$XLADDP_SHM_MIB="-1"`},
+		{[]string{EnvRank + "=0", EnvWorldSize + "=1", EnvShmMiB + "=1000000"}, `$XLADDP_SHM_MIB="1000000"`},
 	} {
 		t.Run(tc.want, func(t *testing.T) {
 			for _, kv := range tc.env {

@@ -79,3 +79,25 @@ func TestCloseRefusesNewWorkAndDrains(t *testing.T) {
 	assert.ErrorIs(t, err, backend.ErrClosed)
 	assert.True(t, errors.Is(d.ManualSeed(3), backend.ErrClosed))
 }
+
+// TestToCopiesAcrossDevices: the cross-device error names Tensor.To (it
+// used to suggest a To() that did not exist), and To copies values, pending
+// or not, to another device.
+func TestToCopiesAcrossDevices(t *testing.T) {
+	e := newEngine(t, 2)
+	ctx := testContext(t)
+	a := mustFromSlice(t, e.Device(0), []float32{1, 2, 3}, 3)
+	b := mustFromSlice(t, e.Device(1), []float32{10, 20, 30}, 3)
+	assert.ErrorContains(t, a.Add(b).Err(), "operands on different devices (cpu:0 and cpu:1): copy one with Tensor.To(ctx, device)")
+	moved, err := a.MulScalar(2).To(ctx, e.Device(1)) // pending: runs a MarkStep first
+	require.NoError(t, err)
+	assert.Equal(t, e.Device(1), moved.Device())
+	got, err := moved.Add(b).Float32s(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []float32{12, 24, 36}, got)
+	same, err := b.To(ctx, e.Device(1))
+	require.NoError(t, err)
+	got, err = same.Float32s(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []float32{10, 20, 30}, got)
+}
