@@ -93,6 +93,11 @@ type Work struct {
 // for the operation to stop touching the buffer, which the broken group
 // makes prompt, and returns an error saying so.
 func (w *Work) Wait(ctx context.Context) error {
+	select { // a finished operation wins over an ended ctx
+	case <-w.done:
+		return w.err
+	default:
+	}
 	select {
 	case <-w.done:
 		return w.err

@@ -53,6 +53,12 @@ func TestBadShapesAreRecordTimeErrors(t *testing.T) {
 			return a.MatMul(d.Zeros(Float32, 0, big))
 		}), "larger than 1 TiB"},
 		{"unsupported dtype", tensorErr(func() *Tensor { return d.Zeros(DType(99), 2) }), "unsupported dtype"},
+		{"Concat of empty tensors whose axis overflows", tensorErr(func() *Tensor {
+			huge := d.Zeros(Float32, 0, 1<<62)
+			return Concat(1, huge, huge, huge)
+		}), "xla: concat: negative dimension"},
+		{"Unsqueeze of a bad tensor keeps its error", tensorErr(func() *Tensor { return d.Zeros(Float32, -3).Unsqueeze(0) }), "xla: Zeros: negative dimension -3"},
+		{"Flatten of an overflowing shape", tensorErr(func() *Tensor { return d.Ones(Float32, big, big, big).Flatten() }), "xla: Ones: shape"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
