@@ -94,6 +94,7 @@ func (t *Tensor) Backward() error {
 		}
 		reachable[n] = true
 		if n.needsGrad {
+			n.differentiated = true
 			stack = append(stack, n.inputs...)
 		}
 	}
@@ -118,8 +119,9 @@ func (t *Tensor) Backward() error {
 }
 
 func errLostHistory(what string) error {
-	return fmt.Errorf("xla: Backward: %s was computed two or more MarkSteps ago and its graph is gone; "+
-		"call Backward before the next MarkStep after reading a value", what)
+	return fmt.Errorf("xla: Backward: %s was computed at an earlier MarkStep and its graph is gone (a graph is kept "+
+		"one MarkStep, and not after a Backward went through it, as torch frees it); call Backward before the "+
+		"MarkStep that follows reading a value", what)
 }
 
 // historyRewriter rebuilds a loss graph for differentiation: a buffer read

@@ -2,7 +2,9 @@ package xla
 
 import (
 	"math"
+	"runtime"
 	"testing"
+	"weak"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -133,8 +135,8 @@ func TestBackwardAfterTheGraphIsGone(t *testing.T) {
 	other := d.Ones(Float32, 2).MulScalar(3)
 	_, err = other.Float32s(ctx) // a second step
 	require.NoError(t, err)
-	assert.ErrorContains(t, loss.Backward(), "computed two or more MarkSteps ago")
-	assert.ErrorContains(t, act.Sum().Backward(), "a value it depends on was computed two or more MarkSteps ago")
+	assert.ErrorContains(t, loss.Backward(), "was computed at an earlier MarkStep and its graph is gone")
+	assert.ErrorContains(t, act.Sum().Backward(), "a value it depends on was computed at an earlier MarkStep")
 	assert.Nil(t, w.Grad())
 
 	loss2, _ := forwardReadModel(t, d, w)
@@ -178,4 +180,29 @@ func TestReadingTheLossEveryStepTrainsTheSame(t *testing.T) {
 	assert.Less(t, plain[5], plain[0], "the loss decreases")
 	assert.LessOrEqual(t, plainCompiles, int64(2))
 	assert.LessOrEqual(t, readCompiles, int64(3), "a fixed set of programs, not one per step")
+}
+
+// TestOrdinaryLoopKeepsNoOldBuffers: forward, Backward, update, MarkStep,
+// read the loss. The loss's graph was used by Backward, so MarkStep keeps
+// no recipe, and the parameter's previous buffer is freed at once, as
+// torch frees a graph after backward. A second Backward of that loss is
+// an error.
+func TestOrdinaryLoopKeepsNoOldBuffers(t *testing.T) {
+	e := newEngine(t, 1)
+	d := e.Device(0)
+	ctx := testContext(t)
+	w := mustFromSlice(t, d, readW, 3, 2)
+	require.NoError(t, w.SetRequiresGrad(true))
+	old := weak.Make(w.data)
+	loss, _ := forwardReadModel(t, d, w)
+	require.NoError(t, loss.Backward())
+	require.NoError(t, w.Assign(w.Detach().Sub(w.Grad().MulScalar(0.1))))
+	w.ZeroGrad()
+	require.NoError(t, d.MarkStep(ctx))
+	_, err := loss.Item(ctx)
+	require.NoError(t, err)
+	runtime.GC()
+	assert.Nil(t, old.Value(), "the pre-update parameter buffer is freed")
+	assert.ErrorContains(t, loss.Backward(), "its graph is gone")
+	runtime.KeepAlive(loss)
 }

@@ -322,6 +322,8 @@ func (d *Device) keepHistory(h *Tensor) {
 			d.leafValues = map[*node]*deviceData{}
 		}
 		d.leafValues[h.node] = h.data
+	case h.node.needsGrad && h.node.differentiated:
+		h.data.historyLost = true
 	case h.node.needsGrad:
 		h.data.history = h.node
 		d.kept = append(d.kept, h.data)

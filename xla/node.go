@@ -55,6 +55,10 @@ type node struct {
 	// needsGrad: the value depends on a RequiresGrad leaf through ops a
 	// gradient flows through (not through gradients or Detach).
 	needsGrad bool
+	// differentiated: a Backward went through this node. Its recipe is not
+	// kept past MarkStep (torch frees a graph after backward), so an
+	// ordinary training loop holds no previous step's buffers.
+	differentiated bool
 }
 
 // describe is the node's line in a trace listing, used in error messages
