@@ -32,11 +32,13 @@
 // keeping its identity across steps (parameters, optimizer state); Detach
 // cuts the gradient (optimizers and running statistics use it).
 //
-// A value MarkStep computes from RequiresGrad leaves keeps its recipe until
-// the next MarkStep, so reading the loss before Backward still gives the
-// gradient: Backward differentiates through the recipe, and the next
-// program recomputes it. Backward through a recipe that is gone is an
-// error.
+// A value MarkStep computes from RequiresGrad leaves, and that no Backward
+// has gone through yet, keeps its recipe until the next MarkStep, so
+// reading the loss before Backward still gives the gradient: Backward
+// differentiates through the recipe, and the next program recomputes it.
+// After a Backward the recipe is dropped, as torch frees a graph, so an
+// ordinary loop keeps no previous buffers alive. Backward through a recipe
+// that is gone is an error.
 //
 // # MarkStep
 //
