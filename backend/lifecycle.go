@@ -39,8 +39,9 @@ func (b *Backend) Acquire(op string) (release func(), err error) {
 }
 
 // Close refuses new work, waits for the work in flight, runs the OnClose
-// hooks, and destroys the client. The plugin stays loaded: PJRT plugins cannot be safely unloaded,
-// and a later Open reuses it. Closing twice is a no-op.
+// hooks, and destroys the client. The plugin stays loaded: PJRT plugins
+// cannot be safely unloaded, and a later Open reuses it. Closing twice is
+// a no-op.
 func (b *Backend) Close() error {
 	b.life.Lock()
 	if b.closed {

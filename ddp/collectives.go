@@ -220,13 +220,31 @@ func (g *ProcessGroup) acknowledge(seq uint64, to int, deadline time.Time) error
 	return waitAll([]sentJob{{to, g.peers[to].send(kindCollective, tag(seq, 1, 0), g.opDesc, nil, deadline)}})
 }
 
+// sendAcknowledgements queues an acknowledgement to every peer.
+func (g *ProcessGroup) sendAcknowledgements(seq uint64, deadline time.Time) []sentJob {
+	var acks []sentJob
+	for r, p := range g.peers {
+		if p != nil {
+			acks = append(acks, sentJob{r, p.send(kindCollective, tag(seq, 1, 0), g.opDesc, nil, deadline)})
+		}
+	}
+	return acks
+}
+
+func (g *ProcessGroup) awaitAcknowledgement(seq uint64, from int, deadline time.Time) error {
+	if err := g.peers[from].recv(kindCollective, tag(seq, 1, 0), g.opDesc, nil, deadline); err != nil {
+		return peerError(from, err)
+	}
+	return nil
+}
+
 func (g *ProcessGroup) awaitAcknowledgements(seq uint64, deadline time.Time) error {
 	for r, p := range g.peers {
 		if p == nil {
 			continue
 		}
-		if err := p.recv(kindCollective, tag(seq, 1, 0), g.opDesc, nil, deadline); err != nil {
-			return peerError(r, err)
+		if err := g.awaitAcknowledgement(seq, r, deadline); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -113,19 +113,11 @@ func (g *ProcessGroup) GatherAsync(out, in Buffer, root int) *Work {
 			if err := waitAll([]sentJob{{root, g.peers[root].send(kindCollective, tag(seq, 0, 0), g.opDesc, in.bytes, deadline)}}); err != nil {
 				return err
 			}
-			if err := g.peers[root].recv(kindCollective, tag(seq, 1, 0), g.opDesc, nil, deadline); err != nil {
-				return peerError(root, err)
-			}
-			return nil
+			return g.awaitAcknowledgement(seq, root, deadline)
 		}
 		// The root's empty frame to every sender (sent first, so ranks that
 		// disagree on the root, each only receiving, still see each other).
-		var acks []sentJob
-		for r := range g.peers {
-			if g.peers[r] != nil {
-				acks = append(acks, sentJob{r, g.peers[r].send(kindCollective, tag(seq, 1, 0), g.opDesc, nil, deadline)})
-			}
-		}
+		acks := g.sendAcknowledgements(seq, deadline)
 		n := in.Len()
 		copy(out.slice(root*n, (root+1)*n).bytes, in.bytes)
 		for r, p := range g.peers {

@@ -83,9 +83,10 @@
 // keyed by everything that decides the executable (fingerprint, inputs and
 // outputs, device set, plugin build, the lowering code's identity and
 // XLA_FLAGS), written atomically, so a second run of the same program
-// compiles nothing; a corrupt, foreign or stale cache file is recompiled. GetMetrics and MetricsReport give process-wide
-// counters like torch_xla's debug metrics; with XLADDP_DEBUG=1 a
-// recompilation logs the first node that changed.
+// compiles nothing; a corrupt, foreign or stale cache file is recompiled.
+// GetMetrics and MetricsReport give process-wide counters like torch_xla's
+// debug metrics; with XLADDP_DEBUG=1 a recompilation logs the first node
+// that changed.
 //
 // Input buffers are not donated: PJRT reuses a donated buffer only when the
 // program declares input/output aliasing, which GoMLX v0.26.0's parameters

@@ -77,13 +77,14 @@ func (g *group) markStep(ctx context.Context, pos int) error {
 		}
 		return err
 	}
-	if g.engine.backend.Closed() {
-		_, err := g.engine.enter("MarkStep")
+	release, err := g.engine.enter("MarkStep") // fail at once after Close, even with nothing to run
+	if err != nil {
 		if g.replicated {
 			g.breakWith(err)
 		}
 		return err
 	}
+	release()
 	g.mu.Lock()
 	if g.broken != nil {
 		g.mu.Unlock()

@@ -14,7 +14,6 @@ import (
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/distributed"
 	"github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/core/shapes"
 
 	"github.com/xladdp/xladdp/backend"
 )
@@ -70,7 +69,11 @@ func (c *programCache) get(devices []*Device, traces []*trace) (*program, error)
 		c.last[key.devices] = p
 		return p, nil
 	}
-	p := c.loadFromDisk(key, devices, traces[0])
+	var header cacheHeader
+	if c.disk != nil {
+		header = c.disk.header(key.fingerprint, deviceNums(devices), traces[0])
+	}
+	p := c.loadFromDisk(header, devices)
 	if p == nil {
 		start := time.Now()
 		var err error
@@ -79,7 +82,7 @@ func (c *programCache) get(devices []*Device, traces []*trace) (*program, error)
 			return nil, err
 		}
 		metrics.compiled(time.Since(start))
-		c.saveToDisk(key, devices, traces[0], p)
+		c.saveToDisk(header, p)
 	}
 	if prev := c.last[key.devices]; prev != nil && debugEnabled() {
 		log.Printf("xladdp: recompiling for %s: %s", key.devices, explainDifference(prev.description, p.description))
@@ -160,7 +163,7 @@ func compile(b *backend.Backend, devices []*Device, tr *trace) (p *program, err 
 	for i, pn := range tr.params {
 		rc.values[pn] = graph.Parameter(g, fmt.Sprintf("p%d", i), pn.shape)
 		if pn.shape.IsZeroSize() {
-			rc.values[pn] = emptyValue(g, pn.shape)
+			rc.values[pn] = graph.Zeros(g, pn.shape) // see replayEmpty
 		}
 	}
 	for _, n := range tr.nodes {
@@ -200,16 +203,15 @@ func deviceNums(devices []*Device) []int {
 	return nums
 }
 
-// loadFromDisk returns the cached program for key, or nil. A missing,
+// loadFromDisk returns the program cached under want, or nil. A missing,
 // corrupt or foreign file (another program, plugin, lowering, XLA_FLAGS,
 // or an executable whose outputs differ) is a miss (reported with
 // XLADDP_DEBUG=1), never an error: the program is compiled instead and the
 // file rewritten.
-func (c *programCache) loadFromDisk(key programKey, devices []*Device, tr *trace) *program {
+func (c *programCache) loadFromDisk(want cacheHeader, devices []*Device) *program {
 	if c.disk == nil {
 		return nil
 	}
-	want := c.disk.header(key.fingerprint, deviceNums(devices), tr)
 	h, data, err := c.disk.load(want)
 	var exec *pjrt.LoadedExecutable
 	if err == nil {
@@ -231,11 +233,10 @@ func (c *programCache) loadFromDisk(key programKey, devices []*Device, tr *trace
 
 // saveToDisk stores a freshly compiled program; failures only cost the next
 // run a compilation, so they are reported with XLADDP_DEBUG=1 only.
-func (c *programCache) saveToDisk(key programKey, devices []*Device, tr *trace, p *program) {
+func (c *programCache) saveToDisk(h cacheHeader, p *program) {
 	if c.disk == nil {
 		return
 	}
-	h := c.disk.header(key.fingerprint, deviceNums(devices), tr)
 	h.Description = p.description
 	data, err := c.backend.SerializeExecutable(p.exec)
 	if err == nil {
@@ -246,18 +247,14 @@ func (c *programCache) saveToDisk(key programKey, devices []*Device, tr *trace, 
 	}
 }
 
-// emptyValue is a zero-size value as a constant. It holds no elements, so
-// the constant is exact, and it is off every gradient path: the gradient
-// through a value with no elements is zero, and GoMLX's VJPs fail to build
-// on zero-size operands (the dot VJP broadcasts a 0 axis to 1).
-func emptyValue(g *graph.Graph, shape shapes.Shape) *graph.Node {
-	return graph.Zeros(g, shape)
-}
-
-// replayEmpty replays a node whose result has no elements: a constant,
-// whatever the op. A random draw of nothing leaves the RNG state as it was.
+// replayEmpty replays a node whose result has no elements as a constant,
+// whatever the op. It holds no elements, so the constant is exact, and it
+// is off every gradient path: the gradient through a value with no
+// elements is zero, and GoMLX's VJPs fail to build on zero-size operands
+// (the dot VJP broadcasts a 0 axis to 1). A random draw of nothing leaves
+// the RNG state as it was.
 func (rc *replayContext) replayEmpty(n *node, ins []*graph.Node) {
-	rc.values[n] = emptyValue(rc.graph, n.shape)
+	rc.values[n] = graph.Zeros(rc.graph, n.shape)
 	if n.op == opRandom {
 		rc.randomStates[n] = ins[0]
 	}

@@ -41,9 +41,6 @@ func TestExitCode(t *testing.T) {
 // TestEveryCommandHelp builds every command of the module and runs it with
 // --help and -h: usage on the output, exit status 0.
 func TestEveryCommandHelp(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds every command")
-	}
 	_, self, _, _ := runtime.Caller(0)
 	root := filepath.Join(filepath.Dir(self), "..", "..")
 	commands := []struct{ pkg, usageMentions string }{
