@@ -8,18 +8,18 @@ import (
 
 // opMatMul contracts the last axis of a with axis -2 of b, batching over
 // a's leading axes when b has the same batch dims (attrs.ints[0] = batch rank).
-var opMatMul = &opDef{name: "matmul", replay: func(_ *replayContext, n *node, in []*graph.Node) *graph.Node {
+var opMatMul = &opDef{name: "matmul", replay: func(rc *replayContext, n *node, in []*graph.Node) *graph.Node {
 	a, b := in[0], in[1]
 	batch := n.attrs.ints[0]
 	if batch == 0 {
 		// [..., k] x [k, n]: fold the leading axes into the row axis.
-		return graph.DotGeneral(a, []int{a.Rank() - 1}, nil, b, []int{0}, nil)
+		return rc.dotGeneral(a, []int{a.Rank() - 1}, nil, b, []int{0}, nil)
 	}
 	axes := make([]int, batch)
 	for i := range axes {
 		axes[i] = i
 	}
-	return graph.DotGeneral(a, []int{a.Rank() - 1}, axes, b, []int{b.Rank() - 2}, axes)
+	return rc.dotGeneral(a, []int{a.Rank() - 1}, axes, b, []int{b.Rank() - 2}, axes)
 }}
 
 // MatMul returns the matrix product. Supported: [..., m, k] x [k, n] (the

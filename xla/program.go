@@ -135,6 +135,7 @@ func explainDifference(before, after []string) string {
 func compile(b *backend.Backend, devices []*Device, tr *trace) (p *program, err error) {
 	rc := &replayContext{trace: tr, values: map[*node]*graph.Node{}, numReplicas: len(devices),
 		randomStates: map[*node]*graph.Node{}}
+	defer rc.releaseDots()
 	defer func() {
 		if r := recover(); r != nil {
 			at := "while compiling"
@@ -272,6 +273,8 @@ type replayContext struct {
 	gradients map[*node]map[*node]*graph.Node
 	// randomStates holds each random draw's advanced RNG state.
 	randomStates map[*node]*graph.Node
+	// ownGradientDots are the dot_generals whose gradient is dotGeneralGrad.
+	ownGradientDots []*graph.Node
 }
 
 // gradient returns d(loss)/d(wrt), computing all gradients the trace asks of

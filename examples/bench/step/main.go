@@ -1,0 +1,323 @@
+// Command step times one training step of a benchmark model on CPU
+// replicas, the xladdp side of `make bench`'s comparison with JAX,
+// torch-xla and PyTorch (examples/bench/peers).
+//
+//	go run ./examples/bench/step --model cnn --replicas 1 --steps 20
+//
+// Models: "cnn" is the smdistributed MNIST CNN (conv 1→32→64, max-pool,
+// dropout, fc 9216→128→10, log-softmax, NLL, Adadelta lr 1.0) on a batch
+// of 64 random images per replica; "toy" is the Neuron DDP tutorial's MLP
+// (10→10→5, MSE, SGD lr 0.001, batch 20). Every replica trains the same
+// model on its own batch with gradients averaged in-graph.
+//
+// --init-out writes the initial weights and each replica's batch as
+// safetensors (torch names and layouts), so the peers start from the same
+// state; the first line of output is the eval-mode loss of those weights
+// on replica 0's batch, which every runner must agree on.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/xladdp/xladdp/backend"
+	"github.com/xladdp/xladdp/internal/cli"
+	"github.com/xladdp/xladdp/xla"
+	"github.com/xladdp/xladdp/xla/nn"
+	"github.com/xladdp/xladdp/xla/optim"
+	"github.com/xladdp/xladdp/xla/safetensors"
+)
+
+type config struct {
+	model                        string
+	replicas, steps, warmup, per int
+	initOut                      string
+	seed                         uint64
+}
+
+// Result is the JSON line the command prints.
+type Result struct {
+	Runner      string  `json:"runner"`
+	Model       string  `json:"model"`
+	Replicas    int     `json:"replicas"`
+	StepsPerRun int     `json:"steps_per_markstep"`
+	InitialLoss float64 `json:"initial_loss"`
+	// StepMS are the per-step times of each timed MarkStep (its steps averaged).
+	StepMS       []float64 `json:"step_ms"`
+	MedianStepMS float64   `json:"median_step_ms"`
+	SamplesPerS  float64   `json:"samples_per_s"`
+	Compilations int64     `json:"compilations"`
+}
+
+func main() {
+	cli.Exit("step", run(context.Background(), os.Args[1:], os.Stdout))
+}
+
+func parse(args []string) (config, error) {
+	var c config
+	f := pflag.NewFlagSet("step", pflag.ContinueOnError)
+	f.StringVar(&c.model, "model", "cnn", "cnn or toy")
+	f.IntVar(&c.replicas, "replicas", 1, "CPU replicas (devices)")
+	f.IntVar(&c.steps, "steps", 20, "timed MarkSteps")
+	f.IntVar(&c.warmup, "warmup", 3, "untimed MarkSteps first (compilation)")
+	f.IntVar(&c.per, "steps-per-markstep", 1, "training steps traced per MarkStep")
+	f.StringVar(&c.initOut, "init-out", "", "write the initial weights and batches here (safetensors) and exit")
+	f.Uint64Var(&c.seed, "seed", 1, "seed of the initial weights and batches")
+	if err := f.Parse(args); err != nil {
+		return c, err
+	}
+	switch {
+	case c.model != "cnn" && c.model != "toy":
+		return c, fmt.Errorf("--model=%q: want cnn or toy", c.model)
+	case c.replicas < 1 || c.steps < 1 || c.warmup < 0 || c.per < 1:
+		return c, fmt.Errorf("--replicas, --steps and --steps-per-markstep must be >= 1, --warmup >= 0")
+	}
+	return c, nil
+}
+
+// spec is one benchmark model.
+type spec struct {
+	batch   int
+	inDims  []int
+	classes int // 0: regression targets of outDim
+	outDim  int
+	build   func(d *xla.Device, rng *rand.Rand) (nn.Module, error)
+	loss    func(out, target *xla.Tensor) *xla.Tensor
+	opt     func(params []*xla.Tensor) (optim.Optimizer, error)
+}
+
+func specOf(model string) spec {
+	if model == "toy" {
+		return spec{batch: 20, inDims: []int{10}, outDim: 5,
+			build: func(d *xla.Device, rng *rand.Rand) (nn.Module, error) {
+				l1, err := nn.NewLinear(d, rng, 10, 10, true)
+				if err != nil {
+					return nil, err
+				}
+				l2, err := nn.NewLinear(d, rng, 10, 5, true)
+				return nn.NewSequential(l1, nn.ReLU{}, l2), err
+			},
+			loss: func(out, y *xla.Tensor) *xla.Tensor { return nn.MSELoss(out, y, nn.ReductionMean) },
+			opt: func(ps []*xla.Tensor) (optim.Optimizer, error) {
+				return optim.NewSGD(ps, optim.SGDConfig{LR: 0.001})
+			}}
+	}
+	return spec{batch: 64, inDims: []int{1, 28, 28}, classes: 10,
+		build: func(d *xla.Device, rng *rand.Rand) (nn.Module, error) {
+			conv1, err := nn.NewConv2d(d, rng, nn.Conv2dConfig{In: 1, Out: 32, Kernel: 3, Bias: true})
+			if err != nil {
+				return nil, err
+			}
+			conv2, err := nn.NewConv2d(d, rng, nn.Conv2dConfig{In: 32, Out: 64, Kernel: 3, Bias: true})
+			if err != nil {
+				return nil, err
+			}
+			fc1, err := nn.NewLinear(d, rng, 9216, 128, true)
+			if err != nil {
+				return nil, err
+			}
+			fc2, err := nn.NewLinear(d, rng, 128, 10, true)
+			if err != nil {
+				return nil, err
+			}
+			drop1, _ := nn.NewDropout(0.25)
+			drop2, _ := nn.NewDropout(0.5)
+			return nn.NewSequential(conv1, nn.ReLU{}, conv2, nn.ReLU{}, nn.NewMaxPool2d(2, 2, 0), drop1,
+				nn.Flatten{}, fc1, nn.ReLU{}, drop2, fc2), nil
+		},
+		loss: func(out, y *xla.Tensor) *xla.Tensor { return nn.NLLLoss(out.LogSoftmax(1), y, nn.ReductionMean) },
+		opt: func(ps []*xla.Tensor) (optim.Optimizer, error) {
+			return optim.NewAdadelta(ps, optim.AdadeltaConfig{LR: 1.0})
+		}}
+}
+
+// batchOf returns replica r's fixed batch: inputs N(0,1), class labels or
+// N(0,1) targets.
+func (s spec) batchOf(seed uint64, r int) (x []float32, labels []int32, y []float32) {
+	rng := rand.New(rand.NewPCG(seed, uint64(1000+r)))
+	x = make([]float32, s.batch*product(s.inDims))
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	if s.classes > 0 {
+		labels = make([]int32, s.batch)
+		for i := range labels {
+			labels[i] = int32(rng.IntN(s.classes))
+		}
+		return x, labels, nil
+	}
+	y = make([]float32, s.batch*s.outDim)
+	for i := range y {
+		y[i] = float32(rng.NormFloat64())
+	}
+	return x, nil, y
+}
+
+func product(dims []int) int {
+	p := 1
+	for _, d := range dims {
+		p *= d
+	}
+	return p
+}
+
+// replicaState is one replica's model, optimizer and batch on its device.
+type replicaState struct {
+	model  nn.Module
+	opt    optim.Optimizer
+	params []*xla.Tensor
+	x, y   *xla.Tensor
+}
+
+func (s spec) setUp(d *xla.Device, seed uint64, r int) (*replicaState, error) {
+	model, err := s.build(d, nn.NewRand(seed))
+	if err != nil {
+		return nil, err
+	}
+	params := nn.Parameters(model)
+	opt, err := s.opt(params)
+	if err != nil {
+		return nil, err
+	}
+	xs, labels, ys := s.batchOf(seed, r)
+	x, err := xla.FromSlice(d, xs, append([]int{s.batch}, s.inDims...)...)
+	if err != nil {
+		return nil, err
+	}
+	var y *xla.Tensor
+	if labels != nil {
+		y, err = xla.FromSlice(d, labels, s.batch)
+	} else {
+		y, err = xla.FromSlice(d, ys, s.batch, s.outDim)
+	}
+	return &replicaState{model: model, opt: opt, params: params, x: x, y: y}, err
+}
+
+// step records one training step with gradients averaged across replicas.
+func (rs *replicaState) step(s spec, replicas int) error {
+	loss := s.loss(rs.model.Forward(rs.x), rs.y)
+	if err := loss.Backward(); err != nil {
+		return err
+	}
+	if replicas > 1 {
+		for _, p := range rs.params {
+			if err := p.SetGrad(xla.AllReduce(p.Grad(), xla.ReduceMean)); err != nil {
+				return err
+			}
+		}
+	}
+	if err := rs.opt.Step(); err != nil {
+		return err
+	}
+	rs.opt.ZeroGrad()
+	return nil
+}
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	c, err := parse(args)
+	if err != nil {
+		return err
+	}
+	s := specOf(c.model)
+	b, err := backend.Open(ctx, backend.Options{Target: backend.CPU, CPUDevices: c.replicas})
+	if err != nil {
+		return err
+	}
+	eng := xla.NewEngine(b)
+	defer eng.Close()
+	if c.initOut != "" {
+		return writeInit(ctx, eng.Device(0), s, c)
+	}
+	res := Result{Runner: "xladdp", Model: c.model, Replicas: c.replicas, StepsPerRun: c.per}
+	times := make([][]float64, c.replicas)
+	err = eng.RunReplicas(ctx, c.replicas, func(ctx context.Context, r xla.Replica) error {
+		rs, err := s.setUp(r.Device(), c.seed, r.Index())
+		if err != nil {
+			return err
+		}
+		nn.Eval(rs.model)
+		initial, err := s.loss(rs.model.Forward(rs.x), rs.y).Item(ctx)
+		if err != nil {
+			return err
+		}
+		if r.Index() == 0 {
+			res.InitialLoss = initial
+		}
+		nn.Train(rs.model)
+		for i := range c.warmup + c.steps {
+			start := time.Now()
+			for range c.per {
+				if err := rs.step(s, c.replicas); err != nil {
+					return err
+				}
+			}
+			if err := r.MarkStep(ctx); err != nil {
+				return err
+			}
+			// A step is done when its results are on the host side of the device.
+			if _, err := rs.params[0].Float32s(ctx); err != nil {
+				return err
+			}
+			if i >= c.warmup {
+				times[r.Index()] = append(times[r.Index()], float64(time.Since(start).Microseconds())/1000/float64(c.per))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	res.StepMS = times[0]
+	res.MedianStepMS = median(times[0])
+	res.SamplesPerS = float64(s.batch*c.replicas) / (res.MedianStepMS / 1000)
+	res.Compilations = xla.GetMetrics().Compilations
+	return json.NewEncoder(out).Encode(res)
+}
+
+func median(xs []float64) float64 {
+	s := slices.Sorted(slices.Values(xs))
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// writeInit writes the initial state dict and every replica's batch.
+func writeInit(ctx context.Context, d *xla.Device, s spec, c config) error {
+	model, err := s.build(d, nn.NewRand(c.seed))
+	if err != nil {
+		return err
+	}
+	named := nn.StateDict(model)
+	for r := range c.replicas {
+		xs, labels, ys := s.batchOf(c.seed, r)
+		x, err := xla.FromSlice(d, xs, append([]int{s.batch}, s.inDims...)...)
+		if err != nil {
+			return err
+		}
+		named = append(named, nn.Named{Name: fmt.Sprintf("batch.%d.x", r), Tensor: x})
+		var y *xla.Tensor
+		if labels != nil {
+			y, err = xla.FromSlice(d, labels, s.batch)
+		} else {
+			y, err = xla.FromSlice(d, ys, s.batch, s.outDim)
+		}
+		if err != nil {
+			return err
+		}
+		named = append(named, nn.Named{Name: fmt.Sprintf("batch.%d.y", r), Tensor: y})
+	}
+	tensors, err := nn.EncodeTensors(ctx, named)
+	if err != nil {
+		return err
+	}
+	return safetensors.WriteFile(c.initOut, safetensors.File{Tensors: tensors})
+}
