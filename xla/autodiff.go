@@ -64,6 +64,7 @@ func (t *Tensor) Backward() error {
 	if t.shape.Rank() != 0 || !t.DType().IsFloat() {
 		return fmt.Errorf("xla: Backward of %s: needs a float scalar (reduce the loss with Mean or Sum)", t.shape)
 	}
+	t.settle()
 	var root *node
 	switch {
 	case t.node != nil:
@@ -102,6 +103,7 @@ func (t *Tensor) Backward() error {
 		if !leaf.requiresGrad || leaf.err != nil {
 			continue
 		}
+		leaf.settle()
 		wrt := leaf.node
 		if wrt == nil {
 			wrt = t.dev.parameterNode(leaf.data)
@@ -147,16 +149,9 @@ func (rw *historyRewriter) rewrite(root *node) *node {
 			continue
 		}
 		n := top.n
-		if n.op == opParameter {
+		if n.isInput() && n.data.history != n {
 			stack = stack[:len(stack)-1]
-			rw.rewriteParameter(n)
-			continue
-		}
-		if d, ok := rw.dev.leafValues[n]; ok {
-			// A leaf's pending value that MarkStep has since stored: the
-			// gradient is with respect to the leaf, not its recipe.
-			rw.done[n] = rw.dev.parameterNode(d)
-			stack = stack[:len(stack)-1]
+			rw.rewriteInput(n)
 			continue
 		}
 		if !n.needsGrad {
@@ -180,21 +175,21 @@ func (rw *historyRewriter) rewrite(root *node) *node {
 			inputs[i] = rw.done[in]
 			changed = changed || inputs[i] != in
 		}
-		if !changed {
+		if !changed && !n.isInput() {
 			rw.done[n] = n
 			continue
 		}
+		// A recipe kept with its buffer is recomputed: the copy reads no buffer.
 		c := *n
-		c.inputs = inputs
+		c.inputs, c.data = inputs, nil
 		rw.done[n] = &c
 	}
 	return rw.done[root]
 }
 
-// rewriteParameter maps a parameter node to the buffer's recipe when it
-// has one (pushing the recipe to rewrite first), else to this trace's
-// parameter node of the buffer.
-func (rw *historyRewriter) rewriteParameter(n *node) {
+// rewriteInput maps a node that reads a buffer to the buffer's recipe when
+// it has one, else to this trace's parameter node of the buffer.
+func (rw *historyRewriter) rewriteInput(n *node) {
 	d := n.data
 	switch {
 	case d.history != nil:

@@ -3,6 +3,7 @@ package xla
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"testing"
 )
 
@@ -10,11 +11,36 @@ import (
 // model on 2 CPU replicas with in-graph gradient all-reduce, tracing
 // stepsPerMarkStep steps before each MarkStep. ns/op is per training step.
 func BenchmarkToyStep(b *testing.B) {
-	for _, stepsPerMarkStep := range []int{1, 10} {
-		b.Run(fmt.Sprintf("steps_per_markstep=%d", stepsPerMarkStep), func(b *testing.B) {
-			benchToy(b, 2, stepsPerMarkStep)
-		})
+	for _, replicas := range []int{1, 2} {
+		for _, stepsPerMarkStep := range []int{1, 10} {
+			b.Run(fmt.Sprintf("replicas=%d/steps_per_markstep=%d", replicas, stepsPerMarkStep), func(b *testing.B) {
+				benchToy(b, replicas, stepsPerMarkStep)
+			})
+		}
 	}
+}
+
+// BenchmarkToyStepWithHeap is the 1-replica toy step while the program
+// holds 250 MB of pointer-rich host data (a decoded dataset, say): a
+// MarkStep that collected garbage would pay for scanning it every step.
+func BenchmarkToyStepWithHeap(b *testing.B) {
+	heap := pointerRichHeap(250 << 20)
+	benchToy(b, 1, 1)
+	runtime.KeepAlive(heap)
+}
+
+// listNode is 64 bytes with a pointer the GC must follow.
+type listNode struct {
+	next    *listNode
+	payload [7]int64
+}
+
+func pointerRichHeap(bytes int) *listNode {
+	var head *listNode
+	for range bytes / 64 {
+		head = &listNode{next: head}
+	}
+	return head
 }
 
 func benchToy(b *testing.B, replicas, stepsPerMarkStep int) {
@@ -47,6 +73,10 @@ func benchToy(b *testing.B, replicas, stepsPerMarkStep int) {
 	m := GetMetrics()
 	b.ReportMetric(float64(m.Compilations), "compiles")
 	if m.Executions > 0 {
-		b.ReportMetric(float64(m.ExecuteTime.Nanoseconds())/float64(b.N), "exec-ns/step")
+		exec := float64(m.ExecuteTime.Nanoseconds()) / float64(b.N)
+		b.ReportMetric(exec, "exec-ns/step")
+		// Host overhead: everything but the program's execution, per MarkStep.
+		b.ReportMetric((float64(b.Elapsed().Nanoseconds())/float64(b.N)-exec)*float64(stepsPerMarkStep), "host-ns/markstep")
 	}
+	b.ReportMetric(float64(m.Collections), "gcs")
 }

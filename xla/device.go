@@ -20,9 +20,15 @@ type Device struct {
 	group *group
 	// stepEpoch counts MarkSteps; parameter nodes are valid for one epoch.
 	stepEpoch uint64
-	// pending holds every handle given a pending value since the last
-	// MarkStep. Weak, so handles the program dropped are not computed.
-	pending []weak.Pointer[Tensor]
+	// pending lists, in record order, every handle given a pending value
+	// (or an error) since the last MarkStep, with that value: weak, so a
+	// handle the program dropped is not kept alive, while the value stays
+	// readable for the recording's key (see recording).
+	pending []pendingEntry
+	// liveness remembers, per recording key, which of the recording's
+	// handles were alive when it was first seen (learned with one forced
+	// GC), and the program that made; a repeated step needs no collection.
+	liveness map[uint64]*livenessEntry
 	// gradLeaves are the handles marked RequiresGrad.
 	gradLeaves []weak.Pointer[Tensor]
 	// rng is the device's random state ([3]uint64 on device).
@@ -33,10 +39,15 @@ type Device struct {
 	// positions caches the replica-index scalar uploaded per group position.
 	positions map[int]*deviceData
 	// kept are the buffers whose history the last MarkStep kept; the next
-	// MarkStep drops them. leafValues maps the pending nodes of the
-	// RequiresGrad tensors the last MarkStep stored to their new buffers.
-	kept       []*deviceData
-	leafValues map[*node]*deviceData
+	// MarkStep drops them.
+	kept []*deviceData
+}
+
+// pendingEntry is one handle given a pending value or an error.
+type pendingEntry struct {
+	handle weak.Pointer[Tensor]
+	node   *node
+	err    error
 }
 
 type scalarKey struct {
@@ -96,25 +107,9 @@ func (d *Device) upload(t *tensors.Tensor) (*deviceData, error) {
 	return &deviceData{tensor: t, shape: t.Shape()}, nil
 }
 
-// trackPending registers a handle that now holds a pending value.
+// trackPending registers a handle that now holds a pending value or an error.
 func (d *Device) trackPending(t *Tensor) {
-	d.pending = append(d.pending, weak.Make(t))
-}
-
-// livePending returns the handles still alive that hold pending values, in
-// the order they were recorded, each once.
-func (d *Device) livePending() []*Tensor {
-	var live []*Tensor
-	seen := map[*Tensor]bool{}
-	for _, w := range d.pending {
-		t := w.Value()
-		if t == nil || (t.node == nil && t.err == nil) || seen[t] {
-			continue
-		}
-		seen[t] = true
-		live = append(live, t)
-	}
-	return live
+	d.pending = append(d.pending, pendingEntry{handle: weak.Make(t), node: t.node, err: t.err})
 }
 
 // newPending returns a handle for a freshly recorded node.

@@ -238,12 +238,27 @@ type stepResults struct {
 // prepareLocked collects every replica's trace and checks they agree. It
 // returns nil, nil when there is nothing to run (the epoch still advances).
 func (g *group) prepareLocked(ctx context.Context) (*preparedStep, error) {
-	// Only a collection makes the weak handles of dropped tensors nil; without
-	// it the set of outputs, and so the program, would depend on GC timing.
-	runtime.GC()
-	traces := make([]*trace, len(g.devices))
+	recs := make([]*recording, len(g.devices))
+	unknown := false
 	for i, d := range g.devices {
-		traces[i] = collectTrace(d)
+		recs[i] = d.record()
+		unknown = unknown || recs[i].liveness == nil
+	}
+	if unknown {
+		// Only a collection makes the weak handles of dropped tensors nil;
+		// without it the set of outputs, and so the program, would depend
+		// on GC timing. Once per new recording: a repeated step reuses it.
+		runtime.GC()
+		metrics.collected()
+		for _, r := range recs {
+			if r.liveness == nil {
+				r.learn()
+			}
+		}
+	}
+	traces := make([]*trace, len(g.devices))
+	for i, r := range recs {
+		traces[i] = collectTrace(r)
 		if traces[i].err != nil {
 			if g.replicated {
 				return nil, &ReplicaError{Replica: i, Err: traces[i].err}
@@ -286,18 +301,26 @@ func (g *group) run(ctx context.Context, ps *preparedStep) (*stepResults, error)
 	return &stepResults{program: p, outputs: outputs}, nil
 }
 
-// applyLocked swaps the outputs into the live handles and starts a new
-// trace epoch on every device.
+// applyLocked stores each output in its node, which later traces read as
+// an input, settles the live handles, and starts a new trace epoch on
+// every device.
 func (g *group) applyLocked(ps *preparedStep, res *stepResults) {
 	if ps != nil {
 		for r, tr := range ps.traces {
 			d := g.devices[r]
 			d.forgetHistories()
-			for i, h := range tr.handles {
-				out := res.outputs[r*res.program.numOutputs+tr.handleOutput[i]]
-				h.data = &deviceData{tensor: out, shape: h.shape}
-				d.keepHistory(h)
-				h.node = nil
+			leafValues := map[*node]bool{}
+			for _, h := range tr.handles {
+				if h.requiresGrad {
+					leafValues[h.node] = true
+				}
+			}
+			for i, n := range tr.outputs {
+				n.data = &deviceData{tensor: res.outputs[r*res.program.numOutputs+i], shape: n.shape}
+				d.keepHistory(n, leafValues[n])
+			}
+			for _, h := range tr.handles {
+				h.settle()
 			}
 		}
 		g.advanceEpochsLocked()
@@ -308,32 +331,34 @@ func (g *group) applyLocked(ps *preparedStep, res *stepResults) {
 // value's recipe lives one step, so recipes never chain across steps.
 func (d *Device) forgetHistories() {
 	for _, dd := range d.kept {
+		dd.history.inputs = nil
 		dd.history, dd.historyLost = nil, true
 	}
+	clear(d.kept)
 	d.kept = d.kept[:0]
-	clear(d.leafValues)
 }
 
-// keepHistory remembers how h's new buffer was computed when a gradient
-// may still need it, and where a leaf's pending value went.
-func (d *Device) keepHistory(h *Tensor) {
+// keepHistory decides what output n's new buffer remembers of its recipe.
+// A RequiresGrad tensor's value is a leaf: gradients stop there. A value a
+// gradient may still need keeps its recipe one step; otherwise the recipe
+// is dropped, so the buffers it read can be freed.
+func (d *Device) keepHistory(n *node, leafValue bool) {
 	switch {
-	case h.requiresGrad:
-		if d.leafValues == nil {
-			d.leafValues = map[*node]*deviceData{}
-		}
-		d.leafValues[h.node] = h.data
-	case h.node.needsGrad && h.node.differentiated:
-		h.data.historyLost = true
-	case h.node.needsGrad:
-		h.data.history = h.node
-		d.kept = append(d.kept, h.data)
+	case leafValue || !n.needsGrad:
+		n.inputs = nil
+	case n.differentiated:
+		n.data.historyLost = true
+		n.inputs = nil
+	default:
+		n.data.history = n
+		d.kept = append(d.kept, n.data)
 	}
 }
 
 func (g *group) advanceEpochsLocked() {
 	for _, d := range g.devices {
 		d.stepEpoch++
+		clear(d.pending) // drop the values, not just the length
 		d.pending = d.pending[:0]
 	}
 }

@@ -16,7 +16,11 @@ func (t *Tensor) materialize(ctx context.Context) error {
 	if t.err != nil {
 		return t.err
 	}
+	t.settle()
 	if t.node != nil {
+		// A handle a repeated step left out (it looked dropped when the
+		// step was first seen) is computed now, from its recipe.
+		t.dev.trackPending(t)
 		if err := t.dev.MarkStep(ctx); err != nil {
 			return err
 		}

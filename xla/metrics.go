@@ -23,6 +23,9 @@ type Metrics struct {
 	LastTraceNodes int
 	// PersistentCacheHits counts programs loaded from XLADDP_CACHE_DIR.
 	PersistentCacheHits int64
+	// Collections counts the GCs MarkStep forced to learn which tensors
+	// are alive: one per new recording, none for a repeated step.
+	Collections int64
 }
 
 type metricsRegistry struct {
@@ -64,6 +67,7 @@ func MetricsReport() string {
 	row("TransfersToDevice:", fmt.Sprintf("%d (%d bytes)", m.TransfersToDevice, m.BytesToDevice))
 	row("TransfersToHost:", fmt.Sprintf("%d (%d bytes)", m.TransfersToHost, m.BytesToHost))
 	row("LastTraceNodes:", m.LastTraceNodes)
+	row("Collections:", m.Collections)
 	return b.String()
 }
 
@@ -92,3 +96,5 @@ func (r *metricsRegistry) transferToHost(bytes int64) {
 }
 
 func (r *metricsRegistry) persistentHit() { r.update(func(m *Metrics) { m.PersistentCacheHits++ }) }
+
+func (r *metricsRegistry) collected() { r.update(func(m *Metrics) { m.Collections++ }) }

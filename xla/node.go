@@ -50,7 +50,9 @@ type node struct {
 	attrs  attrs
 	inputs []*node
 	shape  shapes.Shape
-	// data is set for parameter nodes: the device buffer the step reads.
+	// data is the device buffer holding the node's value: set for parameter
+	// nodes, and by MarkStep on the nodes it computed. A node with data is
+	// read as a program input, never recomputed.
 	data *deviceData
 	// needsGrad: the value depends on a RequiresGrad leaf through ops a
 	// gradient flows through (not through gradients or Detach).
@@ -61,9 +63,15 @@ type node struct {
 	differentiated bool
 }
 
+// isInput reports whether the node's value is a buffer: a program input.
+func (n *node) isInput() bool { return n.data != nil }
+
 // describe is the node's line in a trace listing, used in error messages
 // and recompilation reports; inputs are given by their index in the listing.
 func (n *node) describe(index map[*node]int) string {
+	if n.isInput() {
+		return fmt.Sprintf("%s() -> %s", opParameter.name, n.shape)
+	}
 	in := make([]string, len(n.inputs))
 	for i, x := range n.inputs {
 		in[i] = fmt.Sprintf("%%%d", index[x])

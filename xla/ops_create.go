@@ -35,16 +35,29 @@ func FromSlice[T dtypes.Supported](d *Device, data []T, dims ...int) (*Tensor, e
 	return &Tensor{dev: d, shape: dd.shape, data: dd}, nil
 }
 
-// scalar returns v as a scalar of dtype: a constant for 0 and 1, else an
-// uploaded value (cached), so a changing learning rate is a new input, not
-// a new program.
+// scalar returns a literal v as a scalar of dtype: a constant for 0 and 1,
+// else an uploaded value (cached), as torch-xla treats Python scalars.
 func (d *Device) scalar(v float64, dtype DType) *Tensor {
 	if v == 0 || v == 1 {
 		return recordOn(d, opConstant, attrs{float: v}, shapeOf(dtype))
 	}
+	return d.Hyperparameter(v, dtype)
+}
+
+// Hyperparameter returns v as a scalar of dtype that is always a program
+// input, never a constant, whatever its value: a learning rate that a
+// scheduler moves to or from 0 or 1 changes an input, not the program.
+// Optimizers feed their learning rate through it. Values are uploaded once
+// and cached per device, but every call is its own program input: were two
+// uses of one value a single input, the program's structure would change
+// when a learning rate happens to equal another scalar.
+func (d *Device) Hyperparameter(v float64, dtype DType) *Tensor {
+	if err := checkShape("Hyperparameter", shapeOf(dtype)); err != nil {
+		return d.failed(shapeOf(dtype), err)
+	}
 	key := scalarKey{dtype: dtype, value: v}
 	if dd, ok := d.scalars[key]; ok {
-		return &Tensor{dev: d, shape: dd.shape, data: dd}
+		return &Tensor{dev: d, shape: dd.shape, data: &deviceData{tensor: dd.tensor, shape: dd.shape}}
 	}
 	host := tensors.FromShape(shapeOf(dtype))
 	if err := host.MutableFlatData(func(flat any) { setFlat(flat, 0, v) }); err != nil {

@@ -168,7 +168,7 @@ func compile(b *backend.Backend, devices []*Device, tr *trace) (p *program, err 
 		}
 	}
 	for _, n := range tr.nodes {
-		if n.op == opParameter {
+		if n.isInput() {
 			continue
 		}
 		rc.current = n

@@ -43,8 +43,18 @@ type Tensor struct {
 	grad         *Tensor
 }
 
+// settle makes a handle whose pending node a MarkStep computed hold the
+// buffer. MarkStep settles the handles it knows of; a handle that shares
+// the node settles when next used.
+func (t *Tensor) settle() {
+	if t.node != nil && t.node.data != nil {
+		t.data, t.node = t.node.data, nil
+	}
+}
+
 // tracksGrad reports whether ops on t carry a gradient path to a leaf.
 func (t *Tensor) tracksGrad() bool {
+	t.settle()
 	switch {
 	case t.requiresGrad:
 		return true
@@ -77,10 +87,14 @@ func (t *Tensor) Device() *Device { return t.dev }
 func (t *Tensor) Err() error { return t.err }
 
 // IsPending reports whether the value waits for the next MarkStep.
-func (t *Tensor) IsPending() bool { return t.node != nil }
+func (t *Tensor) IsPending() bool {
+	t.settle()
+	return t.node != nil
+}
 
 // String describes the tensor without computing it.
 func (t *Tensor) String() string {
+	t.settle()
 	state := "materialized"
 	switch {
 	case t.err != nil:
@@ -101,6 +115,7 @@ func (t *Tensor) Assign(src *Tensor) error {
 	if src.err != nil {
 		return src.err
 	}
+	src.settle()
 	if !t.shape.Equal(src.shape) {
 		return fmt.Errorf("xla: Assign: destination is %s but source is %s", t.shape, src.shape)
 	}
@@ -114,6 +129,7 @@ func (t *Tensor) Assign(src *Tensor) error {
 // valueNode returns the node that reads t in the current trace: its pending
 // node, or a parameter node for its buffer.
 func (t *Tensor) valueNode() *node {
+	t.settle()
 	if t.node != nil {
 		return t.node
 	}

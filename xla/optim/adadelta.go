@@ -62,7 +62,7 @@ func (a *Adadelta) Step() error {
 		delta := accDelta.AddScalar(a.cfg.Eps).Sqrt().Div(sq.AddScalar(a.cfg.Eps).Sqrt()).Mul(g)
 		acc := accDelta.MulScalar(rho).Add(delta.Square().MulScalar(1 - rho))
 		if err := assignAll([2]*xla.Tensor{a.squareAvg[i], sq}, [2]*xla.Tensor{a.accDelta[i], acc},
-			[2]*xla.Tensor{param, p.Sub(delta.MulScalar(a.lr))}); err != nil {
+			[2]*xla.Tensor{param, p.Sub(delta.Mul(hyperparameter(p, a.lr)))}); err != nil {
 			return err
 		}
 	}

@@ -87,6 +87,13 @@ func named(key string, ts []*xla.Tensor) []nn.Named {
 	return out
 }
 
+// hyperparameter returns v as a program input in like's dtype, never a
+// constant: a scheduler that moves the learning rate to or from 0 or 1
+// must not recompile the step.
+func hyperparameter(like *xla.Tensor, v float64) *xla.Tensor {
+	return like.Device().Hyperparameter(v, like.DType())
+}
+
 // weightDecayed returns grad + wd·p (torch's L2 weight decay).
 func weightDecayed(grad, p *xla.Tensor, wd float64) *xla.Tensor {
 	if wd == 0 {

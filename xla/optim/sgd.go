@@ -66,7 +66,7 @@ func (s *SGD) Step() error {
 				g = buf
 			}
 		}
-		if err := assignAll([2]*xla.Tensor{param, p.Sub(g.MulScalar(s.lr))}); err != nil {
+		if err := assignAll([2]*xla.Tensor{param, p.Sub(g.Mul(hyperparameter(p, s.lr)))}); err != nil {
 			return err
 		}
 	}
