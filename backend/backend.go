@@ -36,6 +36,9 @@ type Backend struct {
 	inFlight int
 	closed   bool
 	onClose  []func()
+	// running are the executions started and not yet waited for; Close
+	// waits for them before draining.
+	running map[*Execution]struct{}
 }
 
 // Open finds the target's PJRT plugin, loads it and creates a client.

@@ -53,3 +53,60 @@ func (b *Backend) CacheIdentity() string {
 	sum := sha256.Sum256([]byte(id))
 	return hex.EncodeToString(sum[:])
 }
+
+// Execution is a program started with Execute and not yet known finished.
+type Execution struct {
+	b       *Backend
+	x       *pjrtx.Execution
+	release func()
+}
+
+// Execute starts e on numDevices devices (inputs device-major) and returns
+// its outputs at once, as JAX and torch-xla dispatch: reading an output
+// waits until it is computed, and Wait reports how the execution ended.
+// keep is held until then (the owners of the inputs). The execution is
+// work in flight: Close waits for it.
+func (b *Backend) Execute(e *pjrt.LoadedExecutable, numDevices int, inputs []*pjrt.Buffer, keep any) ([]*pjrt.Buffer, *Execution, error) {
+	release, err := b.Acquire("execution")
+	if err != nil {
+		return nil, nil, err
+	}
+	outs, x, err := pjrtx.Execute(e, numDevices, inputs, keep)
+	if err != nil {
+		release()
+		return nil, nil, err
+	}
+	ex := &Execution{b: b, x: x, release: release}
+	b.life.Lock()
+	if b.running == nil {
+		b.running = map[*Execution]struct{}{}
+	}
+	b.running[ex] = struct{}{}
+	b.idle.Broadcast() // a Close waiting for uses must now wait for this one
+	b.life.Unlock()
+	return outs, ex, nil
+}
+
+// Wait blocks until the execution finished on every device and returns
+// its error. Safe to call more than once and from several goroutines.
+func (x *Execution) Wait() error {
+	err := x.x.Wait()
+	x.b.life.Lock()
+	_, tracked := x.b.running[x]
+	delete(x.b.running, x)
+	x.b.life.Unlock()
+	if tracked {
+		x.release()
+	}
+	return err
+}
+
+// AwaitReady blocks until b's value is computed and returns the error of
+// the execution that computes it, if it failed. Read a buffer an
+// execution may still be writing only after it.
+func (b *Backend) AwaitReady(buf *pjrt.Buffer) error {
+	if err := pjrtx.AwaitReady(buf); err != nil {
+		return fmt.Errorf("waiting for a device buffer: %w", err)
+	}
+	return nil
+}

@@ -38,7 +38,8 @@ func (b *Backend) Acquire(op string) (release func(), err error) {
 	}, nil
 }
 
-// Close refuses new work, waits for the work in flight, runs the OnClose
+// Close refuses new work, waits for the work in flight (executions started
+// with Execute included), runs the OnClose
 // hooks, and destroys the client. The plugin stays loaded: PJRT plugins
 // cannot be safely unloaded, and a later Open reuses it. Closing twice is
 // a no-op.
@@ -49,7 +50,24 @@ func (b *Backend) Close() error {
 		return nil
 	}
 	b.closed = true
-	for b.inFlight > 0 {
+	for {
+		if len(b.running) > 0 {
+			// Executions end by themselves; wait for them outside the lock
+			// (their Wait takes it).
+			running := make([]*Execution, 0, len(b.running))
+			for x := range b.running {
+				running = append(running, x)
+			}
+			b.life.Unlock()
+			for _, x := range running {
+				_ = x.Wait() // its error belongs to whoever waits for the step
+			}
+			b.life.Lock()
+			continue
+		}
+		if b.inFlight == 0 {
+			break
+		}
 		b.idle.Wait()
 	}
 	hooks := b.onClose

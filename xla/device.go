@@ -3,6 +3,7 @@ package xla
 import (
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"weak"
 
 	"github.com/gomlx/gomlx/backends"
@@ -41,6 +42,18 @@ type Device struct {
 	// kept are the buffers whose history the last MarkStep kept; the next
 	// MarkStep drops them.
 	kept []*deviceData
+	// lastStep is the last program handed to the device, possibly still
+	// running (nil before the first).
+	lastStep atomic.Pointer[stepExecution]
+}
+
+// lastStepError waits for the last step handed to the device and returns
+// its error, if it failed.
+func (d *Device) lastStepError() error {
+	if s := d.lastStep.Load(); s != nil {
+		return s.wait()
+	}
+	return nil
 }
 
 // pendingEntry is one handle given a pending value or an error.

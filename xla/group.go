@@ -291,6 +291,14 @@ func (g *group) run(ctx context.Context, ps *preparedStep) (*stepResults, error)
 	if err != nil {
 		return nil, err
 	}
+	// The previous step reads nothing this one writes (buffers are never
+	// reused), so only its outcome is waited for, after this one was
+	// traced and compiled.
+	for _, d := range g.devices {
+		if err := d.lastStepError(); err != nil {
+			return nil, err
+		}
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("xla: MarkStep on %s stopped before executing: %w", deviceSetKey(g.devices), context.Cause(ctx))
 	}
@@ -368,9 +376,10 @@ func (g *group) execute(p *program, traces []*trace) ([]*tensors.Tensor, error) 
 	n := len(g.devices)
 	numParams := len(traces[0].params)
 	buffers := make([]backends.Buffer, 0, n*numParams)
-	donate := make([]bool, n*numParams)
+	inputs := make([]*deviceData, 0, n*numParams)
 	for r, tr := range traces {
 		for _, pn := range tr.params {
+			inputs = append(inputs, pn.data)
 			buf, err := pn.data.tensor.Buffer(g.engine.gomlx, backends.DeviceNum(g.devices[r].num))
 			if err != nil {
 				return nil, fmt.Errorf("xla: replica %d: reading an input buffer: %w", r, err)
@@ -379,9 +388,13 @@ func (g *group) execute(p *program, traces []*trace) ([]*tensors.Tensor, error) 
 		}
 	}
 	start := time.Now()
-	outputs, err := runProgram(g.engine.gomlx, p, buffers, donate)
+	outputs, x, err := runProgram(g.engine, p, n, buffers, inputs)
 	if err != nil {
 		return nil, err
+	}
+	step := &stepExecution{x: x, step: g.steps, devices: deviceSetKey(g.devices)}
+	for _, d := range g.devices {
+		d.lastStep.Store(step)
 	}
 	metrics.executed(time.Since(start), len(traces[0].nodes))
 	return outputs, nil

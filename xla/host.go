@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"reflect"
 
+	"github.com/gomlx/go-xla/pkg/pjrt"
+	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
@@ -41,8 +43,12 @@ func (t *Tensor) ToHost(ctx context.Context) (*tensors.Tensor, error) {
 		return nil, err
 	}
 	defer release()
-	host, err := t.data.tensor.LocalClone()
+	host, err := t.data.readHost(t.dev)
 	if err != nil {
+		// A value of a step that failed asynchronously: say which step.
+		if stepErr := t.dev.lastStepError(); stepErr != nil {
+			return nil, stepErr
+		}
 		return nil, fmt.Errorf("xla: device-to-host transfer of %s: %w", t.shape, err)
 	}
 	metrics.transferToHost(int64(t.shape.Memory()))
@@ -167,4 +173,28 @@ func (t *Tensor) To(ctx context.Context, d *Device) (*Tensor, error) {
 		return nil, err
 	}
 	return &Tensor{dev: d, shape: dd.shape, data: dd}, nil
+}
+
+// readHost copies the buffer to the host once the execution computing it
+// (possibly still running) finished.
+func (dd *deviceData) readHost(d *Device) (*tensors.Tensor, error) {
+	if !dd.shape.IsZeroSize() {
+		buf, err := dd.tensor.Buffer(d.engine.gomlx, backends.DeviceNum(d.num))
+		if err != nil {
+			return nil, err
+		}
+		pb, ok := buf.(*pjrt.Buffer)
+		if !ok {
+			return nil, fmt.Errorf("a %T, not a PJRT buffer", buf)
+		}
+		if err := d.engine.backend.AwaitReady(pb); err != nil {
+			return nil, err
+		}
+		// Usually the value is the last step's: finishing with it lets go
+		// of that step's inputs and reports its failure by step.
+		if err := d.lastStepError(); err != nil {
+			return nil, err
+		}
+	}
+	return dd.tensor.LocalClone()
 }

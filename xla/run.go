@@ -2,32 +2,59 @@ package xla
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/gomlx/go-xla/pkg/pjrt"
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
+
+	"github.com/xladdp/xladdp/backend"
 )
 
-// runProgram executes p on the replicas' input buffers (device-major) and
-// wraps the outputs, also device-major, as GoMLX tensors.
-func runProgram(gomlx backends.Backend, p *program, buffers []backends.Buffer, donate []bool) ([]*tensors.Tensor, error) {
-	inputs := make([]*pjrt.Buffer, len(buffers))
+// runProgram starts p on the replicas' input buffers (device-major) and
+// wraps the outputs, also device-major, as GoMLX tensors at once; the
+// execution goes on asynchronously (see stepExecution). inputs are the
+// buffers' owners, held until it finishes.
+func runProgram(e *Engine, p *program, numDevices int, buffers []backends.Buffer, inputs []*deviceData) ([]*tensors.Tensor, *backend.Execution, error) {
+	pjrtInputs := make([]*pjrt.Buffer, len(buffers))
 	for i, b := range buffers {
 		pb, ok := b.(*pjrt.Buffer)
 		if !ok {
-			return nil, fmt.Errorf("xla: input %d is a %T, not a PJRT buffer", i, b)
+			return nil, nil, fmt.Errorf("xla: input %d is a %T, not a PJRT buffer", i, b)
 		}
-		inputs[i] = pb
+		pjrtInputs[i] = pb
 	}
-	outs, err := p.exec.Execute(inputs...).SetDonate(donate).Done()
+	outs, x, err := e.backend.Execute(p.exec, numDevices, pjrtInputs, inputs)
 	if err != nil {
-		return nil, fmt.Errorf("xla: executing the program: %w", err)
+		return nil, nil, fmt.Errorf("xla: executing the program: %w", err)
 	}
 	tensorsOut := make([]*tensors.Tensor, len(outs))
 	for i, o := range outs {
-		if tensorsOut[i], err = tensors.FromBuffer(gomlx, o); err != nil {
-			return nil, fmt.Errorf("xla: wrapping output %d: %w", i, err)
+		if tensorsOut[i], err = tensors.FromBuffer(e.gomlx, o); err != nil {
+			_ = x.Wait()
+			return nil, nil, fmt.Errorf("xla: wrapping output %d: %w", i, err)
 		}
 	}
-	return tensorsOut, nil
+	return tensorsOut, x, nil
+}
+
+// stepExecution is a group's last step, running on the devices while the
+// replicas trace the next one. Its error surfaces at the next MarkStep or
+// at a read, naming the step.
+type stepExecution struct {
+	x       *backend.Execution
+	step    int
+	devices string
+	once    sync.Once
+	err     error
+}
+
+// wait blocks until the step finished and returns its error, named.
+func (s *stepExecution) wait() error {
+	s.once.Do(func() {
+		if err := s.x.Wait(); err != nil {
+			s.err = fmt.Errorf("xla: step %d on %s failed while running asynchronously: %w", s.step, s.devices, err)
+		}
+	})
+	return s.err
 }

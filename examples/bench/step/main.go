@@ -37,10 +37,10 @@ import (
 )
 
 type config struct {
-	model                        string
-	replicas, steps, warmup, per int
-	initOut                      string
-	seed                         uint64
+	model                                 string
+	replicas, samples, steps, warmup, per int
+	initOut                               string
+	seed                                  uint64
 }
 
 // Result is the JSON line the command prints.
@@ -66,8 +66,9 @@ func parse(args []string) (config, error) {
 	f := pflag.NewFlagSet("step", pflag.ContinueOnError)
 	f.StringVar(&c.model, "model", "cnn", "cnn or toy")
 	f.IntVar(&c.replicas, "replicas", 1, "CPU replicas (devices)")
-	f.IntVar(&c.steps, "steps", 20, "timed MarkSteps")
-	f.IntVar(&c.warmup, "warmup", 3, "untimed MarkSteps first (compilation)")
+	f.IntVar(&c.samples, "samples", 7, "timed samples; the figure is their median")
+	f.IntVar(&c.steps, "steps", 5, "training steps per sample (timed together, synchronized at the end)")
+	f.IntVar(&c.warmup, "warmup", 3, "untimed training steps first (compilation)")
 	f.IntVar(&c.per, "steps-per-markstep", 1, "training steps traced per MarkStep")
 	f.StringVar(&c.initOut, "init-out", "", "write the initial weights and batches here (safetensors) and exit")
 	f.Uint64Var(&c.seed, "seed", 1, "seed of the initial weights and batches")
@@ -77,8 +78,10 @@ func parse(args []string) (config, error) {
 	switch {
 	case c.model != "cnn" && c.model != "toy":
 		return c, fmt.Errorf("--model=%q: want cnn or toy", c.model)
-	case c.replicas < 1 || c.steps < 1 || c.warmup < 0 || c.per < 1:
-		return c, fmt.Errorf("--replicas, --steps and --steps-per-markstep must be >= 1, --warmup >= 0")
+	case c.replicas < 1 || c.samples < 1 || c.steps < 1 || c.warmup < 0 || c.per < 1:
+		return c, fmt.Errorf("--replicas, --samples, --steps and --steps-per-markstep must be >= 1, --warmup >= 0")
+	case c.steps%c.per != 0 || c.warmup%c.per != 0:
+		return c, fmt.Errorf("--steps=%d and --warmup=%d must be multiples of --steps-per-markstep=%d", c.steps, c.warmup, c.per)
 	}
 	return c, nil
 }
@@ -252,23 +255,31 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			res.InitialLoss = initial
 		}
 		nn.Train(rs.model)
-		for i := range c.warmup + c.steps {
-			start := time.Now()
-			for range c.per {
-				if err := rs.step(s, c.replicas); err != nil {
+		// steps runs n training steps, a MarkStep every c.per, and waits
+		// until the last step's parameters are computed.
+		steps := func(n int) error {
+			for range n / c.per {
+				for range c.per {
+					if err := rs.step(s, c.replicas); err != nil {
+						return err
+					}
+				}
+				if err := r.MarkStep(ctx); err != nil {
 					return err
 				}
 			}
-			if err := r.MarkStep(ctx); err != nil {
+			_, err := rs.params[0].Float32s(ctx)
+			return err
+		}
+		if err := steps(c.warmup); err != nil {
+			return err
+		}
+		for range c.samples {
+			start := time.Now()
+			if err := steps(c.steps); err != nil {
 				return err
 			}
-			// A step is done when its results are on the host side of the device.
-			if _, err := rs.params[0].Float32s(ctx); err != nil {
-				return err
-			}
-			if i >= c.warmup {
-				times[r.Index()] = append(times[r.Index()], float64(time.Since(start).Microseconds())/1000/float64(c.per))
-			}
+			times[r.Index()] = append(times[r.Index()], float64(time.Since(start).Microseconds())/1000/float64(c.steps))
 		}
 		return nil
 	})

@@ -1,0 +1,118 @@
+"""`make bench`'s side-by-side comparison: runs xladdp's examples/bench/step
+and the peers (JAX jit / lax.scan, torch-xla PJRT CPU, PyTorch eager with
+Debian's reference BLAS and with OpenBLAS, PyTorch DDP over gloo) on the
+same initial weights and batches, alternating runners round by round, and
+prints a markdown table of medians (warm-up excluded) with ratios to
+xladdp. Every runner's eval-mode loss of the initial weights must agree with
+xladdp's within 1e-3, or the comparison stops.
+
+    python3 compare.py --step-bin bin/benchstep --rounds 2 [--json out.json]
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PEERS = os.environ.get("XLADDP_PEERS_DIR", os.path.expanduser("~/.cache/xladdp/peers"))
+JAX = os.path.join(PEERS, "jax/bin/python")
+TORCHXLA = os.path.join(PEERS, "torchxla/bin/python")
+DEBIAN = "/usr/bin/python3"
+OPENBLAS = {"LD_LIBRARY_PATH": "/usr/lib/x86_64-linux-gnu/openblas-pthread"}
+REFBLAS = {"LD_LIBRARY_PATH": ""}
+
+
+def cases(step_bin, init):
+    cnn, toy = init["cnn"], init["toy"]
+    go = lambda *a: ([step_bin, *a], {})
+    py = lambda exe, script, *a, env=None: ([exe, os.path.join(HERE, script), *a], env or {})
+    cnn_timing = ["--steps", "5", "--warmup", "3", "--samples", "5"]
+    toy_timing = ["--steps", "200", "--warmup", "20", "--samples", "5"]
+    return [
+        ("MNIST CNN, batch 64, 1 device", "cnn", [
+            ("xladdp", go("--model", "cnn", *cnn_timing)),
+            ("JAX jit", py(JAX, "step_jax.py", "--model", "cnn", "--init", cnn, *cnn_timing)),
+            ("torch-xla", py(TORCHXLA, "step_torchxla.py", "--model", "cnn", "--init", cnn, *cnn_timing)),
+            ("PyTorch 1.13 eager, reference BLAS", py(DEBIAN, "step_torch.py", "--model", "cnn", "--init", cnn, *cnn_timing, env=REFBLAS)),
+            ("PyTorch 1.13 eager, OpenBLAS", py(DEBIAN, "step_torch.py", "--model", "cnn", "--init", cnn, *cnn_timing, env=OPENBLAS)),
+        ]),
+        ("MNIST CNN, batch 64 per worker, 2 workers", "cnn", [
+            ("xladdp (2 replicas in-graph)", go("--model", "cnn", "--replicas", "2", *cnn_timing)),
+            ("PyTorch 1.13 DDP gloo 2x1 thread, reference BLAS", py(DEBIAN, "step_torch.py", "--model", "cnn", "--replicas", "2", "--init", cnn, *cnn_timing, env=REFBLAS)),
+            ("PyTorch 1.13 DDP gloo 2x1 thread, OpenBLAS", py(DEBIAN, "step_torch.py", "--model", "cnn", "--replicas", "2", "--init", cnn, *cnn_timing, env=OPENBLAS)),
+        ]),
+        ("toy MLP, 1 step per MarkStep/call", "toy", [
+            ("xladdp lazy", go("--model", "toy", *toy_timing)),
+            ("JAX jit", py(JAX, "step_jax.py", "--model", "toy", "--init", toy, *toy_timing)),
+            ("torch-xla", py(TORCHXLA, "step_torchxla.py", "--model", "toy", "--init", toy, *toy_timing)),
+            ("PyTorch 1.13 eager, OpenBLAS", py(DEBIAN, "step_torch.py", "--model", "toy", "--init", toy, *toy_timing, env=OPENBLAS)),
+        ]),
+        ("toy MLP, 10 steps per MarkStep/call", "toy", [
+            ("xladdp lazy", go("--model", "toy", "--steps-per-markstep", "10", *toy_timing)),
+            ("JAX lax.scan", py(JAX, "step_jax.py", "--model", "toy", "--steps-per-markstep", "10", "--init", toy, *toy_timing)),
+            ("torch-xla", py(TORCHXLA, "step_torchxla.py", "--model", "toy", "--steps-per-markstep", "10", "--init", toy, *toy_timing)),
+        ]),
+    ]
+
+
+def run(cmd, env):
+    full = dict(os.environ, **env)
+    if full.get("LD_LIBRARY_PATH") == "":
+        del full["LD_LIBRARY_PATH"]
+    out = subprocess.run(cmd, env=full, capture_output=True, text=True, timeout=1200)
+    if out.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({out.returncode}):\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--step-bin", required=True)
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--only", default="", help="run only cases whose title contains this")
+    p.add_argument("--json", default="")
+    a = p.parse_args()
+    tmp = tempfile.mkdtemp(prefix="xladdp-bench-")
+    init = {}
+    for model in ("cnn", "toy"):
+        init[model] = os.path.join(tmp, f"{model}.safetensors")
+        subprocess.run([a.step_bin, "--model", model, "--replicas", "2", "--init-out", init[model]], check=True)
+    table = cases(a.step_bin, init)
+    table = [c for c in table if a.only in c[0]]
+    samples = {}
+    meta = {}
+    for rnd in range(a.rounds):
+        for title, _, runners in table:
+            for name, (cmd, env) in runners:
+                res = run(cmd, env)
+                print(f"round {rnd + 1}: {title}: {name}: median {res['median_step_ms']:.4f} ms/step", file=sys.stderr)
+                samples.setdefault((title, name), []).extend(res["step_ms"])
+                meta[(title, name)] = res
+    rows = []
+    print("| case | runner | ms/step (median) | samples/s | vs xladdp | initial loss |")
+    print("|---|---|---|---|---|---|")
+    for title, model, runners in table:
+        ours = None
+        for name, _ in runners:
+            med = statistics.median(samples[(title, name)])
+            res = meta[(title, name)]
+            if ours is None:
+                ours, ours_loss = med, res["initial_loss"]
+            if abs(res["initial_loss"] - ours_loss) > 1e-3:
+                raise SystemExit(f"{title}: {name}'s initial loss {res['initial_loss']} differs from xladdp's {ours_loss}")
+            batch = {"cnn": 64, "toy": 20}[model] * res["replicas"]
+            label = res["runner"] if name.startswith("xladdp") is False else name
+            print(f"| {title} | {label} | {med:.4g} | {batch / (med / 1000):.0f} | {med / ours:.2f}x | {res['initial_loss']:.6f} |")
+            rows.append({"case": title, "runner": res["runner"], "name": name, "median_ms": med,
+                         "samples": samples[(title, name)], "initial_loss": res["initial_loss"]})
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
