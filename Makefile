@@ -153,10 +153,21 @@ demo: deps build
 	echo "== data-parallel MNIST training: 2 replicas, gradients all-reduced in-graph, 1 epoch"
 	$(BIN)/mnist --replicas 2 --epochs 1
 
+# Long: installs the peers if missing (JAX 0.12, torch-xla 2.9 ~7 GB,
+# Debian's PyTorch 1.13 + OpenBLAS) and alternates their runs with ours.
+# BENCH_ROUNDS rounds; BENCH_ONLY limits the peer table to matching cases.
+BENCH_ROUNDS ?= 2
+BENCH_ONLY ?=
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./...
 	@echo "== ddp all-reduce across processes (bus bandwidth vs memcpy and loopback TCP)"
 	$(GO) run ./examples/bench/allreduce --procs 2,4
+	echo "== training steps side by side with JAX, torch-xla and PyTorch (docs/BENCHMARKS.md)"
+	bash examples/bench/peers/install.sh
+	mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/benchstep ./examples/bench/step
+	$(PYTHON) examples/bench/peers/compare.py --step-bin $(BIN)/benchstep --rounds $(BENCH_ROUNDS) \
+		--only "$(BENCH_ONLY)" --json $(BIN)/bench-peers.json
 
 clean:
 	rm -rf $(BIN)

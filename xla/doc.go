@@ -15,9 +15,13 @@
 // Item and ToHost. Ops never panic on bad input; they panic only on a nil
 // operand or an out-of-range Device index (programming errors).
 //
-// Scalars 0 and 1 are constants in the program; any other scalar (a
-// learning rate) is uploaded once per value and fed as an input, so changing
-// it does not recompile.
+// Literal scalars 0 and 1 (MulScalar(1), AddScalar(0)) are constants in the
+// program; any other literal is uploaded once per value and fed as an
+// input, as torch-xla treats Python scalars. Device.Hyperparameter is always
+// an input, whatever its value: the optimizers feed their learning rate
+// through it, so a scheduler that moves it to or from 0 or 1 never
+// recompiles. Every scalar use is its own input, so the program's shape
+// never depends on two scalars happening to be equal.
 //
 // Shapes are checked when recorded (negative, overflowing, or larger than
 // MaxTensorBytes is an error). Zero-size tensors are program constants:
@@ -43,18 +47,34 @@
 // # MarkStep
 //
 // Device.MarkStep (or Replica.MarkStep) honours ctx at every stage (a
-// cancelled ctx runs nothing) and runs a full GC, so that tensors the
-// program dropped, tracked through weak pointers, are gone and the set of
-// outputs does not depend on GC timing; it then walks from the live pending
-// tensors, fingerprints the trace (op kinds, attributes, shapes, dtypes and
-// input positions, never values), looks the program up by fingerprint and
-// device set, compiles only on a miss, executes, and swaps the results into
-// the live tensors. Reading a pending value (Item, ToHost, Float32s) forces a
-// MarkStep first, like loss.item() in torch-xla. Several steps traced before
-// one MarkStep become one program. The forced GC costs ~0.5 ms on a 2-core
-// machine (docs/BENCHMARKS.md); tracing several steps per MarkStep
-// amortizes it.
+// cancelled ctx runs nothing). Its program's outputs are the pending values
+// of the tensor handles still alive, and that set must not depend on GC
+// timing. The rule: every handle given a pending value since the last
+// MarkStep is recorded, with the value, in order (the recording). The
+// first time a recording is seen (its key hashes every recorded node and
+// which handle holds which, never buffer values), MarkStep forces one GC,
+// so dropped handles are gone, and remembers which handles were alive; a
+// repeated step (the same recording) reuses that and collects nothing, so
+// MarkStep's cost does not grow with the user's heap. A handle that looked
+// dropped when its recording was first seen, but is kept in a later run of
+// the same step, is left out of the program and stays computable: reading
+// it (or using it) computes it from its recipe, from the buffers it was
+// recorded on. A recording with an error is always collected, so a dropped
+// error tensor never fails a step and a kept one always does. Metrics
+// counts the forced collections (Collections).
 //
+// The trace is fingerprinted (op kinds, attributes, shapes, dtypes and input
+// positions, never values), the program is looked up by fingerprint and
+// device set, compiled only on a miss, and handed to the devices: MarkStep
+// returns without waiting for it, as torch-xla and JAX dispatch, so tracing
+// the next step overlaps this one's execution. Each computed value's node
+// holds its buffer, so later traces read it as an input. Reading a value
+// (Item, ToHost, Float32s) waits for the buffer it reads and forces a
+// MarkStep first if the value is pending, like loss.item() in torch-xla.
+// The next MarkStep waits for the previous step before running its own; a
+// step that fails while running is reported there or at the read, naming
+// the step. Several steps traced before one MarkStep become one program.
+
 // # Replicas
 //
 // Engine.RunReplicas(ctx, n, fn) runs fn once per device 0..n-1 in its own
@@ -73,8 +93,9 @@
 // (or whose wait passes Engine.SetReplicaTimeout) leaves at once and
 // breaks the group, naming the missing replicas.
 //
-// Engine.Close closes the backend: work in flight finishes, compiled
-// programs are freed, and later calls fail with backend.ErrClosed.
+// Engine.Close closes the backend: work in flight (a running step
+// included) finishes, compiled programs are freed, and later calls fail
+// with backend.ErrClosed.
 //
 // # Caches and metrics
 //
@@ -95,5 +116,7 @@
 // GoMLX v0.26.0 workarounds live in ops_nn.go: its convolution gradient
 // is wrong for even kernel sizes and fails for padding that reaches the
 // kernel size, and it refuses stride with dilation; Conv2d rewrites each
-// case exactly.
+// case exactly. Its dot_general gradient materializes a broadcast product
+// ([batch, out, in] for a Linear layer's weight); dotgrad.go replaces it,
+// for the dots this package builds, with JAX's two dot_generals.
 package xla

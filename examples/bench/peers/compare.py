@@ -23,7 +23,9 @@ JAX = os.path.join(PEERS, "jax/bin/python")
 TORCHXLA = os.path.join(PEERS, "torchxla/bin/python")
 DEBIAN = "/usr/bin/python3"
 OPENBLAS = {"LD_LIBRARY_PATH": "/usr/lib/x86_64-linux-gnu/openblas-pthread"}
-REFBLAS = {"LD_LIBRARY_PATH": ""}
+# libblas3's reference BLAS; without it on the path, libblas.so.3 is
+# whatever Debian's alternatives chose (OpenBLAS once it is installed).
+REFBLAS = {"LD_LIBRARY_PATH": "/usr/lib/x86_64-linux-gnu/blas"}
 
 
 def cases(step_bin, init):
@@ -61,8 +63,6 @@ def cases(step_bin, init):
 
 def run(cmd, env):
     full = dict(os.environ, **env)
-    if full.get("LD_LIBRARY_PATH") == "":
-        del full["LD_LIBRARY_PATH"]
     out = subprocess.run(cmd, env=full, capture_output=True, text=True, timeout=1200)
     if out.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({out.returncode}):\n{out.stderr[-3000:]}")

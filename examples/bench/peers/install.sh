@@ -3,7 +3,8 @@
 #   JAX 0.12 (jax + jaxlib, CPU) in a Python >= 3.12 venv,
 #   torch 2.9.0 + torch-xla 2.9.0 (PJRT CPU) in a venv (torch pulls its
 #     nvidia-*-cu12 runtime wheels even for CPU use: ~7 GB),
-#   PyTorch 1.13 from Debian (python3-torch) with libopenblas0-pthread.
+#   PyTorch 1.13 from Debian (python3-torch) with libopenblas0-pthread and
+#     libblas3 (the reference BLAS), chosen per run with LD_LIBRARY_PATH.
 # Prints nothing but progress; fails with what to do.
 set -euo pipefail
 PEERS="${XLADDP_PEERS_DIR:-$HOME/.cache/xladdp/peers}"
@@ -32,12 +33,14 @@ if ! "$PEERS/torchxla/bin/python" -c 'import torch_xla, sys; sys.exit(not torch_
 	"$PEERS/torchxla/bin/pip" install --quiet torch==2.9.0 torch-xla==2.9.0 numpy || fail "pip install torch-xla==2.9.0 failed (needs PyPI and ~7 GB of disk)"
 fi
 
-if ! /usr/bin/python3 -c 'import torch' 2>/dev/null || [[ ! -e /usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3 ]]; then
-	echo "peers: installing python3-torch and libopenblas0-pthread from Debian"
-	[[ $(id -u) == 0 ]] || fail "installing Debian packages needs root: sudo apt-get install python3-torch libopenblas0-pthread"
-	if ! apt-get install -y -q python3-torch libopenblas0-pthread >/dev/null 2>&1; then
+DEBIAN_PACKAGES="python3-torch libopenblas0-pthread libblas3"
+if ! /usr/bin/python3 -c 'import torch' 2>/dev/null || [[ ! -e /usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3 ]] \
+	|| [[ ! -e /usr/lib/x86_64-linux-gnu/blas/libblas.so.3 ]]; then
+	echo "peers: installing $DEBIAN_PACKAGES from Debian"
+	[[ $(id -u) == 0 ]] || fail "installing Debian packages needs root: sudo apt-get install $DEBIAN_PACKAGES"
+	if ! apt-get install -y -q $DEBIAN_PACKAGES >/dev/null 2>&1; then
 		apt-get update -q >/dev/null
-		apt-get install -y -q python3-torch libopenblas0-pthread >/dev/null || fail "apt-get install python3-torch libopenblas0-pthread failed"
+		apt-get install -y -q $DEBIAN_PACKAGES >/dev/null || fail "apt-get install $DEBIAN_PACKAGES failed"
 	fi
 fi
 echo "peers: JAX $("$PEERS/jax/bin/python" -c 'import jax; print(jax.__version__)'), torch-xla $("$PEERS/torchxla/bin/python" -c 'import torch_xla; print(torch_xla.__version__)' 2>/dev/null), Debian torch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)')"

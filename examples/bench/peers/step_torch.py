@@ -53,7 +53,8 @@ def run(rank, world, port, queue):
 
 
 if __name__ == "__main__":
-    blas = "OpenBLAS" if "openblas" in os.environ.get("LD_LIBRARY_PATH", "") else "reference BLAS"
+    path = os.environ.get("LD_LIBRARY_PATH", "")
+    blas = "OpenBLAS" if "openblas" in path else "reference BLAS" if path.endswith("/blas") else "system BLAS"
     name = f"torch {torch.__version__} eager ({blas})"
     if args.replicas == 1:
         import queue as q

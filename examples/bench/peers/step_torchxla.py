@@ -33,7 +33,7 @@ def steps(n):
         torch_model.loss_of(args.model, net(x), y).backward()
         opt.step()
         if (i + 1) % args.steps_per_markstep == 0:
-            xm.mark_step()
+            torch_xla.sync()
     xm.wait_device_ops()
 
 
