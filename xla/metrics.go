@@ -9,11 +9,13 @@ import (
 
 // Metrics are process-wide counters, like torch_xla.debug.metrics.
 type Metrics struct {
-	Compilations      int64
-	CompileTime       time.Duration
-	LastCompileTime   time.Duration
-	CacheHits         int64
-	Executions        int64
+	Compilations    int64
+	CompileTime     time.Duration
+	LastCompileTime time.Duration
+	CacheHits       int64
+	Executions      int64
+	// ExecuteTime is spent handing programs to the devices; execution is
+	// asynchronous, so it does not include the run itself.
 	ExecuteTime       time.Duration
 	TransfersToDevice int64
 	BytesToDevice     int64

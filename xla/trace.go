@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"hash/maphash"
+	"io"
 	"math"
 	"weak"
 )
@@ -23,12 +24,10 @@ type trace struct {
 	params []*node
 	// outputs are the distinct values of the live slots: program outputs.
 	outputs []*node
-	// handles are the live pending handles; handleOutput[i] is the index in
-	// outputs of handles[i]'s node.
-	handles      []*Tensor
-	handleOutput []int
-	fingerprint  fingerprint
-	err          error
+	// handles are the live handles holding an output; MarkStep settles them.
+	handles     []*Tensor
+	fingerprint fingerprint
+	err         error
 }
 
 // recording is what a device recorded since its last MarkStep: every
@@ -109,42 +108,18 @@ func (r *recording) learn() {
 func (r *recording) computeKey() uint64 {
 	var h maphash.Hash
 	h.SetSeed(recordingSeed)
+	w := nodeWriter{w: &h}
 	index := map[*node]int{}
-	var buf [8]byte
-	putInt := func(v int) {
-		binary.LittleEndian.PutUint64(buf[:], uint64(v))
-		h.Write(buf[:])
-	}
-	hashNode := func(n *node) {
-		index[n] = len(index)
-		putInt(int(n.shape.DType))
-		putInt(n.shape.Rank())
-		for _, d := range n.shape.Dimensions {
-			putInt(d)
-		}
-		if n.isInput() {
-			putInt(-1)
-			return
-		}
-		h.WriteString(n.op.name)
-		putInt(len(n.inputs))
-		for _, in := range n.inputs {
-			putInt(index[in])
-		}
-		for _, v := range n.attrs.ints {
-			putInt(v)
-		}
-		putInt(int(math.Float64bits(n.attrs.float)))
-		h.WriteString(n.attrs.str)
-		putInt(int(n.attrs.dtype))
-	}
 	for _, sl := range r.slots {
 		if sl.node == nil {
-			putInt(-2) // an error
+			w.int(-1) // an error
 			continue
 		}
-		walkPostOrder(sl.node, func(n *node) bool { _, seen := index[n]; return seen }, hashNode)
-		putInt(index[sl.node])
+		walkPostOrder(sl.node, func(n *node) bool { _, seen := index[n]; return seen }, func(n *node) {
+			index[n] = len(index)
+			w.node(n, index)
+		})
+		w.int(index[sl.node])
 	}
 	return h.Sum64()
 }
@@ -154,7 +129,7 @@ var recordingSeed = maphash.MakeSeed()
 // collectTrace builds the program of a recording's live slots.
 func collectTrace(r *recording) *trace {
 	tr := &trace{device: r.device, index: map[*node]int{}}
-	outputIndex := map[*node]int{}
+	isOutput := map[*node]bool{}
 	for i, sl := range r.slots {
 		if !r.liveness.live[i] {
 			continue
@@ -165,16 +140,13 @@ func collectTrace(r *recording) *trace {
 			}
 			continue
 		}
-		k, ok := outputIndex[sl.node]
-		if !ok {
-			k = len(tr.outputs)
-			outputIndex[sl.node] = k
+		if !isOutput[sl.node] {
+			isOutput[sl.node] = true
 			tr.outputs = append(tr.outputs, sl.node)
 			tr.visit(sl.node)
 		}
 		if h := sl.handle.Value(); h != nil && h.node == sl.node {
 			tr.handles = append(tr.handles, h)
-			tr.handleOutput = append(tr.handleOutput, k)
 		}
 	}
 	if !r.liveness.hasProgram {
@@ -228,46 +200,59 @@ func walkPostOrder(root *node, done func(*node) bool, emit func(*node)) {
 
 func (tr *trace) computeFingerprint() fingerprint {
 	h := sha256.New()
-	var buf [8]byte
-	putInt := func(v int) {
-		binary.LittleEndian.PutUint64(buf[:], uint64(v))
-		h.Write(buf[:])
-	}
-	putString := func(s string) {
-		putInt(len(s))
-		h.Write([]byte(s))
-	}
+	w := nodeWriter{w: h}
 	for _, n := range tr.nodes {
-		putInt(int(n.shape.DType))
-		putInt(n.shape.Rank())
-		for _, d := range n.shape.Dimensions {
-			putInt(d)
-		}
-		if n.isInput() {
-			putString(opParameter.name)
-			continue
-		}
-		putString(n.op.name)
-		putInt(len(n.inputs))
-		for _, in := range n.inputs {
-			putInt(tr.index[in])
-		}
-		putInt(len(n.attrs.ints))
-		for _, v := range n.attrs.ints {
-			putInt(v)
-		}
-		binary.LittleEndian.PutUint64(buf[:], math.Float64bits(n.attrs.float))
-		h.Write(buf[:])
-		putString(n.attrs.str)
-		putInt(int(n.attrs.dtype))
+		w.node(n, tr.index)
 	}
-	putInt(len(tr.outputs))
+	w.int(len(tr.outputs))
 	for _, o := range tr.outputs {
-		putInt(tr.index[o])
+		w.int(tr.index[o])
 	}
 	var fp fingerprint
 	copy(fp[:], h.Sum(nil))
 	return fp
+}
+
+// nodeWriter writes what decides a node's part of a program to a hash:
+// shape, op, attributes and inputs by their index; a node that reads a
+// buffer as a parameter of its shape. Never buffer values.
+type nodeWriter struct {
+	w   io.Writer
+	buf [8]byte
+}
+
+func (nw *nodeWriter) int(v int) {
+	binary.LittleEndian.PutUint64(nw.buf[:], uint64(v))
+	nw.w.Write(nw.buf[:])
+}
+
+func (nw *nodeWriter) string(s string) {
+	nw.int(len(s))
+	io.WriteString(nw.w, s)
+}
+
+func (nw *nodeWriter) node(n *node, index map[*node]int) {
+	nw.int(int(n.shape.DType))
+	nw.int(n.shape.Rank())
+	for _, d := range n.shape.Dimensions {
+		nw.int(d)
+	}
+	if n.isInput() {
+		nw.string(opParameter.name)
+		return
+	}
+	nw.string(n.op.name)
+	nw.int(len(n.inputs))
+	for _, in := range n.inputs {
+		nw.int(index[in])
+	}
+	nw.int(len(n.attrs.ints))
+	for _, v := range n.attrs.ints {
+		nw.int(v)
+	}
+	nw.int(int(math.Float64bits(n.attrs.float)))
+	nw.string(n.attrs.str)
+	nw.int(int(n.attrs.dtype))
 }
 
 // describe lists the trace one node per line, for error messages and
