@@ -1,6 +1,7 @@
 package xla
 
 import (
+	"math"
 	"runtime"
 	"testing"
 
@@ -88,4 +89,71 @@ func TestSharedNodeSettlesEveryHandle(t *testing.T) {
 		assert.Equal(t, []float32{4, 5}, got)
 	}
 	assert.Zero(t, GetMetrics().Executions, "both handles read the step's output")
+}
+
+// TestRepeatedStepWithAnErrorIsAlwaysCollected: a step that records an
+// error tensor is never answered from the remembered liveness: dropped, the
+// error does not fail the step however often it repeats; kept, it fails
+// the step each time.
+func TestRepeatedStepWithAnErrorIsAlwaysCollected(t *testing.T) {
+	e := newEngine(t, 1)
+	d := e.Device(0)
+	ctx := testContext(t)
+	w := mustFromSlice(t, d, []float32{1, 2}, 2)
+	var kept *Tensor
+	for i := range 6 {
+		kept = recordStepWithError(t, w, i >= 3)
+		err := d.MarkStep(ctx)
+		if i >= 3 {
+			assert.Error(t, err, "step %d: a held error tensor fails the step", i)
+		} else {
+			assert.NoError(t, err, "step %d: a dropped error tensor does not", i)
+		}
+	}
+	runtime.KeepAlive(kept)
+}
+
+// recordStepWithError records w ← w+1 and an error tensor, returned only if
+// keep. Not inlined, so the caller's frame never holds the dropped tensor
+// (the test is about the engine, not about Go's stack liveness).
+//
+//go:noinline
+func recordStepWithError(t *testing.T, w *Tensor, keep bool) *Tensor {
+	bad := w.Reshape(3) // an error: 2 elements into 3
+	require.Error(t, bad.Err())
+	require.NoError(t, w.Assign(w.AddScalar(1)))
+	if keep {
+		return bad
+	}
+	return nil
+}
+
+// TestStepWithNoInputs: a program made only of constants (no buffer to
+// read) runs and reads back.
+func TestStepWithNoInputs(t *testing.T) {
+	d := newEngine(t, 1).Device(0)
+	got, err := d.Ones(Float32, 3).AddScalar(1).Float32s(testContext(t))
+	require.NoError(t, err)
+	assert.Equal(t, []float32{2, 2, 2}, got)
+}
+
+// TestHyperparameterHostileValues: NaN and infinities are inputs like any
+// value; an unsupported dtype is an error carried by the tensor.
+func TestHyperparameterHostileValues(t *testing.T) {
+	d := newEngine(t, 1).Device(0)
+	ctx := testContext(t)
+	x := mustFromSlice(t, d, []float32{1, -1}, 2)
+	for _, v := range []float64{math.NaN(), math.Inf(1), 0, 1, -0.5} {
+		got, err := x.Mul(d.Hyperparameter(v, Float32)).Float32s(ctx)
+		require.NoError(t, err)
+		for i, xi := range []float64{1, -1} {
+			want := float32(xi * v)
+			if math.IsNaN(float64(want)) {
+				assert.True(t, math.IsNaN(float64(got[i])))
+			} else {
+				assert.Equal(t, want, got[i], "%g·%g", xi, v)
+			}
+		}
+	}
+	assert.Error(t, d.Hyperparameter(1, DType(9999)).Err())
 }
