@@ -23,19 +23,26 @@ func (t *Tensor) RequiresGrad() bool { return t.requiresGrad }
 
 // Grad returns the accumulated gradient, or nil if none was computed since
 // the last ZeroGrad.
-func (t *Tensor) Grad() *Tensor { return t.grad }
+func (t *Tensor) Grad() *Tensor {
+	t.dev.noteGradRead(t)
+	return t.grad
+}
 
 // SetGrad replaces the gradient, e.g. with its all-reduced value.
 func (t *Tensor) SetGrad(g *Tensor) error {
 	if g != nil && !g.shape.Equal(t.shape) && g.err == nil {
 		return fmt.Errorf("xla: SetGrad: gradient %s for a %s tensor", g.shape, t.shape)
 	}
+	t.dev.noteGradSet(t)
 	t.grad = g
 	return nil
 }
 
 // ZeroGrad drops the gradient (torch's set_to_none behaviour).
-func (t *Tensor) ZeroGrad() { t.grad = nil }
+func (t *Tensor) ZeroGrad() {
+	t.dev.noteGradSet(t)
+	t.grad = nil
+}
 
 // Detach returns t's value cut from the gradient graph (torch's detach):
 // no gradient flows through it. Optimizer updates and running statistics
@@ -106,12 +113,14 @@ func (t *Tensor) Backward() error {
 		leaf.settle()
 		wrt := leaf.node
 		if wrt == nil {
-			wrt = t.dev.parameterNode(leaf.data)
+			wrt = leaf.valueNode()
 		}
 		if !reachable[wrt] {
 			continue
 		}
 		g := t.dev.newPending(&node{op: opGradient, inputs: []*node{root, wrt}, shape: leaf.shape})
+		t.dev.noteGradRead(leaf)
+		t.dev.noteGradSet(leaf)
 		if leaf.grad != nil {
 			g = leaf.grad.Add(g)
 		}

@@ -20,6 +20,56 @@ func BenchmarkToyStep(b *testing.B) {
 	}
 }
 
+// BenchmarkToyStepCompiled is BenchmarkToyStep's step as a compiled step
+// (Compile), one Run per training step.
+func BenchmarkToyStepCompiled(b *testing.B) {
+	for _, replicas := range []int{1, 2} {
+		b.Run(fmt.Sprintf("replicas=%d", replicas), func(b *testing.B) {
+			eng := newEngine(b, replicas)
+			initial := toyInit(7)
+			ResetMetrics()
+			b.ResetTimer()
+			err := eng.RunReplicas(context.Background(), replicas, func(ctx context.Context, r Replica) error {
+				params, x, y, err := toyReplica(r.Device(), initial, r.Index())
+				if err != nil {
+					return err
+				}
+				step := toyCompiled(params)
+				for range b.N {
+					if _, err := step.Run(ctx, r.Device(), x, y); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(GetMetrics().StepTraces), "traces")
+		})
+	}
+}
+
+// BenchmarkCompiledStepOverhead is a compiled step whose program adds 1
+// to a one-element tensor in place: what a Run costs besides the work.
+func BenchmarkCompiledStepOverhead(b *testing.B) {
+	eng := newEngine(b, 1)
+	d := eng.Device(0)
+	x := mustFromSlice(b, d, []float32{1}, 1)
+	step := Compile(func(...*Tensor) ([]*Tensor, error) { return nil, x.Assign(x.AddScalar(1)) })
+	ctx := context.Background()
+	ResetMetrics()
+	b.ResetTimer()
+	for range b.N {
+		if _, err := step.Run(ctx, d); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(GetMetrics().ExecuteTime.Nanoseconds())/float64(b.N), "dispatch-ns/op")
+}
+
 // BenchmarkToyStepWithHeap is the 1-replica toy step while the program
 // holds 250 MB of pointer-rich host data (a decoded dataset, say): a
 // MarkStep that collected garbage would pay for scanning it every step.

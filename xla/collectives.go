@@ -36,6 +36,10 @@ func (op ReduceOp) String() string {
 }
 
 var opAllReduce = &opDef{name: "all_reduce", replay: func(rc *replayContext, n *node, in []*graph.Node) *graph.Node {
+	if rc.numReplicas == 1 {
+		// A group of one: XLA's CPU all-reduce would still rendezvous.
+		return in[0]
+	}
 	op := ReduceOp(n.attrs.ints[0])
 	kinds := map[ReduceOp]backends.ReduceOpType{
 		ReduceSum: backends.ReduceOpSum, ReduceMean: backends.ReduceOpSum,
@@ -75,7 +79,7 @@ func (d *Device) replicaIndex() (*Tensor, int) {
 		d.positions = map[int]*deviceData{}
 	}
 	if dd, ok := d.positions[pos]; ok {
-		return &Tensor{dev: d, shape: dd.shape, data: dd}, len(g.devices)
+		return d.noteCreated(&Tensor{dev: d, shape: dd.shape, data: dd}), len(g.devices)
 	}
 	t, err := FromSlice(d, []int32{int32(pos)})
 	if err != nil {
@@ -108,6 +112,9 @@ var opAllGather = &opDef{name: "all_gather", replay: func(rc *replayContext, n *
 	x, pos := in[0], in[1]
 	whole := graph.Zeros(rc.graph, n.shape)
 	placed := graph.DynamicUpdateSlice(whole, x, startIndices(rc.graph, x.Rank(), axis, pos, x.Shape().Dimensions[axis]))
+	if rc.numReplicas == 1 {
+		return placed
+	}
 	return rc.graph.Distributed().AllReduceOne(placed, backends.ReduceOpSum)
 }}
 

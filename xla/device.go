@@ -45,6 +45,10 @@ type Device struct {
 	// lastStep is the last program handed to the device, possibly still
 	// running (nil before the first).
 	lastStep atomic.Pointer[stepExecution]
+	// capture is set while a compiled step traces on the device; replay
+	// while the device meets its group to run a compiled step's program.
+	capture *capture
+	replay  *replayRequest
 }
 
 // lastStepError waits for the last step handed to the device and returns
@@ -102,7 +106,7 @@ func (d *Device) ManualSeed(seed int64) error {
 	if err != nil {
 		return err
 	}
-	d.rng = &Tensor{dev: d, shape: data.shape, data: data}
+	d.rng = d.noteCreated(&Tensor{dev: d, shape: data.shape, data: data})
 	return nil
 }
 

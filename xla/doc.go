@@ -75,6 +75,21 @@
 // step that fails while running is reported there or at the read, naming
 // the step. Several steps traced before one MarkStep become one program.
 
+// # Compiled steps
+//
+// Compile(fn) is torch_xla.compile / jax.jit: CompiledStep.Run traces fn
+// once per signature (argument shapes, the replica group, and whether the
+// gradients fn looks at before replacing them exist), then runs the
+// cached program on the current buffers without running fn's Go code.
+// From the trace it knows where each input comes from (an argument, a
+// tensor fn reached, the RNG, a gradient) and which tensors hold each
+// output, and it updates those in place, so parameters, optimizer state,
+// the RNG and gradients behave as in lazy mode; results are fresh tensors
+// per call. Under RunReplicas every replica's Run meets the others' as
+// MarkStep does. Go values fn reads are frozen at the trace (hold what
+// changes in a tensor: the optimizers keep their learning rate on the
+// device), and reading a value inside fn is an error.
+//
 // # Replicas
 //
 // Engine.RunReplicas(ctx, n, fn) runs fn once per device 0..n-1 in its own

@@ -227,6 +227,9 @@ func (g *group) finishedError() error {
 // group lock: every replica's trace.
 type preparedStep struct {
 	traces []*trace
+	// replays are set instead of traces when the replicas run a compiled
+	// step's program.
+	replays []*replayRequest
 }
 
 // stepResults are the executed program's outputs, device-major.
@@ -238,6 +241,9 @@ type stepResults struct {
 // prepareLocked collects every replica's trace and checks they agree. It
 // returns nil, nil when there is nothing to run (the epoch still advances).
 func (g *group) prepareLocked(ctx context.Context) (*preparedStep, error) {
+	if ps, err, isReplay := g.prepareReplayLocked(ctx); isReplay {
+		return ps, err
+	}
 	recs := make([]*recording, len(g.devices))
 	unknown := false
 	for i, d := range g.devices {
@@ -287,9 +293,23 @@ func (g *group) run(ctx context.Context, ps *preparedStep) (*stepResults, error)
 		return nil, err
 	}
 	defer release()
-	p, err := g.engine.cache.get(g.devices, ps.traces)
-	if err != nil {
-		return nil, err
+	var p *program
+	inputs := make([][]*deviceData, len(g.devices))
+	if ps.replays != nil {
+		p = ps.replays[0].plan.program
+		for r, req := range ps.replays {
+			inputs[r] = req.inputs
+		}
+	} else {
+		if p, err = g.engine.cache.get(g.devices, ps.traces); err != nil {
+			return nil, err
+		}
+		for r, tr := range ps.traces {
+			inputs[r] = make([]*deviceData, len(tr.params))
+			for i, pn := range tr.params {
+				inputs[r][i] = pn.data
+			}
+		}
 	}
 	// The previous step reads nothing this one writes (buffers are never
 	// reused), so only its outcome is waited for, after this one was
@@ -302,7 +322,7 @@ func (g *group) run(ctx context.Context, ps *preparedStep) (*stepResults, error)
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("xla: MarkStep on %s stopped before executing: %w", deviceSetKey(g.devices), context.Cause(ctx))
 	}
-	outputs, err := g.execute(p, ps.traces)
+	outputs, err := g.execute(p, inputs)
 	if err != nil {
 		return nil, err
 	}
@@ -313,9 +333,24 @@ func (g *group) run(ctx context.Context, ps *preparedStep) (*stepResults, error)
 // an input, settles the live handles, and starts a new trace epoch on
 // every device.
 func (g *group) applyLocked(ps *preparedStep, res *stepResults) {
+	if ps != nil && ps.replays != nil {
+		n := res.program.numOutputs
+		for r, req := range ps.replays {
+			g.devices[r].forgetHistories()
+			req.outputs = make([]*deviceData, n)
+			for i, t := range res.outputs[r*n : (r+1)*n] {
+				req.outputs[i] = &deviceData{tensor: t, shape: t.Shape()}
+			}
+		}
+		g.advanceEpochsLocked()
+		return
+	}
 	if ps != nil {
 		for r, tr := range ps.traces {
 			d := g.devices[r]
+			if c := d.capture; c != nil && c.finishing {
+				c.trace, c.program = tr, res.program
+			}
 			d.forgetHistories()
 			leafValues := map[*node]bool{}
 			for _, h := range tr.handles {
@@ -371,16 +406,16 @@ func (g *group) advanceEpochsLocked() {
 	}
 }
 
-// execute runs p with each replica's parameters.
-func (g *group) execute(p *program, traces []*trace) ([]*tensors.Tensor, error) {
+// execute runs p with each replica's input buffers.
+func (g *group) execute(p *program, perReplica [][]*deviceData) ([]*tensors.Tensor, error) {
 	n := len(g.devices)
-	numParams := len(traces[0].params)
+	numParams := len(perReplica[0])
 	buffers := make([]backends.Buffer, 0, n*numParams)
 	inputs := make([]*deviceData, 0, n*numParams)
-	for r, tr := range traces {
-		for _, pn := range tr.params {
-			inputs = append(inputs, pn.data)
-			buf, err := pn.data.tensor.Buffer(g.engine.gomlx, backends.DeviceNum(g.devices[r].num))
+	for r, ins := range perReplica {
+		for _, dd := range ins {
+			inputs = append(inputs, dd)
+			buf, err := dd.tensor.Buffer(g.engine.gomlx, backends.DeviceNum(g.devices[r].num))
 			if err != nil {
 				return nil, fmt.Errorf("xla: replica %d: reading an input buffer: %w", r, err)
 			}
@@ -396,8 +431,37 @@ func (g *group) execute(p *program, traces []*trace) ([]*tensors.Tensor, error) 
 	for _, d := range g.devices {
 		d.lastStep.Store(step)
 	}
-	metrics.executed(time.Since(start), len(traces[0].nodes))
+	metrics.executed(time.Since(start), len(p.description))
 	return outputs, nil
+}
+
+// prepareReplayLocked prepares a compiled step's meeting: isReplay is
+// false when no replica runs one. Every replica must run the same program.
+func (g *group) prepareReplayLocked(ctx context.Context) (ps *preparedStep, err error, isReplay bool) {
+	reqs := make([]*replayRequest, len(g.devices))
+	var lazy []int
+	for i, d := range g.devices {
+		if reqs[i] = d.replay; reqs[i] == nil {
+			lazy = append(lazy, i)
+		}
+	}
+	switch {
+	case len(lazy) == len(g.devices):
+		return nil, nil, false
+	case len(lazy) > 0:
+		return nil, fmt.Errorf("%w: replicas %v ran MarkStep while the others ran a compiled step (step %d)",
+			ErrReplicaMismatch, lazy, g.steps), true
+	}
+	for i, req := range reqs[1:] {
+		if req.plan.program != reqs[0].plan.program {
+			return nil, fmt.Errorf("%w: replica %d ran a different compiled program than replica 0 (step %d): %s",
+				ErrReplicaMismatch, i+1, g.steps, explainDifference(reqs[0].plan.program.description, req.plan.program.description)), true
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("xla: compiled step on %s stopped before executing: %w", deviceSetKey(g.devices), context.Cause(ctx)), true
+	}
+	return &preparedStep{replays: reqs}, nil, true
 }
 
 // checkSameProgram fails unless every replica traced the same program,

@@ -134,7 +134,7 @@ func FromBytes(d *Device, dtype DType, dims []int, data []byte) (*Tensor, error)
 	if err != nil {
 		return nil, err
 	}
-	return &Tensor{dev: d, shape: dd.shape, data: dd}, nil
+	return d.noteCreated(&Tensor{dev: d, shape: dd.shape, data: dd}), nil
 }
 
 // Bytes returns the value's raw little-endian bytes, running a MarkStep
@@ -159,7 +159,11 @@ func (t *Tensor) To(ctx context.Context, d *Device) (*Tensor, error) {
 		if err := t.materialize(ctx); err != nil {
 			return nil, err
 		}
-		return &Tensor{dev: d, shape: t.shape, data: t.data}, nil
+		c := &Tensor{dev: d, shape: t.shape, data: t.data}
+		if d.capture != nil {
+			d.capture.aliases[c] = t
+		}
+		return c, nil
 	}
 	if d.engine != t.dev.engine {
 		return nil, fmt.Errorf("xla: To(%s) of a tensor on %s: the devices belong to different engines", d, t.dev)
@@ -172,7 +176,7 @@ func (t *Tensor) To(ctx context.Context, d *Device) (*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Tensor{dev: d, shape: dd.shape, data: dd}, nil
+	return d.noteCreated(&Tensor{dev: d, shape: dd.shape, data: dd}), nil
 }
 
 // readHost copies the buffer to the host once the execution computing it

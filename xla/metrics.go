@@ -28,6 +28,8 @@ type Metrics struct {
 	// Collections counts the GCs MarkStep forced to learn which tensors
 	// are alive: one per new recording, none for a repeated step.
 	Collections int64
+	// StepTraces counts compiled-step traces: one per new signature.
+	StepTraces int64
 }
 
 type metricsRegistry struct {
@@ -70,6 +72,7 @@ func MetricsReport() string {
 	row("TransfersToHost:", fmt.Sprintf("%d (%d bytes)", m.TransfersToHost, m.BytesToHost))
 	row("LastTraceNodes:", m.LastTraceNodes)
 	row("Collections:", m.Collections)
+	row("StepTraces:", m.StepTraces)
 	return b.String()
 }
 
@@ -100,3 +103,5 @@ func (r *metricsRegistry) transferToHost(bytes int64) {
 func (r *metricsRegistry) persistentHit() { r.update(func(m *Metrics) { m.PersistentCacheHits++ }) }
 
 func (r *metricsRegistry) collected() { r.update(func(m *Metrics) { m.Collections++ }) }
+
+func (r *metricsRegistry) stepTraced() { r.update(func(m *Metrics) { m.StepTraces++ }) }

@@ -32,7 +32,7 @@ func FromSlice[T dtypes.Supported](d *Device, data []T, dims ...int) (*Tensor, e
 	if err != nil {
 		return nil, err
 	}
-	return &Tensor{dev: d, shape: dd.shape, data: dd}, nil
+	return d.noteCreated(&Tensor{dev: d, shape: dd.shape, data: dd}), nil
 }
 
 // scalar returns a literal v as a scalar of dtype: a constant for 0 and 1,
@@ -57,7 +57,7 @@ func (d *Device) Hyperparameter(v float64, dtype DType) *Tensor {
 	}
 	key := scalarKey{dtype: dtype, value: v}
 	if dd, ok := d.scalars[key]; ok {
-		return &Tensor{dev: d, shape: dd.shape, data: &deviceData{tensor: dd.tensor, shape: dd.shape}}
+		return d.noteCreated(&Tensor{dev: d, shape: dd.shape, data: &deviceData{tensor: dd.tensor, shape: dd.shape}})
 	}
 	host := tensors.FromShape(shapeOf(dtype))
 	if err := host.MutableFlatData(func(flat any) { setFlat(flat, 0, v) }); err != nil {
@@ -71,7 +71,7 @@ func (d *Device) Hyperparameter(v float64, dtype DType) *Tensor {
 		clear(d.scalars)
 	}
 	d.scalars[key] = dd
-	return &Tensor{dev: d, shape: dd.shape, data: dd}
+	return d.noteCreated(&Tensor{dev: d, shape: dd.shape, data: dd})
 }
 
 // setFlat stores v at flat[i] converted to the slice's element type.

@@ -31,6 +31,10 @@ func (r Replica) MarkStep(ctx context.Context) error { return r.device.MarkStep(
 // MarkStep runs the trace: alone for a standalone device, or, inside
 // RunReplicas, together with the other replicas as one SPMD program.
 func (d *Device) MarkStep(ctx context.Context) error {
+	if c := d.capture; c != nil && !c.finishing {
+		return fmt.Errorf("xla: MarkStep on %s while a compiled step traces (Item, ToHost or MarkStep inside the step): "+
+			"a compiled step cannot read values; return them from the step instead", d)
+	}
 	g := d.currentGroup()
 	return g.markStep(ctx, g.position(d))
 }

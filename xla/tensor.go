@@ -122,6 +122,8 @@ func (t *Tensor) Assign(src *Tensor) error {
 	t.node, t.data, t.err = src.node, src.data, nil
 	if t.node != nil {
 		t.dev.trackPending(t)
+	} else if c := t.dev.capture; c != nil {
+		c.assigned[t] = true
 	}
 	return nil
 }
@@ -132,6 +134,9 @@ func (t *Tensor) valueNode() *node {
 	t.settle()
 	if t.node != nil {
 		return t.node
+	}
+	if c := t.dev.capture; c != nil {
+		c.noteRead(t)
 	}
 	return t.dev.parameterNode(t.data)
 }

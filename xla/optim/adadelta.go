@@ -50,6 +50,9 @@ func NewAdadelta(params []*xla.Tensor, cfg AdadeltaConfig) (*Adadelta, error) {
 
 // Step applies torch's Adadelta update.
 func (a *Adadelta) Step() error {
+	if err := a.checkLR(); err != nil {
+		return err
+	}
 	rho := a.cfg.Rho
 	for i, param := range a.params {
 		if param.Grad() == nil {
@@ -62,7 +65,7 @@ func (a *Adadelta) Step() error {
 		delta := accDelta.AddScalar(a.cfg.Eps).Sqrt().Div(sq.AddScalar(a.cfg.Eps).Sqrt()).Mul(g)
 		acc := accDelta.MulScalar(rho).Add(delta.Square().MulScalar(1 - rho))
 		if err := assignAll([2]*xla.Tensor{a.squareAvg[i], sq}, [2]*xla.Tensor{a.accDelta[i], acc},
-			[2]*xla.Tensor{param, p.Sub(delta.Mul(hyperparameter(p, a.lr)))}); err != nil {
+			[2]*xla.Tensor{param, p.Sub(delta.Mul(a.lrFor(p)))}); err != nil {
 			return err
 		}
 	}

@@ -56,6 +56,9 @@ func newAdam(params []*xla.Tensor, cfg AdamConfig, decoupled bool) (*Adam, error
 
 // Step applies torch's Adam/AdamW update with bias correction.
 func (a *Adam) Step() error {
+	if err := a.checkLR(); err != nil {
+		return err
+	}
 	d := a.step.Device()
 	t := a.step.AddScalar(1)
 	// Bias corrections 1-β^t in each parameter dtype: β is not exact in
@@ -81,7 +84,7 @@ func (a *Adam) Step() error {
 		p, g := opmath(param.Detach()), opmath(param.Grad())
 		current := p
 		if a.decoupled {
-			current = p.Mul(hyperparameter(p, 1-a.lr*a.cfg.WeightDecay))
+			current = p.Mul(a.lrFor(p).MulScalar(-a.cfg.WeightDecay).AddScalar(1))
 		} else {
 			g = weightDecayed(g, p, a.cfg.WeightDecay)
 		}
@@ -90,7 +93,7 @@ func (a *Adam) Step() error {
 		m := opmath(a.m[i]).MulScalar(a.cfg.Beta1).Add(g.MulScalar(1 - a.cfg.Beta1))
 		v := opmath(a.v[i]).MulScalar(a.cfg.Beta2).Add(g.Square().MulScalar(1 - a.cfg.Beta2))
 		denom := v.Sqrt().Div(c2.Sqrt()).AddScalar(a.cfg.Eps)
-		update := m.Div(denom).Div(c1).Mul(hyperparameter(p, a.lr))
+		update := m.Div(denom).Div(c1).Mul(a.lrFor(p))
 		if err := assignAll([2]*xla.Tensor{a.m[i], m}, [2]*xla.Tensor{a.v[i], v}, [2]*xla.Tensor{param, current.Sub(update)}); err != nil {
 			return err
 		}

@@ -29,6 +29,13 @@ type Optimizer interface {
 type base struct {
 	params []*xla.Tensor
 	lr     float64
+	// lrs hold the learning rate on the device, one scalar per update
+	// dtype, always a program input whatever its value: Step reads the
+	// tensor, so a scheduler's SetLR never recompiles and also reaches a
+	// compiled step (xla.Compile), which does not rerun Step's Go code.
+	lrs map[xla.DType]*xla.Tensor
+	// lrErr is a failed SetLR upload, returned by the next Step.
+	lrErr error
 	// step counts Steps as a Float32 scalar on the parameters' device.
 	step *xla.Tensor
 }
@@ -53,7 +60,16 @@ func newBase(params []*xla.Tensor, lr float64) (base, error) {
 	if err != nil {
 		return base{}, err
 	}
-	return base{params: params, lr: lr, step: step}, nil
+	b := base{params: params, lr: lr, step: step, lrs: map[xla.DType]*xla.Tensor{}}
+	for _, p := range params {
+		dt := opmathDType(p.DType())
+		if b.lrs[dt] == nil {
+			if b.lrs[dt] = d.Hyperparameter(lr, dt); b.lrs[dt].Err() != nil {
+				return base{}, b.lrs[dt].Err()
+			}
+		}
+	}
+	return b, nil
 }
 
 func (b *base) ZeroGrad() {
@@ -62,8 +78,27 @@ func (b *base) ZeroGrad() {
 	}
 }
 
-func (b *base) LR() float64      { return b.lr }
-func (b *base) SetLR(lr float64) { b.lr = lr }
+func (b *base) LR() float64 { return b.lr }
+
+// SetLR changes the learning rate the next Step reads.
+func (b *base) SetLR(lr float64) {
+	b.lr = lr
+	for dt, t := range b.lrs {
+		if err := t.Assign(t.Device().Hyperparameter(lr, dt)); err != nil && b.lrErr == nil {
+			b.lrErr = fmt.Errorf("optim: SetLR(%g): %w", lr, err)
+		}
+	}
+}
+
+// lrFor returns the learning rate in the dtype of p's update arithmetic.
+func (b *base) lrFor(p *xla.Tensor) *xla.Tensor { return b.lrs[p.DType()] }
+
+// checkLR returns a failed SetLR's error, once.
+func (b *base) checkLR() error {
+	err := b.lrErr
+	b.lrErr = nil
+	return err
+}
 
 // zerosLike uploads a zero tensor shaped like each parameter.
 func zerosLike(params []*xla.Tensor) ([]*xla.Tensor, error) {
@@ -87,13 +122,6 @@ func named(key string, ts []*xla.Tensor) []nn.Named {
 	return out
 }
 
-// hyperparameter returns v as a program input in like's dtype, never a
-// constant: a scheduler that moves the learning rate to or from 0 or 1
-// must not recompile the step.
-func hyperparameter(like *xla.Tensor, v float64) *xla.Tensor {
-	return like.Device().Hyperparameter(v, like.DType())
-}
-
 // weightDecayed returns grad + wd·p (torch's L2 weight decay).
 func weightDecayed(grad, p *xla.Tensor, wd float64) *xla.Tensor {
 	if wd == 0 {
@@ -114,10 +142,18 @@ func hyperparametersJSON(o Optimizer) string {
 // Adam step computed in bf16 is off by tens of percent. Other dtypes are
 // computed as they are.
 func opmath(t *xla.Tensor) *xla.Tensor {
-	if t.DType() == xla.BFloat16 {
-		return t.Cast(xla.Float32)
+	if dt := opmathDType(t.DType()); dt != t.DType() {
+		return t.Cast(dt)
 	}
 	return t
+}
+
+// opmathDType is the dtype opmath computes a dtype's update in.
+func opmathDType(dt xla.DType) xla.DType {
+	if dt == xla.BFloat16 {
+		return xla.Float32
+	}
+	return dt
 }
 
 // assignAll stores each computed value into its tensor, rounded back to

@@ -63,3 +63,56 @@ func pow(x float64, n int) float64 {
 	}
 	return r
 }
+
+// TestSetLRReachesACompiledStep: a compiled step does not rerun Step's Go
+// code, so the learning rate must come from the device; a schedule run
+// through xla.Compile gives bit-identical parameters to the lazy run, with
+// one trace.
+func TestSetLRReachesACompiledStep(t *testing.T) {
+	schedule := []float64{1, 0.7, 0, 0.49, 1}
+	for _, name := range []string{"SGD", "Adam", "AdamW", "Adadelta"} {
+		t.Run(name, func(t *testing.T) {
+			d := newDevice(t)
+			ctx := context.Background()
+			run := func(compiled bool) [][]float32 {
+				p, err := xla.FromSlice(d, []float32{1, -2, 3}, 3)
+				require.NoError(t, err)
+				require.NoError(t, p.SetRequiresGrad(true))
+				opt, err := newOptimizer(name, []*xla.Tensor{p})
+				require.NoError(t, err)
+				fn := func(...*xla.Tensor) ([]*xla.Tensor, error) {
+					opt.ZeroGrad()
+					if err := p.Square().Sum().Backward(); err != nil {
+						return nil, err
+					}
+					return nil, opt.Step()
+				}
+				step := xla.Compile(fn)
+				xla.ResetMetrics()
+				var got [][]float32
+				for _, lr := range schedule {
+					opt.SetLR(lr)
+					if compiled {
+						_, err = step.Run(ctx, d)
+					} else {
+						_, err = fn()
+						if err == nil {
+							err = d.MarkStep(ctx)
+						}
+					}
+					require.NoError(t, err)
+					vs, err := p.Float32s(ctx)
+					require.NoError(t, err)
+					got = append(got, vs)
+				}
+				if compiled {
+					assert.EqualValues(t, 1, xla.GetMetrics().StepTraces)
+				}
+				return got
+			}
+			lazy := run(false)
+			assert.Equal(t, lazy, run(true))
+			assert.Equal(t, lazy[1], lazy[2], "the lr-0 step changes nothing")
+		})
+	}
+}

@@ -45,6 +45,9 @@ func NewSGD(params []*xla.Tensor, cfg SGDConfig) (*SGD, error) {
 // first gradient; with zero dampening that equals momentum·0 + gradient,
 // otherwise the first step is selected in-graph.
 func (s *SGD) Step() error {
+	if err := s.checkLR(); err != nil {
+		return err
+	}
 	first := s.step.Equal(s.step.Device().Zeros(xla.Float32))
 	for i, param := range s.params {
 		if param.Grad() == nil {
@@ -66,7 +69,7 @@ func (s *SGD) Step() error {
 				g = buf
 			}
 		}
-		if err := assignAll([2]*xla.Tensor{param, p.Sub(g.Mul(hyperparameter(p, s.lr)))}); err != nil {
+		if err := assignAll([2]*xla.Tensor{param, p.Sub(g.Mul(s.lrFor(p)))}); err != nil {
 			return err
 		}
 	}
