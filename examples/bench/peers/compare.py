@@ -33,10 +33,12 @@ def cases(step_bin, init):
     go = lambda *a: ([step_bin, *a], {})
     py = lambda exe, script, *a, env=None: ([exe, os.path.join(HERE, script), *a], env or {})
     cnn_timing = ["--steps", "5", "--warmup", "3", "--samples", "5"]
-    toy_timing = ["--steps", "200", "--warmup", "20", "--samples", "5"]
+    toy_timing = ["--steps", "1000", "--warmup", "20", "--samples", "7"]
+    default_malloc = {"XLADDP_MALLOC": "default"}
     return [
         ("MNIST CNN, batch 64, 1 device", "cnn", [
             ("xladdp", go("--model", "cnn", *cnn_timing)),
+            ("xladdp compiled", go("--model", "cnn", "--mode", "compiled", *cnn_timing)),
             ("JAX jit", py(JAX, "step_jax.py", "--model", "cnn", "--init", cnn, *cnn_timing)),
             ("torch-xla", py(TORCHXLA, "step_torchxla.py", "--model", "cnn", "--init", cnn, *cnn_timing)),
             ("PyTorch 1.13 eager, reference BLAS", py(DEBIAN, "step_torch.py", "--model", "cnn", "--init", cnn, *cnn_timing, env=REFBLAS)),
@@ -49,6 +51,8 @@ def cases(step_bin, init):
         ]),
         ("toy MLP, 1 step per MarkStep/call", "toy", [
             ("xladdp lazy", go("--model", "toy", *toy_timing)),
+            ("xladdp compiled", go("--model", "toy", "--mode", "compiled", *toy_timing)),
+            ("xladdp compiled, XLADDP_MALLOC=default", ([step_bin, "--model", "toy", "--mode", "compiled", *toy_timing], default_malloc)),
             ("JAX jit", py(JAX, "step_jax.py", "--model", "toy", "--init", toy, *toy_timing)),
             ("torch-xla", py(TORCHXLA, "step_torchxla.py", "--model", "toy", "--init", toy, *toy_timing)),
             ("PyTorch 1.13 eager, OpenBLAS", py(DEBIAN, "step_torch.py", "--model", "toy", "--init", toy, *toy_timing, env=OPENBLAS)),

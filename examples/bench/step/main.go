@@ -41,11 +41,13 @@ type config struct {
 	replicas, samples, steps, warmup, per int
 	initOut                               string
 	seed                                  uint64
+	compiled                              bool
 }
 
 // Result is the JSON line the command prints.
 type Result struct {
 	Runner      string  `json:"runner"`
+	Mode        string  `json:"mode"`
 	Model       string  `json:"model"`
 	Replicas    int     `json:"replicas"`
 	StepsPerRun int     `json:"steps_per_markstep"`
@@ -72,10 +74,16 @@ func parse(args []string) (config, error) {
 	f.IntVar(&c.per, "steps-per-markstep", 1, "training steps traced per MarkStep")
 	f.StringVar(&c.initOut, "init-out", "", "write the initial weights and batches here (safetensors) and exit")
 	f.Uint64Var(&c.seed, "seed", 1, "seed of the initial weights and batches")
+	mode := f.String("mode", "lazy", "lazy (MarkStep) or compiled (xla.Compile, one Run per step)")
 	if err := f.Parse(args); err != nil {
 		return c, err
 	}
+	c.compiled = *mode == "compiled"
 	switch {
+	case *mode != "lazy" && *mode != "compiled":
+		return c, fmt.Errorf("--mode=%q: want lazy or compiled", *mode)
+	case c.compiled && c.per != 1:
+		return c, fmt.Errorf("--mode=compiled runs one step per call: drop --steps-per-markstep")
 	case c.model != "cnn" && c.model != "toy":
 		return c, fmt.Errorf("--model=%q: want cnn or toy", c.model)
 	case c.replicas < 1 || c.samples < 1 || c.steps < 1 || c.warmup < 0 || c.per < 1:
@@ -239,7 +247,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if c.initOut != "" {
 		return writeInit(ctx, eng.Device(0), s, c)
 	}
-	res := Result{Runner: "xladdp", Model: c.model, Replicas: c.replicas, StepsPerRun: c.per}
+	res := Result{Runner: "xladdp", Mode: "lazy", Model: c.model, Replicas: c.replicas, StepsPerRun: c.per}
+	if c.compiled {
+		res.Mode = "compiled"
+	}
 	times := make([][]float64, c.replicas)
 	err = eng.RunReplicas(ctx, c.replicas, func(ctx context.Context, r xla.Replica) error {
 		rs, err := s.setUp(r.Device(), c.seed, r.Index())
@@ -255,10 +266,18 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			res.InitialLoss = initial
 		}
 		nn.Train(rs.model)
-		// steps runs n training steps, a MarkStep every c.per, and waits
-		// until the last step's parameters are computed.
+		compiled := xla.Compile(func(...*xla.Tensor) ([]*xla.Tensor, error) { return nil, rs.step(s, c.replicas) })
+		// steps runs n training steps, a MarkStep every c.per (or one
+		// compiled Run per step), and waits until the last step's
+		// parameters are computed.
 		steps := func(n int) error {
 			for range n / c.per {
+				if c.compiled {
+					if _, err := compiled.Run(ctx, r.Device()); err != nil {
+						return err
+					}
+					continue
+				}
 				for range c.per {
 					if err := rs.step(s, c.replicas); err != nil {
 						return err
