@@ -64,14 +64,17 @@ type Execution struct {
 // Execute starts e on numDevices devices (inputs device-major) and returns
 // its outputs at once, as JAX and torch-xla dispatch: reading an output
 // waits until it is computed, and Wait reports how the execution ended.
-// keep is held until then (the owners of the inputs). The execution is
-// work in flight: Close waits for it.
-func (b *Backend) Execute(e *pjrt.LoadedExecutable, numDevices int, inputs []*pjrt.Buffer, keep any) ([]*pjrt.Buffer, *Execution, error) {
+// keep is held until then (the owners of the inputs). donate (nil, or one
+// flag per argument position) gives those inputs to the execution on
+// every device, which may write its outputs into them: the caller must
+// never read them again. The execution is work in flight: Close waits
+// for it.
+func (b *Backend) Execute(e *pjrt.LoadedExecutable, numDevices int, inputs []*pjrt.Buffer, donate []bool, keep any) ([]*pjrt.Buffer, *Execution, error) {
 	release, err := b.Acquire("execution")
 	if err != nil {
 		return nil, nil, err
 	}
-	outs, x, err := pjrtx.Execute(e, numDevices, inputs, keep)
+	outs, x, err := pjrtx.Execute(e, numDevices, inputs, donate, keep)
 	if err != nil {
 		release()
 		return nil, nil, err

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 
 	"github.com/gomlx/gomlx/pkg/core/shapes"
@@ -231,6 +232,7 @@ func (p *stepPlan) guardHolds() bool {
 type replayRequest struct {
 	plan    *stepPlan
 	inputs  []*deviceData
+	donate  []bool
 	outputs []*deviceData
 }
 
@@ -257,12 +259,15 @@ func (p *stepPlan) replay(ctx context.Context, g *group, args []*Tensor) (outs [
 		req.inputs[i] = t.data
 	}
 	targets := make([][]*Tensor, len(p.writes))
+	overwritten := map[*Tensor]bool{}
 	for j, refs := range p.writes {
 		targets[j] = make([]*Tensor, len(refs))
 		for k, r := range refs {
 			targets[j][k] = r.resolve(d, args)
+			overwritten[targets[j][k]] = true
 		}
 	}
+	req.donate = p.donations(req.inputs, func(i int) bool { return overwritten[p.inputs[i].from.resolve(d, args)] })
 	if p.program != nil {
 		d.replay = req
 		err = g.markStep(ctx, g.position(d))
@@ -277,6 +282,7 @@ func (p *stepPlan) replay(ctx context.Context, g *group, args []*Tensor) (outs [
 				t.node, t.data, t.err = nil, req.outputs[j], nil
 			}
 		}
+		req.outputs[j].exclusive = len(ts) == 1 && ts[0] != nil && !p.returned(j)
 	}
 	for _, s := range p.slots {
 		if s.leaf == nil {
@@ -290,6 +296,40 @@ func (p *stepPlan) replay(ctx context.Context, g *group, args []*Tensor) (outs [
 		outs[i] = &Tensor{dev: d, shape: req.outputs[j].shape, data: req.outputs[j]}
 	}
 	return outs, nil, true
+}
+
+// donations says which inputs the program may take over: a buffer that
+// only the tensor this call overwrites holds (exclusive), and that is
+// passed once. The first call after a trace donates nothing: its buffers
+// came from lazy mode, where others may share them.
+func (p *stepPlan) donations(inputs []*deviceData, overwritten func(int) bool) []bool {
+	if p.program == nil || !donationEnabled() {
+		return nil
+	}
+	seen := make(map[*deviceData]int, len(inputs))
+	for _, dd := range inputs {
+		seen[dd]++
+	}
+	donate := make([]bool, len(inputs))
+	for i, dd := range inputs {
+		donate[i] = p.inputs[i].constant == nil && dd.exclusive && seen[dd] == 1 && overwritten(i)
+	}
+	return donate
+}
+
+// EnvDonate: XLADDP_DONATE=off makes compiled steps donate no buffer.
+const EnvDonate = "XLADDP_DONATE"
+
+var donationEnabled = sync.OnceValue(func() bool { return os.Getenv(EnvDonate) != "off" })
+
+// returned reports whether output j is one of fn's results.
+func (p *stepPlan) returned(j int) bool {
+	for _, r := range p.returns {
+		if r == j {
+			return true
+		}
+	}
+	return false
 }
 
 // capture is what a device notes while a compiled step traces.

@@ -85,6 +85,8 @@ func TestCompiledStepEqualsLazy(t *testing.T) {
 		assert.EqualValues(t, replicas, m.StepTraces, "replicas=%d: one trace per replica", replicas)
 		assert.LessOrEqual(t, m.Compilations, int64(1), "replicas=%d", replicas)
 		assert.Zero(t, m.Collections-1, "replicas=%d: only the trace collects", replicas)
+		// From the second call on, the 4 parameters' buffers are donated.
+		assert.EqualValues(t, 4*replicas*(12-2), m.DonatedBuffers, "replicas=%d: donated buffers", replicas)
 	}
 }
 
@@ -395,4 +397,84 @@ func TestCompiledStepAfterClose(t *testing.T) {
 	require.NoError(t, eng.Close())
 	_, err = step.Run(ctx, d, x)
 	assert.ErrorContains(t, err, "closed")
+}
+
+// TestCompiledStepNeverDonatesASharedBuffer: a compiled step donates a
+// parameter's buffer to its program only while nothing else holds it. A
+// copy taken with To, an Assign into another tensor, or a lazy op reading
+// the parameter between calls keeps the old value readable and right.
+func TestCompiledStepNeverDonatesASharedBuffer(t *testing.T) {
+	eng := newEngine(t, 1)
+	ctx := testContext(t)
+	d := eng.Device(0)
+	w := mustFromSlice(t, d, []float32{1, 2}, 2)
+	step := Compile(func(...*Tensor) ([]*Tensor, error) { return nil, w.Assign(w.MulScalar(3)) })
+	run := func() {
+		_, err := step.Run(ctx, d)
+		require.NoError(t, err)
+	}
+	run()
+	run() // w's buffer is now the step's own: the next call may donate it
+	kinds := []struct {
+		name string
+		hold func() *Tensor
+	}{
+		{"To the same device", func() *Tensor {
+			c, err := w.To(ctx, d)
+			require.NoError(t, err)
+			return c
+		}},
+		{"Assign into another tensor", func() *Tensor {
+			c := mustFromSlice(t, d, []float32{0, 0}, 2)
+			require.NoError(t, c.Assign(w))
+			return c
+		}},
+		{"a pending op reading it", func() *Tensor { return w.AddScalar(0.5) }},
+		{"a Detach", func() *Tensor { return w.Detach() }},
+	}
+	for _, k := range kinds {
+		before, err := w.Float32s(ctx)
+		require.NoError(t, err)
+		held := k.hold()
+		ResetMetrics()
+		run()
+		got, err := held.Float32s(ctx)
+		require.NoError(t, err, k.name)
+		want := before
+		if k.name == "a pending op reading it" {
+			want = []float32{before[0] + 0.5, before[1] + 0.5}
+		}
+		assert.Equal(t, want, got, "%s: the held value survives the next step", k.name)
+		after, err := w.Float32s(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, []float32{before[0] * 3, before[1] * 3}, after, k.name)
+		run()
+		assert.EqualValues(t, 1, GetMetrics().DonatedBuffers, "%s: the step after donates its own buffer again", k.name)
+	}
+}
+
+// TestCompiledStepDonatesTheParameterBuffer: from the second call on, the
+// buffer a parameter held is given to the program (PJRT reports it
+// deleted or donated), and a read of it through xla is refused.
+func TestCompiledStepDonatesTheParameterBuffer(t *testing.T) {
+	eng := newEngine(t, 1)
+	ctx := testContext(t)
+	d := eng.Device(0)
+	w := mustFromSlice(t, d, []float32{1, 2}, 2)
+	step := Compile(func(...*Tensor) ([]*Tensor, error) { return nil, w.Assign(w.MulScalar(3)) })
+	for range 2 {
+		_, err := step.Run(ctx, d)
+		require.NoError(t, err)
+	}
+	old := w.data
+	_, err := step.Run(ctx, d)
+	require.NoError(t, err)
+	require.True(t, old.donated)
+	_, err = old.tensor.LocalClone()
+	assert.ErrorContains(t, err, "donated", "PJRT took the buffer over")
+	_, err = old.readHost(d)
+	assert.ErrorIs(t, err, errDonated)
+	got, err := w.Float32s(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []float32{27, 54}, got)
 }

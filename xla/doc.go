@@ -124,9 +124,14 @@
 // debug metrics; with XLADDP_DEBUG=1 a recompilation logs the first node
 // that changed.
 //
-// Input buffers are not donated: PJRT reuses a donated buffer only when the
-// program declares input/output aliasing, which GoMLX v0.26.0's parameters
-// cannot express. Old buffers are freed once their tensors are collected.
+// Every program declares input/output aliasing (an output may reuse a
+// parameter of its shape, XLA's "may alias"; donation.go sets it on the
+// StableHLO arguments, as GoMLX v0.26.0 cannot). A compiled step donates a
+// buffer only when the tensor it overwrites is the buffer's sole holder
+// (no trace, Assign or To took it since the step stored it), so parameters
+// and optimizer state update in place; lazy MarkSteps donate nothing and
+// free old buffers once their tensors are collected. XLADDP_DONATE=off
+// turns donation off.
 //
 // GoMLX v0.26.0 workarounds live in ops_nn.go: its convolution gradient
 // is wrong for even kernel sizes and fails for padding that reaches the

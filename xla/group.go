@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -294,11 +295,16 @@ func (g *group) run(ctx context.Context, ps *preparedStep) (*stepResults, error)
 	}
 	defer release()
 	var p *program
+	var donate []bool
 	inputs := make([][]*deviceData, len(g.devices))
 	if ps.replays != nil {
 		p = ps.replays[0].plan.program
+		donate = slices.Clone(ps.replays[0].donate)
 		for r, req := range ps.replays {
 			inputs[r] = req.inputs
+			for i, dn := range req.donate {
+				donate[i] = donate[i] && dn // one set of positions for every device
+			}
 		}
 	} else {
 		if p, err = g.engine.cache.get(g.devices, ps.traces); err != nil {
@@ -322,7 +328,7 @@ func (g *group) run(ctx context.Context, ps *preparedStep) (*stepResults, error)
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("xla: MarkStep on %s stopped before executing: %w", deviceSetKey(g.devices), context.Cause(ctx))
 	}
-	outputs, err := g.execute(p, inputs)
+	outputs, err := g.execute(p, inputs, donate)
 	if err != nil {
 		return nil, err
 	}
@@ -407,13 +413,16 @@ func (g *group) advanceEpochsLocked() {
 }
 
 // execute runs p with each replica's input buffers.
-func (g *group) execute(p *program, perReplica [][]*deviceData) ([]*tensors.Tensor, error) {
+func (g *group) execute(p *program, perReplica [][]*deviceData, donate []bool) ([]*tensors.Tensor, error) {
 	n := len(g.devices)
 	numParams := len(perReplica[0])
 	buffers := make([]backends.Buffer, 0, n*numParams)
 	inputs := make([]*deviceData, 0, n*numParams)
 	for r, ins := range perReplica {
 		for _, dd := range ins {
+			if dd.donated {
+				return nil, errDonated
+			}
 			inputs = append(inputs, dd)
 			buf, err := dd.tensor.Buffer(g.engine.gomlx, backends.DeviceNum(g.devices[r].num))
 			if err != nil {
@@ -423,9 +432,17 @@ func (g *group) execute(p *program, perReplica [][]*deviceData) ([]*tensors.Tens
 		}
 	}
 	start := time.Now()
-	outputs, x, err := runProgram(g.engine, p, n, buffers, inputs)
+	outputs, x, err := runProgram(g.engine, p, n, buffers, inputs, donate)
 	if err != nil {
 		return nil, err
+	}
+	for i, dn := range donate {
+		if dn {
+			for r := range perReplica {
+				perReplica[r][i].donated = true
+			}
+			metrics.donated(len(perReplica))
+		}
 	}
 	step := &stepExecution{x: x, step: g.steps, devices: deviceSetKey(g.devices)}
 	for _, d := range g.devices {

@@ -160,6 +160,7 @@ func (t *Tensor) To(ctx context.Context, d *Device) (*Tensor, error) {
 			return nil, err
 		}
 		c := &Tensor{dev: d, shape: t.shape, data: t.data}
+		t.data.exclusive = false
 		if d.capture != nil {
 			d.capture.aliases[c] = t
 		}
@@ -182,6 +183,9 @@ func (t *Tensor) To(ctx context.Context, d *Device) (*Tensor, error) {
 // readHost copies the buffer to the host once the execution computing it
 // (possibly still running) finished.
 func (dd *deviceData) readHost(d *Device) (*tensors.Tensor, error) {
+	if dd.donated {
+		return nil, errDonated
+	}
 	if !dd.shape.IsZeroSize() {
 		buf, err := dd.tensor.Buffer(d.engine.gomlx, backends.DeviceNum(d.num))
 		if err != nil {

@@ -30,6 +30,9 @@ type Metrics struct {
 	Collections int64
 	// StepTraces counts compiled-step traces: one per new signature.
 	StepTraces int64
+	// DonatedBuffers counts input buffers given to a compiled step's
+	// program to update in place (one per device).
+	DonatedBuffers int64
 }
 
 type metricsRegistry struct {
@@ -73,6 +76,7 @@ func MetricsReport() string {
 	row("LastTraceNodes:", m.LastTraceNodes)
 	row("Collections:", m.Collections)
 	row("StepTraces:", m.StepTraces)
+	row("DonatedBuffers:", m.DonatedBuffers)
 	return b.String()
 }
 
@@ -105,3 +109,5 @@ func (r *metricsRegistry) persistentHit() { r.update(func(m *Metrics) { m.Persis
 func (r *metricsRegistry) collected() { r.update(func(m *Metrics) { m.Collections++ }) }
 
 func (r *metricsRegistry) stepTraced() { r.update(func(m *Metrics) { m.StepTraces++ }) }
+
+func (r *metricsRegistry) donated(n int) { r.update(func(m *Metrics) { m.DonatedBuffers += int64(n) }) }

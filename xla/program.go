@@ -161,8 +161,10 @@ func compile(b *backend.Backend, devices []*Device, tr *trace) (p *program, err 
 		return nil, err
 	}
 	rc.graph = g
+	params := make([]*graph.Node, len(tr.params))
 	for i, pn := range tr.params {
-		rc.values[pn] = graph.Parameter(g, fmt.Sprintf("p%d", i), pn.shape)
+		params[i] = graph.Parameter(g, fmt.Sprintf("p%d", i), pn.shape)
+		rc.values[pn] = params[i]
 		if pn.shape.IsZeroSize() {
 			rc.values[pn] = graph.Zeros(g, pn.shape) // see replayEmpty
 		}
@@ -186,6 +188,9 @@ func compile(b *backend.Backend, devices []*Device, tr *trace) (p *program, err 
 	outs := make([]*graph.Node, len(tr.outputs))
 	for i, o := range tr.outputs {
 		outs[i] = rc.values[o]
+	}
+	if err := declareAliases(params, outs); err != nil {
+		return nil, err
 	}
 	g.Compile(outs...)
 	exec, err := b.ExecutableOf(g)

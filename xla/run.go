@@ -14,8 +14,9 @@ import (
 // runProgram starts p on the replicas' input buffers (device-major) and
 // wraps the outputs, also device-major, as GoMLX tensors at once; the
 // execution goes on asynchronously (see stepExecution). inputs are the
-// buffers' owners, held until it finishes.
-func runProgram(e *Engine, p *program, numDevices int, buffers []backends.Buffer, inputs []*deviceData) ([]*tensors.Tensor, *backend.Execution, error) {
+// buffers' owners, held until it finishes; donate (nil or per argument
+// position) gives those inputs to the program.
+func runProgram(e *Engine, p *program, numDevices int, buffers []backends.Buffer, inputs []*deviceData, donate []bool) ([]*tensors.Tensor, *backend.Execution, error) {
 	pjrtInputs := make([]*pjrt.Buffer, len(buffers))
 	for i, b := range buffers {
 		pb, ok := b.(*pjrt.Buffer)
@@ -24,7 +25,7 @@ func runProgram(e *Engine, p *program, numDevices int, buffers []backends.Buffer
 		}
 		pjrtInputs[i] = pb
 	}
-	outs, x, err := e.backend.Execute(p.exec, numDevices, pjrtInputs, inputs)
+	outs, x, err := e.backend.Execute(p.exec, numDevices, pjrtInputs, donate, inputs)
 	if err != nil {
 		return nil, nil, fmt.Errorf("xla: executing the program: %w", err)
 	}

@@ -21,6 +21,12 @@ type deviceData struct {
 	// historyLost is set when the step that kept it is over.
 	history     *node
 	historyLost bool
+	// exclusive: a compiled step stored this buffer in exactly one tensor
+	// and nothing else has read it since (no trace, Assign or To took it),
+	// so the step that overwrites that tensor may donate it. donated: it
+	// was given to a program and must never be read.
+	exclusive bool
+	donated   bool
 }
 
 // Tensor is a handle to a value on one device. The value is either
@@ -120,6 +126,9 @@ func (t *Tensor) Assign(src *Tensor) error {
 		return fmt.Errorf("xla: Assign: destination is %s but source is %s", t.shape, src.shape)
 	}
 	t.node, t.data, t.err = src.node, src.data, nil
+	if t.data != nil {
+		t.data.exclusive = false
+	}
 	if t.node != nil {
 		t.dev.trackPending(t)
 	} else if c := t.dev.capture; c != nil {
@@ -144,6 +153,7 @@ func (t *Tensor) valueNode() *node {
 // parameterNode is the node that reads buffer d in the current trace; a
 // buffer read twice is one program input.
 func (dev *Device) parameterNode(d *deviceData) *node {
+	d.exclusive = false
 	epoch := dev.epoch()
 	if d.paramNode == nil || d.paramEpoch != epoch {
 		d.paramNode = &node{op: opParameter, shape: d.shape, data: d}

@@ -10,21 +10,21 @@ package pjrtx
 // pjrtx_execute starts exec on num_devices × num_args inputs (device-major)
 // without waiting: outs receives num_devices × num_outputs buffers, which
 // PJRT fills in when the execution finishes, and events one completion
-// event per device. No input is donated.
+// event per device. The argument positions in keep (num_keep of them) are
+// not donated; the others are, on every device.
 static char* pjrtx_execute(const PJRT_Api* api, PJRT_LoadedExecutable* exec, size_t num_devices, size_t num_args,
-		PJRT_Buffer** args, size_t num_outputs, PJRT_Buffer** outs, PJRT_Event** events) {
+		PJRT_Buffer** args, size_t num_outputs, PJRT_Buffer** outs, PJRT_Event** events,
+		const int64_t* keep, size_t num_keep) {
 	PJRT_Buffer*** arg_lists = malloc(sizeof(PJRT_Buffer**) * num_devices);
 	PJRT_Buffer*** out_lists = malloc(sizeof(PJRT_Buffer**) * num_devices);
-	int64_t* keep = malloc(sizeof(int64_t) * (num_args > 0 ? num_args : 1));
 	for (size_t d = 0; d < num_devices; d++) {
 		arg_lists[d] = args + d * num_args;
 		out_lists[d] = outs + d * num_outputs;
 	}
-	for (size_t i = 0; i < num_args; i++) keep[i] = (int64_t)i;
 	PJRT_ExecuteOptions opts;
 	memset(&opts, 0, sizeof(opts));
 	opts.struct_size = PJRT_ExecuteOptions_STRUCT_SIZE;
-	opts.num_non_donatable_input_indices = num_args;
+	opts.num_non_donatable_input_indices = num_keep;
 	opts.non_donatable_input_indices = keep;
 	PJRT_LoadedExecutable_Execute_Args a;
 	memset(&a, 0, sizeof(a));
@@ -39,7 +39,6 @@ static char* pjrtx_execute(const PJRT_Api* api, PJRT_LoadedExecutable* exec, siz
 	PJRT_Error* e = api->PJRT_LoadedExecutable_Execute(&a);
 	free(arg_lists);
 	free(out_lists);
-	free(keep);
 	return e != NULL ? pjrtx_take_error(api, e) : NULL;
 }
 
@@ -132,8 +131,10 @@ type Execution struct {
 // and returns at once: the outputs (device-major) become ready when the
 // execution finishes, and reading one waits for it, as JAX and torch-xla
 // dispatch. keep is held until Wait returns (the owners of the inputs,
-// which must not be freed while the program reads them).
-func Execute(e *pjrt.LoadedExecutable, numDevices int, inputs []*pjrt.Buffer, keep any) ([]*pjrt.Buffer, *Execution, error) {
+// which must not be freed while the program reads them). donate, nil or
+// one entry per argument position, donates those inputs on every device:
+// the caller guarantees nothing reads them again.
+func Execute(e *pjrt.LoadedExecutable, numDevices int, inputs []*pjrt.Buffer, donate []bool, keep any) ([]*pjrt.Buffer, *Execution, error) {
 	if err := Compatible(); err != nil {
 		return nil, nil, err
 	}
@@ -143,6 +144,10 @@ func Execute(e *pjrt.LoadedExecutable, numDevices int, inputs []*pjrt.Buffer, ke
 	}
 	if numDevices < 1 || len(inputs)%numDevices != 0 {
 		return nil, nil, fmt.Errorf("executing: %d inputs for %d devices", len(inputs), numDevices)
+	}
+	numArgs := len(inputs) / numDevices
+	if donate != nil && len(donate) != numArgs {
+		return nil, nil, fmt.Errorf("executing: %d donation flags for %d arguments", len(donate), numArgs)
 	}
 	cExec, err := pointerField(e, "wrapper", "c")
 	if err != nil {
@@ -165,6 +170,14 @@ func Execute(e *pjrt.LoadedExecutable, numDevices int, inputs []*pjrt.Buffer, ke
 	defer C.free(unsafe.Pointer(outsMem))
 	eventsMem := cArray[*C.PJRT_Event](numDevices)
 	defer C.free(unsafe.Pointer(eventsMem))
+	keepMem := cArray[C.int64_t](numArgs)
+	defer C.free(unsafe.Pointer(keepMem))
+	kept := unsafe.Slice(keepMem, max(numArgs, 1))[:0]
+	for i := range numArgs {
+		if donate == nil || !donate[i] {
+			kept = append(kept, C.int64_t(i))
+		}
+	}
 	args := unsafe.Slice(argsMem, len(inputs))
 	for i, b := range inputs {
 		c, err := cBuffer(b, layout)
@@ -174,7 +187,7 @@ func Execute(e *pjrt.LoadedExecutable, numDevices int, inputs []*pjrt.Buffer, ke
 		args[i] = (*C.PJRT_Buffer)(c)
 	}
 	if msg := C.pjrtx_execute((*C.PJRT_Api)(api), (*C.PJRT_LoadedExecutable)(cExec), C.size_t(numDevices),
-		C.size_t(len(inputs)/numDevices), argsMem, C.size_t(numOutputs), outsMem, eventsMem); msg != nil {
+		C.size_t(numArgs), argsMem, C.size_t(numOutputs), outsMem, eventsMem, keepMem, C.size_t(len(kept))); msg != nil {
 		return nil, nil, fmt.Errorf("PJRT_LoadedExecutable_Execute: %s", takeCString(msg))
 	}
 	events := unsafe.Slice(eventsMem, numDevices)
