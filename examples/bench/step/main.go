@@ -24,6 +24,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -57,6 +58,9 @@ type Result struct {
 	MedianStepMS float64   `json:"median_step_ms"`
 	SamplesPerS  float64   `json:"samples_per_s"`
 	Compilations int64     `json:"compilations"`
+	// PeakRSSMB is the process's peak resident memory over the timed
+	// steps (Linux; the CPU device's memory is the process's).
+	PeakRSSMB float64 `json:"peak_rss_mb,omitempty"`
 }
 
 func main() {
@@ -66,7 +70,7 @@ func main() {
 func parse(args []string) (config, error) {
 	var c config
 	f := pflag.NewFlagSet("step", pflag.ContinueOnError)
-	f.StringVar(&c.model, "model", "cnn", "cnn or toy")
+	f.StringVar(&c.model, "model", "cnn", "cnn (MNIST CNN, Adadelta), toy (MLP, SGD) or resnet18 (224x224, SGD momentum)")
 	f.IntVar(&c.replicas, "replicas", 1, "CPU replicas (devices)")
 	f.IntVar(&c.samples, "samples", 7, "timed samples; the figure is their median")
 	f.IntVar(&c.steps, "steps", 5, "training steps per sample (timed together, synchronized at the end)")
@@ -84,8 +88,8 @@ func parse(args []string) (config, error) {
 		return c, fmt.Errorf("--mode=%q: want lazy or compiled", *mode)
 	case c.compiled && c.per != 1:
 		return c, fmt.Errorf("--mode=compiled runs one step per call: drop --steps-per-markstep")
-	case c.model != "cnn" && c.model != "toy":
-		return c, fmt.Errorf("--model=%q: want cnn or toy", c.model)
+	case c.model != "cnn" && c.model != "toy" && c.model != "resnet18":
+		return c, fmt.Errorf("--model=%q: want cnn, toy or resnet18", c.model)
 	case c.replicas < 1 || c.samples < 1 || c.steps < 1 || c.warmup < 0 || c.per < 1:
 		return c, fmt.Errorf("--replicas, --samples, --steps and --steps-per-markstep must be >= 1, --warmup >= 0")
 	case c.steps%c.per != 0 || c.warmup%c.per != 0:
@@ -106,6 +110,16 @@ type spec struct {
 }
 
 func specOf(model string) spec {
+	if model == "resnet18" {
+		return spec{batch: 8, inDims: []int{3, 224, 224}, classes: 1000,
+			build: func(d *xla.Device, rng *rand.Rand) (nn.Module, error) {
+				return nn.NewResNet18(d, rng, nn.ResNetConfig{NumClasses: 1000})
+			},
+			loss: func(out, y *xla.Tensor) *xla.Tensor { return nn.CrossEntropyLoss(out, y, nn.ReductionMean) },
+			opt: func(ps []*xla.Tensor) (optim.Optimizer, error) {
+				return optim.NewSGD(ps, optim.SGDConfig{LR: 0.01, Momentum: 0.9})
+			}}
+	}
 	if model == "toy" {
 		return spec{batch: 20, inDims: []int{10}, outDim: 5,
 			build: func(d *xla.Device, rng *rand.Rand) (nn.Module, error) {
@@ -293,6 +307,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		if err := steps(c.warmup); err != nil {
 			return err
 		}
+		if r.Index() == 0 {
+			resetPeakRSS()
+		}
 		for range c.samples {
 			start := time.Now()
 			if err := steps(c.steps); err != nil {
@@ -309,6 +326,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	res.MedianStepMS = median(times[0])
 	res.SamplesPerS = float64(s.batch*c.replicas) / (res.MedianStepMS / 1000)
 	res.Compilations = xla.GetMetrics().Compilations
+	res.PeakRSSMB = peakRSSMB()
 	return json.NewEncoder(out).Encode(res)
 }
 
@@ -350,4 +368,25 @@ func writeInit(ctx context.Context, d *xla.Device, s spec, c config) error {
 		return err
 	}
 	return safetensors.WriteFile(c.initOut, safetensors.File{Tensors: tensors})
+}
+
+// resetPeakRSS resets the kernel's peak-RSS counter (VmHWM), so the peak
+// read later covers only the timed steps; best effort (Linux).
+func resetPeakRSS() { _ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
+
+// peakRSSMB reads VmHWM from /proc/self/status, 0 where unavailable.
+func peakRSSMB() float64 {
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			var kb float64
+			if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%f kB", &kb); err == nil {
+				return kb / 1024
+			}
+		}
+	}
+	return 0
 }
