@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 
 	"github.com/gomlx/gomlx/pkg/core/shapes"
@@ -110,6 +111,7 @@ func (s *CompiledStep) Run(ctx context.Context, d *Device, args ...*Tensor) ([]*
 		}
 	}
 	s.mu.Unlock()
+	stale := plan
 	if plan != nil {
 		outs, err, ok := plan.replay(ctx, g, args)
 		if ok {
@@ -126,7 +128,8 @@ func (s *CompiledStep) Run(ctx context.Context, d *Device, args ...*Tensor) ([]*
 		byPlace = map[string][]*stepPlan{}
 		s.plans[place] = byPlace
 	}
-	variants := byPlace[string(sig)]
+	// A plan whose inputs no longer fit is replaced, not kept first in line.
+	variants := slices.DeleteFunc(byPlace[string(sig)], func(p *stepPlan) bool { return p == stale })
 	if len(variants) >= maxGuardVariants {
 		variants = nil
 	}
