@@ -168,6 +168,9 @@ bench: deps
 	$(GO) build -o $(BIN)/benchstep ./examples/bench/step
 	$(PYTHON) examples/bench/peers/compare.py --step-bin $(BIN)/benchstep --rounds $(BENCH_ROUNDS) \
 		--only "$(BENCH_ONLY)" --json $(BIN)/bench-peers.json
+	echo "== each op's forward + backward against JAX (docs/BENCHMARKS.md)"
+	$(GO) build -o $(BIN)/benchops ./examples/bench/ops
+	$(PYTHON) examples/bench/peers/ops_compare.py --ops-bin $(BIN)/benchops --rounds $(BENCH_ROUNDS)
 
 clean:
 	rm -rf $(BIN)
