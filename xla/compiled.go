@@ -521,6 +521,47 @@ func (s *CompiledStep) runTraced(d *Device, c *capture, args []*Tensor) (results
 	return results, nil
 }
 
+// aliasPairs says, per parameter of the step's trace, which output its
+// buffer may be donated to: the output written to the tensor (or RNG or
+// gradient slot) the parameter was read from, with the same shape; -1
+// for none. Each output takes at most one parameter.
+func (c *capture) aliasPairs(d *Device, tr *trace) []int {
+	outputOf := map[*Tensor]int{}
+	index := make(map[*node]int, len(tr.outputs))
+	for j, o := range tr.outputs {
+		index[o] = j
+	}
+	for _, h := range tr.handles {
+		if j, ok := index[h.node]; ok {
+			outputOf[h] = j
+		}
+	}
+	aliases := make([]int, len(tr.params))
+	taken := map[int]bool{}
+	for i, pn := range tr.params {
+		aliases[i] = -1
+		src, ok := c.sources[pn.data]
+		if !ok {
+			continue
+		}
+		var writer *Tensor
+		switch src.kind {
+		case refArg:
+			writer = c.args[src.arg]
+		case refHandle:
+			writer = src.t
+		case refRNG:
+			writer = d.rng
+		case refGrad:
+			writer = src.leaf.grad
+		}
+		if j, ok := outputOf[writer]; ok && writer != nil && !taken[j] && tr.outputs[j].shape.Equal(pn.shape) {
+			aliases[i], taken[j] = j, true
+		}
+	}
+	return aliases
+}
+
 // slotChanges lists the RNG and gradient pointers fn changed.
 func (c *capture) slotChanges(d *Device) []slotUpdate {
 	var out []slotUpdate

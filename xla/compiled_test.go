@@ -3,6 +3,7 @@ package xla
 import (
 	"context"
 	"errors"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -477,4 +478,41 @@ func TestCompiledStepDonatesTheParameterBuffer(t *testing.T) {
 	got, err := w.Float32s(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, []float32{27, 54}, got)
+}
+
+// TestCompiledStepAliasesOnlyWhatItOverwrites: the program declares a
+// parameter donatable only into the output that replaces it, never into
+// another output of its shape (XLA would copy a parameter that other ops
+// still read), and a lazy MarkStep's program declares none.
+func TestCompiledStepAliasesOnlyWhatItOverwrites(t *testing.T) {
+	eng := newEngine(t, 1)
+	ctx := testContext(t)
+	d := eng.Device(0)
+	w := mustFromSlice(t, d, []float32{1, 2}, 2)
+	c := mustFromSlice(t, d, []float32{3, 4}, 2)
+	step := Compile(func(...*Tensor) ([]*Tensor, error) {
+		product := w.Mul(c)
+		return []*Tensor{product.AddScalar(1)}, w.Assign(product)
+	})
+	_, err := step.Run(ctx, d)
+	require.NoError(t, err)
+	var plan *stepPlan
+	for _, variants := range step.plans[planPlace{device: d, group: d.currentGroup()}] {
+		plan = variants[0]
+	}
+	require.NotNil(t, plan)
+	require.Len(t, plan.inputs, 2)
+	wOut := plan.program.aliases[0]
+	require.GreaterOrEqual(t, wOut, 0, "w is overwritten: donatable")
+	assert.NotEqual(t, plan.returns[0], wOut, "into w's new value, not the result")
+	assert.Equal(t, -1, plan.program.aliases[1], "c is only read")
+
+	product := w.Mul(c)
+	require.NoError(t, w.Assign(product))
+	require.NoError(t, d.MarkStep(ctx))
+	lazy := eng.cache.last[deviceSetKey([]*Device{d})]
+	require.NotNil(t, lazy)
+	assert.NotSame(t, plan.program, lazy)
+	assert.Nil(t, lazy.aliases, "a lazy step donates nothing, so its program declares nothing")
+	runtime.KeepAlive(product)
 }

@@ -124,14 +124,15 @@
 // debug metrics; with XLADDP_DEBUG=1 a recompilation logs the first node
 // that changed.
 //
-// Every program declares input/output aliasing (an output may reuse a
-// parameter of its shape, XLA's "may alias"; donation.go sets it on the
-// StableHLO arguments, as GoMLX v0.26.0 cannot). A compiled step donates a
-// buffer only when the tensor it overwrites is the buffer's sole holder
-// (no trace, Assign or To took it since the step stored it), so parameters
-// and optimizer state update in place; lazy MarkSteps donate nothing and
-// free old buffers once their tensors are collected. XLADDP_DONATE=off
-// turns donation off.
+// A compiled step's program declares input/output aliasing for each
+// parameter it overwrites (its new value may reuse the old buffer, XLA's
+// "may alias"; donation.go sets it on the StableHLO arguments, as GoMLX
+// v0.26.0 cannot), and from its second call donates a buffer when the
+// tensor it overwrites is the buffer's sole holder (no trace, Assign or
+// To took it since the step stored it), so parameters and optimizer
+// state update in place. Lazy MarkSteps declare and donate nothing; their
+// old buffers are freed once their tensors are collected.
+// XLADDP_DONATE=off turns donation off.
 //
 // GoMLX v0.26.0 workarounds live in ops_nn.go: its convolution gradient
 // is wrong for even kernel sizes and fails for padding that reaches the

@@ -15,32 +15,26 @@ import (
 // argument's buffer may hold that output when the caller donates it.
 const aliasingAttribute = "tf.aliasing_output"
 
-// declareAliases pairs each output with a parameter of the same shape
-// (first free one, in order) and declares the pair to XLA, so a donated
-// parameter's memory holds the output: a step that updates parameters and
-// optimizer state needs no second copy of them. The declaration is "may
-// alias": an input that is not donated at run time is left alone, so the
-// program serves lazy steps (which donate nothing) too. GoMLX v0.26.0
-// has no API for it; the parameter's StableHLO value is reached through
-// the GoMLX node's backend op.
-func declareAliases(params, outputs []*graph.Node) error {
-	used := make([]bool, len(params))
-	for j, out := range outputs {
-		for i, p := range params {
-			if used[i] || p.Shape().IsZeroSize() || !p.Shape().Equal(out.Shape()) {
-				continue
-			}
-			v, err := stablehloValue(p)
-			if err != nil {
-				return err
-			}
-			if v.Attributes == nil {
-				v.Attributes = map[string]any{}
-			}
-			v.Attributes[aliasingAttribute] = int64(j)
-			used[i] = true
-			break
+// declareAliases declares to XLA that parameter i's buffer may hold
+// output aliases[i] when the caller donates it, so a step that updates
+// parameters and optimizer state in place needs no second copy of them.
+// It is declared only for a parameter the step overwrites: a declared
+// parameter that other ops still read after the output is written costs
+// XLA a copy. GoMLX v0.26.0 has no API for it; the parameter's StableHLO
+// value is reached through the GoMLX node's backend op.
+func declareAliases(params []*graph.Node, aliases []int) error {
+	for i, j := range aliases {
+		if j < 0 || params[i].Shape().IsZeroSize() {
+			continue
 		}
+		v, err := stablehloValue(params[i])
+		if err != nil {
+			return err
+		}
+		if v.Attributes == nil {
+			v.Attributes = map[string]any{}
+		}
+		v.Attributes[aliasingAttribute] = int64(j)
 	}
 	return nil
 }

@@ -266,6 +266,9 @@ func (g *group) prepareLocked(ctx context.Context) (*preparedStep, error) {
 	traces := make([]*trace, len(g.devices))
 	for i, r := range recs {
 		traces[i] = collectTrace(r)
+		if c := g.devices[i].capture; c != nil && c.finishing {
+			traces[i].setAliases(c.aliasPairs(g.devices[i], traces[i]))
+		}
 		if traces[i].err != nil {
 			if g.replicated {
 				return nil, &ReplicaError{Replica: i, Err: traces[i].err}

@@ -29,6 +29,8 @@ type program struct {
 	graph       *graph.Graph
 	numOutputs  int
 	description []string
+	// aliases are the trace's parameter-to-output donation pairs.
+	aliases []int
 }
 
 type programKey struct {
@@ -189,7 +191,7 @@ func compile(b *backend.Backend, devices []*Device, tr *trace) (p *program, err 
 	for i, o := range tr.outputs {
 		outs[i] = rc.values[o]
 	}
-	if err := declareAliases(params, outs); err != nil {
+	if err := declareAliases(params, tr.aliases); err != nil {
 		return nil, err
 	}
 	g.Compile(outs...)
@@ -197,7 +199,7 @@ func compile(b *backend.Backend, devices []*Device, tr *trace) (p *program, err 
 	if err != nil {
 		return nil, err
 	}
-	return &program{exec: exec, graph: g, numOutputs: len(outs), description: tr.describe()}, nil
+	return &program{exec: exec, graph: g, numOutputs: len(outs), description: tr.describe(), aliases: tr.aliases}, nil
 }
 
 // deviceNums returns the devices' numbers: the program's device assignment.

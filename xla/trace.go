@@ -28,6 +28,23 @@ type trace struct {
 	handles     []*Tensor
 	fingerprint fingerprint
 	err         error
+	// aliases[i] is the output parameter i may be donated to (-1: none);
+	// nil for a lazy step, which donates nothing. Part of the fingerprint.
+	aliases []int
+}
+
+// setAliases records which outputs the parameters may be donated to and
+// makes them part of the program's identity.
+func (tr *trace) setAliases(aliases []int) {
+	tr.aliases = aliases
+	h := sha256.New()
+	h.Write(tr.fingerprint[:])
+	w := nodeWriter{w: h}
+	w.string("aliases")
+	for _, j := range aliases {
+		w.int(j)
+	}
+	copy(tr.fingerprint[:], h.Sum(nil))
 }
 
 // recording is what a device recorded since its last MarkStep: every
