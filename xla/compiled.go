@@ -44,8 +44,9 @@ const (
 )
 
 // Compile returns fn as a compiled step. The first Run with a signature
-// (the arguments' shapes and dtypes, which RequiresGrad tensors hold a
-// gradient, the replica group) runs fn once as in lazy mode and records
+// (the arguments' shapes and dtypes, the replica group, and whether each
+// gradient fn looks at before replacing it exists) runs fn once as in
+// lazy mode and records
 // what it did: which buffers the program reads and from where (an
 // argument, a tensor fn reached, the device RNG, a gradient), and which
 // tensors it left holding results. Later Runs with that signature run the
@@ -244,12 +245,14 @@ type replayRequest struct {
 func (p *stepPlan) replay(ctx context.Context, g *group, args []*Tensor) (outs []*Tensor, err error, ok bool) {
 	d := p.device
 	req := &replayRequest{plan: p, inputs: make([]*deviceData, len(p.inputs))}
+	sources := make([]*Tensor, len(p.inputs))
 	for i, in := range p.inputs {
 		if in.constant != nil {
 			req.inputs[i] = in.constant
 			continue
 		}
 		t := in.from.resolve(d, args)
+		sources[i] = t
 		if t == nil {
 			return nil, nil, false // a gradient dropped since the trace
 		}
@@ -270,7 +273,7 @@ func (p *stepPlan) replay(ctx context.Context, g *group, args []*Tensor) (outs [
 			overwritten[targets[j][k]] = true
 		}
 	}
-	req.donate = p.donations(req.inputs, func(i int) bool { return overwritten[p.inputs[i].from.resolve(d, args)] })
+	req.donate = p.donations(req.inputs, sources, overwritten)
 	if p.program != nil {
 		d.replay = req
 		err = g.markStep(ctx, g.position(d))
@@ -305,7 +308,7 @@ func (p *stepPlan) replay(ctx context.Context, g *group, args []*Tensor) (outs [
 // only the tensor this call overwrites holds (exclusive), and that is
 // passed once. The first call after a trace donates nothing: its buffers
 // came from lazy mode, where others may share them.
-func (p *stepPlan) donations(inputs []*deviceData, overwritten func(int) bool) []bool {
+func (p *stepPlan) donations(inputs []*deviceData, sources []*Tensor, overwritten map[*Tensor]bool) []bool {
 	if p.program == nil || !donationEnabled() {
 		return nil
 	}
@@ -315,7 +318,7 @@ func (p *stepPlan) donations(inputs []*deviceData, overwritten func(int) bool) [
 	}
 	donate := make([]bool, len(inputs))
 	for i, dd := range inputs {
-		donate[i] = p.inputs[i].constant == nil && dd.exclusive && seen[dd] == 1 && overwritten(i)
+		donate[i] = sources[i] != nil && dd.exclusive && seen[dd] == 1 && overwritten[sources[i]]
 	}
 	return donate
 }

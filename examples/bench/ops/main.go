@@ -12,13 +12,13 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/xladdp/xladdp/backend"
+	"github.com/xladdp/xladdp/examples/bench/internal/stats"
 	"github.com/xladdp/xladdp/internal/cli"
 	"github.com/xladdp/xladdp/xla"
 )
@@ -84,7 +84,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", c.name, err)
 		}
-		res := Result{Runner: "xladdp compiled", Op: c.name, CallMS: times, MedianMS: median(times)}
+		res := Result{Runner: "xladdp compiled", Op: c.name, CallMS: times, MedianMS: stats.Median(times)}
 		if err := json.NewEncoder(out).Encode(res); err != nil {
 			return err
 		}
@@ -169,12 +169,4 @@ func normal(rng *rand.Rand, dims []int) []float32 {
 		out[i] = float32(rng.NormFloat64())
 	}
 	return out
-}
-
-func median(xs []float64) float64 {
-	s := slices.Sorted(slices.Values(xs))
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }

@@ -23,13 +23,13 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/xladdp/xladdp/backend"
+	"github.com/xladdp/xladdp/examples/bench/internal/stats"
 	"github.com/xladdp/xladdp/internal/cli"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/nn"
@@ -323,19 +323,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	res.StepMS = times[0]
-	res.MedianStepMS = median(times[0])
+	res.MedianStepMS = stats.Median(times[0])
 	res.SamplesPerS = float64(s.batch*c.replicas) / (res.MedianStepMS / 1000)
 	res.Compilations = xla.GetMetrics().Compilations
 	res.PeakRSSMB = peakRSSMB()
 	return json.NewEncoder(out).Encode(res)
-}
-
-func median(xs []float64) float64 {
-	s := slices.Sorted(slices.Values(xs))
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // writeInit writes the initial state dict and every replica's batch.

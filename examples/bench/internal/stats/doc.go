@@ -1,0 +1,3 @@
+// Package stats holds the summary statistics the benchmark commands under
+// examples/bench report.
+package stats
