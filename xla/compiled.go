@@ -124,6 +124,13 @@ func (s *CompiledStep) Run(ctx context.Context, d *Device, args ...*Tensor) ([]*
 		return nil, err
 	}
 	s.mu.Lock()
+	// A device is in one group at a time, and a group that ended never
+	// meets again: its plans (and the tensors they hold) go.
+	for other := range s.plans {
+		if other.device == d && other.group != g {
+			delete(s.plans, other)
+		}
+	}
 	byPlace := s.plans[place]
 	if byPlace == nil || len(byPlace) >= maxPlansPerDevice {
 		byPlace = map[string][]*stepPlan{}

@@ -516,3 +516,33 @@ func TestCompiledStepAliasesOnlyWhatItOverwrites(t *testing.T) {
 	assert.Nil(t, lazy.aliases, "a lazy step donates nothing, so its program declares nothing")
 	runtime.KeepAlive(product)
 }
+
+// TestCompiledStepAcrossRunReplicasKeepsNoOldPlans: each RunReplicas is a
+// new group, so a step reused across them traces again; the plans of the
+// groups that ended (and the tensors they hold) are dropped.
+func TestCompiledStepAcrossRunReplicasKeepsNoOldPlans(t *testing.T) {
+	eng := newEngine(t, 2)
+	ctx := testContext(t)
+	step := Compile(func(args ...*Tensor) ([]*Tensor, error) { return []*Tensor{args[0].AddScalar(2)}, nil })
+	for round := range 3 {
+		err := eng.RunReplicas(ctx, 2, func(ctx context.Context, r Replica) error {
+			x := mustFromSlice(t, r.Device(), []float32{float32(round)}, 1)
+			for range 2 {
+				outs, err := step.Run(ctx, r.Device(), x)
+				if err != nil {
+					return err
+				}
+				v, err := outs[0].Item(ctx)
+				if err != nil {
+					return err
+				}
+				assert.Equal(t, float64(round+2), v)
+			}
+			return nil
+		})
+		require.NoError(t, err)
+		step.mu.Lock()
+		assert.Len(t, step.plans, 2, "round %d: one place per device", round)
+		step.mu.Unlock()
+	}
+}
