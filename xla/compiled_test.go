@@ -546,3 +546,26 @@ func TestCompiledStepAcrossRunReplicasKeepsNoOldPlans(t *testing.T) {
 		step.mu.Unlock()
 	}
 }
+
+// TestCompiledStepReplicaLeavesEarly: one replica returns while the other
+// waits in a compiled step's meeting: the waiting one gets an error naming
+// the replicas, and RunReplicas returns instead of hanging.
+func TestCompiledStepReplicaLeavesEarly(t *testing.T) {
+	eng := newEngine(t, 2)
+	ctx := testContext(t)
+	step := Compile(func(args ...*Tensor) ([]*Tensor, error) { return []*Tensor{args[0].AddScalar(2)}, nil })
+	err := eng.RunReplicas(ctx, 2, func(ctx context.Context, r Replica) error {
+		x := mustFromSlice(t, r.Device(), []float32{1}, 1)
+		calls := 3
+		if r.Index() == 1 {
+			calls = 1
+		}
+		for range calls {
+			if _, err := step.Run(ctx, r.Device(), x); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	assert.ErrorContains(t, err, "every replica must run the same number of steps")
+}
