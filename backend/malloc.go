@@ -17,7 +17,7 @@ __attribute__((constructor)) static void xladdp_tune_malloc(void) {
 		xladdp_malloc_tuned = 0;
 		return;
 	}
-	int ok = mallopt(M_MMAP_THRESHOLD, 32 << 20) & mallopt(M_TRIM_THRESHOLD, 1 << 30) &
+	int ok = mallopt(M_MMAP_MAX, 0) & mallopt(M_TRIM_THRESHOLD, 1 << 30) &
 		mallopt(M_TOP_PAD, 256 << 20) & mallopt(M_ARENA_MAX, 1);
 	xladdp_malloc_tuned = ok == 1 ? 1 : -1;
 }
@@ -35,11 +35,14 @@ const EnvMalloc = "XLADDP_MALLOC"
 // keeps an arena per thread, while XLA's CPU runtime allocates a step's
 // activations on one thread and frees them on another: every step then
 // faults in fresh zeroed pages (39% of the MNIST CNN step's CPU time was in
-// the kernel's page-fault path). One arena that serves buffers up to 32 MiB
-// from its heap and keeps up to 1 GiB of freed memory makes that step about
-// 1.5x faster (docs/BENCHMARKS.md); the cost is that the process keeps the
-// memory mapped. XLADDP_MALLOC=default (in the environment the program
-// starts with) turns it off.
+// the kernel's page-fault path). One arena that serves every buffer from its
+// heap (no mmap, whatever the size: XLA's per-execution temporary slab is
+// ~95 MiB for the 2-replica CNN, above the largest mmap threshold glibc
+// accepts) and keeps up to 1 GiB of freed memory at its top makes the
+// 1-device step about 1.5x and the 2-replica step 1.4x faster
+// (docs/BENCHMARKS.md). The cost is a caching allocator's: the process keeps
+// freed memory mapped for reuse. XLADDP_MALLOC=default (in the environment
+// the program starts with) turns it off.
 
 // MallocTuned reports whether the allocator settings above are in effect.
 func MallocTuned() bool { return C.xladdp_malloc_state() == 1 }
