@@ -130,8 +130,11 @@ vet:
 FUZZ_TARGETS := FuzzDecodeRequest:./ddp/store FuzzDecode:./xla/safetensors
 FUZZ_TIME ?= 5s
 
+# The engine's tests run a second time with the CPU client asynchronous,
+# the way the GPU and Neuron plugins always execute.
 test: deps vet
 	$(GO) test -timeout 9m ./...
+	XLADDP_CPU_EXECUTION=async $(GO) test -timeout 5m ./xla/...
 	$(MAKE) --no-print-directory fuzz
 
 # go-xla's arena pool is unsynchronized unless built with race_mu; with

@@ -96,6 +96,10 @@ func TestOpenBadInput(t *testing.T) {
 			"4 local replicas asked for but the cpu plugin has 2 addressable device(s)"},
 		{"CPU devices on cuda", Options{Target: CUDA, CPUDevices: 2}, nil, ErrBadDeviceCount,
 			"CPUDevices=2 is for the cpu target"},
+		{"CPU execution mode on cuda", Options{Target: CUDA, CPUExecution: CPUSync}, nil, ErrBadOption,
+			`CPUExecution="sync" is for the cpu target`},
+		{"bad XLADDP_CPU_EXECUTION", Options{}, map[string]string{EnvCPUExecution: "fast"}, ErrBadOption,
+			`$XLADDP_CPU_EXECUTION="fast": use "sync" or "async"`},
 		// It used to run on the CPU without a word.
 		{"cuda target with the CPU plugin", Options{Target: CUDA, PluginPath: cpuPluginPath(t)}, nil, ErrNotPlugin,
 			"the target is cuda but " + cpuPluginPath(t) + " (from option) is a cpu plugin"},

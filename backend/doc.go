@@ -18,7 +18,9 @@
 // else $XLADDP_CPU_DEVICES, else torch-xla's $CPU_NUM_DEVICES, else
 // Options.Replicas, else 1). The count must be from 1 to MaxCPUDevices: the
 // stock plugin aborts the process on a negative count and returns a client
-// with no devices for 0. PJRT client options must be int64, not int.
+// with no devices for 0. PJRT client options must be int64, not int. The
+// CPU client executes synchronously unless Options.CPUExecution (else
+// $XLADDP_CPU_EXECUTION) is async; see Options.CPUExecution for why.
 //
 // # Device collectives: what GoMLX v0.26.0 needs
 //

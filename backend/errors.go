@@ -13,6 +13,8 @@ var (
 	ErrNotPlugin = errors.New("not a PJRT plugin")
 	// ErrBadDeviceCount: a device count that is not a positive integer in range.
 	ErrBadDeviceCount = errors.New("bad device count")
+	// ErrBadOption: an option value the target does not accept.
+	ErrBadOption = errors.New("bad backend option")
 	// ErrTargetUnavailable: the target cannot run on this machine.
 	ErrTargetUnavailable = errors.New("target not available on this machine")
 	// ErrClient: the plugin loaded but could not create a working client.

@@ -18,6 +18,22 @@ const (
 	EnvTorchXLACPUDevices = "CPU_NUM_DEVICES"
 )
 
+// EnvCPUExecution picks the CPU client's execution mode: sync or async.
+const EnvCPUExecution = "XLADDP_CPU_EXECUTION"
+
+// CPUExecution is how the CPU plugin runs a program.
+type CPUExecution string
+
+const (
+	// CPUSync runs a program on the thread that executes it: the execute
+	// call returns when the program finished. The default (see Options).
+	CPUSync CPUExecution = "sync"
+	// CPUAsync hands a program to the plugin's worker threads: the execute
+	// call returns at once and the host traces the next step meanwhile, as
+	// the GPU and Neuron plugins always do.
+	CPUAsync CPUExecution = "async"
+)
+
 // Options configures Open. The zero value opens one CPU device with the
 // plugin found by the default search.
 type Options struct {
@@ -35,6 +51,30 @@ type Options struct {
 	// default CPU device count, and Open fails if the target has fewer
 	// addressable devices.
 	Replicas int
+	// CPUExecution is the CPU client's execution mode; cpu only. Empty:
+	// $XLADDP_CPU_EXECUTION, else sync. Synchronous execution is the
+	// default because on the CPU the host and the program share the cores,
+	// so overlapping them gains nothing, while handing every program to a
+	// worker thread costs a thread wake-up and malloc lock contention per
+	// step: the toy step runs 2x faster and the CNN step as fast
+	// (docs/BENCHMARKS.md).
+	CPUExecution CPUExecution
+}
+
+// cpuExecution resolves the CPU client's execution mode.
+func cpuExecution(opts Options) (CPUExecution, error) {
+	mode, source := opts.CPUExecution, "Options.CPUExecution"
+	if mode == "" {
+		v, _ := os.LookupEnv(EnvCPUExecution)
+		mode, source = CPUExecution(strings.TrimSpace(v)), "$"+EnvCPUExecution
+	}
+	switch mode {
+	case "":
+		return CPUSync, nil
+	case CPUSync, CPUAsync:
+		return mode, nil
+	}
+	return "", fmt.Errorf("%w: %s=%q: use %q or %q", ErrBadOption, source, string(mode), CPUSync, CPUAsync)
 }
 
 // cpuDeviceCount resolves how many CPU devices to create.

@@ -95,3 +95,35 @@ func TestCPUDeviceCount(t *testing.T) {
 		})
 	}
 }
+
+func TestCPUExecution(t *testing.T) {
+	tests := []struct {
+		name       string
+		opts       Options
+		env        string
+		want       CPUExecution
+		wantErrMsg string
+	}{
+		{"default is sync", Options{}, "", CPUSync, ""},
+		{"env async", Options{}, "async", CPUAsync, ""},
+		{"env sync, spaces trimmed", Options{}, " sync ", CPUSync, ""},
+		{"option beats env", Options{CPUExecution: CPUAsync}, "sync", CPUAsync, ""},
+		{"env case matters", Options{}, "ASYNC", "", `$XLADDP_CPU_EXECUTION="ASYNC": use "sync" or "async"`},
+		{"env boolean", Options{}, "1", "", `$XLADDP_CPU_EXECUTION="1"`},
+		{"bad option", Options{CPUExecution: "later"}, "", "", `Options.CPUExecution="later"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clearTargetEnv(t)
+			t.Setenv(EnvCPUExecution, tt.env)
+			got, err := cpuExecution(tt.opts)
+			if tt.wantErrMsg != "" {
+				assert.ErrorIs(t, err, ErrBadOption)
+				assert.ErrorContains(t, err, tt.wantErrMsg)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}

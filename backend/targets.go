@@ -38,7 +38,11 @@ var targetSpecs = map[Target]targetSpec{
 			if err != nil {
 				return nil, err
 			}
-			return pjrt.NamedValuesMap{"cpu_device_count": int64(n)}, nil
+			mode, err := cpuExecution(opts)
+			if err != nil {
+				return nil, err
+			}
+			return pjrt.NamedValuesMap{"cpu_device_count": int64(n), "asynchronous": mode == CPUAsync}, nil
 		},
 	},
 	CUDA: {
@@ -51,6 +55,10 @@ var targetSpecs = map[Target]targetSpec{
 			if opts.CPUDevices != 0 {
 				return nil, fmt.Errorf("%w: CPUDevices=%d is for the cpu target; cuda uses the GPUs it finds",
 					ErrBadDeviceCount, opts.CPUDevices)
+			}
+			if opts.CPUExecution != "" {
+				return nil, fmt.Errorf("%w: CPUExecution=%q is for the cpu target; cuda always executes asynchronously",
+					ErrBadOption, string(opts.CPUExecution))
 			}
 			return nil, nil
 		},

@@ -36,7 +36,7 @@ func buildSharedLibrary(t *testing.T, dir, name, source string) string {
 func clearTargetEnv(t testing.TB) {
 	t.Helper()
 	for _, name := range []string{EnvDevice, EnvPJRTDevice, EnvPluginPath, EnvCPUDevices,
-		EnvTorchXLACPUDevices, envGoXLAPluginPaths, EnvPython} {
+		EnvTorchXLACPUDevices, envGoXLAPluginPaths, EnvPython, EnvCPUExecution} {
 		t.Setenv(name, "")
 	}
 }

@@ -29,36 +29,48 @@ func heavyInput(t *testing.T, d *Device) *Tensor {
 	return mustFromSlice(t, d, v, 512, 512)
 }
 
-// TestMarkStepReturnsBeforeTheStepRuns: MarkStep hands the compiled program
-// to the device and returns; reading the value waits for it. With the
-// program compiled, MarkStep takes a small part of the execution.
+// TestMarkStepReturnsBeforeTheStepRuns: with an asynchronous client
+// MarkStep hands the compiled program to the device and returns, and
+// reading the value waits for it; with a synchronous one (the CPU default)
+// MarkStep returns when the program ran. Both give the same bits.
 func TestMarkStepReturnsBeforeTheStepRuns(t *testing.T) {
-	e := newEngine(t, 1)
-	d := e.Device(0)
-	ctx := testContext(t)
-	x := heavyInput(t, d)
-	const chain = 40
-	// Compile, and measure a synchronous step: MarkStep plus the read.
-	y := heavyStep(x, chain)
-	require.NoError(t, d.MarkStep(ctx))
-	_, err := y.Float32s(ctx)
-	require.NoError(t, err)
+	var want []float32
+	for _, mode := range []backend.CPUExecution{backend.CPUAsync, backend.CPUSync} {
+		t.Run(string(mode), func(t *testing.T) {
+			e := newEngineExecuting(t, 1, mode)
+			d := e.Device(0)
+			ctx := testContext(t)
+			x := heavyInput(t, d)
+			const chain = 40
+			// Compile first: only the second step is timed.
+			y := heavyStep(x, chain)
+			require.NoError(t, d.MarkStep(ctx))
+			_, err := y.Float32s(ctx)
+			require.NoError(t, err)
 
-	y = heavyStep(x, chain)
-	start := time.Now()
-	require.NoError(t, d.MarkStep(ctx))
-	dispatch := time.Since(start)
-	want, err := y.Float32s(ctx)
-	require.NoError(t, err)
-	total := time.Since(start)
-	t.Logf("MarkStep returned after %v; the value was read after %v", dispatch, total)
-	assert.Less(t, dispatch, total/3, "MarkStep waited for the execution")
-
-	// The asynchronous result is the synchronous one, bit for bit.
-	again := heavyStep(x, chain)
-	got, err := again.Float32s(ctx) // forces its own MarkStep, then waits
-	require.NoError(t, err)
-	assert.Equal(t, want, got)
+			y = heavyStep(x, chain)
+			start := time.Now()
+			require.NoError(t, d.MarkStep(ctx))
+			dispatch := time.Since(start)
+			got, err := y.Float32s(ctx)
+			require.NoError(t, err)
+			total := time.Since(start)
+			t.Logf("%s: MarkStep returned after %v; the value was read after %v", mode, dispatch, total)
+			if mode == backend.CPUAsync {
+				assert.Less(t, dispatch, total/3, "MarkStep waited for the execution")
+			} else {
+				assert.Greater(t, dispatch, total/2, "MarkStep returned before a synchronous execution ran")
+			}
+			again := heavyStep(x, chain)
+			gotAgain, err := again.Float32s(ctx) // forces its own MarkStep, then waits
+			require.NoError(t, err)
+			assert.Equal(t, got, gotAgain)
+			if want == nil {
+				want = got
+			}
+			assert.Equal(t, want, got, "the two execution modes disagree")
+		})
+	}
 }
 
 // TestCloseWaitsForARunningStep: Close right after a MarkStep waits for the

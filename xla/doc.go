@@ -67,8 +67,11 @@
 // positions, never values), the program is looked up by fingerprint and
 // device set, compiled only on a miss, and handed to the devices: MarkStep
 // returns without waiting for it, as torch-xla and JAX dispatch, so tracing
-// the next step overlaps this one's execution. Each computed value's node
-// holds its buffer, so later traces read it as an input. Reading a value
+// the next step overlaps this one's execution (when the plugin executes
+// asynchronously: GPU and Neuron always, the CPU plugin with
+// backend.CPUAsync; its default runs the program inside the call). Each
+// computed value's node holds its buffer, so later traces read it as an
+// input. Reading a value
 // (Item, ToHost, Float32s) waits for the buffer it reads and forces a
 // MarkStep first if the value is pending, like loss.item() in torch-xla.
 // The next MarkStep waits for the previous step before running its own; a

@@ -15,8 +15,16 @@ import (
 // the cache directory its parent test gave it.
 var keepCacheDir = os.Getenv("XLADDP_TEST_KEEP_CACHE_DIR") == "1"
 
-// newEngine opens the real CPU plugin with n devices.
+// newEngine opens the real CPU plugin with n devices, executing in the mode
+// $XLADDP_CPU_EXECUTION names (`make test` runs this package in both).
 func newEngine(t testing.TB, n int) *Engine {
+	t.Helper()
+	return newEngineExecuting(t, n, "")
+}
+
+// newEngineExecuting opens the CPU plugin with n devices in the given
+// execution mode ("": the environment's, else the default).
+func newEngineExecuting(t testing.TB, n int, mode backend.CPUExecution) *Engine {
 	t.Helper()
 	for _, env := range []string{"XLADDP_DEVICE", "PJRT_DEVICE", "XLADDP_CPU_DEVICES", "CPU_NUM_DEVICES", "XLADDP_PJRT_PLUGIN"} {
 		t.Setenv(env, "")
@@ -27,7 +35,7 @@ func newEngine(t testing.TB, n int) *Engine {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	b, err := backend.Open(ctx, backend.Options{Target: backend.CPU, CPUDevices: n})
+	b, err := backend.Open(ctx, backend.Options{Target: backend.CPU, CPUDevices: n, CPUExecution: mode})
 	require.NoError(t, err, "the CPU PJRT plugin must be installed: run `make deps`")
 	e := NewEngine(b)
 	t.Cleanup(func() { _ = e.Close() })
