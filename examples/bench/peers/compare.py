@@ -34,7 +34,7 @@ def cases(step_bin, init):
     py = lambda exe, script, *a, env=None: ([exe, os.path.join(HERE, script), *a], env or {})
     cnn_timing = ["--steps", "5", "--warmup", "3", "--samples", "5"]
     toy_timing = ["--steps", "1000", "--warmup", "20", "--samples", "7"]
-    default_malloc = {"XLADDP_MALLOC": "default"}
+    async_cpu = {"XLADDP_CPU_EXECUTION": "async"}
     return [
         ("MNIST CNN, batch 64, 1 device", "cnn", [
             ("xladdp", go("--model", "cnn", *cnn_timing)),
@@ -46,19 +46,21 @@ def cases(step_bin, init):
         ]),
         ("MNIST CNN, batch 64 per worker, 2 workers", "cnn", [
             ("xladdp (2 replicas in-graph)", go("--model", "cnn", "--replicas", "2", *cnn_timing)),
+            ("xladdp compiled (2 replicas in-graph)", go("--model", "cnn", "--replicas", "2", "--mode", "compiled", *cnn_timing)),
             ("PyTorch 1.13 DDP gloo 2x1 thread, reference BLAS", py(DEBIAN, "step_torch.py", "--model", "cnn", "--replicas", "2", "--init", cnn, *cnn_timing, env=REFBLAS)),
             ("PyTorch 1.13 DDP gloo 2x1 thread, OpenBLAS", py(DEBIAN, "step_torch.py", "--model", "cnn", "--replicas", "2", "--init", cnn, *cnn_timing, env=OPENBLAS)),
         ]),
         ("toy MLP, 1 step per MarkStep/call", "toy", [
             ("xladdp lazy", go("--model", "toy", *toy_timing)),
             ("xladdp compiled", go("--model", "toy", "--mode", "compiled", *toy_timing)),
-            ("xladdp compiled, XLADDP_MALLOC=default", ([step_bin, "--model", "toy", "--mode", "compiled", *toy_timing], default_malloc)),
+            ("xladdp compiled, XLADDP_CPU_EXECUTION=async", ([step_bin, "--model", "toy", "--mode", "compiled", *toy_timing], async_cpu)),
             ("JAX jit", py(JAX, "step_jax.py", "--model", "toy", "--init", toy, *toy_timing)),
             ("torch-xla", py(TORCHXLA, "step_torchxla.py", "--model", "toy", "--init", toy, *toy_timing)),
             ("PyTorch 1.13 eager, OpenBLAS", py(DEBIAN, "step_torch.py", "--model", "toy", "--init", toy, *toy_timing, env=OPENBLAS)),
         ]),
         ("toy MLP, 10 steps per MarkStep/call", "toy", [
             ("xladdp lazy", go("--model", "toy", "--steps-per-markstep", "10", *toy_timing)),
+            ("xladdp compiled", go("--model", "toy", "--mode", "compiled", "--steps-per-markstep", "10", *toy_timing)),
             ("JAX lax.scan", py(JAX, "step_jax.py", "--model", "toy", "--steps-per-markstep", "10", "--init", toy, *toy_timing)),
             ("torch-xla", py(TORCHXLA, "step_torchxla.py", "--model", "toy", "--steps-per-markstep", "10", "--init", toy, *toy_timing)),
         ]),

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -19,7 +22,8 @@ func TestParse(t *testing.T) {
 		{args: []string{"--mode", "compiled", "--model", "resnet18"}, compiled: true},
 		{args: []string{"--mode", "eager"}, err: "--mode"},
 		{args: []string{"--mode", ""}, err: "--mode"},
-		{args: []string{"--mode", "compiled", "--steps-per-markstep", "10", "--steps", "10", "--warmup", "0"}, err: "one step per call"},
+		{args: []string{"--mode", "compiled", "--steps-per-markstep", "10", "--steps", "10", "--warmup", "0"}, compiled: true},
+		{args: []string{"--mode", "compiled", "--steps-per-markstep", "10", "--steps", "15"}, err: "multiples"},
 		{args: []string{"--model", "resnet50"}, err: "--model"},
 		{args: []string{"--steps", "0"}, err: ">= 1"},
 		{args: []string{"--steps", "5", "--steps-per-markstep", "2"}, err: "multiples"},
@@ -31,5 +35,35 @@ func TestParse(t *testing.T) {
 		}
 		require.NoError(t, err, "%v", c.args)
 		assert.Equal(t, c.compiled, got.compiled, "%v", c.args)
+	}
+}
+
+// TestRunsEveryMode: the toy runs lazy and compiled, one and ten steps per
+// MarkStep or Run, and reports what it ran: the same 50 steps each time, so
+// the same final loss.
+func TestRunsEveryMode(t *testing.T) {
+	t.Setenv("XLADDP_CACHE_DIR", "off")
+	var final []float64
+	for _, args := range [][]string{
+		{"--mode", "lazy", "--steps-per-markstep", "1"},
+		{"--mode", "lazy", "--steps-per-markstep", "10"},
+		{"--mode", "compiled", "--steps-per-markstep", "1"},
+		{"--mode", "compiled", "--steps-per-markstep", "10"},
+	} {
+		var out bytes.Buffer
+		all := append([]string{"--model", "toy", "--steps", "20", "--warmup", "10", "--samples", "2"}, args...)
+		require.NoError(t, run(context.Background(), all, &out), "%v", all)
+		var res Result
+		require.NoError(t, json.Unmarshal(out.Bytes(), &res), "%s", out.String())
+		assert.Equal(t, args[1], res.Mode)
+		assert.Equal(t, map[string]int{"1": 1, "10": 10}[args[3]], res.StepsPerRun)
+		assert.Len(t, res.StepMS, 2)
+		assert.Greater(t, res.MedianStepMS, 0.0)
+		assert.InDelta(t, 1.036950, res.InitialLoss, 1e-6)
+		assert.Less(t, res.FinalLoss, res.InitialLoss, "%v did not train", args)
+		final = append(final, res.FinalLoss)
+	}
+	for i, f := range final[1:] {
+		assert.InDelta(t, final[0], f, 1e-6, "run %d trained differently from the first", i+1)
 	}
 }
