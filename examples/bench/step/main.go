@@ -323,11 +323,13 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			}
 			times[r.Index()] = append(times[r.Index()], float64(time.Since(start).Microseconds())/1000/float64(c.steps))
 		}
-		if r.Index() != 0 {
-			return nil
-		}
+		// Every replica reads its loss: a read is a MarkStep, which the
+		// replicas meet.
 		nn.Eval(rs.model)
-		res.FinalLoss, err = s.loss(rs.model.Forward(rs.x), rs.y).Item(ctx)
+		final, err := s.loss(rs.model.Forward(rs.x), rs.y).Item(ctx)
+		if r.Index() == 0 {
+			res.FinalLoss = final
+		}
 		return err
 	})
 	if err != nil {

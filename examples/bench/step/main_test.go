@@ -39,16 +39,18 @@ func TestParse(t *testing.T) {
 }
 
 // TestRunsEveryMode: the toy runs lazy and compiled, one and ten steps per
-// MarkStep or Run, and reports what it ran: the same 50 steps each time, so
-// the same final loss.
+// MarkStep or Run, on one and two replicas, and reports what it ran: the
+// same 50 steps each time, so the same final loss for a replica count.
 func TestRunsEveryMode(t *testing.T) {
 	t.Setenv("XLADDP_CACHE_DIR", "off")
-	var final []float64
+	final := map[int][]float64{} // by replica count
 	for _, args := range [][]string{
 		{"--mode", "lazy", "--steps-per-markstep", "1"},
 		{"--mode", "lazy", "--steps-per-markstep", "10"},
 		{"--mode", "compiled", "--steps-per-markstep", "1"},
 		{"--mode", "compiled", "--steps-per-markstep", "10"},
+		{"--mode", "lazy", "--steps-per-markstep", "1", "--replicas", "2"},
+		{"--mode", "compiled", "--steps-per-markstep", "10", "--replicas", "2"},
 	} {
 		var out bytes.Buffer
 		all := append([]string{"--model", "toy", "--steps", "20", "--warmup", "10", "--samples", "2"}, args...)
@@ -61,9 +63,12 @@ func TestRunsEveryMode(t *testing.T) {
 		assert.Greater(t, res.MedianStepMS, 0.0)
 		assert.InDelta(t, 1.036950, res.InitialLoss, 1e-6)
 		assert.Less(t, res.FinalLoss, res.InitialLoss, "%v did not train", args)
-		final = append(final, res.FinalLoss)
+		final[res.Replicas] = append(final[res.Replicas], res.FinalLoss)
 	}
-	for i, f := range final[1:] {
-		assert.InDelta(t, final[0], f, 1e-6, "run %d trained differently from the first", i+1)
+	require.Len(t, final, 2)
+	for replicas, losses := range final {
+		for i, f := range losses[1:] {
+			assert.InDelta(t, losses[0], f, 1e-6, "%d replicas: run %d trained differently from the first", replicas, i+1)
+		}
 	}
 }
