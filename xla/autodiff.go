@@ -106,6 +106,7 @@ func (t *Tensor) Backward() error {
 			stack = append(stack, n.inputs...)
 		}
 	}
+	var updated []*Tensor
 	for _, leaf := range t.dev.liveGradLeaves() {
 		if !leaf.requiresGrad || leaf.err != nil {
 			continue
@@ -125,8 +126,9 @@ func (t *Tensor) Backward() error {
 			g = leaf.grad.Add(g)
 		}
 		leaf.grad = g
+		updated = append(updated, leaf)
 	}
-	return nil
+	return t.dev.runBackwardHooks(updated)
 }
 
 func errLostHistory(what string) error {

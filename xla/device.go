@@ -49,6 +49,8 @@ type Device struct {
 	// while the device meets its group to run a compiled step's program.
 	capture *capture
 	replay  *replayRequest
+	// backwardHooks run at the end of every Backward on the device.
+	backwardHooks []*backwardHook
 }
 
 // lastStepError waits for the last step handed to the device and returns
