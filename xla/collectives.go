@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
 )
 
@@ -163,4 +164,54 @@ func ReduceScatter(t *Tensor, op ReduceOp, axis int) *Tensor {
 	dims := slices.Clone(t.Dims())
 	dims[ax] /= n
 	return record(opReduceScatter, attrs{ints: []int{ax, int(op)}}, shapeOf(t.DType(), dims...), t, pos)
+}
+
+// bitsDTypes maps each dtype to the integer type of its width that carries
+// its bits through a SUM all-reduce unchanged (adding zeros to an integer
+// is exact; to a float it turns -0 into +0 and may touch NaN payloads).
+var bitsDTypes = map[DType]DType{
+	Float32: Int32, Float64: Int64, BFloat16: dtypes.Int16, Uint64: Int64, Int32: Int32, Int64: Int64, Bool: Int32,
+}
+
+// opBroadcastFrom: inputs are the tensor and the replica index; the root keeps
+// its bits, every other replica contributes zeros, and a SUM all-reduce of
+// the bits gives every replica the root's value exactly.
+var opBroadcastFrom = &opDef{name: "broadcast_from_replica", replay: func(rc *replayContext, n *node, in []*graph.Node) *graph.Node {
+	x, pos := in[0], in[1]
+	if rc.numReplicas == 1 {
+		return x
+	}
+	dt := x.DType()
+	bits := bitsDTypes[dt]
+	var xi *graph.Node
+	if dt == Bool {
+		xi = graph.ConvertDType(x, bits)
+	} else {
+		xi = graph.Bitcast(x, bits)
+	}
+	isRoot := graph.Equal(pos, graph.Scalar(rc.graph, pos.DType(), n.attrs.ints[0]))
+	mine := graph.Where(isRoot, xi, graph.ScalarZero(rc.graph, bits))
+	sum := rc.graph.Distributed().AllReduceOne(mine, backends.ReduceOpSum)
+	if dt == Bool {
+		return graph.NotEqual(sum, graph.ScalarZero(rc.graph, bits))
+	}
+	return graph.Bitcast(sum, dt)
+}}
+
+// Broadcast gives every local replica (RunReplicas) root's value of t,
+// bit for bit, in-graph: torch.distributed's broadcast over the device
+// collectives. Outside RunReplicas it is the identity.
+func Broadcast(t *Tensor, root int) *Tensor {
+	const name = "Broadcast"
+	if bad := precheck(name, t); bad != nil {
+		return bad
+	}
+	pos, n := t.dev.replicaIndex()
+	if root < 0 || root >= n {
+		return t.dev.failed(t.shape, opError(name, "root %d outside the %d local replica(s)", root, n))
+	}
+	if _, ok := bitsDTypes[t.DType()]; !ok {
+		return t.dev.failed(t.shape, opError(name, "unsupported dtype %s", t.DType()))
+	}
+	return record(opBroadcastFrom, attrs{ints: []int{root}}, t.shape, t, pos)
 }
