@@ -49,9 +49,13 @@ func TestBroadcastEveryDType(t *testing.T) {
 		{BFloat16, func(d *Device, r int) (*Tensor, error) {
 			return FromSlice(d, []bfloat16.BFloat16{bfloat16.FromFloat32(float32(math.Copysign(0, -1))), bfloat16.FromFloat32(float32(r) - 7)}, 2)
 		}, bitsOf(func(x bfloat16.BFloat16) uint64 { return uint64(x) })},
-		{Int32, func(d *Device, r int) (*Tensor, error) { return FromSlice(d, []int32{math.MinInt32, math.MaxInt32, int32(-r)}, 3) },
+		{Int32, func(d *Device, r int) (*Tensor, error) {
+			return FromSlice(d, []int32{math.MinInt32, math.MaxInt32, int32(-r)}, 3)
+		},
 			bitsOf(func(x int32) uint64 { return uint64(uint32(x)) })},
-		{Int64, func(d *Device, r int) (*Tensor, error) { return FromSlice(d, []int64{math.MinInt64, int64(r) << 40}, 2) },
+		{Int64, func(d *Device, r int) (*Tensor, error) {
+			return FromSlice(d, []int64{math.MinInt64, int64(r) << 40}, 2)
+		},
 			bitsOf(func(x int64) uint64 { return uint64(x) })},
 		{Uint64, func(d *Device, r int) (*Tensor, error) { return FromSlice(d, []uint64{math.MaxUint64, uint64(r)}, 2) },
 			bitsOf(func(x uint64) uint64 { return x })},
