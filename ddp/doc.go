@@ -1,7 +1,9 @@
 // Package ddp owns the distributed layer across processes: rendezvous
 // through a store (package ddp/store), the process group and its host
-// collectives, and (with later issues) the DDP wrapper, DistributedSampler,
-// launchers and cluster detection. It knows nothing of PJRT.
+// collectives, the DDP wrapper (Wrap: gradients averaged over the local
+// replicas in-graph through xla's backward hooks; the cross-process path
+// is being built), and with later issues DistributedSampler, launchers and
+// cluster detection. It knows nothing of PJRT.
 //
 // # Process groups
 //
