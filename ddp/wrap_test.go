@@ -2,6 +2,8 @@ package ddp
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -14,19 +16,10 @@ import (
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/nn"
 	"github.com/xladdp/xladdp/xla/optim"
+	"github.com/xladdp/xladdp/xla/xlatest"
 )
 
-func newWrapEngine(t *testing.T, devices int) *xla.Engine {
-	t.Helper()
-	t.Setenv("XLADDP_CACHE_DIR", t.TempDir())
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	b, err := backend.Open(ctx, backend.Options{Target: backend.CPU, CPUDevices: devices})
-	require.NoError(t, err, "the CPU PJRT plugin must be installed: run `make deps`")
-	e := xla.NewEngine(b)
-	t.Cleanup(func() { _ = e.Close() })
-	return e
-}
+func init() { groupScenarios["wrap-across-processes"] = wrapAcrossProcessesScenario }
 
 // toyBatch is the global batch: 16 rows of x (10) and y (5), fixed.
 func toyBatch() (x, y []float32) {
@@ -130,7 +123,7 @@ func trainToy(ctx context.Context, d *xla.Device, seed uint64, lo, hi, steps, mi
 // bit-identical; with NoSync over 4 micro-batches too.
 func TestWrapEqualsSingleDevice(t *testing.T) {
 	const n, steps = 4, 20
-	e := newWrapEngine(t, n)
+	e := xlatest.NewEngine(t, n)
 	ctx := context.Background()
 	d := e.Device(0)
 	want, err := trainToy(ctx, d, 100, 0, 16, steps, 1, false, func() error { return d.MarkStep(ctx) })
@@ -159,7 +152,7 @@ func TestWrapEqualsSingleDevice(t *testing.T) {
 // TestWrapRefusesBadModules: nil, empty and split modules are errors that
 // say what to do.
 func TestWrapRefusesBadModules(t *testing.T) {
-	e := newWrapEngine(t, 2)
+	e := xlatest.NewEngine(t, 2)
 	_, err := Wrap(nil, WrapOptions{})
 	assert.ErrorContains(t, err, "nil module")
 	_, err = Wrap(nn.NewSequential(nn.ReLU{}), WrapOptions{})
@@ -170,4 +163,98 @@ func TestWrapRefusesBadModules(t *testing.T) {
 	require.NoError(t, err)
 	_, err = Wrap(nn.NewSequential(a, b), WrapOptions{})
 	assert.ErrorContains(t, err, "move the module to one device first")
+}
+
+// TestWrapSubsetOfReplicas: when only replica 0 wraps its model, the
+// replicas trace different steps: RunReplicas fails with a mismatch
+// naming them, promptly, instead of hanging in the all-reduce.
+func TestWrapSubsetOfReplicas(t *testing.T) {
+	e := xlatest.NewEngine(t, 2)
+	start := time.Now()
+	err := e.RunReplicas(xlatest.Context(t), 2, func(ctx context.Context, r xla.Replica) error {
+		_, err := trainToy(ctx, r.Device(), 1, 0, 8, 2, 1, r.Index() == 0, func() error { return r.MarkStep(ctx) })
+		return err
+	})
+	require.Error(t, err)
+	assert.ErrorIs(t, err, xla.ErrReplicaMismatch)
+	assert.Less(t, time.Since(start), 30*time.Second)
+}
+
+// TestWrapCloseTwiceAndTrainLocally: after Close the module trains on its
+// own (no averaging: replicas with different data diverge), and a second
+// Close is harmless.
+func TestWrapCloseTwiceAndTrainLocally(t *testing.T) {
+	e := xlatest.NewEngine(t, 2)
+	ctx := xlatest.Context(t)
+	grads := make([][]float32, 2)
+	err := e.RunReplicas(ctx, 2, func(ctx context.Context, r xla.Replica) error {
+		d := r.Device()
+		lin, err := nn.NewLinear(d, nn.NewRand(uint64(r.Index())), 2, 1, false)
+		if err != nil {
+			return err
+		}
+		m, err := Wrap(lin, WrapOptions{})
+		if err != nil {
+			return err
+		}
+		m.Close()
+		m.Close()
+		x, err := xla.FromSlice(d, []float32{float32(r.Index() + 1), 0}, 1, 2)
+		if err != nil {
+			return err
+		}
+		if err := m.Forward(x).Sum().Backward(); err != nil {
+			return err
+		}
+		grads[r.Index()], err = lin.Weight.Grad().Float32s(ctx)
+		return err
+	})
+	require.NoError(t, err)
+	assert.Equal(t, []float32{1, 0}, grads[0])
+	assert.Equal(t, []float32{2, 0}, grads[1])
+}
+
+// wrapAcrossProcessesScenario: in a job whose default group has several
+// ranks, Wrap refuses rather than averaging over the local replicas only;
+// after Destroy it wraps.
+func wrapAcrossProcessesScenario(rep *report) {
+	ctx := context.Background()
+	if err := Init(ctx, workerOptions()); err != nil {
+		rep.Error = err.Error()
+		return
+	}
+	b, err := backend.Open(ctx, backend.Options{Target: backend.CPU, CPUDevices: 1})
+	if err != nil {
+		rep.Error = err.Error()
+		return
+	}
+	e := xla.NewEngine(b)
+	defer e.Close()
+	lin, err := nn.NewLinear(e.Device(0), nn.NewRand(1), 2, 2, true)
+	if err != nil {
+		rep.Error = err.Error()
+		return
+	}
+	_, err = Wrap(lin, WrapOptions{})
+	if !errors.Is(err, ErrAcrossProcesses) {
+		rep.Failures = append(rep.Failures, fmt.Sprintf("Wrap in a %d-rank group: %v", WorldSize(), err))
+	}
+	rep.Hashes["error"] = fmt.Sprint(err)
+	if err := Destroy(); err != nil {
+		rep.Failures = append(rep.Failures, "Destroy: "+err.Error())
+	}
+	if m, err := Wrap(lin, WrapOptions{}); err != nil {
+		rep.Failures = append(rep.Failures, "Wrap after Destroy: "+err.Error())
+	} else {
+		m.Close()
+	}
+}
+
+func TestWrapRefusesAMultiProcessGroup(t *testing.T) {
+	cmds, outs := launch(t, "wrap-across-processes", 2, "XLADDP_TEST_TIMEOUT=20s")
+	for r, rep := range waitReports(t, cmds, outs) {
+		assert.Empty(t, rep.Error, "rank %d", r)
+		assert.Empty(t, rep.Failures, "rank %d", r)
+		assert.Contains(t, rep.Hashes["error"], "the default process group has 2 ranks", "rank %d", r)
+	}
 }

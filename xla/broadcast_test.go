@@ -2,6 +2,7 @@ package xla
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"testing"
 
@@ -101,4 +102,44 @@ func TestBroadcastEveryDType(t *testing.T) {
 	assert.ErrorContains(t, err, "Broadcast: root 1 outside the 1 local replica(s)")
 	_, err = Broadcast(x, -1).Float32s(context.Background())
 	assert.ErrorContains(t, err, "root -1")
+}
+
+// TestBroadcastEmptyAndCompiled: a zero-size tensor broadcasts (to an
+// empty value), and a compiled step that broadcasts gives the root's value
+// on every replay, with one trace.
+func TestBroadcastEmptyAndCompiled(t *testing.T) {
+	const n = 2
+	eng := newEngine(t, n)
+	traces := GetMetrics().StepTraces
+	got := make([][]float32, n)
+	err := eng.RunReplicas(testContext(t), n, func(ctx context.Context, r Replica) error {
+		d := r.Device()
+		empty, err := Broadcast(d.Zeros(Float32, 0, 3), 1).Float32s(ctx)
+		if err != nil {
+			return err
+		}
+		if len(empty) != 0 {
+			return fmt.Errorf("empty broadcast gave %v", empty)
+		}
+		w, err := FromSlice(d, []float32{float32(r.Index()), 1}, 2)
+		if err != nil {
+			return err
+		}
+		step := Compile(func(...*Tensor) ([]*Tensor, error) {
+			return nil, w.Assign(Broadcast(w.AddScalar(1), 1))
+		})
+		for range 3 {
+			if _, err := step.Run(ctx, d); err != nil {
+				return err
+			}
+		}
+		got[r.Index()], err = w.Float32s(ctx)
+		return err
+	})
+	require.NoError(t, err)
+	// Replica 1 starts at {1, 1}; each step adds 1 and everyone takes it.
+	for r := range n {
+		assert.Equal(t, []float32{4, 4}, got[r], "replica %d", r)
+	}
+	assert.EqualValues(t, n, GetMetrics().StepTraces-traces, "one trace per replica")
 }
