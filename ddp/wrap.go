@@ -25,7 +25,6 @@ type DistributedDataParallel struct {
 	opts    WrapOptions
 	dev     *xla.Device
 	params  []*xla.Tensor
-	mine    map[*xla.Tensor]bool
 	buffers []*xla.Tensor
 	noSync  bool
 	unhook  func()
@@ -56,8 +55,9 @@ func Wrap(module nn.Module, opts WrapOptions) (*DistributedDataParallel, error) 
 	if g := Default(); g != nil && g.WorldSize() > 1 {
 		return nil, fmt.Errorf("%w (the default process group has %d ranks)", ErrAcrossProcesses, g.WorldSize())
 	}
-	m := &DistributedDataParallel{module: module, opts: opts, mine: map[*xla.Tensor]bool{}}
-	named := append(nn.NamedParameters(module), nn.NamedBuffers(module)...)
+	m := &DistributedDataParallel{module: module, opts: opts}
+	params, buffers := nn.NamedParameters(module), nn.NamedBuffers(module)
+	named := append(params, buffers...)
 	for i, n := range named {
 		if n.Tensor == nil {
 			return nil, fmt.Errorf("ddp: Wrap: %s is nil", n.Name)
@@ -69,9 +69,8 @@ func Wrap(module nn.Module, opts WrapOptions) (*DistributedDataParallel, error) 
 			return nil, fmt.Errorf("ddp: Wrap: %s is on %s but %s is on %s: move the module to one device first",
 				n.Name, n.Tensor.Device(), named[0].Name, m.dev)
 		}
-		if i < len(nn.NamedParameters(module)) {
+		if i < len(params) {
 			m.params = append(m.params, n.Tensor)
-			m.mine[n.Tensor] = true
 		} else {
 			m.buffers = append(m.buffers, n.Tensor)
 		}
