@@ -43,6 +43,10 @@ type report struct {
 	SharedMemoryAllReduces int64
 	// Errors holds one error (or "") per case of a multi-case scenario.
 	Errors []string
+	// Params are a training scenario's final parameters; BytesToHost
+	// what its process copied from devices to the host.
+	Params      [][]float32
+	BytesToHost int64
 }
 
 var scenarios = map[string]func(ctx context.Context, g *ProcessGroup, rep *report){

@@ -1,61 +1,121 @@
 package ddp
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/nn"
 )
 
-// WrapOptions configures Wrap.
-type WrapOptions struct {
-	// FindUnusedParameters is torch's find_unused_parameters: a parameter
-	// that got no gradient in a Backward still takes part in the
-	// averaging, with a zero gradient, so replicas whose steps use
-	// different layers stay in step.
-	FindUnusedParameters bool
+// Option configures Wrap; the defaults are torch's.
+type Option func(*wrapConfig)
+
+type wrapConfig struct {
+	findUnused       bool
+	bucketCapMB      float64
+	asView           bool
+	broadcastBuffers bool
+	torchNames       bool
+	collectives      ReplicaCollectives
+	group            *ProcessGroup
 }
+
+// DefaultBucketCapMB is torch's bucket_cap_mb.
+const DefaultBucketCapMB = 25
+
+// firstBucketBytes is torch's first bucket (_DEFAULT_FIRST_BUCKET_BYTES):
+// small, so the first all-reduce starts early.
+const firstBucketBytes = 1 << 20
+
+// maxBucketCapMB bounds BucketCapMB (a bucket is one host buffer).
+const maxBucketCapMB = 1 << 14
+
+// FindUnusedParameters is torch's find_unused_parameters: a parameter
+// that got no gradient in a Backward still takes part in the averaging,
+// with a zero gradient, so replicas whose steps use different layers stay
+// in step.
+func FindUnusedParameters() Option { return func(c *wrapConfig) { c.findUnused = true } }
+
+// BucketCapMB sets how many MiB of gradients go to the host in one
+// all-reduce across processes (torch's bucket_cap_mb, default 25).
+func BucketCapMB(mb float64) Option { return func(c *wrapConfig) { c.bucketCapMB = mb } }
+
+// GradientAsBucketView is torch's gradient_as_bucket_view: gradients are
+// copied from the device straight into the bucket buffers; with every
+// rank on one host, those are shared memory (ProcessGroup.SharedBuffer),
+// so the all-reduce runs in place with no staging copy.
+func GradientAsBucketView() Option { return func(c *wrapConfig) { c.asView = true } }
+
+// BroadcastBuffers is torch's broadcast_buffers (default on): at each
+// Forward, the buffers (BatchNorm's running statistics) take global
+// replica 0's values.
+func BroadcastBuffers(on bool) Option { return func(c *wrapConfig) { c.broadcastBuffers = on } }
+
+// TorchStateDictNames names the tensors as torch's DDP module does,
+// "module.fc1.weight" rather than "fc1.weight", so state dicts saved from
+// a wrapped torch model load as they are.
+func TorchStateDictNames() Option { return func(c *wrapConfig) { c.torchNames = true } }
+
+// WithCollectives replaces Wrap's choice of how values cross replicas
+// (see ReplicaCollectives).
+func WithCollectives(rc ReplicaCollectives) Option {
+	return func(c *wrapConfig) { c.collectives = rc }
+}
+
+// WithGroup averages over g's processes instead of the default group's.
+func WithGroup(g *ProcessGroup) Option { return func(c *wrapConfig) { c.group = g } }
 
 // DistributedDataParallel is a module whose gradients are averaged over
-// every replica after each Backward, as torch's DistributedDataParallel
-// does: the training loop is the single-device one.
+// every replica of the job after each Backward, as torch's
+// DistributedDataParallel does: the training loop is the single-device one.
 type DistributedDataParallel struct {
-	module  nn.Module
-	opts    WrapOptions
-	dev     *xla.Device
-	params  []*xla.Tensor
-	buffers []*xla.Tensor
-	noSync  bool
-	unhook  func()
+	module      nn.Module
+	cfg         wrapConfig
+	ctx         context.Context
+	dev         *xla.Device
+	params      []nn.Named
+	buffers     []nn.Named
+	collectives ReplicaCollectives
+	exchange    *localExchange
+	noSync      bool
+	closed      bool
+	unhook      func()
 }
 
-// ErrAcrossProcesses: Wrap was called in a job whose default process group
-// has more than one process, which this version does not average over yet.
-var ErrAcrossProcesses = errors.New("ddp: Wrap averages over the local replicas only; the cross-process path is not built yet")
-
-// Wrap returns module wrapped for data-parallel training over the local
-// replicas (xla.Engine.RunReplicas; one device alone is a group of one).
-// Every replica calls Wrap on its own copy of the model, on its device:
-//   - the parameters and buffers are broadcast from replica 0 (recorded
-//     now, run with the next MarkStep), so every replica starts equal even
-//     if they were initialized differently;
+// Wrap returns module wrapped for data-parallel training over every
+// replica of the job: the local replicas of xla.Engine.RunReplicas (one
+// device alone is a group of one) times the processes of the default
+// process group (or WithGroup's). Every replica calls Wrap on its own copy
+// of the model, on its device:
+//   - the parameters and buffers take global replica 0's values, so every
+//     replica starts equal even if they were initialized differently;
 //   - after each Backward, every gradient of the module is replaced by its
-//     mean over the replicas, in-graph (an XLA all-reduce over the device
-//     collectives), unless inside NoSync;
-//   - at each Forward, the buffers (BatchNorm's running statistics) are
-//     broadcast from replica 0 first, as torch's broadcast_buffers does.
+//     mean over all replicas, unless inside NoSync: in-graph (an XLA
+//     all-reduce) over local replicas, then, when the job spans
+//     processes, through the host process group (see ReplicaCollectives);
+//   - at each Forward, the buffers are broadcast from replica 0 first,
+//     unless BroadcastBuffers(false).
 //
-// All of the module's tensors must be on one device. Close removes the
-// gradient hook.
-func Wrap(module nn.Module, opts WrapOptions) (*DistributedDataParallel, error) {
+// ctx bounds the waits the wrapper makes on its own (the broadcast here
+// and, across processes, each gradient all-reduce inside Backward): pass
+// the replica's ctx. All of the module's tensors must be on one device.
+// Close removes the gradient hook.
+func Wrap(ctx context.Context, module nn.Module, opts ...Option) (*DistributedDataParallel, error) {
+	cfg := wrapConfig{bucketCapMB: DefaultBucketCapMB, broadcastBuffers: true}
+	for _, o := range opts {
+		o(&cfg)
+	}
 	if module == nil {
 		return nil, errors.New("ddp: Wrap of a nil module")
 	}
-	if g := Default(); g != nil && g.WorldSize() > 1 {
-		return nil, fmt.Errorf("%w (the default process group has %d ranks)", ErrAcrossProcesses, g.WorldSize())
+	if !(cfg.bucketCapMB > 0 && cfg.bucketCapMB <= maxBucketCapMB) || math.IsNaN(cfg.bucketCapMB) {
+		return nil, fmt.Errorf("ddp: BucketCapMB(%v): give a size in MiB above 0 and at most %d (default %d)",
+			cfg.bucketCapMB, maxBucketCapMB, DefaultBucketCapMB)
 	}
-	m := &DistributedDataParallel{module: module, opts: opts}
+	m := &DistributedDataParallel{module: module, cfg: cfg, ctx: ctx}
 	params, buffers := nn.NamedParameters(module), nn.NamedBuffers(module)
 	named := append(params, buffers...)
 	for i, n := range named {
@@ -69,19 +129,39 @@ func Wrap(module nn.Module, opts WrapOptions) (*DistributedDataParallel, error) 
 			return nil, fmt.Errorf("ddp: Wrap: %s is on %s but %s is on %s: move the module to one device first",
 				n.Name, n.Tensor.Device(), named[0].Name, m.dev)
 		}
+		if n.Tensor.Shape().Size() == 0 {
+			continue // no values to keep in step, and never a gradient
+		}
 		if i < len(params) {
-			m.params = append(m.params, n.Tensor)
+			m.params = append(m.params, n)
 		} else {
-			m.buffers = append(m.buffers, n.Tensor)
+			m.buffers = append(m.buffers, n)
 		}
 	}
 	if m.dev == nil {
 		return nil, errors.New("ddp: Wrap: the module has no parameters or buffers to keep in step")
 	}
-	for _, n := range named {
-		if err := n.Tensor.Assign(xla.Broadcast(n.Tensor.Detach(), 0)); err != nil {
-			return nil, fmt.Errorf("ddp: Wrap: broadcasting %s from replica 0: %w", n.Name, err)
+	m.collectives = cfg.collectives
+	if m.collectives == nil {
+		m.collectives = InGraph{}
+		g := cfg.group
+		if g == nil {
+			g = Default()
 		}
+		if g != nil && g.WorldSize() > 1 {
+			m.exchange = joinExchange(m.dev.Engine())
+			m.collectives = &hostPath{
+				group:            g,
+				firstBucketBytes: min(firstBucketBytes, int(cfg.bucketCapMB*(1<<20))),
+				bucketBytes:      int(cfg.bucketCapMB * (1 << 20)),
+				sharedBuckets:    cfg.asView,
+				exchange:         m.exchange,
+			}
+		}
+	}
+	if err := m.collectives.BroadcastFromFirst(ctx, m.dev, append(append([]nn.Named(nil), m.params...), m.buffers...)); err != nil {
+		m.leave()
+		return nil, fmt.Errorf("ddp: Wrap: %w", err)
 	}
 	m.unhook = m.dev.RegisterBackwardHook(m.averageGradients)
 	return m, nil
@@ -93,27 +173,30 @@ func (m *DistributedDataParallel) averageGradients([]*xla.Tensor) error {
 	if m.noSync {
 		return nil
 	}
+	var withGrad []nn.Named
 	for _, p := range m.params {
-		g := p.Grad()
-		if g == nil {
-			if !m.opts.FindUnusedParameters {
+		if p.Tensor.Grad() == nil {
+			if !m.cfg.findUnused {
 				continue
 			}
-			g = m.dev.Zeros(p.DType(), p.Dims()...)
+			if err := p.Tensor.SetGrad(m.dev.Zeros(p.Tensor.DType(), p.Tensor.Dims()...)); err != nil {
+				return err
+			}
 		}
-		if err := p.SetGrad(xla.AllReduce(g, xla.ReduceMean)); err != nil {
-			return err
-		}
+		withGrad = append(withGrad, p)
 	}
-	return nil
+	if len(withGrad) == 0 {
+		return nil
+	}
+	return m.collectives.MeanGradients(m.ctx, m.dev, withGrad)
 }
 
-// Forward broadcasts the buffers from replica 0, then runs the wrapped
-// module.
+// Forward broadcasts the buffers from replica 0 (unless
+// BroadcastBuffers(false)), then runs the wrapped module.
 func (m *DistributedDataParallel) Forward(x *xla.Tensor) *xla.Tensor {
-	for _, b := range m.buffers {
-		if err := b.Assign(xla.Broadcast(b, 0)); err != nil {
-			return xla.Failed(x, fmt.Errorf("ddp: broadcasting a buffer from replica 0: %w", err))
+	if m.cfg.broadcastBuffers && len(m.buffers) > 0 && !m.closed {
+		if err := m.collectives.BroadcastFromFirst(m.ctx, m.dev, m.buffers); err != nil {
+			return xla.Failed(x, fmt.Errorf("ddp: broadcasting the buffers: %w", err))
 		}
 	}
 	return m.module.Forward(x)
@@ -132,11 +215,42 @@ func (m *DistributedDataParallel) NoSync(fn func() error) error {
 func (m *DistributedDataParallel) Module() nn.Module { return m.module }
 
 // Params, Buffers and Children present the wrapped module's tensors under
-// their own names (no "module." prefix), so state dicts and optimizers see
-// the inner module.
-func (m *DistributedDataParallel) Params() []nn.Named         { return m.module.Params() }
-func (m *DistributedDataParallel) Buffers() []nn.Named        { return m.module.Buffers() }
-func (m *DistributedDataParallel) Children() []nn.NamedModule { return m.module.Children() }
+// their own names, so state dicts and optimizers see the inner module;
+// with TorchStateDictNames, under "module." as torch does.
+func (m *DistributedDataParallel) Params() []nn.Named {
+	if m.cfg.torchNames {
+		return nil
+	}
+	return m.module.Params()
+}
+
+func (m *DistributedDataParallel) Buffers() []nn.Named {
+	if m.cfg.torchNames {
+		return nil
+	}
+	return m.module.Buffers()
+}
+
+func (m *DistributedDataParallel) Children() []nn.NamedModule {
+	if m.cfg.torchNames {
+		return []nn.NamedModule{{Name: "module", Module: m.module}}
+	}
+	return m.module.Children()
+}
 
 // Close stops averaging: the module trains locally from then on.
-func (m *DistributedDataParallel) Close() { m.unhook() }
+func (m *DistributedDataParallel) Close() {
+	if m.closed {
+		return
+	}
+	m.closed = true
+	m.unhook()
+	m.leave()
+}
+
+func (m *DistributedDataParallel) leave() {
+	if m.exchange != nil {
+		m.exchange.leave()
+		m.exchange = nil
+	}
+}

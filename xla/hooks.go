@@ -43,3 +43,8 @@ func (d *Device) runBackwardHooks(leaves []*Tensor) error {
 	}
 	return nil
 }
+
+// Tracing reports whether a compiled step is tracing on the device, when
+// values cannot be read (no MarkStep, Item or ToHost): a hook that needs
+// them must refuse.
+func (d *Device) Tracing() bool { return d.capture != nil && !d.capture.finishing }

@@ -152,6 +152,35 @@ func (t *Tensor) Bytes(ctx context.Context) ([]byte, error) {
 	return out, err
 }
 
+// CopyBytesTo copies the value's raw little-endian bytes into dst, which
+// must be exactly its size, running a MarkStep first if it is pending. It
+// writes straight from the device buffer, with no intermediate copy (a
+// DDP gradient bucket is filled this way).
+func (t *Tensor) CopyBytesTo(ctx context.Context, dst []byte) error {
+	if want := t.shape.Memory(); uintptr(len(dst)) != want {
+		return fmt.Errorf("xla: CopyBytesTo of %s into %d bytes (want %d)", t.shape, len(dst), want)
+	}
+	if err := t.materialize(ctx); err != nil {
+		return err
+	}
+	if t.shape.IsZeroSize() {
+		return nil
+	}
+	release, err := t.dev.engine.enter("device-to-host transfer")
+	if err != nil {
+		return err
+	}
+	defer release()
+	if err := t.data.copyToHost(t.dev, dst); err != nil {
+		if stepErr := t.dev.lastStepError(); stepErr != nil {
+			return stepErr
+		}
+		return fmt.Errorf("xla: device-to-host transfer of %s: %w", t.shape, err)
+	}
+	metrics.transferToHost(int64(len(dst)))
+	return nil
+}
+
 // To returns a copy of t on device d (torch's t.to(device)), running a
 // MarkStep first if t is pending. Ops need all operands on one device.
 func (t *Tensor) To(ctx context.Context, d *Device) (*Tensor, error) {
@@ -183,26 +212,46 @@ func (t *Tensor) To(ctx context.Context, d *Device) (*Tensor, error) {
 // readHost copies the buffer to the host once the execution computing it
 // (possibly still running) finished.
 func (dd *deviceData) readHost(d *Device) (*tensors.Tensor, error) {
+	if !dd.shape.IsZeroSize() {
+		if _, err := dd.ready(d); err != nil {
+			return nil, err
+		}
+	} else if dd.donated {
+		return nil, errDonated
+	}
+	return dd.tensor.LocalClone()
+}
+
+// copyToHost copies the buffer into dst once it is computed.
+func (dd *deviceData) copyToHost(d *Device, dst []byte) error {
+	pb, err := dd.ready(d)
+	if err != nil {
+		return err
+	}
+	return pb.ToHost(dst)
+}
+
+// ready returns the PJRT buffer once the execution computing it (possibly
+// still running) finished.
+func (dd *deviceData) ready(d *Device) (*pjrt.Buffer, error) {
 	if dd.donated {
 		return nil, errDonated
 	}
-	if !dd.shape.IsZeroSize() {
-		buf, err := dd.tensor.Buffer(d.engine.gomlx, backends.DeviceNum(d.num))
-		if err != nil {
-			return nil, err
-		}
-		pb, ok := buf.(*pjrt.Buffer)
-		if !ok {
-			return nil, fmt.Errorf("a %T, not a PJRT buffer", buf)
-		}
-		if err := d.engine.backend.AwaitReady(pb); err != nil {
-			return nil, err
-		}
-		// Usually the value is the last step's: finishing with it lets go
-		// of that step's inputs and reports its failure by step.
-		if err := d.lastStepError(); err != nil {
-			return nil, err
-		}
+	buf, err := dd.tensor.Buffer(d.engine.gomlx, backends.DeviceNum(d.num))
+	if err != nil {
+		return nil, err
 	}
-	return dd.tensor.LocalClone()
+	pb, ok := buf.(*pjrt.Buffer)
+	if !ok {
+		return nil, fmt.Errorf("a %T, not a PJRT buffer", buf)
+	}
+	if err := d.engine.backend.AwaitReady(pb); err != nil {
+		return nil, err
+	}
+	// Usually the value is the last step's: finishing with it lets go
+	// of that step's inputs and reports its failure by step.
+	if err := d.lastStepError(); err != nil {
+		return nil, err
+	}
+	return pb, nil
 }

@@ -182,3 +182,11 @@ type groupError struct{ err error }
 func (e *groupError) Error() string { return e.err.Error() }
 
 func (e *groupError) Unwrap() error { return e.err }
+
+// Replica returns the device's position in the replicas it meets at
+// MarkStep and how many there are: inside RunReplicas, its replica index
+// and count; a standalone device is replica 0 of 1.
+func (d *Device) Replica() (index, count int) {
+	g := d.currentGroup()
+	return g.position(d), len(g.devices)
+}

@@ -1,0 +1,376 @@
+package ddp
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/xladdp/xladdp/xla"
+	"github.com/xladdp/xladdp/xla/nn"
+)
+
+// hostPath crosses processes through the host process group: the step is
+// cut at the gradient all-reduce. Each replica first reduces in-graph over
+// its process's local replicas, then MarkStep materializes the gradients
+// (with the forward and backward that made them); local replica 0 copies
+// them into host buckets, in reverse registration order as torch does,
+// starting each bucket's all-reduce as soon as it is full, while the next
+// is copied; every local replica then uploads the sums, and the division
+// by the replica count and the optimizer update are traced lazily into
+// the next program.
+type hostPath struct {
+	group            *ProcessGroup
+	firstBucketBytes int
+	bucketBytes      int
+	sharedBuckets    bool
+	exchange         *localExchange
+	// Local replica 0's buckets for the layout it last saw, reused while
+	// the layout holds, and the job's replica count learned with it.
+	layout   string
+	buckets  []*bucket
+	replicas int
+}
+
+// bucket is a run of gradients of one dtype all-reduced as one buffer.
+type bucket struct {
+	dtype   xla.DType
+	buf     Buffer
+	members []bucketMember
+}
+
+// bucketMember is one gradient's place in its bucket, in elements.
+type bucketMember struct {
+	param, offset, length int
+	dims                  []int
+}
+
+// hostResult is what local replica 0 hands the other local replicas.
+type hostResult struct {
+	layout   string
+	buckets  []*bucket
+	replicas int
+}
+
+// errCompiledAcrossProcesses: a compiled step cannot hold the host cut.
+var errCompiledAcrossProcesses = errors.New("ddp: the job spans processes, so gradients are averaged on the host " +
+	"between two programs, and a compiled step is one program: train with lazy steps (MarkStep) across processes")
+
+// hostDType maps a gradient's element type to the process group's.
+func hostDType(d xla.DType) (DType, bool) {
+	switch d {
+	case xla.Float32:
+		return Float32, true
+	case xla.Float64:
+		return Float64, true
+	case xla.BFloat16:
+		return BFloat16, true
+	case xla.Int32:
+		return Int32, true
+	case xla.Int64:
+		return Int64, true
+	}
+	return 0, false
+}
+
+// layoutOf describes params as every rank must see them: name, dtype and
+// shape in order. Ranks compare its hash.
+func layoutOf(params []nn.Named) string {
+	var b strings.Builder
+	for _, p := range params {
+		fmt.Fprintf(&b, "%s %s%v\n", p.Name, p.Tensor.DType(), p.Tensor.Dims())
+	}
+	return b.String()
+}
+
+func (h *hostPath) MeanGradients(ctx context.Context, dev *xla.Device, params []nn.Named) error {
+	if dev.Tracing() {
+		return errCompiledAcrossProcesses
+	}
+	index, count := dev.Replica()
+	if count > 1 {
+		for _, p := range params {
+			if err := p.Tensor.SetGrad(xla.AllReduce(p.Tensor.Grad(), xla.ReduceSum)); err != nil {
+				return fmt.Errorf("summing the gradient of %s over the local replicas: %w", p.Name, err)
+			}
+		}
+	}
+	if err := dev.MarkStep(ctx); err != nil {
+		return err
+	}
+	layout := layoutOf(params)
+	round := h.exchange.next(dev)
+	var res *hostResult
+	if index == 0 {
+		var err error
+		res, err = h.reduce(ctx, params, layout, count)
+		h.exchange.publish(round, count, res, err)
+		if err != nil {
+			return err
+		}
+	} else {
+		v, err := h.exchange.await(ctx, round, h.group.timeout, "the gradient all-reduce")
+		if err != nil {
+			return err
+		}
+		res = v.(*hostResult)
+		if res.layout != layout {
+			return fmt.Errorf("ddp: local replica %d has gradients for\n%swhile replica 0 has\n%s", index, layout, res.layout)
+		}
+	}
+	return uploadMeans(dev, params, res)
+}
+
+// uploadMeans sets each gradient to its bucket's sum divided by the
+// replica count: one upload per bucket, the slicing and division traced
+// into the next program.
+func uploadMeans(dev *xla.Device, params []nn.Named, res *hostResult) error {
+	for _, b := range res.buckets {
+		sums, err := xla.FromBytes(dev, b.dtype, []int{b.buf.Len()}, b.buf.bytes)
+		if err != nil {
+			return fmt.Errorf("ddp: uploading a gradient bucket: %w", err)
+		}
+		for _, m := range b.members {
+			g := sums.Narrow(0, m.offset, m.length).Reshape(m.dims...).DivScalar(float64(res.replicas))
+			if err := params[m.param].Tensor.SetGrad(g); err != nil {
+				return fmt.Errorf("ddp: setting the gradient of %s: %w", params[m.param].Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// reduce is local replica 0's part: fill the buckets and all-reduce them
+// across the processes, overlapping each bucket's copy with the previous
+// bucket's all-reduce.
+func (h *hostPath) reduce(ctx context.Context, params []nn.Named, layout string, localReplicas int) (*hostResult, error) {
+	if layout != h.layout {
+		if err := h.plan(ctx, params, layout, localReplicas); err != nil {
+			return nil, err
+		}
+	}
+	var works []*Work
+	var failed error
+	for _, b := range h.buckets {
+		size := b.dtype.Size()
+		for _, m := range b.members {
+			dst := b.buf.bytes[m.offset*size : (m.offset+m.length)*size]
+			if err := params[m.param].Tensor.Grad().CopyBytesTo(ctx, dst); err != nil {
+				failed = fmt.Errorf("ddp: rank %d: copying the gradient of %s to the host: %w", h.group.rank, params[m.param].Name, err)
+				break
+			}
+		}
+		if failed != nil {
+			// The other ranks wait in this bucket's all-reduce: tell them.
+			h.group.fail(failed)
+			break
+		}
+		works = append(works, h.group.AllReduceAsync(b.buf, Sum))
+	}
+	for _, w := range works {
+		if err := w.Wait(ctx); err != nil && failed == nil {
+			failed = h.explainMismatch(ctx, err, layout)
+		}
+	}
+	if failed != nil {
+		return nil, failed
+	}
+	return &hostResult{layout: layout, buckets: h.buckets, replicas: h.replicas}, nil
+}
+
+// plan lays out the buckets for a new gradient set and checks, with every
+// rank, that they all have the same one; it learns the job's replica count.
+func (h *hostPath) plan(ctx context.Context, params []nn.Named, layout string, localReplicas int) error {
+	h.layout, h.buckets = "", nil
+	var buckets []*bucket
+	open := map[xla.DType]*bucket{}
+	bytesIn := map[*bucket]int{}
+	for i := len(params) - 1; i >= 0; i-- {
+		t := params[i].Tensor
+		if _, ok := hostDType(t.DType()); !ok {
+			return fmt.Errorf("ddp: the gradient of %s is %s; the host path all-reduces float32, float64, bfloat16, int32 and int64", params[i].Name, t.DType())
+		}
+		n := t.Shape().Size()
+		size := n * t.DType().Size()
+		b := open[t.DType()]
+		limit := h.bucketBytes
+		if b != nil && b == buckets[0] {
+			// torch's small first bucket: its all-reduce starts early.
+			limit = h.firstBucketBytes
+		}
+		if b == nil || (bytesIn[b] > 0 && bytesIn[b]+size > limit) {
+			b = &bucket{dtype: t.DType()}
+			buckets = append(buckets, b)
+			open[t.DType()] = b
+		}
+		b.members = append(b.members, bucketMember{param: i, offset: bytesIn[b] / t.DType().Size(), length: n, dims: t.Dims()})
+		bytesIn[b] += size
+	}
+	for _, b := range buckets {
+		dtype, _ := hostDType(b.dtype)
+		n := bytesIn[b] / b.dtype.Size()
+		var err error
+		if h.sharedBuckets {
+			b.buf, err = h.group.SharedBuffer(dtype, n)
+		}
+		if !h.sharedBuckets || err != nil {
+			// Without room in shared memory, an ordinary buffer (staged).
+			b.buf = Buffer{DType: dtype, bytes: make([]byte, bytesIn[b])}
+		}
+	}
+	replicas, err := h.checkLayout(ctx, layout, localReplicas)
+	if err != nil {
+		return err
+	}
+	h.layout, h.buckets, h.replicas = layout, buckets, replicas
+	return nil
+}
+
+// checkLayout compares a fingerprint of layout with every rank's and
+// returns the replica count of the job.
+func (h *hostPath) checkLayout(ctx context.Context, layout string, localReplicas int) (int, error) {
+	sum := sha256.Sum256([]byte(layout))
+	mine := []int64{int64(binary.LittleEndian.Uint64(sum[:8])), int64(localReplicas)}
+	all := make([]int64, 2*h.group.size)
+	if err := h.group.AllGather(ctx, Int64s(all), Int64s(mine)); err != nil {
+		return 0, h.explainMismatch(ctx, err, layout)
+	}
+	replicas := 0
+	same := true
+	for r := range h.group.size {
+		replicas += int(all[2*r+1])
+		same = same && all[2*r] == all[0]
+	}
+	if !same {
+		return 0, h.explainMismatch(ctx, ErrMismatch, layout)
+	}
+	return replicas, nil
+}
+
+// layoutWait bounds how long a failing rank waits for the others' layouts.
+const layoutWait = 5 * time.Second
+
+// explainMismatch turns a failure that may come from ranks averaging
+// different gradient sets into an error naming the ranks and the first
+// differing parameter: every failing rank posts its layout to the store
+// and reads the others'.
+func (h *hostPath) explainMismatch(ctx context.Context, cause error, layout string) error {
+	if !errors.Is(cause, ErrMismatch) {
+		return cause
+	}
+	g := h.group
+	ctx, cancel := context.WithTimeout(ctx, layoutWait)
+	defer cancel()
+	if err := g.store.Set(ctx, fmt.Sprintf("ddp/layout/%d", g.rank), []byte(layout)); err != nil {
+		return cause
+	}
+	mine := strings.Split(layout, "\n")
+	for r := range g.size {
+		if r == g.rank {
+			continue
+		}
+		other, err := g.store.Get(ctx, fmt.Sprintf("ddp/layout/%d", r))
+		if err != nil {
+			continue
+		}
+		theirs := strings.Split(string(other), "\n")
+		for i := 0; i < max(len(mine), len(theirs)); i++ {
+			a, b := lineAt(mine, i), lineAt(theirs, i)
+			if a != b {
+				return fmt.Errorf("%w: ranks averaged different gradient sets (a branch taken on some ranks only? "+
+					"ddp.FindUnusedParameters keeps them in step): gradient %d is %s on rank %d but %s on rank %d",
+					ErrMismatch, i, a, g.rank, b, r)
+			}
+		}
+	}
+	return cause
+}
+
+func lineAt(lines []string, i int) string {
+	if i < len(lines) && lines[i] != "" {
+		return lines[i]
+	}
+	return "absent"
+}
+
+func (h *hostPath) BroadcastFromFirst(ctx context.Context, dev *xla.Device, tensors []nn.Named) error {
+	if dev.Tracing() {
+		return errCompiledAcrossProcesses
+	}
+	index, count := dev.Replica()
+	if count > 1 {
+		if err := (InGraph{}).BroadcastFromFirst(ctx, dev, tensors); err != nil {
+			return err
+		}
+	}
+	if err := dev.MarkStep(ctx); err != nil {
+		return err
+	}
+	offsets, total := packing(tensors)
+	round := h.exchange.next(dev)
+	var blob []byte
+	if index == 0 {
+		var err error
+		blob, err = h.broadcastBlob(ctx, tensors, offsets, total)
+		h.exchange.publish(round, count, blob, err)
+		if err != nil {
+			return err
+		}
+	} else {
+		v, err := h.exchange.await(ctx, round, h.group.timeout, "the broadcast from rank 0")
+		if err != nil {
+			return err
+		}
+		blob = v.([]byte)
+	}
+	for i, t := range tensors {
+		if t.Tensor.Shape().Size() == 0 {
+			continue
+		}
+		size := int(t.Tensor.Shape().Memory())
+		v, err := xla.FromBytes(dev, t.Tensor.DType(), t.Tensor.Dims(), blob[offsets[i]:offsets[i]+size])
+		if err != nil {
+			return fmt.Errorf("ddp: uploading %s: %w", t.Name, err)
+		}
+		if err := t.Tensor.Assign(v); err != nil {
+			return fmt.Errorf("ddp: assigning %s from rank 0: %w", t.Name, err)
+		}
+	}
+	return nil
+}
+
+// packing places tensors in one blob at 8-byte aligned offsets.
+func packing(tensors []nn.Named) (offsets []int, total int) {
+	offsets = make([]int, len(tensors))
+	for i, t := range tensors {
+		offsets[i] = total
+		total += (int(t.Tensor.Shape().Memory()) + 7) &^ 7
+	}
+	return offsets, total
+}
+
+// broadcastBlob is local replica 0's part: rank 0 packs its values, and
+// every rank receives them.
+func (h *hostPath) broadcastBlob(ctx context.Context, tensors []nn.Named, offsets []int, total int) ([]byte, error) {
+	blob := make([]byte, total)
+	if h.group.rank == 0 {
+		for i, t := range tensors {
+			size := int(t.Tensor.Shape().Memory())
+			if err := t.Tensor.CopyBytesTo(ctx, blob[offsets[i]:offsets[i]+size]); err != nil {
+				err = fmt.Errorf("ddp: rank 0: copying %s to the host: %w", t.Name, err)
+				h.group.fail(err)
+				return nil, err
+			}
+		}
+	}
+	if total == 0 {
+		return blob, nil
+	}
+	if err := h.group.Broadcast(ctx, Buffer{DType: Int64, bytes: blob}, 0); err != nil {
+		return nil, err
+	}
+	return blob, nil
+}

@@ -1,0 +1,101 @@
+package ddp
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/xladdp/xladdp/xla"
+)
+
+// localExchange hands the result of a host collective from local replica 0,
+// which alone talks to the other processes, to the other replicas of its
+// engine (RunReplicas goroutines), so host traffic is one copy per process.
+// Every replica numbers the operations it takes part in alike, and a
+// result is kept until each replica has taken it.
+type localExchange struct {
+	engine  *xla.Engine
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced at each publish
+	results map[uint64]*localResult
+	rounds  map[*xla.Device]uint64
+	users   int
+}
+
+type localResult struct {
+	value   any
+	err     error
+	pending int // replicas that have not taken it yet
+}
+
+var exchanges = struct {
+	sync.Mutex
+	byEngine map[*xla.Engine]*localExchange
+}{byEngine: map[*xla.Engine]*localExchange{}}
+
+// joinExchange returns the engine's exchange; leave releases it.
+func joinExchange(e *xla.Engine) *localExchange {
+	exchanges.Lock()
+	defer exchanges.Unlock()
+	x := exchanges.byEngine[e]
+	if x == nil {
+		x = &localExchange{engine: e, changed: make(chan struct{}), results: map[uint64]*localResult{}, rounds: map[*xla.Device]uint64{}}
+		exchanges.byEngine[e] = x
+	}
+	x.users++
+	return x
+}
+
+func (x *localExchange) leave() {
+	exchanges.Lock()
+	defer exchanges.Unlock()
+	if x.users--; x.users == 0 {
+		delete(exchanges.byEngine, x.engine)
+	}
+}
+
+// next returns the number of d's next operation.
+func (x *localExchange) next(d *xla.Device) uint64 {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.rounds[d]++
+	return x.rounds[d]
+}
+
+// publish posts round's result for the other count-1 replicas.
+func (x *localExchange) publish(round uint64, count int, value any, err error) {
+	if count < 2 {
+		return
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.results[round] = &localResult{value: value, err: err, pending: count - 1}
+	close(x.changed)
+	x.changed = make(chan struct{})
+}
+
+// await waits for round's result from replica 0.
+func (x *localExchange) await(ctx context.Context, round uint64, timeout time.Duration, what string) (any, error) {
+	limit := time.NewTimer(timeout)
+	defer limit.Stop()
+	for {
+		x.mu.Lock()
+		if r := x.results[round]; r != nil {
+			if r.pending--; r.pending == 0 {
+				delete(x.results, round)
+			}
+			x.mu.Unlock()
+			return r.value, r.err
+		}
+		changed := x.changed
+		x.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for local replica 0 to finish %s: %w", what, context.Cause(ctx))
+		case <-limit.C:
+			return nil, fmt.Errorf("waiting for local replica 0 to finish %s: no result in %s", what, timeout)
+		}
+	}
+}

@@ -1,0 +1,50 @@
+package ddp
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/xladdp/xladdp/xla"
+	"github.com/xladdp/xladdp/xla/nn"
+)
+
+// ReplicaCollectives is how a wrapped module's values cross replicas: the
+// one choice that differs between targets. Wrap picks InGraph when every
+// replica of the job is local (one process) and the host path when the
+// job spans processes; a target whose plugin runs collectives across
+// processes itself (Neuron) passes InGraph with WithCollectives, since its
+// in-graph all-reduce already spans the job.
+//
+// Every replica calls each method at the same point of its program, on
+// its own device, with tensors named and ordered alike.
+type ReplicaCollectives interface {
+	// MeanGradients replaces the gradient of every tensor in params (each
+	// has one) by its mean over every replica of the job.
+	MeanGradients(ctx context.Context, dev *xla.Device, params []nn.Named) error
+	// BroadcastFromFirst assigns global replica 0's value to every tensor.
+	BroadcastFromFirst(ctx context.Context, dev *xla.Device, tensors []nn.Named) error
+}
+
+// InGraph crosses replicas with XLA collectives over the device's replica
+// group: recorded into the step's program, no host copy.
+type InGraph struct{}
+
+// MeanGradients records an all-reduce mean of each gradient.
+func (InGraph) MeanGradients(_ context.Context, _ *xla.Device, params []nn.Named) error {
+	for _, p := range params {
+		if err := p.Tensor.SetGrad(xla.AllReduce(p.Tensor.Grad(), xla.ReduceMean)); err != nil {
+			return fmt.Errorf("averaging the gradient of %s: %w", p.Name, err)
+		}
+	}
+	return nil
+}
+
+// BroadcastFromFirst records a broadcast from replica 0 of each tensor.
+func (InGraph) BroadcastFromFirst(_ context.Context, _ *xla.Device, tensors []nn.Named) error {
+	for _, t := range tensors {
+		if err := t.Tensor.Assign(xla.Broadcast(t.Tensor.Detach(), 0)); err != nil {
+			return fmt.Errorf("broadcasting %s from replica 0: %w", t.Name, err)
+		}
+	}
+	return nil
+}

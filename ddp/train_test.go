@@ -1,0 +1,214 @@
+package ddp
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/xladdp/xladdp/xla"
+	"github.com/xladdp/xladdp/xla/nn"
+	"github.com/xladdp/xladdp/xla/optim"
+)
+
+// The models the equivalence tests train on a fixed global batch of
+// globalRows rows: "toy" (10→10→5, MSE, SGD), "cnn" (conv, BatchNorm,
+// ReLU, max pool, linear; cross-entropy, SGD with momentum) and "branch"
+// (the toy with a middle layer used on even steps only, trained with
+// FindUnusedParameters).
+const globalRows = 16
+
+// branchy applies mid on even steps only.
+type branchy struct {
+	l1, mid, l2 *nn.Linear
+	step        *int
+}
+
+func (b *branchy) Forward(x *xla.Tensor) *xla.Tensor {
+	h := b.l1.Forward(x).Relu()
+	if *b.step%2 == 0 {
+		h = b.mid.Forward(h).Relu()
+	}
+	return b.l2.Forward(h)
+}
+func (b *branchy) Params() []nn.Named  { return nil }
+func (b *branchy) Buffers() []nn.Named { return nil }
+func (b *branchy) Children() []nn.NamedModule {
+	return []nn.NamedModule{{Name: "l1", Module: b.l1}, {Name: "mid", Module: b.mid}, {Name: "l2", Module: b.l2}}
+}
+
+// newModel builds kind on d from seed; step is read by "branch".
+func newModel(d *xla.Device, kind string, seed uint64, step *int) (nn.Module, error) {
+	rng := nn.NewRand(seed)
+	switch kind {
+	case "toy", "branch":
+		l1, err := nn.NewLinear(d, rng, 10, 10, true)
+		if err != nil {
+			return nil, err
+		}
+		mid, err := nn.NewLinear(d, rng, 10, 10, true)
+		if err != nil {
+			return nil, err
+		}
+		l2, err := nn.NewLinear(d, rng, 10, 5, true)
+		if err != nil {
+			return nil, err
+		}
+		if kind == "branch" {
+			return &branchy{l1: l1, mid: mid, l2: l2, step: step}, nil
+		}
+		return nn.NewSequential(l1, nn.ReLU{}, l2), nil
+	case "cnn":
+		conv, err := nn.NewConv2d(d, rng, nn.Conv2dConfig{In: 1, Out: 4, Kernel: 3, Padding: 1, Bias: true})
+		if err != nil {
+			return nil, err
+		}
+		bn, err := nn.NewBatchNorm2d(d, 4)
+		if err != nil {
+			return nil, err
+		}
+		fc, err := nn.NewLinear(d, rng, 4*4*4, 3, true)
+		if err != nil {
+			return nil, err
+		}
+		return nn.NewSequential(conv, bn, nn.ReLU{}, nn.NewMaxPool2d(2, 2, 0), nn.Flatten{}, fc), nil
+	}
+	return nil, fmt.Errorf("unknown model %q", kind)
+}
+
+// batchRows uploads rows [lo, hi) of kind's global batch and returns the
+// loss of model on them, a mean over the rows.
+func lossOn(d *xla.Device, model nn.Module, kind string, lo, hi int) (*xla.Tensor, error) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	if kind == "cnn" {
+		xs := make([]float32, globalRows*64)
+		for i := range xs {
+			xs[i] = float32(rng.NormFloat64())
+		}
+		labels := make([]int32, globalRows)
+		for i := range labels {
+			labels[i] = int32(rng.IntN(3))
+		}
+		x, err := xla.FromSlice(d, xs[lo*64:hi*64], hi-lo, 1, 8, 8)
+		if err != nil {
+			return nil, err
+		}
+		y, err := xla.FromSlice(d, labels[lo:hi], hi-lo)
+		if err != nil {
+			return nil, err
+		}
+		return nn.CrossEntropyLoss(model.Forward(x), y, nn.ReductionMean), nil
+	}
+	xs, ys := make([]float32, globalRows*10), make([]float32, globalRows*5)
+	for i := range xs {
+		xs[i] = float32(rng.NormFloat64())
+	}
+	for i := range ys {
+		ys[i] = float32(rng.NormFloat64())
+	}
+	x, err := xla.FromSlice(d, xs[lo*10:hi*10], hi-lo, 10)
+	if err != nil {
+		return nil, err
+	}
+	y, err := xla.FromSlice(d, ys[lo*5:hi*5], hi-lo, 5)
+	if err != nil {
+		return nil, err
+	}
+	return nn.MSELoss(model.Forward(x), y, nn.ReductionMean), nil
+}
+
+// trainRun says what trainModel trains.
+type trainRun struct {
+	kind  string
+	seed  uint64
+	steps int
+	// shards are the row ranges of each step, each one Backward of its
+	// mean loss divided by len(shards) (accumulated; under NoSync but the
+	// last when wrapped).
+	shards [][2]int
+	wrap   bool
+	opts   []Option
+	mark   func() error
+}
+
+// trainModel trains run on d and returns the parameters.
+func trainModel(ctx context.Context, d *xla.Device, run trainRun) ([][]float32, error) {
+	step := 0
+	model, err := newModel(d, run.kind, run.seed, &step)
+	if err != nil {
+		return nil, err
+	}
+	var wrapped *DistributedDataParallel
+	if run.wrap {
+		opts := run.opts
+		if run.kind == "branch" {
+			opts = append(opts, FindUnusedParameters())
+		}
+		if wrapped, err = Wrap(ctx, model, opts...); err != nil {
+			return nil, err
+		}
+		defer wrapped.Close()
+		model = wrapped
+	}
+	cfg := optim.SGDConfig{LR: 0.1}
+	if run.kind == "cnn" {
+		cfg = optim.SGDConfig{LR: 0.05, Momentum: 0.9}
+	}
+	opt, err := optim.NewSGD(nn.Parameters(model), cfg)
+	if err != nil {
+		return nil, err
+	}
+	backward := func(s [2]int) error {
+		loss, err := lossOn(d, model, run.kind, s[0], s[1])
+		if err != nil {
+			return err
+		}
+		return loss.DivScalar(float64(len(run.shards))).Backward()
+	}
+	for ; step < run.steps; step++ {
+		opt.ZeroGrad()
+		last := len(run.shards) - 1
+		accumulate := func() error {
+			for _, s := range run.shards[:last] {
+				if err := backward(s); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		if wrapped != nil {
+			err = wrapped.NoSync(accumulate)
+		} else {
+			err = accumulate()
+		}
+		if err != nil {
+			return nil, err
+		}
+		if err := backward(run.shards[last]); err != nil {
+			return nil, err
+		}
+		if err := opt.Step(); err != nil {
+			return nil, err
+		}
+		if err := run.mark(); err != nil {
+			return nil, err
+		}
+	}
+	var out [][]float32
+	for _, p := range nn.Parameters(model) {
+		v, err := p.Float32s(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// split cuts rows [lo, hi) into n equal shards.
+func split(lo, hi, n int) [][2]int {
+	out := make([][2]int, n)
+	for i := range out {
+		out[i] = [2]int{lo + i*(hi-lo)/n, lo + (i+1)*(hi-lo)/n}
+	}
+	return out
+}
