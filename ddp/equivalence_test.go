@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -32,6 +33,16 @@ func equivalenceScenario(rep *report) {
 	kind := os.Getenv("XLADDP_TEST_MODEL")
 	devices, _ := strconv.Atoi(os.Getenv("XLADDP_TEST_DEVICES"))
 	micro, _ := strconv.Atoi(os.Getenv("XLADDP_TEST_MICRO"))
+	var opts []Option
+	for _, o := range strings.Split(os.Getenv("XLADDP_TEST_WRAP"), ",") {
+		switch {
+		case o == "view":
+			opts = append(opts, GradientAsBucketView())
+		case strings.HasPrefix(o, "bucket="):
+			mb, _ := strconv.ParseFloat(strings.TrimPrefix(o, "bucket="), 64)
+			opts = append(opts, BucketCapMB(mb))
+		}
+	}
 	if err := Init(ctx, workerOptions()); err != nil {
 		rep.Error = err.Error()
 		return
@@ -51,7 +62,7 @@ func equivalenceScenario(rep *report) {
 		var err error
 		params[r.Index()], err = trainModel(ctx, r.Device(), trainRun{
 			kind: kind, seed: 100 + uint64(replica), steps: equivalenceSteps,
-			shards: split(replica*rows, (replica+1)*rows, micro), wrap: true,
+			shards: split(replica*rows, (replica+1)*rows, micro), wrap: true, opts: opts,
 			mark: func() error { return r.MarkStep(ctx) },
 		})
 		return err
@@ -62,6 +73,7 @@ func equivalenceScenario(rep *report) {
 	}
 	rep.Params = params[0]
 	rep.BytesToHost = xla.GetMetrics().BytesToHost
+	rep.SharedMemoryAllReduces = Default().SharedMemoryAllReduces()
 	for i, p := range params {
 		rep.Hashes[fmt.Sprintf("replica %d", Rank()*devices+i)] = hashParams(p)
 	}
@@ -91,23 +103,36 @@ func TestWrapEqualsSingleDevice(t *testing.T) {
 	cases := []struct {
 		kind                      string
 		processes, devices, micro int
+		// wrap lists Wrap's options: "view" (GradientAsBucketView),
+		// "bucket=MB" (BucketCapMB); "shm-off" turns shared memory off.
+		wrap string
+		// sharedMemory: the all-reduces must take the shared-memory path.
+		sharedMemory bool
 	}{
-		{"toy", 1, 4, 1},
-		{"toy", 4, 1, 1},
-		{"toy", 2, 2, 1},
-		{"cnn", 1, 4, 1},
-		{"cnn", 4, 1, 1},
-		{"cnn", 2, 2, 1},
-		{"toy", 1, 4, 4},    // NoSync over 4 micro-batches, local
-		{"toy", 2, 2, 4},    // and across processes
-		{"branch", 1, 4, 1}, // FindUnusedParameters: a layer skipped on odd steps
-		{"branch", 2, 2, 1},
+		{kind: "toy", processes: 1, devices: 4, micro: 1},
+		{kind: "toy", processes: 4, devices: 1, micro: 1},
+		{kind: "toy", processes: 2, devices: 2, micro: 1},
+		{kind: "cnn", processes: 1, devices: 4, micro: 1},
+		{kind: "cnn", processes: 4, devices: 1, micro: 1},
+		{kind: "cnn", processes: 2, devices: 2, micro: 1},
+		{kind: "toy", processes: 1, devices: 4, micro: 4},    // NoSync over 4 micro-batches, local
+		{kind: "toy", processes: 2, devices: 2, micro: 4},    // and across processes
+		{kind: "branch", processes: 1, devices: 4, micro: 1}, // FindUnusedParameters: a layer skipped on odd steps
+		{kind: "branch", processes: 2, devices: 2, micro: 1},
+		// One bucket per gradient, down to 20 bytes.
+		{kind: "toy", processes: 2, devices: 2, micro: 1, wrap: "bucket=0.00001"},
+		// 2 MiB of gradients: the first bucket (1 MiB) then the rest;
+		// in place in shared memory with GradientAsBucketView, staged
+		// without; the ring over TCP when shared memory is off.
+		{kind: "wide", processes: 2, devices: 2, micro: 1, wrap: "view", sharedMemory: true},
+		{kind: "wide", processes: 4, devices: 1, micro: 1, sharedMemory: true},
+		{kind: "wide", processes: 2, devices: 1, micro: 1, wrap: "shm-off"},
 	}
 	e := xlatest.NewEngine(t, 1)
 	ctx := xlatest.Context(t)
 	d := e.Device(0)
 	references := map[string][][]float32{}
-	for _, kind := range []string{"toy", "cnn", "branch"} {
+	for _, kind := range []string{"toy", "cnn", "branch", "wide"} {
 		shards := split(0, globalRows, 1)
 		if kind == "cnn" {
 			shards = split(0, globalRows, 4)
@@ -118,14 +143,21 @@ func TestWrapEqualsSingleDevice(t *testing.T) {
 		references[kind] = want
 	}
 	for _, c := range cases {
-		name := fmt.Sprintf("%s/%dx%d/micro%d", c.kind, c.processes, c.devices, c.micro)
+		name := fmt.Sprintf("%s/%dx%d/micro%d/%s", c.kind, c.processes, c.devices, c.micro, c.wrap)
 		t.Run(name, func(t *testing.T) {
-			cmds, outs := launch(t, "equivalence", c.processes, "XLADDP_TEST_TIMEOUT=60s", "XLADDP_TEST_MODEL="+c.kind,
-				"XLADDP_TEST_DEVICES="+strconv.Itoa(c.devices), "XLADDP_TEST_MICRO="+strconv.Itoa(c.micro))
+			env := []string{"XLADDP_TEST_TIMEOUT=60s", "XLADDP_TEST_MODEL=" + c.kind, "XLADDP_TEST_WRAP=" + c.wrap,
+				"XLADDP_TEST_DEVICES=" + strconv.Itoa(c.devices), "XLADDP_TEST_MICRO=" + strconv.Itoa(c.micro)}
+			if c.wrap == "shm-off" {
+				env = append(env, EnvShmMiB+"=0")
+			}
+			cmds, outs := launch(t, "equivalence", c.processes, env...)
 			reps := waitReports(t, cmds, outs)
 			var first string
 			for r, rep := range reps {
 				require.Empty(t, rep.Error, "rank %d", r)
+				if c.sharedMemory {
+					assert.Positive(t, rep.SharedMemoryAllReduces, "rank %d: no all-reduce took shared memory", r)
+				}
 				for replica, h := range rep.Hashes {
 					if first == "" {
 						first = h

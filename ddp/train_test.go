@@ -14,8 +14,11 @@ import (
 // globalRows rows: "toy" (10→10→5, MSE, SGD), "cnn" (conv, BatchNorm,
 // ReLU, max pool, linear; cross-entropy, SGD with momentum) and "branch"
 // (the toy with a middle layer used on even steps only, trained with
-// FindUnusedParameters).
+// FindUnusedParameters) and "wide" (10→wideHidden→5: gradients large
+// enough for the ring and shared-memory all-reduces).
 const globalRows = 16
+
+const wideHidden = 8192
 
 // branchy applies mid on even steps only.
 type branchy struct {
@@ -55,6 +58,16 @@ func newModel(d *xla.Device, kind string, seed uint64, step *int) (nn.Module, er
 		}
 		if kind == "branch" {
 			return &branchy{l1: l1, mid: mid, l2: l2, step: step}, nil
+		}
+		return nn.NewSequential(l1, nn.ReLU{}, l2), nil
+	case "wide":
+		l1, err := nn.NewLinear(d, rng, 10, wideHidden, true)
+		if err != nil {
+			return nil, err
+		}
+		l2, err := nn.NewLinear(d, rng, wideHidden, 5, true)
+		if err != nil {
+			return nil, err
 		}
 		return nn.NewSequential(l1, nn.ReLU{}, l2), nil
 	case "cnn":
@@ -150,8 +163,11 @@ func trainModel(ctx context.Context, d *xla.Device, run trainRun) ([][]float32, 
 		model = wrapped
 	}
 	cfg := optim.SGDConfig{LR: 0.1}
-	if run.kind == "cnn" {
+	switch run.kind {
+	case "cnn":
 		cfg = optim.SGDConfig{LR: 0.05, Momentum: 0.9}
+	case "wide":
+		cfg = optim.SGDConfig{LR: 0.01}
 	}
 	opt, err := optim.NewSGD(nn.Parameters(model), cfg)
 	if err != nil {

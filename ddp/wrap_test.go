@@ -2,6 +2,7 @@ package ddp
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 
@@ -28,6 +29,10 @@ func TestWrapRefusesBadModules(t *testing.T) {
 	require.NoError(t, err)
 	_, err = Wrap(ctx, nn.NewSequential(a, b))
 	assert.ErrorContains(t, err, "move the module to one device first")
+	for _, mb := range []float64{0, -1, math.NaN(), math.Inf(1), 1e9} {
+		_, err = Wrap(ctx, a, BucketCapMB(mb))
+		assert.ErrorContains(t, err, "give a size in MiB above 0", "BucketCapMB(%v)", mb)
+	}
 }
 
 // TestWrapSubsetOfReplicas: when only replica 0 wraps its model, the

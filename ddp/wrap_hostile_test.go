@@ -1,0 +1,172 @@
+package ddp
+
+import (
+	"context"
+	"errors"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/xladdp/xladdp/backend"
+	"github.com/xladdp/xladdp/xla"
+	"github.com/xladdp/xladdp/xla/nn"
+	"github.com/xladdp/xladdp/xla/optim"
+)
+
+func init() { groupScenarios["wrap-hostile"] = wrapHostileScenario }
+
+// wrapHostileCases are misuses of Wrap in a 2-process job; each runs on
+// rank r and returns its error.
+var wrapHostileCases = map[string]func(ctx context.Context, d *xla.Device, rank int) error{
+	// Rank 1 never uses the middle layer: from the first step the ranks
+	// average different gradient sets.
+	"branch-by-rank": func(ctx context.Context, d *xla.Device, rank int) error {
+		return trainBranch(ctx, d, func(step int) bool { return rank == 0 })
+	},
+	// The same, from step 3 on: the layout changes on one rank only.
+	"branch-later": func(ctx context.Context, d *xla.Device, rank int) error {
+		return trainBranch(ctx, d, func(step int) bool { return rank == 0 || step < 3 })
+	},
+	// A compiled step cannot hold the host cut.
+	"compiled": func(ctx context.Context, d *xla.Device, rank int) error {
+		model, err := newModel(d, "toy", 1, nil)
+		if err != nil {
+			return err
+		}
+		m, err := Wrap(ctx, model)
+		if err != nil {
+			return err
+		}
+		defer m.Close()
+		step := xla.Compile(func(args ...*xla.Tensor) ([]*xla.Tensor, error) {
+			loss, err := lossOn(d, m, "toy", 0, 4)
+			if err != nil {
+				return nil, err
+			}
+			return nil, loss.Backward()
+		})
+		_, err = step.Run(ctx, d)
+		return err
+	},
+	// Only rank 0 wraps; rank 1 leaves the job.
+	"subset": func(ctx context.Context, d *xla.Device, rank int) error {
+		if rank == 1 {
+			return Destroy()
+		}
+		model, err := newModel(d, "toy", 1, nil)
+		if err != nil {
+			return err
+		}
+		_, err = Wrap(ctx, model)
+		return err
+	},
+}
+
+// trainBranch trains "branch" for 6 steps with the middle layer used when
+// useMid(step), without FindUnusedParameters.
+func trainBranch(ctx context.Context, d *xla.Device, useMid func(step int) bool) error {
+	step := 0
+	model, err := newModel(d, "branch", 1, &step)
+	if err != nil {
+		return err
+	}
+	b := model.(*branchy)
+	m, err := Wrap(ctx, model)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	opt, err := optim.NewSGD(nn.Parameters(m), optim.SGDConfig{LR: 0.1})
+	if err != nil {
+		return err
+	}
+	for i := range 6 {
+		on := 1
+		if useMid(i) {
+			on = 0
+		}
+		b.step = &on
+		opt.ZeroGrad()
+		loss, err := lossOn(d, m, "toy", 0, 4)
+		if err != nil {
+			return err
+		}
+		if err := loss.Backward(); err != nil {
+			return err
+		}
+		if err := opt.Step(); err != nil {
+			return err
+		}
+		if err := d.MarkStep(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func wrapHostileScenario(rep *report) {
+	ctx := context.Background()
+	if err := Init(ctx, workerOptions()); err != nil {
+		rep.Error = err.Error()
+		return
+	}
+	defer Destroy()
+	b, err := backend.Open(ctx, backend.Options{Target: backend.CPU, CPUDevices: 1})
+	if err != nil {
+		rep.Error = err.Error()
+		return
+	}
+	e := xla.NewEngine(b)
+	defer e.Close()
+	start := time.Now()
+	err = wrapHostileCases[os.Getenv("XLADDP_TEST_CASE")](ctx, e.Device(0), Rank())
+	rep.Elapsed = time.Since(start).Seconds()
+	if err != nil {
+		rep.Errors = []string{err.Error()}
+		if errors.Is(err, ErrMismatch) {
+			rep.Hashes["mismatch"] = "yes"
+		}
+	}
+}
+
+// TestWrapHostileAcrossProcesses: misuse across processes fails promptly
+// (well before the 60 s timeout) on every rank involved, saying what went
+// wrong, instead of hanging or averaging the wrong values.
+func TestWrapHostileAcrossProcesses(t *testing.T) {
+	cases := []struct {
+		name string
+		// want is what each rank's error says ("" for no error).
+		want     [2]string
+		mismatch bool
+	}{
+		{"branch-by-rank", [2]string{
+			"gradient 2 is mid.weight Float32[10 10] on rank 0 but l2.weight Float32[5 10] on rank 1",
+			"gradient 2 is l2.weight Float32[5 10] on rank 1 but mid.weight Float32[10 10] on rank 0"}, true},
+		{"branch-later", [2]string{
+			"gradient 2 is mid.weight Float32[10 10] on rank 0 but l2.weight Float32[5 10] on rank 1",
+			"gradient 2 is l2.weight Float32[5 10] on rank 1 but mid.weight Float32[10 10] on rank 0"}, true},
+		{"compiled", [2]string{"train with lazy steps (MarkStep) across processes", "train with lazy steps (MarkStep) across processes"}, false},
+		{"subset", [2]string{"rank 1", ""}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cmds, outs := launch(t, "wrap-hostile", 2, "XLADDP_TEST_TIMEOUT=60s", "XLADDP_TEST_CASE="+c.name)
+			for r, rep := range waitReports(t, cmds, outs) {
+				require.Empty(t, rep.Error, "rank %d", r)
+				assert.Less(t, rep.Elapsed, 20.0, "rank %d took %.1fs", r, rep.Elapsed)
+				if c.want[r] == "" {
+					assert.Empty(t, rep.Errors, "rank %d", r)
+					continue
+				}
+				require.Len(t, rep.Errors, 1, "rank %d: no error", r)
+				assert.Contains(t, rep.Errors[0], c.want[r], "rank %d", r)
+				if c.mismatch {
+					assert.Equal(t, "yes", rep.Hashes["mismatch"], "rank %d: not an ErrMismatch", r)
+				}
+			}
+		})
+	}
+}
