@@ -1,0 +1,119 @@
+package ddp
+
+import (
+	"fmt"
+
+	"github.com/xladdp/xladdp/xla"
+)
+
+// DistributedSampler is torch's DistributedSampler: it gives each replica
+// its share of a dataset's indices per epoch. Every replica shuffles with
+// the same permutation, drawn from seed+epoch exactly as torch draws it
+// (so a job moved between xladdp and torch visits the same samples), and
+// replica r takes positions r, r+R, r+2R…; without DropLast the list is
+// first padded to a multiple of R by repeating its head, with it the tail
+// is dropped. It implements xla/data.Sampler: pass it as
+// LoaderConfig.Sampler, and the loader's epoch number is the epoch.
+type DistributedSampler struct {
+	n, replicas, rank int
+	shuffle, dropLast bool
+	seed              uint64
+	epoch             int
+}
+
+// SamplerOption configures NewDistributedSampler; the defaults are torch's.
+type SamplerOption func(*DistributedSampler)
+
+// SamplerReplicas sets the replica count and this sampler's replica
+// (torch's num_replicas and rank).
+func SamplerReplicas(replicas, rank int) SamplerOption {
+	return func(s *DistributedSampler) { s.replicas, s.rank = replicas, rank }
+}
+
+// SamplerForDevice makes the sampler global replica dev's: with local
+// replicas (RunReplicas) in each of the default group's processes, rank ×
+// local count + local index, of world size × local count.
+func SamplerForDevice(dev *xla.Device) SamplerOption {
+	return func(s *DistributedSampler) {
+		index, count := dev.Replica()
+		rank, size := processRank()
+		s.replicas, s.rank = size*count, rank*count+index
+	}
+}
+
+// NoShuffle visits the indices in order (torch's shuffle=False).
+func NoShuffle() SamplerOption { return func(s *DistributedSampler) { s.shuffle = false } }
+
+// SamplerSeed sets the seed every replica must share (default 0).
+func SamplerSeed(seed uint64) SamplerOption { return func(s *DistributedSampler) { s.seed = seed } }
+
+// DropLast drops the tail that does not divide evenly instead of padding.
+func DropLast() SamplerOption { return func(s *DistributedSampler) { s.dropLast = true } }
+
+// NewDistributedSampler returns the sampler of a dataset of n samples. The
+// replica count and this replica's index default to the default process
+// group's world size and rank (1 and 0 without one).
+func NewDistributedSampler(n int, opts ...SamplerOption) (*DistributedSampler, error) {
+	rank, size := processRank()
+	s := &DistributedSampler{n: n, replicas: size, rank: rank, shuffle: true}
+	for _, o := range opts {
+		o(s)
+	}
+	if n < 0 {
+		return nil, fmt.Errorf("ddp: DistributedSampler of %d samples: the dataset length cannot be negative", n)
+	}
+	if s.replicas < 1 || s.rank < 0 || s.rank >= s.replicas {
+		return nil, fmt.Errorf("ddp: DistributedSampler for replica %d of %d: want 0 <= replica < count", s.rank, s.replicas)
+	}
+	return s, nil
+}
+
+// SetEpoch sets the epoch Epoch reports (torch's set_epoch); Indices uses
+// the epoch it is given.
+func (s *DistributedSampler) SetEpoch(epoch int) { s.epoch = epoch }
+
+// Epoch returns the epoch SetEpoch set.
+func (s *DistributedSampler) Epoch() int { return s.epoch }
+
+// Len returns how many indices each replica visits per epoch.
+func (s *DistributedSampler) Len() int {
+	if s.dropLast && s.n%s.replicas != 0 {
+		return (s.n - s.replicas + s.replicas - 1) / s.replicas
+	}
+	return (s.n + s.replicas - 1) / s.replicas
+}
+
+// Indices returns this replica's indices for epoch.
+func (s *DistributedSampler) Indices(epoch int) []int {
+	var all []int
+	if s.shuffle {
+		all = torchRandperm(s.n, s.seed+uint64(epoch))
+	} else {
+		all = make([]int, s.n)
+		for i := range all {
+			all[i] = i
+		}
+	}
+	total := s.Len() * s.replicas
+	if len(all) < total {
+		// Pad by repeating the head, cycling when the list is shorter
+		// than the padding.
+		for i := 0; len(all) < total; i++ {
+			all = append(all, all[i])
+		}
+	}
+	all = all[:total]
+	out := make([]int, 0, s.Len())
+	for i := s.rank; i < total; i += s.replicas {
+		out = append(out, all[i])
+	}
+	return out
+}
+
+// processRank is the default group's rank and size, 0 and 1 without one.
+func processRank() (rank, size int) {
+	if g := Default(); g != nil {
+		return g.Rank(), g.WorldSize()
+	}
+	return 0, 1
+}

@@ -1,0 +1,199 @@
+package ddp
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/xladdp/xladdp/xla"
+	"github.com/xladdp/xladdp/xla/data"
+	"github.com/xladdp/xladdp/xla/xlatest"
+)
+
+// TestDistributedSamplerMatchesTorch: every rank's indices equal torch
+// 1.13's DistributedSampler's for a grid of dataset sizes (0 to 60000),
+// replica counts, seeds (one above 2^32), epochs, shuffle and drop_last
+// (testdata/sampler_fixture.py wrote the fixture with Debian's
+// python3-torch).
+func TestDistributedSamplerMatchesTorch(t *testing.T) {
+	raw, err := os.ReadFile("testdata/distributed_sampler_torch.json")
+	require.NoError(t, err)
+	var fixture struct {
+		Torch string
+		Cases []struct {
+			N, Replicas int
+			Seed        uint64
+			Epoch       int
+			Shuffle     bool
+			DropLast    bool `json:"drop_last"`
+			Ranks       []struct {
+				Len     int
+				SHA256  string
+				Indices []int
+			}
+		}
+	}
+	require.NoError(t, json.Unmarshal(raw, &fixture))
+	require.NotEmpty(t, fixture.Cases)
+	for _, c := range fixture.Cases {
+		name := fmt.Sprintf("n%d/R%d/seed%d/epoch%d/shuffle%v/drop%v", c.N, c.Replicas, c.Seed, c.Epoch, c.Shuffle, c.DropLast)
+		for rank, want := range c.Ranks {
+			opts := []SamplerOption{SamplerReplicas(c.Replicas, rank), SamplerSeed(c.Seed)}
+			if !c.Shuffle {
+				opts = append(opts, NoShuffle())
+			}
+			if c.DropLast {
+				opts = append(opts, DropLast())
+			}
+			s, err := NewDistributedSampler(c.N, opts...)
+			require.NoError(t, err, name)
+			got := s.Indices(c.Epoch)
+			assert.Equal(t, want.Len, s.Len(), "%s rank %d: Len", name, rank)
+			if want.Indices != nil {
+				assert.Equal(t, want.Indices, got, "%s rank %d", name, rank)
+			}
+			text := make([]string, len(got))
+			for i, v := range got {
+				text[i] = strconv.Itoa(v)
+			}
+			sum := sha256.Sum256([]byte(strings.Join(text, ",")))
+			assert.Equal(t, want.SHA256, hex.EncodeToString(sum[:]), "%s rank %d", name, rank)
+		}
+	}
+}
+
+// TestDistributedSamplerProperties: with DropLast every index appears
+// exactly once per epoch across ranks (none when the dataset is smaller
+// than the replica count); without it, each index at least once and the
+// padding repeats the head; ranks agree on the order; epochs differ.
+func TestDistributedSamplerProperties(t *testing.T) {
+	for _, n := range []int{0, 1, 3, 5, 17, 100, 1001} {
+		for _, replicas := range []int{1, 2, 3, 4, 7} {
+			for _, drop := range []bool{false, true} {
+				name := fmt.Sprintf("n%d/R%d/drop%v", n, replicas, drop)
+				var all [][]int
+				for rank := range replicas {
+					opts := []SamplerOption{SamplerReplicas(replicas, rank), SamplerSeed(9)}
+					if drop {
+						opts = append(opts, DropLast())
+					}
+					s, err := NewDistributedSampler(n, opts...)
+					require.NoError(t, err)
+					idx := s.Indices(2)
+					assert.Len(t, idx, s.Len(), name)
+					all = append(all, idx)
+				}
+				// Interleave back into the epoch's global order.
+				var order []int
+				for i := range len(all[0]) {
+					for r := range replicas {
+						order = append(order, all[r][i])
+					}
+				}
+				counts := map[int]int{}
+				for _, v := range order {
+					require.True(t, v >= 0 && v < n, "%s: index %d out of range", name, v)
+					counts[v]++
+				}
+				if drop {
+					assert.Equal(t, n/replicas*replicas, len(order), name)
+					for v, c := range counts {
+						assert.Equal(t, 1, c, "%s: index %d visited %d times", name, v, c)
+					}
+					continue
+				}
+				assert.Len(t, counts, n, "%s: every index visited", name)
+				if n > 0 {
+					full, _ := NewDistributedSampler(n, SamplerReplicas(1, 0), SamplerSeed(9))
+					perm := full.Indices(2)
+					for i := n; i < len(order); i++ {
+						assert.Equal(t, perm[(i-n)%n], order[i], "%s: padding position %d repeats the head", name, i)
+					}
+				}
+			}
+		}
+	}
+	a, _ := NewDistributedSampler(100, SamplerReplicas(2, 0))
+	assert.False(t, slices.Equal(a.Indices(0), a.Indices(1)), "epochs 0 and 1 give the same order")
+}
+
+// TestDistributedSamplerRefusesBadArguments.
+func TestDistributedSamplerRefusesBadArguments(t *testing.T) {
+	for _, c := range []struct {
+		n, replicas, rank int
+		want              string
+	}{
+		{-1, 1, 0, "cannot be negative"},
+		{10, 0, 0, "want 0 <= replica < count"},
+		{10, 2, 2, "want 0 <= replica < count"},
+		{10, 2, -1, "want 0 <= replica < count"},
+	} {
+		_, err := NewDistributedSampler(c.n, SamplerReplicas(c.replicas, c.rank))
+		assert.ErrorContains(t, err, c.want, "%+v", c)
+	}
+	s, err := NewDistributedSampler(10)
+	require.NoError(t, err)
+	assert.Equal(t, 10, s.Len(), "without a process group: one replica")
+	s.SetEpoch(4)
+	assert.Equal(t, 4, s.Epoch())
+}
+
+// TestDistributedSamplerInLoader: under RunReplicas without a process
+// group, SamplerForDevice makes each local replica one of the job's
+// replicas, and the data.Loader yields exactly its share of a dataset.
+func TestDistributedSamplerInLoader(t *testing.T) {
+	const n, replicas, batch = 37, 3, 4
+	e := xlatest.NewEngine(t, replicas)
+	ds, err := data.NewRandom(n, []int{2}, nil, 5, 1)
+	require.NoError(t, err)
+	seen := make([][]float32, replicas)
+	err = e.RunReplicas(xlatest.Context(t), replicas, func(ctx context.Context, r xla.Replica) error {
+		s, err := NewDistributedSampler(n, SamplerForDevice(r.Device()), DropLast())
+		if err != nil {
+			return err
+		}
+		want, err := NewDistributedSampler(n, SamplerReplicas(replicas, r.Index()), DropLast())
+		if err != nil {
+			return err
+		}
+		if !slices.Equal(want.Indices(1), s.Indices(1)) {
+			return fmt.Errorf("replica %d: SamplerForDevice differs from SamplerReplicas(%d, %d)", r.Index(), replicas, r.Index())
+		}
+		l, err := data.NewLoader(ds, r.Device(), data.LoaderConfig{BatchSize: batch, Sampler: s})
+		if err != nil {
+			return err
+		}
+		for b, err := range l.Epoch(ctx, 1) {
+			if err != nil {
+				return err
+			}
+			v, err := b.Input.Float32s(ctx)
+			if err != nil {
+				return err
+			}
+			seen[r.Index()] = append(seen[r.Index()], v...)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	for r := range replicas {
+		s, _ := NewDistributedSampler(n, SamplerReplicas(replicas, r), DropLast())
+		var want []float32
+		for _, i := range s.Indices(1) {
+			sample, err := ds.Get(i)
+			require.NoError(t, err)
+			want = append(want, sample.Input...)
+		}
+		assert.Equal(t, want, seen[r], "replica %d", r)
+		assert.Len(t, seen[r], 2*(n/replicas))
+	}
+}
