@@ -27,7 +27,6 @@ type hostPath struct {
 	firstBucketBytes int
 	bucketBytes      int
 	sharedBuckets    bool
-	exchange         *localExchange
 	// Local replica 0's buckets for the layout it last saw, reused while
 	// the layout holds, and the job's replica count learned with it.
 	layout   string
@@ -102,24 +101,14 @@ func (h *hostPath) MeanGradients(ctx context.Context, dev *xla.Device, params []
 		return err
 	}
 	layout := layoutOf(params)
-	round := h.exchange.next(dev)
-	var res *hostResult
-	if index == 0 {
-		var err error
-		res, err = h.reduce(ctx, params, layout, count)
-		h.exchange.publish(round, count, res, err)
-		if err != nil {
-			return err
-		}
-	} else {
-		v, err := h.exchange.await(ctx, round, h.group.timeout, "the gradient all-reduce")
-		if err != nil {
-			return err
-		}
-		res = v.(*hostResult)
-		if res.layout != layout {
-			return fmt.Errorf("ddp: local replica %d has gradients for\n%swhile replica 0 has\n%s", index, layout, res.layout)
-		}
+	res, err := hostOnce(ctx, dev, h.group.timeout, "the gradient all-reduce", func() (*hostResult, error) {
+		return h.reduce(ctx, params, layout, count)
+	})
+	if err != nil {
+		return err
+	}
+	if res.layout != layout {
+		return fmt.Errorf("ddp: local replica %d has gradients for\n%swhile replica 0 has\n%s", index, layout, res.layout)
 	}
 	return uploadMeans(dev, params, res)
 }
@@ -300,8 +289,7 @@ func (h *hostPath) BroadcastFromFirst(ctx context.Context, dev *xla.Device, tens
 	if dev.Tracing() {
 		return errCompiledAcrossProcesses
 	}
-	index, count := dev.Replica()
-	if count > 1 {
+	if _, count := dev.Replica(); count > 1 {
 		if err := (InGraph{}).BroadcastFromFirst(ctx, dev, tensors); err != nil {
 			return err
 		}
@@ -310,21 +298,11 @@ func (h *hostPath) BroadcastFromFirst(ctx context.Context, dev *xla.Device, tens
 		return err
 	}
 	offsets, total := packing(tensors)
-	round := h.exchange.next(dev)
-	var blob []byte
-	if index == 0 {
-		var err error
-		blob, err = h.broadcastBlob(ctx, tensors, offsets, total)
-		h.exchange.publish(round, count, blob, err)
-		if err != nil {
-			return err
-		}
-	} else {
-		v, err := h.exchange.await(ctx, round, h.group.timeout, "the broadcast from rank 0")
-		if err != nil {
-			return err
-		}
-		blob = v.([]byte)
+	blob, err := hostOnce(ctx, dev, h.group.timeout, "the broadcast from rank 0", func() ([]byte, error) {
+		return h.broadcastBlob(ctx, tensors, offsets, total)
+	})
+	if err != nil {
+		return err
 	}
 	for i, t := range tensors {
 		if t.Tensor.Shape().Size() == 0 {

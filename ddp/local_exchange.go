@@ -9,18 +9,17 @@ import (
 	"github.com/xladdp/xladdp/xla"
 )
 
-// localExchange hands the result of a host collective from local replica 0,
-// which alone talks to the other processes, to the other replicas of its
-// engine (RunReplicas goroutines), so host traffic is one copy per process.
-// Every replica numbers the operations it takes part in alike, and a
-// result is kept until each replica has taken it.
+// localExchange hands the result of a host operation from local replica
+// 0, which alone talks to the other processes, to the other replicas of
+// its RunReplicas group, so host traffic is one copy per process. Every
+// replica numbers the operations it takes part in alike, and a result is
+// kept until each replica has taken it. It lives with the replica group
+// (xla.Device.ReplicaShared).
 type localExchange struct {
-	engine  *xla.Engine
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced at each publish
 	results map[uint64]*localResult
 	rounds  map[*xla.Device]uint64
-	users   int
 }
 
 type localResult struct {
@@ -29,30 +28,13 @@ type localResult struct {
 	pending int // replicas that have not taken it yet
 }
 
-var exchanges = struct {
-	sync.Mutex
-	byEngine map[*xla.Engine]*localExchange
-}{byEngine: map[*xla.Engine]*localExchange{}}
+type exchangeKey struct{}
 
-// joinExchange returns the engine's exchange; leave releases it.
-func joinExchange(e *xla.Engine) *localExchange {
-	exchanges.Lock()
-	defer exchanges.Unlock()
-	x := exchanges.byEngine[e]
-	if x == nil {
-		x = &localExchange{engine: e, changed: make(chan struct{}), results: map[uint64]*localResult{}, rounds: map[*xla.Device]uint64{}}
-		exchanges.byEngine[e] = x
-	}
-	x.users++
-	return x
-}
-
-func (x *localExchange) leave() {
-	exchanges.Lock()
-	defer exchanges.Unlock()
-	if x.users--; x.users == 0 {
-		delete(exchanges.byEngine, x.engine)
-	}
+// exchangeOf returns the exchange of dev's replica group.
+func exchangeOf(dev *xla.Device) *localExchange {
+	return dev.ReplicaShared(exchangeKey{}, func() any {
+		return &localExchange{changed: make(chan struct{}), results: map[uint64]*localResult{}, rounds: map[*xla.Device]uint64{}}
+	}).(*localExchange)
 }
 
 // next returns the number of d's next operation.
@@ -98,4 +80,24 @@ func (x *localExchange) await(ctx context.Context, round uint64, timeout time.Du
 			return nil, fmt.Errorf("waiting for local replica 0 to finish %s: no result in %s", what, timeout)
 		}
 	}
+}
+
+// hostOnce runs fn on local replica 0 of dev's group and hands its
+// result to the other local replicas, which wait for it (within timeout).
+func hostOnce[T any](ctx context.Context, dev *xla.Device, timeout time.Duration, what string, fn func() (T, error)) (T, error) {
+	index, count := dev.Replica()
+	x := exchangeOf(dev)
+	round := x.next(dev)
+	if index == 0 {
+		v, err := fn()
+		x.publish(round, count, v, err)
+		return v, err
+	}
+	var zero T
+	v, err := x.await(ctx, round, timeout, what)
+	if err != nil {
+		return zero, err
+	}
+	t, _ := v.(T)
+	return t, nil
 }

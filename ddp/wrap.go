@@ -79,7 +79,6 @@ type DistributedDataParallel struct {
 	params      []nn.Named
 	buffers     []nn.Named
 	collectives ReplicaCollectives
-	exchange    *localExchange
 	noSync      bool
 	closed      bool
 	unhook      func()
@@ -149,18 +148,15 @@ func Wrap(ctx context.Context, module nn.Module, opts ...Option) (*DistributedDa
 			g = Default()
 		}
 		if g != nil && g.WorldSize() > 1 {
-			m.exchange = joinExchange(m.dev.Engine())
 			m.collectives = &hostPath{
 				group:            g,
 				firstBucketBytes: min(firstBucketBytes, int(cfg.bucketCapMB*(1<<20))),
 				bucketBytes:      int(cfg.bucketCapMB * (1 << 20)),
 				sharedBuckets:    cfg.asView,
-				exchange:         m.exchange,
 			}
 		}
 	}
 	if err := m.collectives.BroadcastFromFirst(ctx, m.dev, append(append([]nn.Named(nil), m.params...), m.buffers...)); err != nil {
-		m.leave()
 		return nil, fmt.Errorf("ddp: Wrap: %w", err)
 	}
 	m.unhook = m.dev.RegisterBackwardHook(m.averageGradients)
@@ -245,12 +241,4 @@ func (m *DistributedDataParallel) Close() {
 	}
 	m.closed = true
 	m.unhook()
-	m.leave()
-}
-
-func (m *DistributedDataParallel) leave() {
-	if m.exchange != nil {
-		m.exchange.leave()
-		m.exchange = nil
-	}
 }

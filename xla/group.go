@@ -32,6 +32,8 @@ type group struct {
 	// replicated is true for RunReplicas groups: one failed step ends every
 	// replica. A standalone device reports the error and stays usable.
 	replicated bool
+	// shared holds Device.ReplicaShared's values.
+	shared map[any]any
 }
 
 // meeting is one MarkStep of the group; done closes when err is final.

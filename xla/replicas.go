@@ -190,3 +190,25 @@ func (d *Device) Replica() (index, count int) {
 	g := d.currentGroup()
 	return g.position(d), len(g.devices)
 }
+
+// ReplicaShared returns the value stored under key for the replicas d
+// meets at MarkStep, made by create on first use. It lives as long as
+// that replica group: one RunReplicas call, or the engine's life for a
+// standalone device. Packages that coordinate the replicas on the host
+// (ddp hands one replica's host all-reduce to the others) keep their
+// shared state here, so it never outlives the replicas nor leaks into a
+// later RunReplicas.
+func (d *Device) ReplicaShared(key any, create func() any) any {
+	g := d.currentGroup()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if v, ok := g.shared[key]; ok {
+		return v
+	}
+	if g.shared == nil {
+		g.shared = map[any]any{}
+	}
+	v := create()
+	g.shared[key] = v
+	return v
+}
