@@ -69,6 +69,13 @@ func LoadCheckpoint(path string, c *Checkpoint) error {
 	if err != nil {
 		return err
 	}
+	return RestoreCheckpoint(file, path, c)
+}
+
+// RestoreCheckpoint is LoadCheckpoint from a decoded file; path names it
+// in errors.
+func RestoreCheckpoint(file safetensors.File, path string, c *Checkpoint) error {
+	var err error
 	step, errStep := strconv.Atoi(file.Metadata["step"])
 	epoch, errEpoch := strconv.Atoi(file.Metadata["epoch"])
 	if errStep != nil || errEpoch != nil {

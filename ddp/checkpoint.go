@@ -1,0 +1,137 @@
+package ddp
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/xladdp/xladdp/xla"
+	"github.com/xladdp/xladdp/xla/nn"
+	"github.com/xladdp/xladdp/xla/optim"
+	"github.com/xladdp/xladdp/xla/safetensors"
+)
+
+// SaveCheckpoint writes c (model, optimizer state, step and epoch; see
+// optim.Checkpoint) to path from global replica 0 only, atomically (a
+// temporary file renamed over path, so a crash leaves the previous
+// checkpoint whole), and returns on every replica of the job only once
+// the file is complete: torch's "save on rank 0, then barrier". Every
+// replica calls it at the same point. An error on rank 0 is every rank's
+// error.
+func SaveCheckpoint(ctx context.Context, path string, c optim.Checkpoint) error {
+	dev, err := checkpointDevice(c.Model)
+	if err != nil {
+		return err
+	}
+	// Materialize on every local replica together, so replica 0 reads
+	// values without a MarkStep the others would have to join.
+	if err := dev.MarkStep(ctx); err != nil {
+		return fmt.Errorf("ddp: SaveCheckpoint: %w", err)
+	}
+	g := Default()
+	_, err = hostOnce(ctx, dev, timeoutOf(g), "writing the checkpoint", func() (struct{}, error) {
+		var saveErr error
+		if g == nil || g.Rank() == 0 {
+			saveErr = optim.SaveCheckpoint(ctx, path, c)
+		}
+		return struct{}{}, agreeOnRankZero(ctx, g, saveErr, "saving "+path)
+	})
+	return err
+}
+
+// LoadCheckpoint restores c.Model and c.Optimizer from path and sets
+// c.Step, c.Epoch and c.Metadata, on every replica: each process reads
+// the file once (every rank must see it: a shared or copied directory)
+// and hands it to its local replicas, and the ranks check that they read
+// the same bytes, so a rank that found an older or a different checkpoint
+// is an error, not a silent fork. Like optim.LoadCheckpoint it is all or
+// nothing.
+func LoadCheckpoint(ctx context.Context, path string, c *optim.Checkpoint) error {
+	dev, err := checkpointDevice(c.Model)
+	if err != nil {
+		return err
+	}
+	g := Default()
+	file, err := hostOnce(ctx, dev, timeoutOf(g), "reading the checkpoint", func() (safetensors.File, error) {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return safetensors.File{}, fmt.Errorf("ddp: LoadCheckpoint on rank %d: %w", max(Rank(), 0), err)
+		}
+		if err := sameOnEveryRank(ctx, g, sha256.Sum256(data), path); err != nil {
+			return safetensors.File{}, err
+		}
+		return safetensors.Decode(path, data)
+	})
+	if err != nil {
+		return err
+	}
+	return optim.RestoreCheckpoint(file, path, c)
+}
+
+// checkpointDevice is the device of the model's tensors.
+func checkpointDevice(m nn.Module) (*xla.Device, error) {
+	if m == nil {
+		return nil, errors.New("ddp: checkpoint without a model")
+	}
+	state := nn.StateDict(m)
+	if len(state) == 0 || state[0].Tensor == nil {
+		return nil, errors.New("ddp: checkpoint of a model with no tensors")
+	}
+	return state[0].Tensor.Device(), nil
+}
+
+func timeoutOf(g *ProcessGroup) time.Duration {
+	if g == nil {
+		return DefaultTimeout
+	}
+	return g.timeout
+}
+
+// agreeOnRankZero hands rank 0's outcome of what to every rank: a
+// broadcast that also keeps the others waiting until rank 0 is done.
+func agreeOnRankZero(ctx context.Context, g *ProcessGroup, err error, what string) error {
+	if g == nil || g.WorldSize() == 1 {
+		return err
+	}
+	status := []int32{0}
+	if err != nil {
+		status[0] = 1
+	}
+	if bcastErr := g.Broadcast(ctx, Int32s(status), 0); bcastErr != nil {
+		return errors.Join(err, bcastErr)
+	}
+	if err != nil {
+		return err
+	}
+	if status[0] != 0 {
+		return fmt.Errorf("ddp: rank 0 failed %s (its log says why)", what)
+	}
+	return nil
+}
+
+// sameOnEveryRank checks that every rank read the same file.
+func sameOnEveryRank(ctx context.Context, g *ProcessGroup, digest [32]byte, path string) error {
+	if g == nil || g.WorldSize() == 1 {
+		return nil
+	}
+	mine := make([]int64, 4)
+	for i := range mine {
+		mine[i] = int64(binary.LittleEndian.Uint64(digest[8*i:]))
+	}
+	all := make([]int64, 4*g.WorldSize())
+	if err := g.AllGather(ctx, Int64s(all), Int64s(mine)); err != nil {
+		return err
+	}
+	for r := range g.WorldSize() {
+		for i := range mine {
+			if all[4*r+i] != all[i] {
+				return fmt.Errorf("ddp: LoadCheckpoint: rank %d read a different %s than rank 0 (an older copy? every rank must see the same file)", r, path)
+			}
+		}
+	}
+	return nil
+}
