@@ -3,6 +3,7 @@ package ddp
 import (
 	"context"
 	"math"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -83,4 +84,102 @@ func TestWrapCloseTwiceAndTrainLocally(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []float32{1, 0}, grads[0])
 	assert.Equal(t, []float32{2, 0}, grads[1])
+}
+
+// TestWrapStateDictNames: the wrapper's state dict has the inner module's
+// names by default and torch's "module."-prefixed ones with
+// TorchStateDictNames; either loads into the other's model through a
+// saved file.
+func TestWrapStateDictNames(t *testing.T) {
+	e := xlatest.NewEngine(t, 1)
+	ctx := xlatest.Context(t)
+	d := e.Device(0)
+	model, err := newModel(d, "cnn", 1, nil)
+	require.NoError(t, err)
+	plain, err := Wrap(ctx, model)
+	require.NoError(t, err)
+	defer plain.Close()
+	torchy, err := Wrap(ctx, model, TorchStateDictNames())
+	require.NoError(t, err)
+	defer torchy.Close()
+	var names, torchNames []string
+	for _, n := range nn.StateDict(plain) {
+		names = append(names, n.Name)
+	}
+	for _, n := range nn.StateDict(torchy) {
+		torchNames = append(torchNames, n.Name)
+	}
+	require.Equal(t, len(names), len(torchNames))
+	assert.Contains(t, names, "1.running_mean")
+	for i := range names {
+		assert.Equal(t, "module."+names[i], torchNames[i])
+	}
+	path := filepath.Join(t.TempDir(), "torch.safetensors")
+	require.NoError(t, nn.SaveStateDict(ctx, path, torchy, nil))
+	fresh, err := newModel(d, "cnn", 2, nil)
+	require.NoError(t, err)
+	freshWrapped, err := Wrap(ctx, fresh, TorchStateDictNames())
+	require.NoError(t, err)
+	defer freshWrapped.Close()
+	_, err = nn.LoadStateDict(path, freshWrapped)
+	require.NoError(t, err)
+	_, err = nn.LoadStateDict(path, fresh)
+	assert.ErrorContains(t, err, "module.", "a prefixed file does not load into the bare model")
+}
+
+// scaled multiplies its input by a buffer.
+type scaled struct {
+	lin   *nn.Linear
+	scale *xla.Tensor
+}
+
+func (s *scaled) Forward(x *xla.Tensor) *xla.Tensor { return s.lin.Forward(x).Mul(s.scale) }
+func (s *scaled) Params() []nn.Named                { return nil }
+func (s *scaled) Buffers() []nn.Named               { return []nn.Named{{Name: "scale", Tensor: s.scale}} }
+func (s *scaled) Children() []nn.NamedModule        { return []nn.NamedModule{{Name: "lin", Module: s.lin}} }
+
+// TestWrapBroadcastBuffers: at each Forward the replicas' buffers take
+// replica 0's values, unless BroadcastBuffers(false).
+func TestWrapBroadcastBuffers(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		e := xlatest.NewEngine(t, 2)
+		outs := make([][]float32, 2)
+		err := e.RunReplicas(xlatest.Context(t), 2, func(ctx context.Context, r xla.Replica) error {
+			d := r.Device()
+			lin, err := nn.NewLinear(d, nn.NewRand(1), 2, 1, false)
+			if err != nil {
+				return err
+			}
+			one, err := xla.FromSlice(d, []float32{1})
+			if err != nil {
+				return err
+			}
+			m, err := Wrap(ctx, &scaled{lin: lin, scale: one}, BroadcastBuffers(on))
+			if err != nil {
+				return err
+			}
+			defer m.Close()
+			// Replica 1's buffer drifts after Wrap (same program on both:
+			// the factor is an input).
+			factor, err := xla.FromSlice(d, []float32{float32(1 + 4*r.Index())})
+			if err != nil {
+				return err
+			}
+			if err := one.Assign(one.Mul(factor)); err != nil {
+				return err
+			}
+			x, err := xla.FromSlice(d, []float32{1, 1}, 1, 2)
+			if err != nil {
+				return err
+			}
+			outs[r.Index()], err = m.Forward(x).Float32s(ctx)
+			return err
+		})
+		require.NoError(t, err)
+		if on {
+			assert.Equal(t, outs[0], outs[1], "replica 1 did not take replica 0's buffer")
+		} else {
+			assert.InDelta(t, 5*outs[0][0], outs[1][0], 1e-6, "replica 1 lost its own buffer")
+		}
+	}
 }
