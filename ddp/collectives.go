@@ -46,9 +46,23 @@ type sentJob struct {
 	job  *sendJob
 }
 
-// AllReduce combines buf across all ranks with op, in place.
+// AllReduce combines buf across all ranks with op, in place. A small
+// buffer on a same-host group runs on the caller's goroutine when nothing
+// else is queued (shm_fast.go).
 func (g *ProcessGroup) AllReduce(ctx context.Context, buf Buffer, op ReduceOp) error {
+	if g.smallPath(buf) && !g.debug && checkBuffer("AllReduce", buf) == nil && checkOp("AllReduce", op) == nil {
+		if ran, err := g.runInline(ctx, "AllReduce", func(seq uint64, deadline time.Time) error {
+			return g.smallAllReduce(ctx, seq, buf, op, deadline)
+		}); ran {
+			return err
+		}
+	}
 	return g.AllReduceAsync(buf, op).Wait(ctx)
+}
+
+// smallPath reports whether an all-reduce of buf takes the same-host fast path.
+func (g *ProcessGroup) smallPath(buf Buffer) bool {
+	return g.shm != nil && g.size > 1 && len(buf.bytes) > 0 && len(buf.bytes) <= shmRegionBytes
 }
 
 // AllReduceAsync is AllReduce without waiting; buf must not be touched
@@ -58,6 +72,12 @@ func (g *ProcessGroup) AllReduceAsync(buf Buffer, op ReduceOp) *Work {
 		return finished("AllReduce", err)
 	}
 	return g.submit("AllReduce", func(seq uint64, deadline time.Time) error {
+		if g.smallPath(buf) {
+			if err := g.debugCheck(seq, fmt.Sprintf("AllReduce(%s, %s)", op, buf), deadline); err != nil {
+				return err
+			}
+			return g.smallAllReduce(context.Background(), seq, buf, op, deadline)
+		}
 		if err := g.checkSame(seq, fmt.Sprintf("AllReduce(%s, %s)", op, buf), deadline); err != nil {
 			return err
 		}

@@ -19,6 +19,14 @@ const fingerprintSize = 256
 // turned into a message.
 func (g *ProcessGroup) checkSame(seq uint64, desc string, deadline time.Time) error {
 	g.opDesc = descriptor(desc)
+	if g.shm != nil {
+		g.shm.publish(g.rank, seq, g.opDesc)
+	}
+	return g.debugCheck(seq, desc, deadline)
+}
+
+// debugCheck is checkSame's comparison of full descriptions (debug mode).
+func (g *ProcessGroup) debugCheck(seq uint64, desc string, deadline time.Time) error {
 	if !g.debug || g.size == 1 {
 		return nil
 	}

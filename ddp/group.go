@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,7 +42,11 @@ type ProcessGroup struct {
 	// some ranks, so they are counted apart (p2pSeq) and never shift it.
 	seq    uint64
 	p2pSeq uint64
-	wg     sync.WaitGroup
+	// inFlight counts operations queued or running; runMu is held while
+	// one runs, on the executor or inline (runInline).
+	inFlight int
+	runMu    sync.Mutex
+	wg       sync.WaitGroup
 	// tails counts operations finishing off the executor.
 	tails sync.WaitGroup
 	// opDesc is the descriptor of the collective the executor runs
@@ -151,11 +156,43 @@ func (g *ProcessGroup) enqueue(name string, collective bool, run func(seq uint64
 		g.p2pSeq++
 		label = fmt.Sprintf("%s (point-to-point #%d)", name, g.p2pSeq)
 	}
+	g.inFlight++
 	g.mu.Unlock()
 	w := &Work{name: label, group: g, done: make(chan struct{})}
 	w.run = func(deadline time.Time) (func() error, error) { return run(seq, deadline) }
 	g.ops <- w
 	return w
+}
+
+// runInline runs a collective on the caller's goroutine when nothing is
+// queued or running, in its place in the order; ran is false when it
+// must be queued instead (busy, closed or broken: the queue reports those).
+func (g *ProcessGroup) runInline(ctx context.Context, name string, run func(seq uint64, deadline time.Time) error) (ran bool, err error) {
+	g.submitMu.RLock()
+	g.mu.Lock()
+	if g.closed || g.broken != nil || g.inFlight > 0 {
+		g.mu.Unlock()
+		g.submitMu.RUnlock()
+		return false, nil
+	}
+	g.seq++
+	seq := g.seq
+	g.inFlight++
+	g.tails.Add(1) // Destroy waits for it
+	g.mu.Unlock()
+	g.submitMu.RUnlock()
+	defer g.tails.Done()
+	g.runMu.Lock()
+	err = run(seq, time.Now().Add(g.timeout))
+	g.runMu.Unlock()
+	g.mu.Lock()
+	g.inFlight--
+	g.mu.Unlock()
+	if err != nil {
+		err = g.attribute(fmt.Sprintf("%s #%d", name, seq), err)
+		g.fail(err)
+	}
+	return true, err
 }
 
 func (g *ProcessGroup) executor() {
@@ -165,11 +202,19 @@ func (g *ProcessGroup) executor() {
 		broken := g.broken
 		g.mu.Unlock()
 		if broken != nil {
+			g.mu.Lock()
+			g.inFlight--
+			g.mu.Unlock()
 			w.err = broken
 			close(w.done)
 			continue
 		}
+		g.runMu.Lock()
 		tail, err := w.run(time.Now().Add(g.timeout))
+		g.runMu.Unlock()
+		g.mu.Lock()
+		g.inFlight--
+		g.mu.Unlock()
 		if err != nil || tail == nil {
 			w.err = g.attribute(w.name, err)
 			if w.err != nil {
@@ -217,10 +262,15 @@ func (g *ProcessGroup) attribute(op string, err error) error {
 func peerError(rank int, err error) error {
 	var ab *abortError
 	if errors.As(err, &ab) {
-		if ab.culprit >= 0 {
-			return &PeerError{Rank: ab.culprit, Err: fmt.Errorf("failed, as rank %d reports (%s)", ab.from, ab.msg)}
+		// A mismatch another rank found is this rank's mismatch too.
+		var cause error = errors.New(ab.msg)
+		if strings.Contains(ab.msg, ErrMismatch.Error()) {
+			cause = &mismatchError{msg: ab.msg}
 		}
-		return &PeerError{Rank: ab.from, Err: fmt.Errorf("aborted: %s", ab.msg)}
+		if ab.culprit >= 0 {
+			return &PeerError{Rank: ab.culprit, Err: fmt.Errorf("failed, as rank %d reports (%w)", ab.from, cause)}
+		}
+		return &PeerError{Rank: ab.from, Err: fmt.Errorf("aborted: %w", cause)}
 	}
 	return &PeerError{Rank: rank, Err: err}
 }
@@ -235,6 +285,9 @@ func (g *ProcessGroup) fail(err error) {
 	}
 	g.broken = err
 	g.mu.Unlock()
+	if g.shm != nil {
+		g.shm.abort(g.rank) // peers waiting in shared memory
+	}
 	culprit := -1
 	var pe *PeerError
 	if errors.As(err, &pe) {

@@ -64,6 +64,24 @@ var mismatchCases = []struct {
 		}
 		return g.AllReduce(ctx, Float32s(make([]float32, 300_000)), Sum)
 	}},
+	{"dtype with the same bytes, small", func(ctx context.Context, g *ProcessGroup) error {
+		if g.Rank() == 0 {
+			return g.AllReduce(ctx, Int32s(make([]int32, 1000)), Sum)
+		}
+		return g.AllReduce(ctx, Float32s(make([]float32, 1000)), Sum)
+	}},
+	{"length across the small path's edge", func(ctx context.Context, g *ProcessGroup) error {
+		if g.Rank() == 0 {
+			return g.AllReduce(ctx, Float32s(make([]float32, 60_000)), Sum)
+		}
+		return g.AllReduce(ctx, Float32s(make([]float32, 70_000)), Sum)
+	}},
+	{"all-reduce against a broadcast", func(ctx context.Context, g *ProcessGroup) error {
+		if g.Rank() == 0 {
+			return g.AllReduce(ctx, Float32s(make([]float32, 100)), Sum)
+		}
+		return g.Broadcast(ctx, Float32s(make([]float32, 100)), 1)
+	}},
 	{"reduce op", func(ctx context.Context, g *ProcessGroup) error {
 		op := Sum
 		if g.Rank() == 0 {

@@ -20,7 +20,8 @@ import (
 // Same-host all-reduce through shared memory. When every rank runs on
 // this host, rank 0 creates a segment in /dev/shm with one slot per rank,
 // reserved up front (fallocate), so touching it can never fault, and every
-// rank maps all slots. A slot holds buffers handed out by SharedBuffer (all-reduced
+// rank maps all slots. A slot starts with the small all-reduce's control
+// line and regions (shm_fast.go), then holds buffers handed out by SharedBuffer (all-reduced
 // in place: each rank reduces its part straight from every peer's memory,
 // then copies the other reduced parts) and a staging area through which
 // ordinary buffers are copied in and out in rounds. The TCP connections
@@ -42,7 +43,7 @@ const (
 type shmState struct {
 	mem      []byte // all slots
 	slot     int    // bytes per rank
-	staging  int    // bytes at the start of each slot used for staging
+	staging  int    // bytes after each slot's header used for staging
 	mu       sync.Mutex
 	arenaTop int // next free byte of this rank's arena (after staging)
 	path     string
@@ -167,7 +168,8 @@ func (g *ProcessGroup) setupShm(ctx context.Context, hosts []string, groupID []b
 		}
 		return nil
 	}
-	g.shm = &shmState{mem: mem, slot: slot, staging: slot / stagingFraction, arenaTop: slot / stagingFraction, path: path}
+	staging := (slot - shmHeaderBytes) / stagingFraction
+	g.shm = &shmState{mem: mem, slot: slot, staging: staging, arenaTop: shmHeaderBytes + staging, path: path}
 	return nil
 }
 
@@ -277,11 +279,14 @@ func (g *ProcessGroup) shmAllReduce(seq uint64, buf Buffer, op ReduceOp, deadlin
 	}
 	// Staging: every rank takes the same path, round by round.
 	per := s.staging / buf.DType.Size()
-	stage := make([]int, g.size) // offset 0 of every slot
+	stage := make([]int, g.size) // every slot's staging area
+	for q := range stage {
+		stage[q] = shmHeaderBytes
+	}
 	step := 1
 	for lo := 0; lo < buf.Len(); lo += per {
 		part := buf.slice(lo, min(lo+per, buf.Len()))
-		staged := Buffer{DType: buf.DType, bytes: s.slotOf(g.rank)[:len(part.bytes)]}
+		staged := Buffer{DType: buf.DType, bytes: s.slotOf(g.rank)[shmHeaderBytes : shmHeaderBytes+len(part.bytes)]}
 		copy(staged.bytes, part.bytes)
 		if _, err := g.exchange(kindCollective, seq, step, nil, deadline); err != nil {
 			return err
