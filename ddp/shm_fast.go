@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"syscall"
 	"sync/atomic"
+	"syscall"
 	"time"
 	"unsafe"
 
