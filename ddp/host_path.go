@@ -32,6 +32,19 @@ type hostPath struct {
 	layout   string
 	buckets  []*bucket
 	replicas int
+	stats    HostPathStats
+}
+
+// HostPathStats is where the host path's time goes, summed over its
+// gradient all-reduces on this replica: Execute is the MarkStep that
+// materializes the gradients (on a synchronous CPU client, the forward
+// and backward programs themselves), Download the copies into the
+// buckets, AllReduce the wait for the host all-reduces once the last
+// bucket is copied (the rest overlaps the copies), Upload the transfer of
+// the sums back to the device.
+type HostPathStats struct {
+	Steps                                int
+	Execute, Download, AllReduce, Upload time.Duration
 }
 
 // bucket is a run of gradients of one dtype all-reduced as one buffer.
@@ -97,9 +110,11 @@ func (h *hostPath) MeanGradients(ctx context.Context, dev *xla.Device, params []
 			}
 		}
 	}
+	start := time.Now()
 	if err := dev.MarkStep(ctx); err != nil {
 		return err
 	}
+	h.stats.Execute += time.Since(start)
 	layout := layoutOf(params)
 	res, err := hostOnce(ctx, dev, h.group.timeout, "the gradient all-reduce", func() (*hostResult, error) {
 		return h.reduce(ctx, params, layout, count)
@@ -110,7 +125,11 @@ func (h *hostPath) MeanGradients(ctx context.Context, dev *xla.Device, params []
 	if res.layout != layout {
 		return fmt.Errorf("ddp: local replica %d has gradients for\n%swhile replica 0 has\n%s", index, layout, res.layout)
 	}
-	return uploadMeans(dev, params, res)
+	start = time.Now()
+	err = uploadMeans(dev, params, res)
+	h.stats.Upload += time.Since(start)
+	h.stats.Steps++
+	return err
 }
 
 // uploadMeans sets each gradient to its bucket's sum divided by the
@@ -143,6 +162,7 @@ func (h *hostPath) reduce(ctx context.Context, params []nn.Named, layout string,
 	}
 	var works []*Work
 	var failed error
+	start := time.Now()
 	for _, b := range h.buckets {
 		size := b.dtype.Size()
 		for _, m := range b.members {
@@ -157,13 +177,28 @@ func (h *hostPath) reduce(ctx context.Context, params []nn.Named, layout string,
 			h.group.fail(failed)
 			break
 		}
+		if len(h.buckets) == 1 {
+			// Nothing to overlap: the caller's goroutine runs it (on one
+			// host, without a hand-off to the group's executor).
+			h.stats.Download += time.Since(start)
+			start = time.Now()
+			if err := h.group.AllReduce(ctx, b.buf, Sum); err != nil {
+				failed = h.explainMismatch(ctx, err, layout)
+			}
+			break
+		}
 		works = append(works, h.group.AllReduceAsync(b.buf, Sum))
+	}
+	if len(works) > 0 {
+		h.stats.Download += time.Since(start)
+		start = time.Now()
 	}
 	for _, w := range works {
 		if err := w.Wait(ctx); err != nil && failed == nil {
 			failed = h.explainMismatch(ctx, err, layout)
 		}
 	}
+	h.stats.AllReduce += time.Since(start)
 	if failed != nil {
 		return nil, failed
 	}

@@ -234,6 +234,15 @@ func (m *DistributedDataParallel) Children() []nn.NamedModule {
 	return m.module.Children()
 }
 
+// HostPathStats returns where the cross-process gradient averaging spent
+// its time on this replica so far; zero when the job is one process.
+func (m *DistributedDataParallel) HostPathStats() HostPathStats {
+	if h, ok := m.collectives.(*hostPath); ok {
+		return h.stats
+	}
+	return HostPathStats{}
+}
+
 // Close stops averaging: the module trains locally from then on.
 func (m *DistributedDataParallel) Close() {
 	if m.closed {

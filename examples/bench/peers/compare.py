@@ -39,6 +39,7 @@ def cases(step_bin, init):
         ("MNIST CNN, batch 64, 1 device", "cnn", [
             ("xladdp", go("--model", "cnn", *cnn_timing)),
             ("xladdp compiled", go("--model", "cnn", "--mode", "compiled", *cnn_timing)),
+            ("xladdp ddp.Wrap", go("--model", "cnn", "--ddp", *cnn_timing)),
             ("JAX jit", py(JAX, "step_jax.py", "--model", "cnn", "--init", cnn, *cnn_timing)),
             ("torch-xla", py(TORCHXLA, "step_torchxla.py", "--model", "cnn", "--init", cnn, *cnn_timing)),
             ("PyTorch 1.13 eager, reference BLAS", py(DEBIAN, "step_torch.py", "--model", "cnn", "--init", cnn, *cnn_timing, env=REFBLAS)),
@@ -47,6 +48,8 @@ def cases(step_bin, init):
         ("MNIST CNN, batch 64 per worker, 2 workers", "cnn", [
             ("xladdp (2 replicas in-graph)", go("--model", "cnn", "--replicas", "2", *cnn_timing)),
             ("xladdp compiled (2 replicas in-graph)", go("--model", "cnn", "--replicas", "2", "--mode", "compiled", *cnn_timing)),
+            ("xladdp ddp.Wrap (2 replicas in-graph)", go("--model", "cnn", "--replicas", "2", "--ddp", *cnn_timing)),
+            ("xladdp ddp.Wrap (2 processes x 1 device, host path)", go("--model", "cnn", "--processes", "2", *cnn_timing)),
             ("PyTorch 1.13 DDP gloo 2x1 thread, reference BLAS", py(DEBIAN, "step_torch.py", "--model", "cnn", "--replicas", "2", "--init", cnn, *cnn_timing, env=REFBLAS)),
             ("PyTorch 1.13 DDP gloo 2x1 thread, OpenBLAS", py(DEBIAN, "step_torch.py", "--model", "cnn", "--replicas", "2", "--init", cnn, *cnn_timing, env=OPENBLAS)),
         ]),
@@ -57,6 +60,11 @@ def cases(step_bin, init):
             ("JAX jit", py(JAX, "step_jax.py", "--model", "toy", "--init", toy, *toy_timing)),
             ("torch-xla", py(TORCHXLA, "step_torchxla.py", "--model", "toy", "--init", toy, *toy_timing)),
             ("PyTorch 1.13 eager, OpenBLAS", py(DEBIAN, "step_torch.py", "--model", "toy", "--init", toy, *toy_timing, env=OPENBLAS)),
+        ]),
+        ("toy MLP, batch 20 per worker, 2 workers", "toy", [
+            ("xladdp ddp.Wrap (2 replicas in-graph)", go("--model", "toy", "--replicas", "2", "--ddp", *toy_timing)),
+            ("xladdp ddp.Wrap (2 processes x 1 device, host path)", go("--model", "toy", "--processes", "2", *toy_timing)),
+            ("PyTorch 1.13 DDP gloo 2x1 thread, OpenBLAS", py(DEBIAN, "step_torch.py", "--model", "toy", "--replicas", "2", "--init", toy, *toy_timing, env=OPENBLAS)),
         ]),
         ("toy MLP, 10 steps per MarkStep/call", "toy", [
             ("xladdp lazy", go("--model", "toy", "--steps-per-markstep", "10", *toy_timing)),

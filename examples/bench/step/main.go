@@ -19,16 +19,20 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"os"
+	"os/exec"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/xladdp/xladdp/backend"
+	"github.com/xladdp/xladdp/ddp"
 	"github.com/xladdp/xladdp/examples/bench/internal/stats"
 	"github.com/xladdp/xladdp/internal/cli"
 	"github.com/xladdp/xladdp/xla"
@@ -43,6 +47,11 @@ type config struct {
 	initOut                               string
 	seed                                  uint64
 	compiled                              bool
+	// ddp wraps the model in ddp.Wrap instead of averaging by hand;
+	// processes > 1 runs that many ranks of a process group (this binary
+	// relaunched), each with replicas local devices.
+	ddp       bool
+	processes int
 }
 
 // Result is the JSON line the command prints.
@@ -63,6 +72,15 @@ type Result struct {
 	// PeakRSSMB is the process's peak resident memory over the timed
 	// steps (Linux; the CPU device's memory is the process's).
 	PeakRSSMB float64 `json:"peak_rss_mb,omitempty"`
+	DDP       bool    `json:"ddp,omitempty"`
+	Processes int     `json:"processes,omitempty"`
+	// HostPath is rank 0's time split of a host-path step, in ms per step.
+	HostPath *hostSplit `json:"host_path,omitempty"`
+}
+
+// hostSplit is ddp.HostPathStats per step, in milliseconds.
+type hostSplit struct {
+	ExecuteMS, DownloadMS, AllReduceMS, UploadMS float64
 }
 
 func main() {
@@ -81,15 +99,20 @@ func parse(args []string) (config, error) {
 	f.StringVar(&c.initOut, "init-out", "", "write the initial weights and batches here (safetensors) and exit")
 	f.Uint64Var(&c.seed, "seed", 1, "seed of the initial weights and batches")
 	mode := f.String("mode", "lazy", "lazy (MarkStep) or compiled (xla.Compile, one Run per step)")
+	f.BoolVar(&c.ddp, "ddp", false, "wrap the model with ddp.Wrap (else gradients are averaged by hand)")
+	f.IntVar(&c.processes, "processes", 1, "processes (ranks over the host process group, implies --ddp), each with --replicas devices")
 	if err := f.Parse(args); err != nil {
 		return c, err
 	}
 	c.compiled = *mode == "compiled"
+	c.ddp = c.ddp || c.processes > 1
 	switch {
 	case *mode != "lazy" && *mode != "compiled":
 		return c, fmt.Errorf("--mode=%q: want lazy or compiled", *mode)
 	case c.model != "cnn" && c.model != "toy" && c.model != "resnet18":
 		return c, fmt.Errorf("--model=%q: want cnn, toy or resnet18", c.model)
+	case c.processes < 1:
+		return c, fmt.Errorf("--processes=%d: want at least 1", c.processes)
 	case c.replicas < 1 || c.samples < 1 || c.steps < 1 || c.warmup < 0 || c.per < 1:
 		return c, fmt.Errorf("--replicas, --samples, --steps and --steps-per-markstep must be >= 1, --warmup >= 0")
 	case c.steps%c.per != 0 || c.warmup%c.per != 0:
@@ -226,13 +249,14 @@ func (s spec) setUp(d *xla.Device, seed uint64, r int) (*replicaState, error) {
 	return &replicaState{model: model, opt: opt, params: params, x: x, y: y}, err
 }
 
-// step records one training step with gradients averaged across replicas.
+// step records one training step with gradients averaged across replicas
+// (by the wrapper when the model is wrapped).
 func (rs *replicaState) step(s spec, replicas int) error {
 	loss := s.loss(rs.model.Forward(rs.x), rs.y)
 	if err := loss.Backward(); err != nil {
 		return err
 	}
-	if replicas > 1 {
+	if _, wrapped := rs.model.(*ddp.DistributedDataParallel); !wrapped && replicas > 1 {
 		for _, p := range rs.params {
 			if err := p.SetGrad(xla.AllReduce(p.Grad(), xla.ReduceMean)); err != nil {
 				return err
@@ -252,6 +276,15 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	s := specOf(c.model)
+	if c.processes > 1 && os.Getenv(ddp.EnvRank) == "" {
+		return launchRanks(ctx, args, c.processes, out)
+	}
+	if c.processes > 1 {
+		if err := ddp.Init(ctx, ddp.NewOptions()); err != nil {
+			return err
+		}
+		defer ddp.Destroy()
+	}
 	b, err := backend.Open(ctx, backend.Options{Target: backend.CPU, CPUDevices: c.replicas})
 	if err != nil {
 		return err
@@ -261,15 +294,23 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if c.initOut != "" {
 		return writeInit(ctx, eng.Device(0), s, c)
 	}
-	res := Result{Runner: "xladdp", Mode: "lazy", Model: c.model, Replicas: c.replicas, StepsPerRun: c.per}
+	res := Result{Runner: "xladdp", Mode: "lazy", Model: c.model, Replicas: c.replicas, StepsPerRun: c.per, DDP: c.ddp, Processes: c.processes}
 	if c.compiled {
 		res.Mode = "compiled"
 	}
 	times := make([][]float64, c.replicas)
 	err = eng.RunReplicas(ctx, c.replicas, func(ctx context.Context, r xla.Replica) error {
-		rs, err := s.setUp(r.Device(), c.seed, r.Index())
+		rs, err := s.setUp(r.Device(), c.seed, max(ddp.Rank(), 0)*c.replicas+r.Index())
 		if err != nil {
 			return err
+		}
+		if c.ddp {
+			wrapped, err := ddp.Wrap(ctx, rs.model, ddp.GradientAsBucketView())
+			if err != nil {
+				return err
+			}
+			defer wrapped.Close()
+			rs.model = wrapped
 		}
 		nn.Eval(rs.model)
 		initial, err := s.loss(rs.model.Forward(rs.x), rs.y).Item(ctx)
@@ -316,6 +357,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		if r.Index() == 0 {
 			resetPeakRSS()
 		}
+		// The split covers the timed steps only.
+		var before ddp.HostPathStats
+		if w, ok := rs.model.(*ddp.DistributedDataParallel); ok {
+			before = w.HostPathStats()
+		}
 		for range c.samples {
 			start := time.Now()
 			if err := steps(c.steps); err != nil {
@@ -329,6 +375,13 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		final, err := s.loss(rs.model.Forward(rs.x), rs.y).Item(ctx)
 		if r.Index() == 0 {
 			res.FinalLoss = final
+			if w, ok := rs.model.(*ddp.DistributedDataParallel); ok && c.processes > 1 {
+				st := w.HostPathStats()
+				steps := max(st.Steps-before.Steps, 1)
+				per := func(d, was time.Duration) float64 { return float64((d - was).Microseconds()) / 1000 / float64(steps) }
+				res.HostPath = &hostSplit{ExecuteMS: per(st.Execute, before.Execute), DownloadMS: per(st.Download, before.Download),
+					AllReduceMS: per(st.AllReduce, before.AllReduce), UploadMS: per(st.Upload, before.Upload)}
+			}
 		}
 		return err
 	})
@@ -337,10 +390,45 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	res.StepMS = times[0]
 	res.MedianStepMS = stats.Median(times[0])
-	res.SamplesPerS = float64(s.batch*c.replicas) / (res.MedianStepMS / 1000)
+	res.SamplesPerS = float64(s.batch*c.replicas*c.processes) / (res.MedianStepMS / 1000)
 	res.Compilations = xla.GetMetrics().Compilations
 	res.PeakRSSMB = peakRSSMB()
+	if ddp.Rank() > 0 {
+		return nil // rank 0 reports
+	}
 	return json.NewEncoder(out).Encode(res)
+}
+
+// launchRanks runs this command as n ranks of a process group on this
+// host (torchrun's environment variables) and copies rank 0's output.
+func launchRanks(ctx context.Context, args []string, n int, out io.Writer) error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	cmds := make([]*exec.Cmd, n)
+	for r := range n {
+		cmd := exec.CommandContext(ctx, os.Args[0], args...)
+		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", ddp.EnvRank, r), fmt.Sprintf("%s=%d", ddp.EnvWorldSize, n),
+			ddp.EnvMasterAddr+"=127.0.0.1", fmt.Sprintf("%s=%d", ddp.EnvMasterPort, port))
+		cmd.Stderr = os.Stderr
+		if r == 0 {
+			cmd.Stdout = out
+		}
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		cmds[r] = cmd
+	}
+	var errs []error
+	for r, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			errs = append(errs, fmt.Errorf("rank %d: %w", r, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // writeInit writes the initial state dict and every replica's batch.
