@@ -1,6 +1,7 @@
 package optim
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 
@@ -165,4 +166,19 @@ func assignAll(pairs ...[2]*xla.Tensor) error {
 		}
 	}
 	return nil
+}
+
+// BackwardStep is one training step's tail, torch-xla's
+// loss.backward(); xm.optimizer_step(opt); xm.mark_step(): it runs
+// loss.Backward() (a data-parallel wrapper averages the gradients there),
+// opt.Step() and a MarkStep on the loss's device, and returns the first
+// error, including one a tensor carried from an earlier op.
+func BackwardStep(ctx context.Context, loss *xla.Tensor, opt Optimizer) error {
+	if err := loss.Backward(); err != nil {
+		return err
+	}
+	if err := opt.Step(); err != nil {
+		return err
+	}
+	return loss.Device().MarkStep(ctx)
 }
