@@ -1,9 +1,10 @@
 // Package ddp owns the distributed layer across processes: rendezvous
 // through a store (package ddp/store), the process group and its host
-// collectives, the DDP wrapper (Wrap: gradients averaged over the local
-// replicas in-graph through xla's backward hooks; the cross-process path
-// is being built), and with later issues DistributedSampler, launchers and
-// cluster detection. It knows nothing of PJRT.
+// collectives, the DDP wrapper (Wrap: gradients averaged after each
+// Backward, in-graph over local replicas and through the host group
+// across processes), DistributedSampler, checkpoints on rank 0 and
+// SplitBatch; with later issues launchers and cluster detection. It knows
+// nothing of PJRT: it reaches devices through package xla.
 //
 // # Process groups
 //
@@ -25,7 +26,9 @@
 // int32 and int64 slices, in place, with Async variants returning a Work.
 // Operations run in issue order on one executor goroutine. All-reduce
 // picks its path by size and placement: small buffers go to every rank in
-// one round; larger ones use a bandwidth-optimal ring (reduce-scatter then
+// one round (on one host, through shared memory with no frame, syscall or
+// goroutine hand-off, on the caller's goroutine when nothing is queued:
+// shm_fast.go); larger ones use a bandwidth-optimal ring (reduce-scatter then
 // all-gather) pipelined in 1 MiB pieces over the TCP connections, or, when
 // every rank is on this host, shared memory (a /dev/shm segment reserved
 // up front; buffers from SharedBuffer are reduced in place, others staged).
