@@ -26,11 +26,16 @@ type ReplicaCollectives interface {
 }
 
 // InGraph crosses replicas with XLA collectives over the device's replica
-// group: recorded into the step's program, no host copy.
+// group (xla.Device.Replica): recorded into the step's program, no host
+// copy. A group of one is left alone: its mean and broadcast are the
+// identity, and recording them would only cost tracing time.
 type InGraph struct{}
 
 // MeanGradients records an all-reduce mean of each gradient.
-func (InGraph) MeanGradients(_ context.Context, _ *xla.Device, params []nn.Named) error {
+func (InGraph) MeanGradients(_ context.Context, dev *xla.Device, params []nn.Named) error {
+	if _, count := dev.Replica(); count == 1 {
+		return nil
+	}
 	for _, p := range params {
 		if err := p.Tensor.SetGrad(xla.AllReduce(p.Tensor.Grad(), xla.ReduceMean)); err != nil {
 			return fmt.Errorf("averaging the gradient of %s: %w", p.Name, err)
@@ -40,7 +45,10 @@ func (InGraph) MeanGradients(_ context.Context, _ *xla.Device, params []nn.Named
 }
 
 // BroadcastFromFirst records a broadcast from replica 0 of each tensor.
-func (InGraph) BroadcastFromFirst(_ context.Context, _ *xla.Device, tensors []nn.Named) error {
+func (InGraph) BroadcastFromFirst(_ context.Context, dev *xla.Device, tensors []nn.Named) error {
+	if _, count := dev.Replica(); count == 1 {
+		return nil
+	}
 	for _, t := range tensors {
 		if err := t.Tensor.Assign(xla.Broadcast(t.Tensor.Detach(), 0)); err != nil {
 			return fmt.Errorf("broadcasting %s from replica 0: %w", t.Name, err)

@@ -118,7 +118,7 @@ def main():
                 ours, ours_loss = med, res["initial_loss"]
             if abs(res["initial_loss"] - ours_loss) > 1e-3:
                 raise SystemExit(f"{title}: {name}'s initial loss {res['initial_loss']} differs from xladdp's {ours_loss}")
-            batch = {"cnn": 64, "toy": 20}[model] * res["replicas"]
+            batch = {"cnn": 64, "toy": 20}[model] * res["replicas"] * res.get("processes", 1)
             label = res["runner"] if name.startswith("xladdp") is False else name
             print(f"| {title} | {label} | {med:.4g} | {batch / (med / 1000):.0f} | {med / ours:.2f}x | {res['initial_loss']:.6f} |")
             rows.append({"case": title, "runner": res["runner"], "name": name, "median_ms": med,
