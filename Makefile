@@ -146,7 +146,11 @@ fuzz:
 	@for target in $(FUZZ_TARGETS); do
 		name="$${target%%:*}"; pkg="$${target#*:}"
 		echo "fuzz: $$name in $$pkg for $(FUZZ_TIME)"
-		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZ_TIME) "$$pkg" | tail -1
+		if ! out=$$($(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZ_TIME) "$$pkg" 2>&1); then
+			echo "$$out" | tail -40
+			exit 1
+		fi
+		echo "$$out" | tail -1
 	done
 
 demo: deps build
