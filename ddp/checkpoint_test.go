@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/xladdp/xladdp/backend"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/nn"
 	"github.com/xladdp/xladdp/xla/optim"
@@ -39,18 +38,12 @@ func resumeScenario(rep *report) {
 		killAt = -1
 	}
 	path := filepath.Join(os.Getenv("XLADDP_TEST_DIR"), "ckpt.safetensors")
-	if err := Init(ctx, workerOptions()); err != nil {
-		rep.Error = err.Error()
-		return
-	}
-	defer Destroy()
-	b, err := backend.Open(ctx, backend.Options{Target: backend.CPU, CPUDevices: 1})
+	e, done, err := joinJob(ctx, 1)
 	if err != nil {
 		rep.Error = err.Error()
 		return
 	}
-	e := xla.NewEngine(b)
-	defer e.Close()
+	defer done()
 	d := e.Device(0)
 	params, err := func() ([][]float32, error) {
 		model, err := newModel(d, "cnn", 100+uint64(Rank()), nil)
@@ -97,13 +90,9 @@ func resumeScenario(rep *report) {
 				}
 			}
 		}
-		var out [][]float32
-		for _, t := range nn.NamedParameters(m) {
-			v, err := t.Tensor.Float32s(ctx)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, v)
+		out, err := parameterValues(ctx, m)
+		if err != nil {
+			return nil, err
 		}
 		rep.Hashes["parameters"] = hashParams(out)
 		for _, t := range nn.StateDict(m) {

@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/xladdp/xladdp/backend"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/xlatest"
 )
@@ -43,18 +42,12 @@ func equivalenceScenario(rep *report) {
 			opts = append(opts, BucketCapMB(mb))
 		}
 	}
-	if err := Init(ctx, workerOptions()); err != nil {
-		rep.Error = err.Error()
-		return
-	}
-	defer Destroy()
-	b, err := backend.Open(ctx, backend.Options{Target: backend.CPU, CPUDevices: devices})
+	e, done, err := joinJob(ctx, devices)
 	if err != nil {
 		rep.Error = err.Error()
 		return
 	}
-	e := xla.NewEngine(b)
-	defer e.Close()
+	defer done()
 	params := make([][][]float32, devices)
 	err = e.RunReplicas(ctx, devices, func(ctx context.Context, r xla.Replica) error {
 		replica, replicas := Rank()*devices+r.Index(), WorldSize()*devices

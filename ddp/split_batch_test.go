@@ -68,15 +68,7 @@ func TestSplitBatchEqualsOneStepOnTheBatch(t *testing.T) {
 				return nil, err
 			}
 		}
-		var out [][]float32
-		for _, p := range nn.Parameters(model) {
-			v, err := p.Float32s(ctx)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, v)
-		}
-		return out, nil
+		return parameterValues(ctx, model)
 	}
 	want, err := train(ctx, e.Device(0), false)
 	require.NoError(t, err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 
+	"github.com/xladdp/xladdp/backend"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/nn"
 	"github.com/xladdp/xladdp/xla/optim"
@@ -209,6 +210,11 @@ func trainModel(ctx context.Context, d *xla.Device, run trainRun) ([][]float32, 
 			return nil, err
 		}
 	}
+	return parameterValues(ctx, model)
+}
+
+// parameterValues reads every parameter of model.
+func parameterValues(ctx context.Context, model nn.Module) ([][]float32, error) {
 	var out [][]float32
 	for _, p := range nn.Parameters(model) {
 		v, err := p.Float32s(ctx)
@@ -218,6 +224,24 @@ func trainModel(ctx context.Context, d *xla.Device, run trainRun) ([][]float32, 
 		out = append(out, v)
 	}
 	return out, nil
+}
+
+// joinJob is a worker scenario's start: the default process group from
+// the environment and a CPU engine of devices devices. done undoes both.
+func joinJob(ctx context.Context, devices int) (e *xla.Engine, done func(), err error) {
+	if err := Init(ctx, workerOptions()); err != nil {
+		return nil, nil, err
+	}
+	b, err := backend.Open(ctx, backend.Options{Target: backend.CPU, CPUDevices: devices})
+	if err != nil {
+		_ = Destroy()
+		return nil, nil, err
+	}
+	e = xla.NewEngine(b)
+	return e, func() {
+		_ = e.Close()
+		_ = Destroy()
+	}, nil
 }
 
 // split cuts rows [lo, hi) into n equal shards.

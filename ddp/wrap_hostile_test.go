@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/xladdp/xladdp/backend"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/nn"
 	"github.com/xladdp/xladdp/xla/optim"
@@ -109,18 +108,12 @@ func trainBranch(ctx context.Context, d *xla.Device, useMid func(step int) bool)
 
 func wrapHostileScenario(rep *report) {
 	ctx := context.Background()
-	if err := Init(ctx, workerOptions()); err != nil {
-		rep.Error = err.Error()
-		return
-	}
-	defer Destroy()
-	b, err := backend.Open(ctx, backend.Options{Target: backend.CPU, CPUDevices: 1})
+	e, done, err := joinJob(ctx, 1)
 	if err != nil {
 		rep.Error = err.Error()
 		return
 	}
-	e := xla.NewEngine(b)
-	defer e.Close()
+	defer done()
 	start := time.Now()
 	err = wrapHostileCases[os.Getenv("XLADDP_TEST_CASE")](ctx, e.Device(0), Rank())
 	rep.Elapsed = time.Since(start).Seconds()
