@@ -50,6 +50,15 @@ var wrapHostileCases = map[string]func(ctx context.Context, d *xla.Device, rank 
 		_, err = step.Run(ctx, d)
 		return err
 	},
+	// The ranks wrap different models.
+	"different-models": func(ctx context.Context, d *xla.Device, rank int) error {
+		model, err := newModel(d, []string{"toy", "cnn"}[rank], 1, nil)
+		if err != nil {
+			return err
+		}
+		_, err = Wrap(ctx, model)
+		return err
+	},
 	// Only rank 0 wraps; rank 1 leaves the job.
 	"subset": func(ctx context.Context, d *xla.Device, rank int) error {
 		if rank == 1 {
@@ -143,6 +152,7 @@ func TestWrapHostileAcrossProcesses(t *testing.T) {
 			"gradient 2 is l2.weight Float32[5 10] on rank 1 but mid.weight Float32[10 10] on rank 0"}, true},
 		{"compiled", [2]string{"train with lazy steps (MarkStep) across processes", "train with lazy steps (MarkStep) across processes"}, false},
 		{"subset", [2]string{"rank 1", ""}, false},
+		{"different-models", [2]string{"ranks called different collectives", "ranks called different collectives"}, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
