@@ -33,10 +33,13 @@ func equivalenceScenario(rep *report) {
 	devices, _ := strconv.Atoi(os.Getenv("XLADDP_TEST_DEVICES"))
 	micro, _ := strconv.Atoi(os.Getenv("XLADDP_TEST_MICRO"))
 	var opts []Option
+	compiled := false
 	for _, o := range strings.Split(os.Getenv("XLADDP_TEST_WRAP"), ",") {
 		switch {
 		case o == "view":
 			opts = append(opts, GradientAsBucketView())
+		case o == "compiled":
+			compiled = true
 		case strings.HasPrefix(o, "bucket="):
 			mb, _ := strconv.ParseFloat(strings.TrimPrefix(o, "bucket="), 64)
 			opts = append(opts, BucketCapMB(mb))
@@ -55,7 +58,7 @@ func equivalenceScenario(rep *report) {
 		var err error
 		params[r.Index()], err = trainModel(ctx, r.Device(), trainRun{
 			kind: kind, seed: 100 + uint64(replica), steps: equivalenceSteps,
-			shards: split(replica*rows, (replica+1)*rows, micro), wrap: true, opts: opts,
+			shards: split(replica*rows, (replica+1)*rows, micro), wrap: true, opts: opts, compiled: compiled,
 			mark: func() error { return r.MarkStep(ctx) },
 		})
 		return err
@@ -66,6 +69,7 @@ func equivalenceScenario(rep *report) {
 	}
 	rep.Params = params[0]
 	rep.BytesToHost = xla.GetMetrics().BytesToHost
+	rep.Hashes["step traces"] = strconv.FormatInt(xla.GetMetrics().StepTraces, 10)
 	rep.SharedMemoryAllReduces = Default().SharedMemoryAllReduces()
 	for i, p := range params {
 		rep.Hashes[fmt.Sprintf("replica %d", Rank()*devices+i)] = hashParams(p)
@@ -120,6 +124,10 @@ func TestWrapEqualsSingleDevice(t *testing.T) {
 		{kind: "wide", processes: 2, devices: 2, micro: 1, wrap: "view", sharedMemory: true},
 		{kind: "wide", processes: 4, devices: 1, micro: 1, sharedMemory: true},
 		{kind: "wide", processes: 2, devices: 1, micro: 1, wrap: "shm-off"},
+		// Compiled steps: forward+backward, SyncGradients, update.
+		{kind: "toy", processes: 1, devices: 4, micro: 1, wrap: "compiled"},
+		{kind: "toy", processes: 2, devices: 2, micro: 1, wrap: "compiled"},
+		{kind: "cnn", processes: 4, devices: 1, micro: 1, wrap: "compiled"},
 	}
 	e := xlatest.NewEngine(t, 1)
 	ctx := xlatest.Context(t)
@@ -148,6 +156,11 @@ func TestWrapEqualsSingleDevice(t *testing.T) {
 			var first string
 			for r, rep := range reps {
 				require.Empty(t, rep.Error, "rank %d", r)
+				if c.wrap == "compiled" {
+					// Two steps traced once per replica: the other 19 Runs replay.
+					assert.Equal(t, strconv.Itoa(2*c.devices), rep.Hashes["step traces"], "rank %d", r)
+				}
+				delete(rep.Hashes, "step traces")
 				if c.sharedMemory {
 					assert.Positive(t, rep.SharedMemoryAllReduces, "rank %d: no all-reduce took shared memory", r)
 				}

@@ -69,7 +69,8 @@ type hostResult struct {
 
 // errCompiledAcrossProcesses: a compiled step cannot hold the host cut.
 var errCompiledAcrossProcesses = errors.New("ddp: the job spans processes, so gradients are averaged on the host " +
-	"between two programs, and a compiled step is one program: train with lazy steps (MarkStep) across processes")
+	"between two programs, and a compiled step is one program: train with lazy steps (MarkStep) across processes, " +
+	"or wrap with ddp.ManualSync() and call SyncGradients between a compiled backward step and a compiled optimizer step")
 
 // hostDType maps a gradient's element type to the process group's.
 func hostDType(d xla.DType) (DType, bool) {

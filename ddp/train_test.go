@@ -142,6 +142,9 @@ type trainRun struct {
 	wrap   bool
 	opts   []Option
 	mark   func() error
+	// compiled trains with two compiled steps, forward+backward and the
+	// update, and (wrapped, with ManualSync) SyncGradients between them.
+	compiled bool
 }
 
 // trainModel trains run on d and returns the parameters.
@@ -156,6 +159,9 @@ func trainModel(ctx context.Context, d *xla.Device, run trainRun) ([][]float32, 
 		opts := run.opts
 		if run.kind == "branch" {
 			opts = append(opts, FindUnusedParameters())
+		}
+		if run.compiled {
+			opts = append(opts, ManualSync())
 		}
 		if wrapped, err = Wrap(ctx, model, opts...); err != nil {
 			return nil, err
@@ -180,6 +186,9 @@ func trainModel(ctx context.Context, d *xla.Device, run trainRun) ([][]float32, 
 			return err
 		}
 		return loss.DivScalar(float64(len(run.shards))).Backward()
+	}
+	if run.compiled {
+		return trainCompiled(ctx, d, run, model, wrapped, opt, backward)
 	}
 	for ; step < run.steps; step++ {
 		opt.ZeroGrad()
@@ -207,6 +216,30 @@ func trainModel(ctx context.Context, d *xla.Device, run trainRun) ([][]float32, 
 			return nil, err
 		}
 		if err := run.mark(); err != nil {
+			return nil, err
+		}
+	}
+	return parameterValues(ctx, model)
+}
+
+// trainCompiled is trainModel's loop with compiled steps (one shard).
+func trainCompiled(ctx context.Context, d *xla.Device, run trainRun, model nn.Module, wrapped *DistributedDataParallel,
+	opt optim.Optimizer, backward func([2]int) error) ([][]float32, error) {
+	gradStep := xla.Compile(func(...*xla.Tensor) ([]*xla.Tensor, error) {
+		opt.ZeroGrad()
+		return nil, backward(run.shards[0])
+	})
+	updateStep := xla.Compile(func(...*xla.Tensor) ([]*xla.Tensor, error) { return nil, opt.Step() })
+	for range run.steps {
+		if _, err := gradStep.Run(ctx, d); err != nil {
+			return nil, err
+		}
+		if wrapped != nil {
+			if err := wrapped.SyncGradients(ctx); err != nil {
+				return nil, err
+			}
+		}
+		if _, err := updateStep.Run(ctx, d); err != nil {
 			return nil, err
 		}
 	}

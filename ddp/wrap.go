@@ -14,6 +14,7 @@ import (
 type Option func(*wrapConfig)
 
 type wrapConfig struct {
+	manualSync       bool
 	findUnused       bool
 	bucketCapMB      float64
 	asView           bool
@@ -38,6 +39,15 @@ const maxBucketCapMB = 1 << 14
 // with a zero gradient, so replicas whose steps use different layers stay
 // in step.
 func FindUnusedParameters() Option { return func(c *wrapConfig) { c.findUnused = true } }
+
+// ManualSync leaves Backward's gradients local: the caller averages them
+// with SyncGradients when it chooses. Across processes, that is how
+// compiled steps train: the host all-reduce cannot sit inside one
+// program, so compile the forward and backward as one step and the
+// optimizer update as another, and call SyncGradients between their Runs.
+// SyncGradients then also broadcasts the buffers, which Forward does
+// otherwise.
+func ManualSync() Option { return func(c *wrapConfig) { c.manualSync = true } }
 
 // BucketCapMB sets how many MiB of gradients go to the host in one
 // all-reduce across processes (torch's bucket_cap_mb, default 25).
@@ -166,9 +176,18 @@ func Wrap(ctx context.Context, module nn.Module, opts ...Option) (*DistributedDa
 // averageGradients is the backward hook: each of the module's gradients
 // becomes its mean over the replicas.
 func (m *DistributedDataParallel) averageGradients([]*xla.Tensor) error {
-	if m.noSync {
+	if m.noSync || m.cfg.manualSync {
 		return nil
 	}
+	return m.SyncGradients(m.ctx)
+}
+
+// SyncGradients replaces each of the module's gradients by its mean over
+// every replica now; Backward does this by itself unless the module was
+// wrapped with ManualSync. Every replica calls it at the same point.
+// Across processes it reads the gradients, so it cannot run inside a
+// compiled step: call it between Runs.
+func (m *DistributedDataParallel) SyncGradients(ctx context.Context) error {
 	var withGrad []nn.Named
 	for _, p := range m.params {
 		if p.Tensor.Grad() == nil {
@@ -181,18 +200,36 @@ func (m *DistributedDataParallel) averageGradients([]*xla.Tensor) error {
 		}
 		withGrad = append(withGrad, p)
 	}
-	if len(withGrad) == 0 {
+	if len(withGrad) > 0 {
+		if err := m.collectives.MeanGradients(ctx, m.dev, withGrad); err != nil {
+			return err
+		}
+	}
+	if m.cfg.manualSync {
+		return m.broadcastBuffers(ctx)
+	}
+	return nil
+}
+
+// broadcastBuffers gives every replica global replica 0's buffers, unless
+// BroadcastBuffers(false).
+func (m *DistributedDataParallel) broadcastBuffers(ctx context.Context) error {
+	if !m.cfg.broadcastBuffers || len(m.buffers) == 0 || m.closed {
 		return nil
 	}
-	return m.collectives.MeanGradients(m.ctx, m.dev, withGrad)
+	if err := m.collectives.BroadcastFromFirst(ctx, m.dev, m.buffers); err != nil {
+		return fmt.Errorf("ddp: broadcasting the buffers: %w", err)
+	}
+	return nil
 }
 
 // Forward broadcasts the buffers from replica 0 (unless
-// BroadcastBuffers(false)), then runs the wrapped module.
+// BroadcastBuffers(false), or with ManualSync, where SyncGradients does
+// it), then runs the wrapped module.
 func (m *DistributedDataParallel) Forward(x *xla.Tensor) *xla.Tensor {
-	if m.cfg.broadcastBuffers && len(m.buffers) > 0 && !m.closed {
-		if err := m.collectives.BroadcastFromFirst(m.ctx, m.dev, m.buffers); err != nil {
-			return xla.Failed(x, fmt.Errorf("ddp: broadcasting the buffers: %w", err))
+	if !m.cfg.manualSync {
+		if err := m.broadcastBuffers(m.ctx); err != nil {
+			return xla.Failed(x, err)
 		}
 	}
 	return m.module.Forward(x)
