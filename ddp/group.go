@@ -306,6 +306,10 @@ func (g *ProcessGroup) fail(err error) {
 	wg.Wait()
 }
 
+// storeDrainTimeout bounds how long the store host's Destroy waits for the
+// other ranks to leave the store.
+const storeDrainTimeout = 5 * time.Second
+
 // Destroy ends the group. Operations still queued or running fail with
 // ErrGroupClosed (a running one is interrupted by closing the
 // connections), so Destroy returns promptly; then rank 0 stops the store
@@ -345,7 +349,10 @@ func (g *ProcessGroup) Destroy() error {
 		errs = append(errs, g.store.Close())
 	}
 	if g.storeServer != nil {
-		errs = append(errs, g.storeServer.Close())
+		// Ranks still finishing a store request (the last rendezvous
+		// barrier, a mismatch report) get their answer: wait, briefly,
+		// for them to disconnect.
+		errs = append(errs, g.storeServer.Drain(storeDrainTimeout))
 	}
 	return errors.Join(errs...)
 }

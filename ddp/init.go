@@ -55,12 +55,16 @@ type Options struct {
 	// Debug checks before each collective that all ranks call the same
 	// one (default: $XLADDP_DEBUG=1).
 	Debug bool
+	// BindCPUs gives each rank on a host its own share of the host's CPUs
+	// (default: $XLADDP_BIND_CPUS=1): for ranks that compute on the CPU,
+	// so their runtimes' thread pools do not contend.
+	BindCPUs bool
 }
 
 // NewOptions returns Options that take everything from the environment.
 func NewOptions() Options {
 	return Options{InitMethod: "env://", Rank: -1, WorldSize: -1, LocalRank: -1, LocalWorldSize: -1,
-		Token: store.TokenFromEnv(), Debug: os.Getenv(EnvDebug) == "1"}
+		Token: store.TokenFromEnv(), Debug: os.Getenv(EnvDebug) == "1", BindCPUs: os.Getenv(EnvBindCPUs) == "1"}
 }
 
 func envInt(name string) (int, bool, error) {
@@ -216,6 +220,12 @@ func InitProcessGroup(ctx context.Context, o Options) (*ProcessGroup, error) {
 			err = fmt.Errorf("%w (the store is hosted by rank 0: did rank 0 exit?)", err)
 		}
 		return nil, err
+	}
+	if o.BindCPUs {
+		if err := bindLocalCPUs(g.localRank, g.localWorldSize); err != nil {
+			g.closeAll()
+			return nil, err
+		}
 	}
 	g.wg.Add(1)
 	go g.executor()

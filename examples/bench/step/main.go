@@ -400,7 +400,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 }
 
 // launchRanks runs this command as n ranks of a process group on this
-// host (torchrun's environment variables) and copies rank 0's output.
+// host (torchrun's environment variables, each rank bound to its share of
+// the CPUs unless $XLADDP_BIND_CPUS says otherwise) and copies rank 0's
+// output.
 func launchRanks(ctx context.Context, args []string, n int, out io.Writer) error {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -413,6 +415,11 @@ func launchRanks(ctx context.Context, args []string, n int, out io.Writer) error
 		cmd := exec.CommandContext(ctx, os.Args[0], args...)
 		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", ddp.EnvRank, r), fmt.Sprintf("%s=%d", ddp.EnvWorldSize, n),
 			ddp.EnvMasterAddr+"=127.0.0.1", fmt.Sprintf("%s=%d", ddp.EnvMasterPort, port))
+		if _, set := os.LookupEnv(ddp.EnvBindCPUs); !set {
+			// Each rank on its own cores, as torchrun's OMP_NUM_THREADS=1
+			// keeps PyTorch's ranks apart.
+			cmd.Env = append(cmd.Env, ddp.EnvBindCPUs+"=1")
+		}
 		cmd.Stderr = os.Stderr
 		if r == 0 {
 			cmd.Stdout = out
