@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"unsafe"
 
 	"github.com/gomlx/go-xla/pkg/pjrt"
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 )
 
@@ -126,15 +128,34 @@ func FromBytes(d *Device, dtype DType, dims []int, data []byte) (*Tensor, error)
 	if shape.Size() == 0 {
 		return d.empty(shape), nil
 	}
-	host := tensors.FromShape(shape)
-	if err := host.MutableBytes(func(b []byte) { copy(b, data) }); err != nil {
-		return nil, fmt.Errorf("xla: FromBytes %s: %w", host.Shape(), err)
-	}
-	dd, err := d.upload(host)
+	dd, err := d.uploadBytes(shape, data)
 	if err != nil {
 		return nil, err
 	}
 	return d.noteCreated(&Tensor{dev: d, shape: dd.shape, data: dd}), nil
+}
+
+// uploadBytes copies data straight into a new device buffer of shape: the
+// plugin reads the caller's bytes during the call (PJRT's
+// kImmutableOnlyDuringCall), with no host tensor in between.
+func (d *Device) uploadBytes(shape shapes.Shape, data []byte) (*deviceData, error) {
+	release, err := d.engine.enter("host-to-device transfer")
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	n := shape.Size()
+	flat := reflect.NewAt(reflect.ArrayOf(n, shape.DType.GoType()), unsafe.Pointer(unsafe.SliceData(data))).Elem().Slice(0, n).Interface()
+	buf, err := d.engine.gomlx.BufferFromFlatData(backends.DeviceNum(d.num), flat, shape)
+	if err != nil {
+		return nil, fmt.Errorf("xla: host-to-device transfer of %s to %s: %w", shape, d, err)
+	}
+	t, err := tensors.FromBuffer(d.engine.gomlx, buf)
+	if err != nil {
+		return nil, fmt.Errorf("xla: host-to-device transfer of %s to %s: %w", shape, d, err)
+	}
+	metrics.transferToDevice(int64(len(data)))
+	return &deviceData{tensor: t, shape: shape}, nil
 }
 
 // Bytes returns the value's raw little-endian bytes, running a MarkStep

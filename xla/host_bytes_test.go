@@ -1,0 +1,47 @@
+package xla
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestFromBytesRoundTrip: every dtype's bytes come back unchanged, from
+// a slice at an odd (unaligned) offset, and the tensor does not follow
+// later writes to the caller's bytes; CopyBytesTo returns the same bytes
+// and refuses a destination of the wrong size.
+func TestFromBytesRoundTrip(t *testing.T) {
+	e := newEngine(t, 1)
+	d := e.Device(0)
+	ctx := t.Context()
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, dt := range SupportedDTypes {
+		t.Run(dt.String(), func(t *testing.T) {
+			dims := []int{3, 5}
+			size := 15 * int(dt.Size())
+			backing := make([]byte, size+1)
+			data := backing[1:]
+			for i := range data {
+				data[i] = byte(rng.IntN(256))
+			}
+			if dt == Bool {
+				for i := range data {
+					data[i] &= 1
+				}
+			}
+			want := append([]byte(nil), data...)
+			x, err := FromBytes(d, dt, dims, data)
+			require.NoError(t, err)
+			clear(data)
+			got, err := x.Bytes(ctx)
+			require.NoError(t, err)
+			assert.Equal(t, want, got)
+			into := make([]byte, size)
+			require.NoError(t, x.CopyBytesTo(ctx, into))
+			assert.Equal(t, want, into)
+			assert.ErrorContains(t, x.CopyBytesTo(ctx, make([]byte, size+1)), "want")
+		})
+	}
+}
