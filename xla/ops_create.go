@@ -2,6 +2,7 @@ package xla
 
 import (
 	"fmt"
+	"unsafe"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
@@ -27,8 +28,9 @@ func FromSlice[T dtypes.Supported](d *Device, data []T, dims ...int) (*Tensor, e
 	if shape.Size() == 0 {
 		return d.empty(shape), nil
 	}
-	host := tensors.FromFlatDataAndDimensions(append([]T(nil), data...), dims...)
-	dd, err := d.upload(host)
+	// The plugin copies the values during the call: nothing in between.
+	raw := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(data))), int(shape.Memory()))
+	dd, err := d.uploadBytes(shape, raw)
 	if err != nil {
 		return nil, err
 	}
