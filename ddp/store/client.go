@@ -264,3 +264,18 @@ func (c *Client) NumKeys(ctx context.Context) (int64, error) {
 }
 
 var _ Store = (*Client)(nil)
+
+// LocalHost returns the address this client reaches the server from (the
+// address of this host on the network the server sees), or "" when no
+// connection is open.
+func (c *Client) LocalHost() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, conn := range c.idle {
+		host, _, err := net.SplitHostPort(conn.LocalAddr().String())
+		if err == nil {
+			return host
+		}
+	}
+	return ""
+}

@@ -1,0 +1,60 @@
+// Command ddprun is xladdp's torchrun: it starts a Go training binary once
+// per worker with torchrun's environment, meets the other nodes' agents,
+// and stops the whole job when a worker fails. It accepts torchrun's
+// command line:
+//
+//	ddprun --nnodes=1 --nproc_per_node=2 --rdzv_backend=c10d --rdzv_endpoint=localhost:0 ./train --epochs 3
+//	ddprun --nproc_per_node=2 --nnodes=2 --node_rank=0 --master_addr=10.0.0.1 --master_port=2020 ./train
+//
+// See ddprun --help and package ddp/launch.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/pflag"
+
+	"github.com/xladdp/xladdp/ddp/launch"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	c, err := launch.ParseArgs(args, os.Getenv, os.Stderr)
+	if errors.Is(err, pflag.ErrHelp) {
+		return 0
+	}
+	if err == nil {
+		err = launch.Detect(&c, os.Getenv)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ddprun:", err)
+		return 1
+	}
+	if c.DryRun {
+		launch.DryRun(os.Stdout, c, os.Environ())
+		return 0
+	}
+	// SIGINT and SIGTERM stop the workers (they are in their own process
+	// groups, so the terminal's SIGINT reaches only ddprun).
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	go func() {
+		if s, ok := <-sigs; ok {
+			cancel(fmt.Errorf("received %v", s))
+		}
+	}()
+	code := launch.Run(ctx, c, os.Environ(), os.Stdout, os.Stderr)
+	signal.Stop(sigs)
+	close(sigs)
+	return code
+}

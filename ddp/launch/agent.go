@@ -1,0 +1,159 @@
+package launch
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// outcome is how one attempt of the workers ended.
+type outcome struct {
+	ok        bool
+	failure   *exit  // a worker of this node failed
+	remote    string // another node failed or was lost
+	cancelled bool   // ddprun was stopped
+}
+
+// Run runs this node's part of the job: the rendezvous, the workers, the
+// failure policy and the restarts. It returns the status ddprun exits
+// with: 0, the failed worker's exit status (128+N for signal N), 1 for a
+// failure elsewhere or of the agent itself, or 130 when ctx ended.
+func Run(ctx context.Context, c Config, environ []string, stdout, stderr io.Writer) int {
+	say := func(format string, a ...any) {
+		consoleMu.Lock()
+		defer consoleMu.Unlock()
+		fmt.Fprintf(stderr, format+"\n", a...)
+	}
+	token := ""
+	for _, kv := range environ {
+		if v, ok := strings.CutPrefix(kv, "XLADDP_STORE_TOKEN="); ok {
+			token = v
+		}
+	}
+	r, err := openRendezvous(ctx, c, token, say)
+	if err != nil {
+		say("ddprun: %v", err)
+		return 1
+	}
+	defer r.close()
+	me := nodeID()
+	for attempt := 0; ; attempt++ {
+		a, err := assign(ctx, r, c, attempt, me)
+		if err != nil {
+			if ctx.Err() != nil {
+				return 130
+			}
+			say("ddprun: %v", err)
+			return 1
+		}
+		res := runAttempt(ctx, c, r, a, attempt, environ, stdout, stderr)
+		why := ""
+		switch {
+		case res.ok:
+			return 0
+		case res.cancelled:
+			say("ddprun: stopped (%v); every worker on this node was stopped", context.Cause(ctx))
+			return 130
+		case res.failure != nil:
+			why = "worker failed: " + res.failure.String()
+		default:
+			why = res.remote
+		}
+		if attempt < c.MaxRestarts {
+			say("ddprun: %s; every worker was stopped; restarting (restart %d of %d)", why, attempt+1, c.MaxRestarts)
+			continue
+		}
+		say("ddprun: %s; every worker was stopped", why)
+		if res.failure != nil {
+			if res.failure.tail != "" {
+				say("ddprun: last output of rank %d:\n%s", res.failure.rank, indent(res.failure.tail))
+			}
+			return res.failure.code
+		}
+		return 1
+	}
+}
+
+func indent(s string) string {
+	return "  " + strings.ReplaceAll(s, "\n", "\n  ")
+}
+
+// assign decides attempt's ranks: alone without a rendezvous, else with
+// the other nodes.
+func assign(ctx context.Context, r *rendezvous, c Config, attempt int, me string) (assignment, error) {
+	if r != nil {
+		return r.join(ctx, attempt, me)
+	}
+	host := orLocal(c.MasterAddr)
+	port := c.MasterPort
+	if _, given := c.Sources["master_port"]; !given {
+		// A free port, so jobs on one machine never collide.
+		p, err := freePort()
+		if err != nil {
+			return assignment{}, err
+		}
+		port = p
+	}
+	return assignment{node: 0, nnodes: 1, world: c.NProcPerNode, master: net.JoinHostPort(host, strconv.Itoa(port))}, nil
+}
+
+// runAttempt starts the node's workers and watches them (and, with a
+// rendezvous, the other nodes) until all succeed or one thing fails, in
+// which case every worker here is stopped.
+func runAttempt(ctx context.Context, c Config, r *rendezvous, a assignment, attempt int, environ []string,
+	stdout, stderr io.Writer) outcome {
+	set, err := startWorkers(workerSpec{cfg: c, node: a.node, offset: a.offset, world: a.world, master: a.master,
+		attempt: attempt, env: environ, stdout: stdout, stderr: stderr})
+	if err != nil {
+		e := &exit{node: a.node, rank: a.offset, code: 1, tail: err.Error()}
+		if r != nil {
+			r.fail(context.WithoutCancel(ctx), attempt, e.String()+": "+err.Error())
+		}
+		return outcome{failure: e}
+	}
+	var w *watch
+	if r != nil {
+		w = r.newWatch(attempt, a)
+	}
+	ticker := time.NewTicker(c.MonitorInterval)
+	defer ticker.Stop()
+	for remaining := len(set.workers); remaining > 0; {
+		select {
+		case wk := <-set.exits:
+			remaining--
+			if e := wk.describe(a.node); e != nil {
+				if r != nil {
+					// Tell the others first: their workers wait on ours.
+					r.fail(context.WithoutCancel(ctx), attempt, "worker failed: "+e.String())
+				}
+				set.stop()
+				return outcome{failure: e}
+			}
+		case <-ctx.Done():
+			set.stop()
+			if r != nil {
+				r.fail(context.WithoutCancel(ctx), attempt, fmt.Sprintf("node %d's agent was stopped", a.node))
+			}
+			return outcome{cancelled: true}
+		case <-ticker.C:
+			if w == nil {
+				continue
+			}
+			if why := w.tick(ctx); why != "" {
+				set.stop()
+				return outcome{remote: why}
+			}
+		}
+	}
+	set.stop() // closes the log files
+	if r != nil {
+		if err := r.finish(ctx, w); err != nil {
+			return outcome{remote: err.Error()}
+		}
+	}
+	return outcome{ok: true}
+}

@@ -1,0 +1,328 @@
+package launch
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// Config is what the agent runs: torchrun's options, resolved.
+type Config struct {
+	// NNodesMin..NNodesMax nodes (equal unless --nnodes=MIN:MAX).
+	NNodesMin, NNodesMax int
+	// NProcPerNode workers on this node.
+	NProcPerNode int
+	// NodeRank is this node's rank (-1: assigned by the rendezvous).
+	NodeRank int
+	// MasterAddr and MasterPort are where worker rank 0 hosts the
+	// workers' store (MasterPort 0: a free port, chosen by node 0).
+	MasterAddr string
+	MasterPort int
+	// RdzvBackend is "static" (node ranks from --node_rank) or "c10d"
+	// (ranks in order of arrival at the store at RdzvEndpoint).
+	RdzvBackend  string
+	RdzvEndpoint string
+	RdzvID       string
+	// RdzvTimeout bounds the whole rendezvous; JoinTimeout how long an
+	// elastic job waits for more than NNodesMin nodes.
+	RdzvTimeout, JoinTimeout time.Duration
+	Standalone               bool
+	MaxRestarts              int
+	MonitorInterval          time.Duration
+	// LogDir, when set, receives each worker's output (per attempt and rank).
+	LogDir string
+	// Redirects and Tee: per local rank, which streams go to the log file
+	// only (Redirects) or to the log file and the console (Tee): 0 none,
+	// 1 stdout, 2 stderr, 3 both.
+	Redirects, Tee map[int]int
+	// LocalRanksFilter limits the console to these local ranks (nil: all).
+	LocalRanksFilter map[int]bool
+	Role             string
+	// DryRun prints what was detected and the worker environments, and
+	// starts nothing.
+	DryRun bool
+	// Program and Args are the training binary and its arguments.
+	Program string
+	Args    []string
+	// Sources says where each detected value came from (for --dry-run).
+	Sources map[string]string
+}
+
+// flagNames are torchrun's options; each is also read from PET_<NAME>.
+var flagNames = []string{"nnodes", "nproc_per_node", "node_rank", "master_addr", "master_port", "rdzv_backend",
+	"rdzv_endpoint", "rdzv_id", "rdzv_conf", "standalone", "max_restarts", "monitor_interval", "log_dir",
+	"redirects", "tee", "local_ranks_filter", "role", "no_python", "run_path", "module", "dry_run"}
+
+// Usage is the help text, torchrun's in shape.
+const Usage = `usage: ddprun [options] TRAINING_BINARY [ARGS...]
+
+Starts TRAINING_BINARY once per worker on this node, with torchrun's worker
+environment (RANK, LOCAL_RANK, GROUP_RANK, ROLE_RANK, WORLD_SIZE,
+LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_*), meets the other
+nodes' agents at the rendezvous endpoint, and stops every worker on every
+node when one fails. Every option is also read from PET_<OPTION> (Kubeflow's
+PyTorchJob), and what is left out is detected from SageMaker, SLURM, PBS or
+Open MPI variables. Options take - or _ alike (--nproc-per-node).
+
+options:
+`
+
+// ParseArgs parses ddprun's command line (torchrun's) with PET_ variables
+// from getenv as defaults.
+func ParseArgs(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
+	f := pflag.NewFlagSet("ddprun", pflag.ContinueOnError)
+	f.SetOutput(stderr)
+	f.SetInterspersed(false)
+	f.SetNormalizeFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
+		return pflag.NormalizedName(strings.ReplaceAll(name, "-", "_"))
+	})
+	f.Usage = func() {
+		fmt.Fprint(stderr, Usage)
+		f.PrintDefaults()
+	}
+	nnodes := f.String("nnodes", "1", "number of nodes, or MIN:MAX for an elastic range")
+	nproc := f.String("nproc_per_node", "1", "workers per node: N, auto, cpu, gpu or neuron")
+	nodeRank := f.Int("node_rank", -1, "this node's rank (static rendezvous); assigned by the rendezvous when omitted")
+	masterAddr := f.String("master_addr", "", "address of node 0 (static rendezvous: the rendezvous endpoint too)")
+	masterPort := f.Int("master_port", 29500, "port on node 0 for the rendezvous (static) and the workers' store")
+	rdzvBackend := f.String("rdzv_backend", "static", "rendezvous backend: c10d or static")
+	rdzvEndpoint := f.String("rdzv_endpoint", "", "HOST:PORT of the rendezvous store (port 0 picks a free one and prints it)")
+	rdzvID := f.String("rdzv_id", "none", "job id shared by every node")
+	rdzvConf := f.String("rdzv_conf", "", "rendezvous settings: timeout=SECONDS,join_timeout=SECONDS")
+	standalone := f.Bool("standalone", false, "single node with a local rendezvous on a free port")
+	maxRestarts := f.Int("max_restarts", 0, "how many times to restart the workers after a failure")
+	monitor := f.Float64("monitor_interval", 0.1, "seconds between checks of the workers")
+	logDir := f.String("log_dir", "", "directory for the workers' output")
+	redirects := f.String("redirects", "0", "streams sent to the log files only: 0-3, or LOCAL_RANK:N,... (1 stdout, 2 stderr, 3 both)")
+	tee := f.String("tee", "0", "streams sent to the log files and the console: as --redirects")
+	ranksFilter := f.String("local_ranks_filter", "", "comma-separated local ranks whose output reaches the console")
+	role := f.String("role", "default", "the workers' role name")
+	f.Bool("no_python", false, "accepted for torchrun compatibility (the training program is always a binary)")
+	f.String("run_path", "", "accepted for torchrun compatibility")
+	f.Bool("module", false, "accepted for torchrun compatibility; Python modules cannot run here")
+	dryRun := f.Bool("dry_run", false, "print what was detected and the worker environments, start nothing")
+	if err := f.Parse(args); err != nil {
+		return Config{}, err
+	}
+	sources := map[string]string{}
+	for _, name := range flagNames {
+		if f.Changed(name) {
+			sources[name] = "--" + name
+		}
+	}
+	// PET_<NAME> fills every option the command line left out.
+	for _, name := range flagNames {
+		if f.Changed(name) {
+			continue
+		}
+		env := "PET_" + strings.ToUpper(name)
+		if v := getenv(env); v != "" {
+			if err := f.Set(name, v); err != nil {
+				return Config{}, fmt.Errorf("$%s=%q: %w", env, v, err)
+			}
+			sources[name] = "$" + env
+		}
+	}
+	if b, _ := f.GetBool("module"); b {
+		return Config{}, errors.New("--module runs a Python module; ddprun starts binaries: give the training binary's path")
+	}
+	c := Config{NodeRank: *nodeRank, MasterAddr: *masterAddr, MasterPort: *masterPort, RdzvBackend: *rdzvBackend,
+		RdzvEndpoint: *rdzvEndpoint, RdzvID: *rdzvID, Standalone: *standalone, MaxRestarts: *maxRestarts,
+		LogDir: *logDir, Role: *role, DryRun: *dryRun, RdzvTimeout: 900 * time.Second, JoinTimeout: 600 * time.Second,
+		Sources: sources}
+	rest := f.Args()
+	if len(rest) == 0 && !c.DryRun {
+		return Config{}, errors.New("no training binary: ddprun [options] TRAINING_BINARY [ARGS...] (see --help)")
+	}
+	if len(rest) > 0 {
+		c.Program, c.Args = rest[0], rest[1:]
+	}
+	var err error
+	if c.NNodesMin, c.NNodesMax, err = parseNNodes(*nnodes); err != nil {
+		return Config{}, err
+	}
+	if c.NProcPerNode, err = parseNProc(*nproc, getenv); err != nil {
+		return Config{}, err
+	}
+	if c.RdzvBackend != "c10d" && c.RdzvBackend != "static" {
+		return Config{}, fmt.Errorf("--rdzv_backend=%q: want c10d or static", c.RdzvBackend)
+	}
+	if err := parseRdzvConf(*rdzvConf, &c); err != nil {
+		return Config{}, err
+	}
+	if *monitor <= 0 || *monitor > 3600 {
+		return Config{}, fmt.Errorf("--monitor_interval=%v: want seconds above 0 and at most 3600", *monitor)
+	}
+	c.MonitorInterval = time.Duration(*monitor * float64(time.Second))
+	if c.MaxRestarts < 0 {
+		return Config{}, fmt.Errorf("--max_restarts=%d: cannot be negative", c.MaxRestarts)
+	}
+	if c.MasterPort < 0 || c.MasterPort > 65535 {
+		return Config{}, fmt.Errorf("--master_port=%d: want 0 to 65535", c.MasterPort)
+	}
+	// A node rank >= nnodes is the rendezvous' error, so the other nodes
+	// hear of it too.
+	if c.NodeRank < -1 {
+		return Config{}, fmt.Errorf("--node_rank=%d: cannot be negative", c.NodeRank)
+	}
+	if c.Redirects, err = parseStreams("redirects", *redirects, c.NProcPerNode); err != nil {
+		return Config{}, err
+	}
+	if c.Tee, err = parseStreams("tee", *tee, c.NProcPerNode); err != nil {
+		return Config{}, err
+	}
+	if *ranksFilter != "" {
+		c.LocalRanksFilter = map[int]bool{}
+		for _, s := range strings.Split(*ranksFilter, ",") {
+			r, err := strconv.Atoi(strings.TrimSpace(s))
+			if err != nil || r < 0 || r >= c.NProcPerNode {
+				return Config{}, fmt.Errorf("--local_ranks_filter=%q: want local ranks from 0 to %d", *ranksFilter, c.NProcPerNode-1)
+			}
+			c.LocalRanksFilter[r] = true
+		}
+	}
+	if c.LogDir == "" && (len(c.Redirects) > 0 || len(c.Tee) > 0) {
+		return Config{}, errors.New("--redirects and --tee write log files: give --log_dir")
+	}
+	if c.LogDir != "" {
+		c.LogDir = filepath.Clean(c.LogDir)
+	}
+	return c, nil
+}
+
+func parseNNodes(s string) (lo, hi int, err error) {
+	a, b, ranged := strings.Cut(s, ":")
+	lo, err1 := strconv.Atoi(strings.TrimSpace(a))
+	hi = lo
+	var err2 error
+	if ranged {
+		hi, err2 = strconv.Atoi(strings.TrimSpace(b))
+	}
+	if err1 != nil || err2 != nil || lo < 1 || hi < lo || hi > 1<<16 {
+		return 0, 0, fmt.Errorf("--nnodes=%q: want N or MIN:MAX with 1 <= MIN <= MAX", s)
+	}
+	return lo, hi, nil
+}
+
+// parseNProc resolves --nproc_per_node: a count, or the devices of a kind.
+func parseNProc(s string, getenv func(string) string) (int, error) {
+	switch s {
+	case "cpu":
+		return runtime.NumCPU(), nil
+	case "gpu":
+		n := countDevices("/dev", "nvidia")
+		if n == 0 {
+			return 0, errors.New("--nproc_per_node=gpu: no NVIDIA GPU found (/dev/nvidiaN)")
+		}
+		return n, nil
+	case "neuron":
+		for _, env := range []string{"NEURON_NUM_DEVICES", "NEURONCORE_NUM_DEVICES"} {
+			if v := getenv(env); v != "" {
+				n, err := strconv.Atoi(v)
+				if err != nil || n < 1 {
+					return 0, fmt.Errorf("$%s=%q: want a positive device count", env, v)
+				}
+				return n, nil
+			}
+		}
+		n := countDevices("/dev", "neuron")
+		if n == 0 {
+			return 0, errors.New("--nproc_per_node=neuron: no Neuron device found (/dev/neuronN; or set NEURON_NUM_DEVICES)")
+		}
+		return n, nil
+	case "auto":
+		if n := countDevices("/dev", "nvidia"); n > 0 {
+			return n, nil
+		}
+		if n, err := parseNProc("neuron", getenv); err == nil {
+			return n, nil
+		}
+		return runtime.NumCPU(), nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > 1<<12 {
+		return 0, fmt.Errorf("--nproc_per_node=%q: want a count from 1 to 4096, or auto, cpu, gpu, neuron", s)
+	}
+	return n, nil
+}
+
+// countDevices counts dir's entries named prefix followed by digits only.
+func countDevices(dir, prefix string) int {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), prefix)
+		if _, err := strconv.Atoi(rest); ok && rest != "" && err == nil {
+			n++
+		}
+	}
+	return n
+}
+
+func parseRdzvConf(s string, c *Config) error {
+	if s == "" {
+		return nil
+	}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		secs, err := strconv.ParseFloat(v, 64)
+		if !ok || err != nil || secs <= 0 || secs > 86400*7 {
+			return fmt.Errorf("--rdzv_conf=%q: want timeout=SECONDS,join_timeout=SECONDS (positive)", s)
+		}
+		d := time.Duration(secs * float64(time.Second))
+		switch k {
+		case "timeout":
+			c.RdzvTimeout = d
+		case "join_timeout", "last_call_timeout":
+			c.JoinTimeout = d
+		case "read_timeout", "close_timeout", "heartbeat_timeout":
+			// accepted (torch's c10d settings); the store bounds its own reads
+		default:
+			return fmt.Errorf("--rdzv_conf: unknown setting %q (known: timeout, join_timeout, last_call_timeout, read_timeout, close_timeout, heartbeat_timeout)", k)
+		}
+	}
+	return nil
+}
+
+// parseStreams reads --redirects/--tee: N for every local rank, or
+// LOCAL_RANK:N pairs.
+func parseStreams(name, s string, nproc int) (map[int]int, error) {
+	out := map[int]int{}
+	bad := fmt.Errorf("--%s=%q: want 0-3 (1 stdout, 2 stderr, 3 both) or LOCAL_RANK:N,... with local ranks below %d", name, s, nproc)
+	if !strings.Contains(s, ":") {
+		v, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || v < 0 || v > 3 {
+			return nil, bad
+		}
+		if v == 0 {
+			return nil, nil
+		}
+		for r := range nproc {
+			out[r] = v
+		}
+		return out, nil
+	}
+	for _, kv := range strings.Split(s, ",") {
+		a, b, _ := strings.Cut(kv, ":")
+		r, err1 := strconv.Atoi(strings.TrimSpace(a))
+		v, err2 := strconv.Atoi(strings.TrimSpace(b))
+		if err1 != nil || err2 != nil || r < 0 || r >= nproc || v < 0 || v > 3 {
+			return nil, bad
+		}
+		if v > 0 {
+			out[r] = v
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,239 @@
+package launch
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Detect fills what the command line (and PET_ variables) left out from
+// the cluster's environment: SageMaker, SLURM, PBS, or a Kubeflow
+// PyTorchJob's MASTER_ADDR/MASTER_PORT, in that order. Each value it sets
+// is recorded in c.Sources with the variable it came from. A malformed
+// value is an error naming the variable.
+func Detect(c *Config, getenv func(string) string) error {
+	given := func(name string) bool { _, ok := c.Sources[name]; return ok }
+	set := func(name, source string, apply func()) {
+		if !given(name) {
+			apply()
+			c.Sources[name] = source
+		}
+	}
+	var hosts []string
+	var node int
+	var source string
+	switch {
+	case getenv("SM_HOSTS") != "":
+		source = "SageMaker"
+		if err := json.Unmarshal([]byte(getenv("SM_HOSTS")), &hosts); err != nil || len(hosts) == 0 {
+			return fmt.Errorf("$SM_HOSTS=%q: want a JSON list of host names: %v", getenv("SM_HOSTS"), err)
+		}
+		current := getenv("SM_CURRENT_HOST")
+		node = slices.Index(hosts, current)
+		if node < 0 {
+			return fmt.Errorf("$SM_CURRENT_HOST=%q is not in $SM_HOSTS %v", current, hosts)
+		}
+		for _, env := range []string{"SM_NUM_GPUS", "SM_NUM_NEURONS"} {
+			if v := getenv(env); v != "" {
+				n, err := strconv.Atoi(v)
+				if err != nil || n < 0 {
+					return fmt.Errorf("$%s=%q: want a device count", env, v)
+				}
+				if n > 0 {
+					set("nproc_per_node", "$"+env, func() { c.NProcPerNode = n })
+					break
+				}
+			}
+		}
+	case getenv("SLURM_JOB_NODELIST") != "" || getenv("SLURM_NODELIST") != "":
+		source = "SLURM"
+		env := "SLURM_JOB_NODELIST"
+		if getenv(env) == "" {
+			env = "SLURM_NODELIST"
+		}
+		var err error
+		if hosts, err = ExpandNodeList(getenv(env)); err != nil {
+			return fmt.Errorf("$%s=%q: %w", env, getenv(env), err)
+		}
+		if v := getenv("SLURM_NNODES"); v != "" {
+			if n, err := strconv.Atoi(v); err != nil || n != len(hosts) {
+				return fmt.Errorf("$SLURM_NNODES=%q disagrees with the %d hosts of $%s", v, len(hosts), env)
+			}
+		}
+		v := getenv("SLURM_NODEID")
+		if node, err = strconv.Atoi(v); err != nil || node < 0 || node >= len(hosts) {
+			return fmt.Errorf("$SLURM_NODEID=%q: want a node index below %d", v, len(hosts))
+		}
+		if id := getenv("SLURM_JOB_ID"); id != "" {
+			set("rdzv_id", "$SLURM_JOB_ID", func() { c.RdzvID = id })
+		}
+	case getenv("PBS_NODEFILE") != "":
+		source = "PBS"
+		var err error
+		if hosts, err = readNodeFile(getenv("PBS_NODEFILE")); err != nil {
+			return fmt.Errorf("$PBS_NODEFILE=%q: %w", getenv("PBS_NODEFILE"), err)
+		}
+		me, _ := os.Hostname()
+		node = indexOfHost(hosts, me)
+		if node < 0 {
+			return fmt.Errorf("$PBS_NODEFILE lists %v, which does not include this host %q", hosts, me)
+		}
+		if id := getenv("PBS_JOBID"); id != "" {
+			set("rdzv_id", "$PBS_JOBID", func() { c.RdzvID = id })
+		}
+	default:
+		// Kubeflow's PyTorchJob: PET_* (already read) and MASTER_ADDR/PORT.
+		if v := getenv("MASTER_ADDR"); v != "" {
+			set("master_addr", "$MASTER_ADDR", func() { c.MasterAddr = v })
+		}
+		if v := getenv("MASTER_PORT"); v != "" && !given("master_port") {
+			p, err := strconv.Atoi(v)
+			if err != nil || p < 1 || p > 65535 {
+				return fmt.Errorf("$MASTER_PORT=%q: want a port from 1 to 65535", v)
+			}
+			set("master_port", "$MASTER_PORT", func() { c.MasterPort = p })
+		}
+		return nil
+	}
+	set("nnodes", source+" host list", func() { c.NNodesMin, c.NNodesMax = len(hosts), len(hosts) })
+	set("node_rank", source+" current host", func() { c.NodeRank = node })
+	if c.RdzvBackend == "static" && !given("rdzv_endpoint") {
+		set("master_addr", source+" first host", func() { c.MasterAddr = hosts[0] })
+	}
+	if c.RdzvBackend == "c10d" && !given("rdzv_endpoint") {
+		set("rdzv_endpoint", source+" first host", func() { c.RdzvEndpoint = hosts[0] + ":" + strconv.Itoa(c.MasterPort) })
+	}
+	return nil
+}
+
+// indexOfHost finds host in hosts, also by short name (PBS lists fully
+// qualified names, hostname may not be, or the other way round).
+func indexOfHost(hosts []string, host string) int {
+	short := func(h string) string { s, _, _ := strings.Cut(h, "."); return s }
+	for i, h := range hosts {
+		if h == host || short(h) == short(host) {
+			return i
+		}
+	}
+	return -1
+}
+
+// readNodeFile reads a PBS node file: one host per line, repeated once per
+// slot; the distinct hosts in order of first appearance.
+func readNodeFile(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var hosts []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		h := strings.TrimSpace(sc.Text())
+		if h != "" && !slices.Contains(hosts, h) {
+			hosts = append(hosts, h)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if len(hosts) == 0 {
+		return nil, fmt.Errorf("no hosts in %s", path)
+	}
+	return hosts, nil
+}
+
+// ExpandNodeList expands a SLURM host list as `scontrol show hostnames`
+// does: "node[01-03,07],gpu-a" is node01, node02, node03, node07, gpu-a;
+// several bracket groups in one name multiply; zero padding is kept.
+func ExpandNodeList(s string) ([]string, error) {
+	var out []string
+	for _, item := range splitTopLevel(s) {
+		if item == "" {
+			return nil, fmt.Errorf("an empty host name")
+		}
+		names, err := expandItem(item)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, names...)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no hosts")
+	}
+	return out, nil
+}
+
+// splitTopLevel splits at commas outside brackets.
+func splitTopLevel(s string) []string {
+	var out []string
+	depth, start := 0, 0
+	for i, ch := range s {
+		switch ch {
+		case '[':
+			depth++
+		case ']':
+			depth--
+		case ',':
+			if depth == 0 {
+				out = append(out, strings.TrimSpace(s[start:i]))
+				start = i + 1
+			}
+		}
+	}
+	return append(out, strings.TrimSpace(s[start:]))
+}
+
+// maxExpandedHosts bounds one list (a typo like [1-99999999] must not
+// allocate without bound).
+const maxExpandedHosts = 1 << 16
+
+func expandItem(item string) ([]string, error) {
+	open := strings.IndexByte(item, '[')
+	if open < 0 {
+		if strings.ContainsAny(item, "]") {
+			return nil, fmt.Errorf("unbalanced ']' in %q", item)
+		}
+		return []string{item}, nil
+	}
+	closing := strings.IndexByte(item[open:], ']')
+	if closing < 0 {
+		return nil, fmt.Errorf("unbalanced '[' in %q", item)
+	}
+	closing += open
+	prefix, body, rest := item[:open], item[open+1:closing], item[closing+1:]
+	tails, err := expandItem(rest)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, part := range strings.Split(body, ",") {
+		lo, hi, ranged := strings.Cut(part, "-")
+		a, err1 := strconv.Atoi(lo)
+		b := a
+		var err2 error
+		if ranged {
+			b, err2 = strconv.Atoi(hi)
+		}
+		if lo == "" || err1 != nil || err2 != nil || a < 0 || b < a {
+			return nil, fmt.Errorf("bad range %q in %q", part, item)
+		}
+		if (b-a+1)*len(tails)+len(out) > maxExpandedHosts {
+			return nil, fmt.Errorf("%q expands to more than %d hosts", item, maxExpandedHosts)
+		}
+		for n := a; n <= b; n++ {
+			num := strconv.Itoa(n)
+			if len(num) < len(lo) {
+				num = strings.Repeat("0", len(lo)-len(num)) + num
+			}
+			for _, t := range tails {
+				out = append(out, prefix+num+t)
+			}
+		}
+	}
+	return out, nil
+}

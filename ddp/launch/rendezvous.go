@@ -1,0 +1,418 @@
+package launch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/xladdp/xladdp/ddp/store"
+)
+
+// assignment is what a rendezvous round decides for this node.
+type assignment struct {
+	node, nnodes int
+	offset       int // global rank of this node's local rank 0
+	world        int
+	master       string // host:port where worker rank 0 hosts its store
+}
+
+// rendezvous is this agent's link to the other nodes' agents: a store
+// hosted by one of them (the endpoint's host), or nothing on a single
+// node without an endpoint.
+type rendezvous struct {
+	cfg    Config
+	client *store.Client
+	server *store.Server
+	token  string
+	// endpointHost is the host the others reach the store at.
+	endpointHost string
+}
+
+// heartbeatTimeout is how long a node's agent may go silent before the
+// others take its node for lost.
+const heartbeatTimeout = 5 * time.Second
+
+// openRendezvous connects to (or hosts) the rendezvous store; nil for a
+// single node without an endpoint.
+func openRendezvous(ctx context.Context, c Config, token string, say func(string, ...any)) (*rendezvous, error) {
+	endpoint := c.RdzvEndpoint
+	if c.RdzvBackend == "static" && endpoint == "" && c.NNodesMax > 1 {
+		endpoint = net.JoinHostPort(orLocal(c.MasterAddr), strconv.Itoa(c.MasterPort))
+	}
+	if endpoint == "" || c.Standalone {
+		if c.NNodesMax > 1 {
+			return nil, errors.New("several nodes need a rendezvous: give --rdzv_endpoint (c10d) or --master_addr/--master_port (static)")
+		}
+		return nil, nil
+	}
+	host, portText, err := net.SplitHostPort(endpoint)
+	port, perr := strconv.Atoi(portText)
+	if err != nil || perr != nil || port < 0 || port > 65535 {
+		return nil, fmt.Errorf("--rdzv_endpoint=%q: want HOST:PORT", endpoint)
+	}
+	r := &rendezvous{cfg: c, token: token, endpointHost: host}
+	// Host the store if the endpoint is this machine's and nobody else
+	// does (static: node 0 hosts it).
+	mayHost := isLocal(host) && (c.RdzvBackend == "c10d" || c.NodeRank == 0 || c.NNodesMax == 1)
+	if mayHost {
+		if srv, err := store.Listen(net.JoinHostPort(host, portText), token); err == nil {
+			r.server = srv
+			if port == 0 {
+				_, p, _ := net.SplitHostPort(srv.Addr())
+				port, _ = strconv.Atoi(p)
+				say("ddprun: rendezvous endpoint %s", net.JoinHostPort(host, p))
+			}
+		} else if port == 0 {
+			return nil, fmt.Errorf("--rdzv_endpoint=%q: %w", endpoint, err)
+		}
+	} else if port == 0 {
+		return nil, fmt.Errorf("--rdzv_endpoint=%q: port 0 (a free port) only works on the endpoint's own host", endpoint)
+	}
+	dialCtx, cancel := context.WithTimeout(ctx, c.RdzvTimeout)
+	defer cancel()
+	r.client, err = store.Dial(dialCtx, net.JoinHostPort(host, strconv.Itoa(port)), token)
+	if err != nil {
+		r.close()
+		return nil, fmt.Errorf("rendezvous at %s: %w", endpoint, err)
+	}
+	return r, nil
+}
+
+func orLocal(addr string) string {
+	if addr == "" {
+		return "127.0.0.1"
+	}
+	return addr
+}
+
+// isLocal reports whether host names an address of this machine.
+func isLocal(host string) bool {
+	if host == "" || host == "localhost" {
+		return true
+	}
+	ips, err := net.LookupIP(host)
+	if err != nil {
+		return false
+	}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return false
+	}
+	for _, ip := range ips {
+		if ip.IsLoopback() {
+			return true
+		}
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && n.IP.Equal(ip) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (r *rendezvous) close() {
+	if r == nil {
+		return
+	}
+	if r.client != nil {
+		_ = r.client.Close()
+	}
+	if r.server != nil {
+		// Other agents still finishing their last calls get answers.
+		_ = r.server.Drain(2 * time.Second)
+	}
+}
+
+func (r *rendezvous) key(round int, parts ...any) string {
+	k := fmt.Sprintf("ddprun/%s/%d", r.cfg.RdzvID, round)
+	for _, p := range parts {
+		k += fmt.Sprintf("/%v", p)
+	}
+	return k
+}
+
+// join runs round's rendezvous: node ranks, the node count, every node's
+// worker count and the workers' store address.
+func (r *rendezvous) join(ctx context.Context, round int, me string) (assignment, error) {
+	c := r.cfg
+	ctx, cancel := context.WithTimeout(ctx, c.RdzvTimeout)
+	defer cancel()
+	joined, err := r.client.Add(ctx, r.key(round, "joined"), 1)
+	if err != nil {
+		return assignment{}, err
+	}
+	node := c.NodeRank
+	if c.RdzvBackend == "c10d" {
+		node = int(joined) - 1
+	}
+	if err := r.claim(ctx, round, node, me); err != nil {
+		return assignment{}, err
+	}
+	if err := r.client.Set(ctx, r.key(round, "nproc", node), []byte(strconv.Itoa(c.NProcPerNode))); err != nil {
+		return assignment{}, err
+	}
+	if node == 0 {
+		if err := r.close0(ctx, round); err != nil {
+			return assignment{}, err
+		}
+	}
+	closed, err := r.waitKey(ctx, round, r.key(round, "closed"))
+	if err != nil {
+		return assignment{}, err
+	}
+	nnodes, _ := strconv.Atoi(string(closed))
+	if node >= nnodes {
+		return assignment{}, fmt.Errorf("node rank %d arrived after the rendezvous closed with %d nodes", node, nnodes)
+	}
+	a := assignment{node: node, nnodes: nnodes}
+	for n := range nnodes {
+		v, err := r.waitKey(ctx, round, r.key(round, "nproc", n))
+		if err != nil {
+			return assignment{}, err
+		}
+		k, _ := strconv.Atoi(string(v))
+		if n < node {
+			a.offset += k
+		}
+		a.world += k
+	}
+	if node == 0 {
+		master, err := r.masterAddr(ctx)
+		if err != nil {
+			return assignment{}, err
+		}
+		if err := r.client.Set(ctx, r.key(round, "master"), []byte(master)); err != nil {
+			return assignment{}, err
+		}
+	}
+	m, err := r.waitKey(ctx, round, r.key(round, "master"))
+	if err != nil {
+		return assignment{}, err
+	}
+	a.master = string(m)
+	return a, nil
+}
+
+// claim takes node rank node for this agent; a rank taken by another
+// agent, or one outside the node count, fails every agent.
+func (r *rendezvous) claim(ctx context.Context, round, node int, me string) error {
+	if node < 0 {
+		return r.conflict(ctx, round, "a node joined without --node_rank under the static rendezvous (give every node its --node_rank, or use --rdzv_backend=c10d)")
+	}
+	if node >= r.cfg.NNodesMax {
+		return r.conflict(ctx, round, fmt.Sprintf("node rank %d with --nnodes=%d (ranks run from 0 to %d)", node, r.cfg.NNodesMax, r.cfg.NNodesMax-1))
+	}
+	got, err := r.client.CompareSet(ctx, r.key(round, "node", node), nil, []byte(me))
+	if err != nil {
+		return err
+	}
+	if string(got) != me {
+		return r.conflict(ctx, round, fmt.Sprintf("node rank %d claimed by two nodes: %s and %s (give each node its own --node_rank)", node, got, me))
+	}
+	return nil
+}
+
+// conflict fails the round for every agent with msg.
+func (r *rendezvous) conflict(ctx context.Context, round int, msg string) error {
+	_, _ = r.client.CompareSet(ctx, r.key(round, "conflict"), nil, []byte(msg))
+	return errors.New("rendezvous: " + msg)
+}
+
+// close0 is node 0's: wait for NNodesMax nodes, or after JoinTimeout for
+// at least NNodesMin, then close the round with the count.
+func (r *rendezvous) close0(ctx context.Context, round int) error {
+	c := r.cfg
+	joinBy := time.Now().Add(c.JoinTimeout)
+	for {
+		n, err := r.client.Add(ctx, r.key(round, "joined"), 0)
+		if err != nil {
+			return err
+		}
+		enough := int(n) >= c.NNodesMax || (int(n) >= c.NNodesMin && time.Now().After(joinBy))
+		if enough {
+			count := min(int(n), c.NNodesMax)
+			return r.client.Set(ctx, r.key(round, "closed"), []byte(strconv.Itoa(count)))
+		}
+		if msg, _ := r.conflictMessage(ctx, round); msg != "" {
+			return errors.New("rendezvous: " + msg)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("rendezvous: %d of %d nodes joined before the timeout: %w", n, c.NNodesMin, context.Cause(ctx))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func (r *rendezvous) conflictMessage(ctx context.Context, round int) (string, error) {
+	ok, err := r.client.Check(ctx, r.key(round, "conflict"))
+	if err != nil || !ok[0] {
+		return "", err
+	}
+	v, err := r.client.Get(ctx, r.key(round, "conflict"))
+	return string(v), err
+}
+
+// waitKey waits for key, failing at once if the round has a conflict.
+func (r *rendezvous) waitKey(ctx context.Context, round int, key string) ([]byte, error) {
+	for {
+		short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		err := r.client.Wait(short, key)
+		cancel()
+		if err == nil {
+			return r.client.Get(ctx, key)
+		}
+		if msg, cerr := r.conflictMessage(ctx, round); msg != "" || cerr != nil {
+			if cerr != nil {
+				return nil, cerr
+			}
+			return nil, errors.New("rendezvous: " + msg)
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("rendezvous: waiting for %s: %w", key, context.Cause(ctx))
+		}
+	}
+}
+
+// masterAddr is node 0's choice of where worker rank 0 hosts the
+// workers' store: --master_addr (or the endpoint's host, or the address
+// this node reaches the store from) and a free port (or --master_port
+// when it is not the rendezvous').
+func (r *rendezvous) masterAddr(ctx context.Context) (string, error) {
+	c := r.cfg
+	host := c.MasterAddr
+	if host == "" {
+		host = r.endpointHost
+		if r.server == nil {
+			host = r.client.LocalHost()
+		}
+	}
+	if host == "" || host == "0.0.0.0" {
+		host = "127.0.0.1"
+	}
+	port, err := freePort()
+	if err != nil {
+		return "", err
+	}
+	return net.JoinHostPort(host, strconv.Itoa(port)), nil
+}
+
+// freePort asks the kernel for a free TCP port.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", ":0")
+	if err != nil {
+		return 0, fmt.Errorf("picking a free port for the workers' store: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// watch is one monitor tick's check of the other nodes: a failure one of
+// them posted, or a node whose agent stopped beating.
+type watch struct {
+	r     *rendezvous
+	round int
+	a     assignment
+	beat  int64
+	seen  map[int]string
+	since map[int]time.Time
+}
+
+func (r *rendezvous) newWatch(round int, a assignment) *watch {
+	w := &watch{r: r, round: round, a: a, seen: map[int]string{}, since: map[int]time.Time{}}
+	for n := range a.nnodes {
+		w.since[n] = time.Now()
+	}
+	return w
+}
+
+// tick beats this node's heartbeat and returns why the round must end
+// (another node's failure or loss), or "".
+func (w *watch) tick(ctx context.Context) string {
+	r := w.r
+	ctx, cancel := context.WithTimeout(ctx, heartbeatTimeout)
+	defer cancel()
+	w.beat++
+	if err := r.client.Set(ctx, r.key(w.round, "beat", w.a.node), []byte(strconv.FormatInt(w.beat, 10))); err != nil {
+		return fmt.Sprintf("the rendezvous store is gone (%v): node 0's agent died?", err)
+	}
+	if ok, err := r.client.Check(ctx, r.key(w.round, "failed")); err == nil && ok[0] {
+		v, _ := r.client.Get(ctx, r.key(w.round, "failed"))
+		return string(v)
+	}
+	for n := range w.a.nnodes {
+		if n == w.a.node {
+			continue
+		}
+		if done, err := r.client.Check(ctx, r.key(w.round, "done", n)); err == nil && done[0] {
+			w.since[n] = time.Now()
+			continue
+		}
+		ok, err := r.client.Check(ctx, r.key(w.round, "beat", n))
+		if err != nil {
+			return fmt.Sprintf("the rendezvous store is gone (%v)", err)
+		}
+		v := ""
+		if ok[0] {
+			b, _ := r.client.Get(ctx, r.key(w.round, "beat", n))
+			v = string(b)
+		}
+		if v != w.seen[n] {
+			w.seen[n], w.since[n] = v, time.Now()
+		} else if time.Since(w.since[n]) > heartbeatTimeout {
+			return fmt.Sprintf("node %d's agent stopped responding (no heartbeat for %s): its host died or ddprun was killed", n, heartbeatTimeout)
+		}
+	}
+	return ""
+}
+
+// fail posts this node's failure for every agent of the round.
+func (r *rendezvous) fail(ctx context.Context, round int, why string) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, _ = r.client.CompareSet(ctx, r.key(round, "failed"), nil, []byte(why))
+}
+
+// finish marks this node's workers done and, on the store's host, waits
+// for the other nodes (their agents still use the store).
+func (r *rendezvous) finish(ctx context.Context, w *watch) error {
+	ctx2, cancel := context.WithTimeout(ctx, 5*time.Second)
+	err := r.client.Set(ctx2, r.key(w.round, "done", w.a.node), []byte("1"))
+	cancel()
+	if err != nil || r.server == nil {
+		return err
+	}
+	for {
+		all := true
+		for n := range w.a.nnodes {
+			ok, err := r.client.Check(ctx, r.key(w.round, "done", n))
+			if err != nil {
+				return err
+			}
+			all = all && ok[0]
+		}
+		if all {
+			return nil
+		}
+		if why := w.tick(ctx); why != "" {
+			return errors.New(why)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(r.cfg.MonitorInterval):
+		}
+	}
+}
+
+// nodeID names this agent in conflicts: host and pid.
+func nodeID() string {
+	h, _ := os.Hostname()
+	return fmt.Sprintf("%s (pid %d)", strings.TrimSpace(h), os.Getpid())
+}

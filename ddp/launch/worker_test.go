@@ -1,0 +1,172 @@
+package launch
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/xladdp/xladdp/backend"
+	"github.com/xladdp/xladdp/ddp"
+	"github.com/xladdp/xladdp/xla"
+	"github.com/xladdp/xladdp/xla/nn"
+	"github.com/xladdp/xladdp/xla/optim"
+)
+
+// workerEnvName makes the test binary a worker running a scenario.
+const workerEnvName = "XLADDP_LAUNCH_TEST_WORKER"
+
+func TestMain(m *testing.M) {
+	if s := os.Getenv(workerEnvName); s != "" {
+		os.Exit(runScenario(s))
+	}
+	os.Exit(m.Run())
+}
+
+// runScenario is one worker; its exit status is what the agent sees.
+func runScenario(name string) int {
+	rank, _ := strconv.Atoi(os.Getenv("RANK"))
+	switch name {
+	case "env":
+		keys := []string{"RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK", "ROLE_NAME", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
+			"ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
+			"TORCHELASTIC_RUN_ID", "OMP_NUM_THREADS", "XLADDP_BIND_CPUS"}
+		env := map[string]string{}
+		for _, k := range keys {
+			env[k] = os.Getenv(k)
+		}
+		out, _ := json.Marshal(env)
+		fmt.Println("ENV " + string(out))
+		return 0
+	case "stderr":
+		fmt.Fprintln(os.Stderr, "to stderr")
+		fmt.Println("to stdout")
+		return 0
+	case "train":
+		return train(rank)
+	}
+	// The rest meet in a group first, then misbehave on rank 1.
+	ctx := context.Background()
+	o := ddp.NewOptions()
+	o.Timeout = 20 * time.Second
+	if d, err := time.ParseDuration(os.Getenv("XLADDP_TEST_TIMEOUT")); err == nil {
+		o.Timeout = d
+	}
+	if err := ddp.Init(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	defer ddp.Destroy()
+	sum := []float32{float32(rank)}
+	if err := ddp.Default().AllReduce(ctx, ddp.Float32s(sum), ddp.Sum); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	fmt.Printf("sum %v\n", sum[0])
+	if rank == 1 {
+		switch name {
+		case "fail":
+			fmt.Println("rank 1 gives up")
+			return 3
+		case "kill":
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		case "stop":
+			// The stop takes every thread a moment: block meanwhile, so
+			// this rank never reaches the next collective.
+			_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+			select {}
+		}
+	}
+	if name == "ok" {
+		return 0
+	}
+	// Everyone else waits in a collective rank 1 never joins.
+	if err := ddp.Default().AllReduce(ctx, ddp.Float32s(sum), ddp.Sum); err != nil {
+		fmt.Fprintln(os.Stderr, "rank", rank, "collective failed:", err)
+		return 4
+	}
+	return 0
+}
+
+// train trains the toy 20 steps with a checkpoint every 5 in
+// $XLADDP_TEST_DIR, resuming from one; on its first attempt rank 1 kills
+// itself at step 12 when $XLADDP_TEST_KILL is set. Rank 0 prints the
+// final parameters.
+func train(rank int) int {
+	ctx := context.Background()
+	fail := func(err error) int { fmt.Fprintln(os.Stderr, "train:", err); return 2 }
+	if err := ddp.Init(ctx, ddp.NewOptions()); err != nil {
+		return fail(err)
+	}
+	defer ddp.Destroy()
+	b, err := backend.Open(ctx, backend.Options{Target: backend.CPU, CPUDevices: 1})
+	if err != nil {
+		return fail(err)
+	}
+	e := xla.NewEngine(b)
+	defer e.Close()
+	d := e.Device(0)
+	rng := nn.NewRand(uint64(7 + rank))
+	l1, err1 := nn.NewLinear(d, rng, 10, 10, true)
+	l2, err2 := nn.NewLinear(d, rng, 10, 5, true)
+	if err1 != nil || err2 != nil {
+		return fail(fmt.Errorf("%v %v", err1, err2))
+	}
+	model, err := ddp.Wrap(ctx, nn.NewSequential(l1, nn.ReLU{}, l2))
+	if err != nil {
+		return fail(err)
+	}
+	opt, err := optim.NewSGD(nn.Parameters(model), optim.SGDConfig{LR: 0.05, Momentum: 0.9})
+	if err != nil {
+		return fail(err)
+	}
+	path := filepath.Join(os.Getenv("XLADDP_TEST_DIR"), "ckpt.safetensors")
+	c := optim.Checkpoint{Model: model, Optimizer: opt}
+	if _, err := os.Stat(path); err == nil {
+		if err := ddp.LoadCheckpoint(ctx, path, &c); err != nil {
+			return fail(err)
+		}
+		fmt.Printf("resumed at %d\n", c.Step)
+	}
+	xs, ys := make([]float32, 4*10), make([]float32, 4*5)
+	for i := range xs {
+		xs[i] = float32((i*7+rank*3)%11) / 11
+	}
+	for i := range ys {
+		ys[i] = float32((i*5+rank)%7) / 7
+	}
+	x, _ := xla.FromSlice(d, xs, 4, 10)
+	y, _ := xla.FromSlice(d, ys, 4, 5)
+	for step := c.Step; step < 20; step++ {
+		if step == 12 && rank == 1 && os.Getenv("XLADDP_TEST_KILL") != "" && os.Getenv("TORCHELASTIC_RESTART_COUNT") == "0" {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		}
+		opt.ZeroGrad()
+		if err := optim.BackwardStep(ctx, nn.MSELoss(model.Forward(x), y, nn.ReductionMean), opt); err != nil {
+			return fail(err)
+		}
+		if (step+1)%5 == 0 {
+			if err := ddp.SaveCheckpoint(ctx, path, optim.Checkpoint{Model: model, Optimizer: opt, Step: step + 1}); err != nil {
+				return fail(err)
+			}
+		}
+	}
+	var parts []string
+	for _, p := range nn.Parameters(model) {
+		v, err := p.Float32s(ctx)
+		if err != nil {
+			return fail(err)
+		}
+		parts = append(parts, fmt.Sprint(v))
+	}
+	if rank == 0 {
+		fmt.Println("PARAMS " + strings.Join(parts, " "))
+	}
+	return 0
+}

@@ -1,0 +1,303 @@
+package launch
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// stopGrace is how long stopped workers get between SIGTERM and SIGKILL.
+const stopGrace = 3 * time.Second
+
+// tailLines is how much of a failed worker's output the summary quotes.
+const tailLines = 20
+
+// worker is one started worker process.
+type worker struct {
+	localRank, rank int
+	cmd             *exec.Cmd
+	tail            *tail
+	done            chan struct{} // closed once the process is reaped
+	state           *os.ProcessState
+	waitErr         error
+	copying         sync.WaitGroup
+}
+
+// exit describes how a worker ended.
+type exit struct {
+	node, rank, localRank int
+	code                  int    // exit status; 128+signal for a signal
+	signal                string // "" unless killed by a signal
+	tail                  string
+}
+
+func (e *exit) String() string {
+	how := fmt.Sprintf("exit code %d", e.code)
+	if e.signal != "" {
+		how = "signal " + e.signal
+	}
+	return fmt.Sprintf("node %d, rank %d (local rank %d): %s", e.node, e.rank, e.localRank, how)
+}
+
+// workerSet is a node's workers for one attempt.
+type workerSet struct {
+	workers []*worker
+	exits   chan *worker
+	logs    []io.Closer
+}
+
+// workerSpec is what startWorkers needs.
+type workerSpec struct {
+	cfg     Config
+	node    int
+	offset  int // global rank of local rank 0
+	world   int
+	master  string // host:port of the workers' store
+	attempt int
+	env     []string
+	stdout  io.Writer
+	stderr  io.Writer
+}
+
+// startWorkers starts spec.cfg.NProcPerNode workers, each in its own
+// process group (so a stop reaches whatever it started) and killed if
+// the agent dies (Pdeathsig).
+func startWorkers(spec workerSpec) (*workerSet, error) {
+	c := spec.cfg
+	host, port, _ := strings.Cut(spec.master, ":")
+	set := &workerSet{exits: make(chan *worker, c.NProcPerNode)}
+	for lr := range c.NProcPerNode {
+		rank := spec.offset + lr
+		env := append(append([]string(nil), spec.env...), workerEnv(c, spec, lr, rank, host, port)...)
+		cmd := exec.Command(c.Program, c.Args...)
+		cmd.Env = env
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		w := &worker{localRank: lr, rank: rank, cmd: cmd, tail: &tail{max: tailLines}, done: make(chan struct{})}
+		outs, errs, err := set.streams(spec, w)
+		if err != nil {
+			set.stop()
+			return nil, err
+		}
+		stdoutPipe, err1 := cmd.StdoutPipe()
+		stderrPipe, err2 := cmd.StderrPipe()
+		if err := errors.Join(err1, err2); err != nil {
+			set.stop()
+			return nil, err
+		}
+		if err := cmd.Start(); err != nil {
+			set.stop()
+			return nil, fmt.Errorf("starting worker rank %d (%s): %w", rank, c.Program, err)
+		}
+		w.copying.Add(2)
+		go copyLines(&w.copying, stdoutPipe, outs, rank)
+		go copyLines(&w.copying, stderrPipe, errs, rank)
+		set.workers = append(set.workers, w)
+		go func() {
+			// Reap only after the output is drained: Wait closes the pipes.
+			w.copying.Wait()
+			w.waitErr = cmd.Wait()
+			w.state = cmd.ProcessState
+			close(w.done)
+			set.exits <- w
+		}()
+	}
+	return set, nil
+}
+
+// workerEnv is torchrun's worker environment for local rank lr.
+func workerEnv(c Config, spec workerSpec, lr, rank int, host, port string) []string {
+	env := []string{
+		fmt.Sprintf("RANK=%d", rank),
+		fmt.Sprintf("LOCAL_RANK=%d", lr),
+		fmt.Sprintf("GROUP_RANK=%d", spec.node),
+		fmt.Sprintf("ROLE_RANK=%d", rank),
+		"ROLE_NAME=" + c.Role,
+		fmt.Sprintf("WORLD_SIZE=%d", spec.world),
+		fmt.Sprintf("LOCAL_WORLD_SIZE=%d", c.NProcPerNode),
+		fmt.Sprintf("ROLE_WORLD_SIZE=%d", spec.world),
+		"MASTER_ADDR=" + host,
+		"MASTER_PORT=" + port,
+		fmt.Sprintf("TORCHELASTIC_RESTART_COUNT=%d", spec.attempt),
+		fmt.Sprintf("TORCHELASTIC_MAX_RESTARTS=%d", c.MaxRestarts),
+		"TORCHELASTIC_RUN_ID=" + c.RdzvID,
+	}
+	if c.NProcPerNode > 1 && !hasEnv(spec.env, "OMP_NUM_THREADS") {
+		// As torchrun: ranks sharing a node do not each take every core.
+		env = append(env, "OMP_NUM_THREADS=1")
+	}
+	if c.NProcPerNode > 1 && !hasEnv(spec.env, "XLADDP_BIND_CPUS") {
+		env = append(env, "XLADDP_BIND_CPUS=1")
+	}
+	return env
+}
+
+func hasEnv(env []string, name string) bool {
+	for _, kv := range env {
+		if strings.HasPrefix(kv, name+"=") {
+			return true
+		}
+	}
+	return false
+}
+
+// streams returns where a worker's stdout and stderr go: the console
+// (prefixed "[rankN]:", unless filtered out or redirected), its log
+// files (--redirects, --tee), and the tail kept for a failure summary.
+func (set *workerSet) streams(spec workerSpec, w *worker) (stdout, stderr io.Writer, err error) {
+	c := spec.cfg
+	dest := func(bit int, console io.Writer, name string) (io.Writer, error) {
+		writers := []io.Writer{w.tail}
+		logged := c.Redirects[w.localRank]&bit != 0 || c.Tee[w.localRank]&bit != 0
+		onConsole := c.Redirects[w.localRank]&bit == 0 && (c.LocalRanksFilter == nil || c.LocalRanksFilter[w.localRank])
+		if onConsole {
+			writers = append(writers, console)
+		}
+		if logged {
+			dir := filepath.Join(c.LogDir, c.RdzvID, fmt.Sprintf("attempt_%d", spec.attempt), fmt.Sprint(w.localRank))
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return nil, fmt.Errorf("--log_dir: %w", err)
+			}
+			f, err := os.Create(filepath.Join(dir, name))
+			if err != nil {
+				return nil, fmt.Errorf("--log_dir: %w", err)
+			}
+			set.logs = append(set.logs, f)
+			writers = append(writers, &unprefixed{f})
+		}
+		return io.MultiWriter(writers...), nil
+	}
+	if stdout, err = dest(1, spec.stdout, "stdout.log"); err != nil {
+		return nil, nil, err
+	}
+	stderr, err = dest(2, spec.stderr, "stderr.log")
+	return stdout, stderr, err
+}
+
+// unprefixed strips the console prefix for log files.
+type unprefixed struct{ w io.Writer }
+
+func (u *unprefixed) Write(p []byte) (int, error) {
+	if i := strings.Index(string(p), "]:"); i >= 0 && strings.HasPrefix(string(p), "[rank") {
+		if _, err := u.w.Write(p[i+2:]); err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	}
+	return u.w.Write(p)
+}
+
+// consoleMu keeps lines of different workers from interleaving.
+var consoleMu sync.Mutex
+
+// copyLines copies r to w line by line, each prefixed "[rankN]:".
+func copyLines(wg *sync.WaitGroup, r io.Reader, w io.Writer, rank int) {
+	defer wg.Done()
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	prefix := fmt.Sprintf("[rank%d]:", rank)
+	for sc.Scan() {
+		consoleMu.Lock()
+		_, _ = w.Write([]byte(prefix + sc.Text() + "\n"))
+		consoleMu.Unlock()
+	}
+	// A line longer than the buffer ends the scan: drain the rest so the
+	// worker never blocks on a full pipe.
+	_, _ = io.Copy(io.Discard, r)
+}
+
+// stop ends every worker still running: SIGTERM to its process group,
+// then SIGKILL after stopGrace, and waits until all are reaped.
+func (set *workerSet) stop() {
+	for _, w := range set.workers {
+		if !w.exited() {
+			_ = syscall.Kill(-w.cmd.Process.Pid, syscall.SIGTERM)
+			// A stopped worker (SIGSTOP, a debugger) handles SIGTERM only
+			// once continued.
+			_ = syscall.Kill(-w.cmd.Process.Pid, syscall.SIGCONT)
+		}
+	}
+	deadline := time.After(stopGrace)
+	for _, w := range set.workers {
+		select {
+		case <-w.done:
+		case <-deadline:
+		}
+	}
+	for _, w := range set.workers {
+		// Also the group's other processes, even if the leader is gone.
+		_ = syscall.Kill(-w.cmd.Process.Pid, syscall.SIGKILL)
+		<-w.done
+	}
+	for _, l := range set.logs {
+		_ = l.Close()
+	}
+	set.logs = nil
+}
+
+func (w *worker) exited() bool {
+	select {
+	case <-w.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// describe turns a reaped worker into an exit (nil for success).
+func (w *worker) describe(node int) *exit {
+	st := w.state
+	if st == nil {
+		return &exit{node: node, rank: w.rank, localRank: w.localRank, code: 1, tail: fmt.Sprint(w.waitErr)}
+	}
+	e := &exit{node: node, rank: w.rank, localRank: w.localRank, code: st.ExitCode(), tail: w.tail.String()}
+	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		e.signal = unixSignalName(ws.Signal())
+		e.code = 128 + int(ws.Signal())
+	}
+	if e.code == 0 {
+		return nil
+	}
+	return e
+}
+
+func unixSignalName(s syscall.Signal) string {
+	names := map[syscall.Signal]string{syscall.SIGKILL: "SIGKILL", syscall.SIGTERM: "SIGTERM", syscall.SIGSEGV: "SIGSEGV",
+		syscall.SIGABRT: "SIGABRT", syscall.SIGINT: "SIGINT", syscall.SIGBUS: "SIGBUS", syscall.SIGHUP: "SIGHUP"}
+	if n, ok := names[s]; ok {
+		return n
+	}
+	return fmt.Sprintf("signal %d (%s)", int(s), s)
+}
+
+// tail keeps the last max lines written to it.
+type tail struct {
+	mu    sync.Mutex
+	max   int
+	lines []string
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, l := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		t.lines = append(t.lines, l)
+	}
+	if over := len(t.lines) - t.max; over > 0 {
+		t.lines = append(t.lines[:0], t.lines[over:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.Join(t.lines, "\n")
+}
