@@ -111,7 +111,7 @@ func runAttempt(ctx context.Context, c Config, r *rendezvous, a assignment, atte
 	if err != nil {
 		e := &exit{node: a.node, rank: a.offset, code: 1, tail: err.Error()}
 		if r != nil {
-			r.fail(context.WithoutCancel(ctx), attempt, e.String()+": "+err.Error())
+			r.fail(context.WithoutCancel(ctx), attempt, a.node, e.String()+": "+err.Error())
 		}
 		return outcome{failure: e}
 	}
@@ -126,17 +126,25 @@ func runAttempt(ctx context.Context, c Config, r *rendezvous, a assignment, atte
 		case wk := <-set.exits:
 			remaining--
 			if e := wk.describe(a.node); e != nil {
+				seen := time.Now()
 				if r != nil {
 					// Tell the others first: their workers wait on ours.
-					r.fail(context.WithoutCancel(ctx), attempt, "worker failed: "+e.String())
+					r.fail(context.WithoutCancel(ctx), attempt, a.node, "worker failed: "+e.String())
 				}
 				set.stop()
+				if r != nil {
+					// Our worker may have failed because another node's
+					// did: name the first failure.
+					if first := r.firstFailure(context.WithoutCancel(ctx), attempt, a.node, a.nnodes, seen, 300*time.Millisecond); first != "" {
+						return outcome{remote: first + " (then here: " + e.String() + ")"}
+					}
+				}
 				return outcome{failure: e}
 			}
 		case <-ctx.Done():
 			set.stop()
 			if r != nil {
-				r.fail(context.WithoutCancel(ctx), attempt, fmt.Sprintf("node %d's agent was stopped", a.node))
+				r.fail(context.WithoutCancel(ctx), attempt, a.node, fmt.Sprintf("node %d's agent was stopped", a.node))
 			}
 			return outcome{cancelled: true}
 		case <-ticker.C:

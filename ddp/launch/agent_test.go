@@ -214,3 +214,155 @@ func TestFailurePolicy(t *testing.T) {
 		})
 	}
 }
+
+// TestRestartResumesBitIdentical: rank 1 is SIGKILLed at step 12 of 20 on
+// the first attempt; with --max_restarts=1 the group restarts
+// (TORCHELASTIC_RESTART_COUNT=1), resumes from the step-10 checkpoint and
+// ends with the parameters of an uninterrupted run, bit for bit. Without
+// restarts the same kill fails the job.
+func TestRestartResumesBitIdentical(t *testing.T) {
+	params := func(out string) string {
+		for _, line := range strings.Split(out, "\n") {
+			if _, p, ok := strings.Cut(line, "]:PARAMS "); ok {
+				return p
+			}
+		}
+		return ""
+	}
+	whole := runAgent(t.Context(), t, "whole", "train", []string{"--nproc_per_node=2"}, "XLADDP_TEST_DIR="+t.TempDir())
+	require.Equal(t, 0, whole.code, whole.stderr)
+	want := params(whole.stdout)
+	require.NotEmpty(t, want)
+
+	mark := "restart" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	_, before := leftovers(t, mark)
+	res := runAgent(t.Context(), t, mark, "train", []string{"--nproc_per_node=2", "--max_restarts=1"},
+		"XLADDP_TEST_DIR="+t.TempDir(), "XLADDP_TEST_KILL=1")
+	require.Equal(t, 0, res.code, res.stderr)
+	assert.Contains(t, res.stderr, "signal SIGKILL")
+	assert.Contains(t, res.stderr, "restarting (restart 1 of 1)")
+	assert.Contains(t, res.stdout, "[rank0]:resumed at 10")
+	assert.Equal(t, want, params(res.stdout), "the restarted job's parameters differ from an uninterrupted run's")
+	assertNothingLeft(t, mark, before)
+
+	res = runAgent(t.Context(), t, mark, "train", []string{"--nproc_per_node=2"}, "XLADDP_TEST_DIR="+t.TempDir(), "XLADDP_TEST_KILL=1")
+	assert.Equal(t, 128+9, res.code)
+	assertNothingLeft(t, mark, before)
+}
+
+// TestStopStopsEveryWorker: ending ddprun's ctx (SIGINT/SIGTERM in the
+// command) stops every worker at once and exits 130.
+func TestStopStopsEveryWorker(t *testing.T) {
+	mark := "signal" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	_, before := leftovers(t, mark)
+	ctx, cancel := context.WithCancel(t.Context())
+	time.AfterFunc(time.Second, cancel)
+	// "stop-wait": every rank waits in a collective that never completes.
+	res := runAgent(ctx, t, mark, "hang", []string{"--nproc_per_node=2"}, "XLADDP_TEST_TIMEOUT=60s")
+	assert.Equal(t, 130, res.code, res.stderr)
+	assert.Less(t, res.elapsed, 6*time.Second)
+	assertNothingLeft(t, mark, before)
+}
+
+// TestTwoNodesOneHost: two agents on this host, 2 workers each, meet at
+// the rendezvous (c10d: ranks by arrival; static: --node_rank) and run one
+// world of 4.
+func TestTwoNodesOneHost(t *testing.T) {
+	for _, backend := range []string{"c10d", "static"} {
+		t.Run(backend, func(t *testing.T) {
+			port := freeTestPort(t)
+			mark := "two" + backend + strconv.FormatInt(time.Now().UnixNano(), 36)
+			_, before := leftovers(t, mark)
+			results := make([]agentRun, 2)
+			var wg sync.WaitGroup
+			for n := range 2 {
+				args := []string{"--nnodes=2", "--nproc_per_node=2", "--rdzv_id=two", "--monitor_interval=0.05"}
+				if backend == "c10d" {
+					args = append(args, "--rdzv_backend=c10d", fmt.Sprintf("--rdzv_endpoint=127.0.0.1:%d", port))
+				} else {
+					args = append(args, fmt.Sprintf("--node_rank=%d", n), "--master_addr=127.0.0.1", fmt.Sprintf("--master_port=%d", port))
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					results[n] = runAgent(t.Context(), t, mark, "ok", args)
+				}()
+			}
+			wg.Wait()
+			all := results[0].stdout + results[1].stdout
+			for n, r := range results {
+				assert.Equal(t, 0, r.code, "agent %d: %s", n, r.stderr)
+			}
+			for rank := range 4 {
+				assert.Contains(t, all, fmt.Sprintf("[rank%d]:sum 6\n", rank))
+			}
+			assertNothingLeft(t, mark, before)
+		})
+	}
+}
+
+// TestTwoNodesFailTogether: a worker failing on one node stops the
+// other node's workers too, and both agents exit non-zero naming it.
+func TestTwoNodesFailTogether(t *testing.T) {
+	port := freeTestPort(t)
+	mark := "twofail" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	_, before := leftovers(t, mark)
+	results := make([]agentRun, 2)
+	var wg sync.WaitGroup
+	for n := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[n] = runAgent(t.Context(), t, mark, "fail", []string{"--nnodes=2", "--nproc_per_node=2", fmt.Sprintf("--node_rank=%d", n),
+				"--master_addr=127.0.0.1", fmt.Sprintf("--master_port=%d", port), "--monitor_interval=0.05"}, "XLADDP_TEST_TIMEOUT=60s")
+		}()
+	}
+	wg.Wait()
+	// Rank 1 is node 0's local rank 1.
+	assert.Equal(t, 3, results[0].code, results[0].stderr)
+	assert.Contains(t, results[0].stderr, "node 0, rank 1 (local rank 1): exit code 3")
+	assert.Equal(t, 1, results[1].code, results[1].stderr)
+	assert.Contains(t, results[1].stderr, "node 0, rank 1 (local rank 1): exit code 3")
+	for n, r := range results {
+		assert.Less(t, r.elapsed, 10*time.Second, "agent %d", n)
+	}
+	assertNothingLeft(t, mark, before)
+}
+
+// TestRendezvousConflicts: two nodes claiming one rank, or a rank beyond
+// --nnodes, fail every agent promptly, naming the problem.
+func TestRendezvousConflicts(t *testing.T) {
+	cases := []struct {
+		name  string
+		ranks [2]int
+		says  string
+	}{
+		{"same node rank", [2]int{0, 0}, "node rank 0 claimed by two nodes"},
+		{"rank beyond nnodes", [2]int{0, 5}, "node rank 5 with --nnodes=2"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			port := freeTestPort(t)
+			results := make([]agentRun, 2)
+			var wg sync.WaitGroup
+			for n := range 2 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if n == 1 {
+						time.Sleep(200 * time.Millisecond) // node 0 hosts the store
+					}
+					results[n] = runAgent(t.Context(), t, "conflict", "ok", []string{"--nnodes=2", "--nproc_per_node=1",
+						fmt.Sprintf("--node_rank=%d", c.ranks[n]), "--master_addr=127.0.0.1", fmt.Sprintf("--master_port=%d", port),
+						"--rdzv_conf=timeout=20"})
+				}()
+			}
+			wg.Wait()
+			for n, r := range results {
+				assert.Equal(t, 1, r.code, "agent %d", n)
+				assert.Contains(t, r.stderr, c.says, "agent %d", n)
+				assert.Less(t, r.elapsed, 5*time.Second, "agent %d", n)
+			}
+		})
+	}
+}

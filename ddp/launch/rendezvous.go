@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"strconv"
@@ -372,11 +373,45 @@ func (w *watch) tick(ctx context.Context) string {
 	return ""
 }
 
-// fail posts this node's failure for every agent of the round.
-func (r *rendezvous) fail(ctx context.Context, round int, why string) {
+// fail posts this node's failure for every agent of the round, with the
+// time it was seen, so the agents can name the first one.
+func (r *rendezvous) fail(ctx context.Context, round, node int, why string) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	stamped := []byte(strconv.FormatInt(time.Now().UnixNano(), 10) + " " + why)
+	_ = r.client.Set(ctx, r.key(round, "failure", node), stamped)
 	_, _ = r.client.CompareSet(ctx, r.key(round, "failed"), nil, []byte(why))
+}
+
+// firstFailure returns the earliest failure another node than node
+// posted in round, waiting up to wait for one, or "".
+func (r *rendezvous) firstFailure(ctx context.Context, round, node, nnodes int, mine time.Time, wait time.Duration) string {
+	ctx, cancel := context.WithTimeout(ctx, wait+time.Second)
+	defer cancel()
+	for deadline := time.Now().Add(wait); ; {
+		best, bestAt := "", mine.UnixNano()
+		for n := range nnodes {
+			if n == node {
+				continue
+			}
+			ok, err := r.client.Check(ctx, r.key(round, "failure", n))
+			if err != nil || !ok[0] {
+				continue
+			}
+			v, err := r.client.Get(ctx, r.key(round, "failure", n))
+			if err != nil {
+				continue
+			}
+			at, msg, _ := strings.Cut(string(v), " ")
+			if t, err := strconv.ParseInt(at, 10, 64); err == nil && t < bestAt {
+				best, bestAt = msg, t
+			}
+		}
+		if best != "" || time.Now().After(deadline) {
+			return best
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // finish marks this node's workers done and, on the store's host, waits
@@ -411,8 +446,9 @@ func (r *rendezvous) finish(ctx context.Context, w *watch) error {
 	}
 }
 
-// nodeID names this agent in conflicts: host and pid.
+// nodeID names this agent in conflicts: host, pid and a nonce (two
+// agents may share a process in tests, or a pid across hosts).
 func nodeID() string {
 	h, _ := os.Hostname()
-	return fmt.Sprintf("%s (pid %d)", strings.TrimSpace(h), os.Getpid())
+	return fmt.Sprintf("%s (pid %d, agent %08x)", strings.TrimSpace(h), os.Getpid(), rand.Uint32())
 }

@@ -86,6 +86,9 @@ func runScenario(name string) int {
 	if name == "ok" {
 		return 0
 	}
+	if name == "hang" {
+		select {} // until stopped
+	}
 	// Everyone else waits in a collective rank 1 never joins.
 	if err := ddp.Default().AllReduce(ctx, ddp.Float32s(sum), ddp.Sum); err != nil {
 		fmt.Fprintln(os.Stderr, "rank", rank, "collective failed:", err)
