@@ -138,7 +138,22 @@ func ParseArgs(args []string, getenv func(string) string, stderr io.Writer) (Con
 		RdzvEndpoint: *rdzvEndpoint, RdzvID: *rdzvID, Standalone: *standalone, MaxRestarts: *maxRestarts,
 		LogDir: *logDir, Role: *role, DryRun: *dryRun, RdzvTimeout: 900 * time.Second, JoinTimeout: 600 * time.Second,
 		Sources: sources}
-	rest := f.Args()
+	c, err := validate(c, f.Args(), *nnodes, *nproc, *rdzvConf, *monitor, *redirects, *tee, *ranksFilter, getenv)
+	if err != nil {
+		// An option that came from a PET_ variable is named as such.
+		for name, src := range sources {
+			if strings.HasPrefix(src, "$") && strings.Contains(err.Error(), "--"+name) {
+				return Config{}, fmt.Errorf("%s: %w", src, err)
+			}
+		}
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// validate resolves and checks the parsed options.
+func validate(c Config, rest []string, nnodes, nproc, rdzvConf string, monitor float64, redirects, tee, ranksFilter string,
+	getenv func(string) string) (Config, error) {
 	if len(rest) == 0 && !c.DryRun {
 		return Config{}, errors.New("no training binary: ddprun [options] TRAINING_BINARY [ARGS...] (see --help)")
 	}
@@ -146,22 +161,22 @@ func ParseArgs(args []string, getenv func(string) string, stderr io.Writer) (Con
 		c.Program, c.Args = rest[0], rest[1:]
 	}
 	var err error
-	if c.NNodesMin, c.NNodesMax, err = parseNNodes(*nnodes); err != nil {
+	if c.NNodesMin, c.NNodesMax, err = parseNNodes(nnodes); err != nil {
 		return Config{}, err
 	}
-	if c.NProcPerNode, err = parseNProc(*nproc, getenv); err != nil {
+	if c.NProcPerNode, err = parseNProc(nproc, getenv); err != nil {
 		return Config{}, err
 	}
 	if c.RdzvBackend != "c10d" && c.RdzvBackend != "static" {
 		return Config{}, fmt.Errorf("--rdzv_backend=%q: want c10d or static", c.RdzvBackend)
 	}
-	if err := parseRdzvConf(*rdzvConf, &c); err != nil {
+	if err := parseRdzvConf(rdzvConf, &c); err != nil {
 		return Config{}, err
 	}
-	if *monitor <= 0 || *monitor > 3600 {
-		return Config{}, fmt.Errorf("--monitor_interval=%v: want seconds above 0 and at most 3600", *monitor)
+	if monitor <= 0 || monitor > 3600 {
+		return Config{}, fmt.Errorf("--monitor_interval=%v: want seconds above 0 and at most 3600", monitor)
 	}
-	c.MonitorInterval = time.Duration(*monitor * float64(time.Second))
+	c.MonitorInterval = time.Duration(monitor * float64(time.Second))
 	if c.MaxRestarts < 0 {
 		return Config{}, fmt.Errorf("--max_restarts=%d: cannot be negative", c.MaxRestarts)
 	}
@@ -173,18 +188,18 @@ func ParseArgs(args []string, getenv func(string) string, stderr io.Writer) (Con
 	if c.NodeRank < -1 {
 		return Config{}, fmt.Errorf("--node_rank=%d: cannot be negative", c.NodeRank)
 	}
-	if c.Redirects, err = parseStreams("redirects", *redirects, c.NProcPerNode); err != nil {
+	if c.Redirects, err = parseStreams("redirects", redirects, c.NProcPerNode); err != nil {
 		return Config{}, err
 	}
-	if c.Tee, err = parseStreams("tee", *tee, c.NProcPerNode); err != nil {
+	if c.Tee, err = parseStreams("tee", tee, c.NProcPerNode); err != nil {
 		return Config{}, err
 	}
-	if *ranksFilter != "" {
+	if ranksFilter != "" {
 		c.LocalRanksFilter = map[int]bool{}
-		for _, s := range strings.Split(*ranksFilter, ",") {
+		for _, s := range strings.Split(ranksFilter, ",") {
 			r, err := strconv.Atoi(strings.TrimSpace(s))
 			if err != nil || r < 0 || r >= c.NProcPerNode {
-				return Config{}, fmt.Errorf("--local_ranks_filter=%q: want local ranks from 0 to %d", *ranksFilter, c.NProcPerNode-1)
+				return Config{}, fmt.Errorf("--local_ranks_filter=%q: want local ranks from 0 to %d", ranksFilter, c.NProcPerNode-1)
 			}
 			c.LocalRanksFilter[r] = true
 		}
@@ -276,6 +291,11 @@ func parseRdzvConf(s string, c *Config) error {
 	}
 	for _, kv := range strings.Split(s, ",") {
 		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		switch k {
+		case "timeout", "join_timeout", "last_call_timeout", "read_timeout", "close_timeout", "heartbeat_timeout":
+		default:
+			return fmt.Errorf("--rdzv_conf: unknown setting %q (known: timeout, join_timeout, last_call_timeout, read_timeout, close_timeout, heartbeat_timeout)", k)
+		}
 		secs, err := strconv.ParseFloat(v, 64)
 		if !ok || err != nil || secs <= 0 || secs > 86400*7 {
 			return fmt.Errorf("--rdzv_conf=%q: want timeout=SECONDS,join_timeout=SECONDS (positive)", s)
@@ -286,10 +306,9 @@ func parseRdzvConf(s string, c *Config) error {
 			c.RdzvTimeout = d
 		case "join_timeout", "last_call_timeout":
 			c.JoinTimeout = d
-		case "read_timeout", "close_timeout", "heartbeat_timeout":
-			// accepted (torch's c10d settings); the store bounds its own reads
 		default:
-			return fmt.Errorf("--rdzv_conf: unknown setting %q (known: timeout, join_timeout, last_call_timeout, read_timeout, close_timeout, heartbeat_timeout)", k)
+			// read_timeout, close_timeout, heartbeat_timeout: torch's c10d
+			// settings, accepted; the store bounds its own reads.
 		}
 	}
 	return nil
