@@ -33,7 +33,7 @@ MNIST_FILES := train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-
 # Fashion-MNIST (gzipped idx files) from Debian's dataset-fashion-mnist.
 FASHION_MNIST_DIR := /usr/share/datasets/fashion-mnist
 
-.PHONY: help deps deps-pjrt deps-mnist deps-fashion-mnist build vet test race fuzz demo bench clean
+.PHONY: help deps deps-pjrt deps-mnist deps-fashion-mnist deps-openmpi build vet test race fuzz demo bench clean
 
 help:
 	@echo "make demo   set up (deps), build, and train MNIST on 2 CPU replicas"
@@ -43,7 +43,7 @@ help:
 	echo "make build  build the commands into $(BIN)/"
 	echo "make bench  run the Go benchmarks (long; never part of make test)"
 
-deps: deps-pjrt deps-mnist deps-fashion-mnist
+deps: deps-pjrt deps-mnist deps-fashion-mnist deps-openmpi
 
 # Idempotent: does nothing when the installed plugin has the pinned sha256.
 deps-pjrt:
@@ -111,6 +111,22 @@ deps-fashion-mnist:
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dataset-fashion-mnist >/dev/null 2>&1 \
 		|| { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dataset-fashion-mnist >/dev/null; } \
 		|| fail "apt-get could not install dataset-fashion-mnist"
+
+# Open MPI's mpirun, for the test that runs workers under it.
+deps-openmpi:
+	@if command -v mpirun >/dev/null; then
+		echo "deps: mpirun is installed"
+		exit 0
+	fi
+	fail() { echo "deps: $$*" >&2; exit 1; }
+	if [[ "$$(id -u)" != 0 ]]; then
+		echo "deps: mpirun is missing and installing it needs root: run sudo apt-get install openmpi-bin (its test skips until then)" >&2
+		exit 0
+	fi
+	echo "deps: installing Debian's openmpi-bin"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin >/dev/null 2>&1 \
+		|| { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin >/dev/null; } \
+		|| fail "apt-get could not install openmpi-bin"
 
 build:
 	$(GO) build -o $(BIN)/ ./backend/cmd/... ./examples/...

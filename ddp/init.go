@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"net"
 	"net/url"
@@ -79,7 +80,12 @@ func envInt(name string) (int, bool, error) {
 	return n, true, nil
 }
 
-// resolve fills -1 fields from the environment and validates them.
+// openMPIEnv maps torch's variables to Open MPI's (mpirun sets these).
+var openMPIEnv = map[string]string{EnvRank: "OMPI_COMM_WORLD_RANK", EnvWorldSize: "OMPI_COMM_WORLD_SIZE",
+	EnvLocalRank: "OMPI_COMM_WORLD_LOCAL_RANK", EnvLocalWorldSize: "OMPI_COMM_WORLD_LOCAL_SIZE"}
+
+// resolve fills -1 fields from the environment (torch's variables, else
+// Open MPI's) and validates them.
 func (o *Options) resolve() error {
 	for _, f := range []struct {
 		field    *int
@@ -92,6 +98,12 @@ func (o *Options) resolve() error {
 		n, ok, err := envInt(f.env)
 		if err != nil {
 			return err
+		}
+		if !ok {
+			// Under Open MPI's mpirun every process is a worker itself.
+			if n, ok, err = envInt(openMPIEnv[f.env]); err != nil {
+				return err
+			}
 		}
 		if !ok && f.required {
 			return fmt.Errorf("ddp: %s is not set: set $%s (or Options) for every process, as torchrun does", f.env, f.env)
@@ -131,6 +143,9 @@ func openStore(ctx context.Context, o Options) (store.Store, *store.Server, stri
 	switch u.Scheme {
 	case "env":
 		host, port = os.Getenv(EnvMasterAddr), os.Getenv(EnvMasterPort)
+		if h, p, ok := openMPISingleHost(); ok && host == "" && port == "" {
+			host, port = h, p
+		}
 		if host == "" || port == "" {
 			return nil, nil, "", fmt.Errorf("ddp: env:// needs $%s and $%s (the address and port of rank 0)", EnvMasterAddr, EnvMasterPort)
 		}
@@ -483,4 +498,19 @@ func (g *ProcessGroup) connectMesh(ctx context.Context, ln net.Listener, addrs [
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// openMPISingleHost gives an mpirun job whose ranks all run on this host
+// a rendezvous without MASTER_ADDR/MASTER_PORT: loopback, and a port
+// derived from the job's id, the same in every rank. Jobs across hosts
+// pass MASTER_ADDR and MASTER_PORT (mpirun -x).
+func openMPISingleHost() (host, port string, ok bool) {
+	size, local := os.Getenv("OMPI_COMM_WORLD_SIZE"), os.Getenv("OMPI_COMM_WORLD_LOCAL_SIZE")
+	job := os.Getenv("OMPI_MCA_ess_base_jobid")
+	if size == "" || size != local || job == "" {
+		return "", "", false
+	}
+	h := fnv.New32a()
+	h.Write([]byte(job))
+	return "127.0.0.1", strconv.Itoa(20000 + int(h.Sum32()%20000)), true
 }

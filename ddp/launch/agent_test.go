@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -365,4 +366,20 @@ func TestRendezvousConflicts(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestUnderMpirun: under Open MPI's mpirun each process is a worker
+// itself: ddp.Init takes rank, world and local rank from OMPI_COMM_WORLD_*
+// and, with every rank on this host, rendezvouses on loopback.
+func TestUnderMpirun(t *testing.T) {
+	mpirun, err := exec.LookPath("mpirun")
+	if err != nil {
+		t.Skip("mpirun not found: install Debian's openmpi-bin (make deps does, as root)")
+	}
+	cmd := exec.CommandContext(t.Context(), mpirun, "-np", "4", "--oversubscribe", os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), workerEnvName+"=ok", "RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "LOCAL_WORLD_SIZE=",
+		"MASTER_ADDR=", "MASTER_PORT=", "OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	assert.Equal(t, 4, strings.Count(string(out), "sum 6\n"), "%s", out)
 }

@@ -63,6 +63,7 @@ func runScenario(name string) int {
 		return 2
 	}
 	defer ddp.Destroy()
+	rank = ddp.Rank() // under mpirun, from Open MPI's variables
 	sum := []float32{float32(rank)}
 	if err := ddp.Default().AllReduce(ctx, ddp.Float32s(sum), ddp.Sum); err != nil {
 		fmt.Fprintln(os.Stderr, err)
