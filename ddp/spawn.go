@@ -1,0 +1,230 @@
+package ddp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/xladdp/xladdp/backend"
+	"github.com/xladdp/xladdp/xla"
+)
+
+// SpawnOptions configures Spawn.
+type SpawnOptions struct {
+	// Devices is how many local devices to train on (0: every one the
+	// target has: $NEURON_NUM_DEVICES or $NEURONCORE_NUM_DEVICES on
+	// Neuron, the GPUs, or the CPU devices of $XLADDP_CPU_DEVICES).
+	Devices int
+	// Backend opens the target (its Replicas is set from Devices).
+	Backend backend.Options
+	// Processes runs one process per device, re-executing this program
+	// with the worker environment set (torch-xla's PJRT spawn), instead
+	// of one process driving every device.
+	Processes bool
+	// Command is what Processes re-executes (default: this program with
+	// its arguments).
+	Command []string
+}
+
+// Worker is one replica of a spawned job, as fn sees it: its rank among
+// every replica of the job, the job's replica count and its device.
+type Worker struct {
+	Rank, WorldSize, LocalRank int
+	Device                     *xla.Device
+}
+
+// spawnChildEnv marks a process Spawn started with Processes.
+const spawnChildEnv = "XLADDP_SPAWN_CHILD"
+
+// Spawn is xmp.spawn: it runs fn once per local device and returns when
+// all have, with the first error. By default one process drives every
+// device: fn runs per device in xla.Engine.RunReplicas, and its Worker's
+// Rank and WorldSize count the replicas (times the processes of the
+// default group, when Init ran before). With Processes, the program is
+// re-executed once per device; each process joins the default group
+// (torchrun's environment, set by Spawn), runs fn on its one device and
+// exits, so the code before Spawn runs in every process and the code
+// after it in the parent only.
+// A failing replica or process stops the others (see xla.RunReplicas and
+// ddprun's failure policy), and Spawn's error names it.
+func Spawn(ctx context.Context, fn func(ctx context.Context, w Worker) error, opts SpawnOptions) error {
+	if fn == nil {
+		return errors.New("ddp: Spawn of a nil function")
+	}
+	if opts.Devices < 0 {
+		return fmt.Errorf("ddp: Spawn: Devices=%d cannot be negative", opts.Devices)
+	}
+	if os.Getenv(spawnChildEnv) == "1" {
+		// A process Spawn started runs fn and ends, as torch-xla's
+		// spawned processes do: the code after Spawn is the parent's.
+		if err := spawnChild(ctx, fn, opts); err != nil {
+			fmt.Fprintln(os.Stderr, "ddp: Spawn:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	n, err := spawnDevices(opts)
+	if err != nil {
+		return err
+	}
+	if opts.Processes {
+		return spawnProcesses(ctx, n, opts)
+	}
+	bo := opts.Backend
+	if n > 0 {
+		bo.Replicas = n
+		if bo.CPUDevices == 0 && (bo.Target == "" || bo.Target == backend.CPU) {
+			bo.CPUDevices = n
+		}
+	}
+	b, err := backend.Open(ctx, bo)
+	if err != nil {
+		return err
+	}
+	e := xla.NewEngine(b)
+	defer e.Close()
+	if n == 0 {
+		n = e.NumDevices()
+	}
+	rank, size := processRank()
+	return e.RunReplicas(ctx, n, func(ctx context.Context, r xla.Replica) error {
+		return fn(ctx, Worker{Rank: rank*n + r.Index(), WorldSize: size * n, LocalRank: r.Index(), Device: r.Device()})
+	})
+}
+
+// spawnDevices is the device count: given, or from the Neuron variables
+// (0: the backend decides once open).
+func spawnDevices(opts SpawnOptions) (int, error) {
+	if opts.Devices > 0 {
+		return opts.Devices, nil
+	}
+	for _, env := range []string{"NEURON_NUM_DEVICES", "NEURONCORE_NUM_DEVICES"} {
+		if v := os.Getenv(env); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				return 0, fmt.Errorf("ddp: Spawn: $%s=%q: want a positive device count", env, v)
+			}
+			return n, nil
+		}
+	}
+	if opts.Processes {
+		if n, err := strconv.Atoi(os.Getenv(backend.EnvCPUDevices)); err == nil && n > 0 {
+			return n, nil
+		}
+		return 0, errors.New("ddp: Spawn with Processes needs the device count: set SpawnOptions.Devices (or $NEURON_NUM_DEVICES, $XLADDP_CPU_DEVICES)")
+	}
+	return 0, nil
+}
+
+// spawnProcesses re-executes the program once per device with torchrun's
+// worker environment and waits for all; the first failure stops the
+// others (SIGTERM, then SIGKILL) and is the error.
+func spawnProcesses(ctx context.Context, n int, opts SpawnOptions) error {
+	command := opts.Command
+	if len(command) == 0 {
+		command = os.Args
+	}
+	port, err := freeLocalPort()
+	if err != nil {
+		return err
+	}
+	type result struct {
+		rank int
+		err  error
+	}
+	done := make(chan result, n)
+	cmds := make([]*exec.Cmd, n)
+	for r := range n {
+		cmd := exec.Command(command[0], command[1:]...)
+		cmd.Env = append(os.Environ(), spawnChildEnv+"=1", fmt.Sprintf("%s=%d", EnvRank, r), fmt.Sprintf("%s=%d", EnvWorldSize, n),
+			fmt.Sprintf("%s=%d", EnvLocalRank, r), fmt.Sprintf("%s=%d", EnvLocalWorldSize, n), EnvMasterAddr+"=127.0.0.1",
+			fmt.Sprintf("%s=%d", EnvMasterPort, port), backend.EnvCPUDevices+"=1",
+			// Each process sees its own device.
+			fmt.Sprintf("CUDA_VISIBLE_DEVICES=%d", r), fmt.Sprintf("NEURON_RT_VISIBLE_CORES=%d", r), "NEURON_NUM_DEVICES=", "NEURONCORE_NUM_DEVICES=")
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			stopAll(cmds[:r])
+			return fmt.Errorf("ddp: Spawn: starting process %d: %w", r, err)
+		}
+		cmds[r] = cmd
+		go func() { done <- result{r, cmd.Wait()} }()
+	}
+	var first error
+	for range n {
+		var res result
+		select {
+		case res = <-done:
+		case <-ctx.Done():
+			stopAll(cmds)
+			for range n {
+				<-done
+			}
+			return fmt.Errorf("ddp: Spawn: %w", context.Cause(ctx))
+		}
+		if res.err != nil && first == nil {
+			first = fmt.Errorf("ddp: Spawn: process %d: %w", res.rank, res.err)
+			stopAll(cmds)
+		}
+	}
+	return first
+}
+
+// stopAll ends the processes' groups: SIGTERM, SIGKILL after 3 s.
+func stopAll(cmds []*exec.Cmd) {
+	for _, c := range cmds {
+		if c != nil && c.Process != nil {
+			_ = syscall.Kill(-c.Process.Pid, syscall.SIGTERM)
+			_ = syscall.Kill(-c.Process.Pid, syscall.SIGCONT)
+		}
+	}
+	time.AfterFunc(3*time.Second, func() {
+		for _, c := range cmds {
+			if c != nil && c.Process != nil {
+				_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+			}
+		}
+	})
+}
+
+// spawnChild is a process Spawn started: join the group, open this
+// process's device, run fn.
+func spawnChild(ctx context.Context, fn func(ctx context.Context, w Worker) error, opts SpawnOptions) error {
+	if err := Init(ctx, NewOptions()); err != nil {
+		return err
+	}
+	defer Destroy()
+	bo := opts.Backend
+	bo.CPUDevices, bo.Replicas = 0, 1
+	if bo.Target == "" || bo.Target == backend.CPU {
+		bo.CPUDevices = 1
+	}
+	b, err := backend.Open(ctx, bo)
+	if err != nil {
+		return err
+	}
+	e := xla.NewEngine(b)
+	defer e.Close()
+	g := Default()
+	err = fn(ctx, Worker{Rank: g.Rank(), WorldSize: g.WorldSize(), LocalRank: g.LocalRank(), Device: e.Device(0)})
+	if err != nil {
+		return fmt.Errorf("rank %d: %w", g.Rank(), err)
+	}
+	return nil
+}
+
+// freeLocalPort asks the kernel for a free loopback port.
+func freeLocalPort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("ddp: Spawn: picking a port for the processes' store: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

@@ -1,0 +1,108 @@
+package ddp
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/xladdp/xladdp/backend"
+)
+
+// spawnScenarioEnv makes the test binary, re-executed by Spawn, run
+// spawnTrain in the child.
+const spawnScenarioEnv = "XLADDP_TEST_SPAWN"
+
+// spawnTrain trains the toy on w's quarter of the batch with Wrap and
+// writes its parameters' hash to $XLADDP_TEST_DIR/rank<N>; a rank named
+// by $XLADDP_TEST_SPAWN_FAIL fails instead.
+func spawnTrain(ctx context.Context, w Worker) error {
+	if fmt.Sprint(w.Rank) == os.Getenv("XLADDP_TEST_SPAWN_FAIL") {
+		return fmt.Errorf("rank %d was told to fail", w.Rank)
+	}
+	rows := globalRows / w.WorldSize
+	params, err := trainModel(ctx, w.Device, trainRun{kind: "toy", seed: 100 + uint64(w.Rank), steps: 5,
+		shards: split(w.Rank*rows, (w.Rank+1)*rows, 1), wrap: true, mark: func() error { return w.Device.MarkStep(ctx) }})
+	if err != nil {
+		return err
+	}
+	line := fmt.Sprintf("%d %d %d %s", w.Rank, w.WorldSize, w.LocalRank, hashParams(params))
+	return os.WriteFile(filepath.Join(os.Getenv("XLADDP_TEST_DIR"), fmt.Sprintf("rank%d", w.Rank)), []byte(line), 0o600)
+}
+
+func init() {
+	if os.Getenv(spawnScenarioEnv) != "" && os.Getenv(spawnChildEnv) == "1" {
+		// A Spawn child: run the worker (Spawn exits the process).
+		_ = Spawn(context.Background(), spawnTrain, SpawnOptions{Backend: backend.Options{Target: backend.CPU}})
+	}
+}
+
+// readSpawned reads every rank's line.
+func readSpawned(t *testing.T, dir string, n int) []string {
+	t.Helper()
+	var lines []string
+	for r := range n {
+		b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("rank%d", r)))
+		require.NoError(t, err, "rank %d wrote nothing", r)
+		lines = append(lines, string(b))
+	}
+	return lines
+}
+
+// TestSpawn: fn runs once per device, with ranks 0..n-1 of n, in one
+// process (RunReplicas) or one process per device; the wrapped model
+// trains to the same parameters everywhere, and both modes agree.
+func TestSpawn(t *testing.T) {
+	var hashes []string
+	for _, processes := range []bool{false, true} {
+		t.Run(fmt.Sprintf("processes=%v", processes), func(t *testing.T) {
+			dir := t.TempDir()
+			t.Setenv("XLADDP_TEST_DIR", dir)
+			t.Setenv(spawnScenarioEnv, "train")
+			err := Spawn(t.Context(), spawnTrain, SpawnOptions{Devices: 2, Processes: processes,
+				Backend: backend.Options{Target: backend.CPU}, Command: []string{os.Args[0], "-test.run=^$"}})
+			require.NoError(t, err)
+			lines := readSpawned(t, dir, 2)
+			for r, l := range lines {
+				f := strings.Fields(l)
+				assert.Equal(t, []string{fmt.Sprint(r), "2", fmt.Sprint(r)}, f[:3])
+				assert.Equal(t, strings.Fields(lines[0])[3], f[3], "rank %d's parameters differ from rank 0's", r)
+			}
+			hashes = append(hashes, strings.Fields(lines[0])[3])
+		})
+	}
+	if len(hashes) == 2 {
+		assert.Equal(t, hashes[0], hashes[1], "one process and one process per device trained differently")
+	}
+}
+
+// TestSpawnFailure: a failing replica or process is Spawn's error, named.
+func TestSpawnFailure(t *testing.T) {
+	for _, processes := range []bool{false, true} {
+		t.Run(fmt.Sprintf("processes=%v", processes), func(t *testing.T) {
+			t.Setenv("XLADDP_TEST_DIR", t.TempDir())
+			t.Setenv(spawnScenarioEnv, "train")
+			t.Setenv("XLADDP_TEST_SPAWN_FAIL", "1")
+			err := Spawn(t.Context(), spawnTrain, SpawnOptions{Devices: 2, Processes: processes,
+				Backend: backend.Options{Target: backend.CPU}, Command: []string{os.Args[0], "-test.run=^$"}})
+			require.Error(t, err)
+			if processes {
+				assert.ErrorContains(t, err, "process 1")
+			} else {
+				assert.ErrorContains(t, err, "rank 1 was told to fail")
+			}
+		})
+	}
+	err := Spawn(t.Context(), nil, SpawnOptions{})
+	assert.ErrorContains(t, err, "nil function")
+	err = Spawn(t.Context(), spawnTrain, SpawnOptions{Devices: -1})
+	assert.ErrorContains(t, err, "cannot be negative")
+	t.Setenv("NEURON_NUM_DEVICES", "two")
+	err = Spawn(t.Context(), spawnTrain, SpawnOptions{})
+	assert.ErrorContains(t, err, "$NEURON_NUM_DEVICES")
+}
