@@ -147,6 +147,7 @@ func train(rank int) int {
 	}
 	x, _ := xla.FromSlice(d, xs, 4, 10)
 	y, _ := xla.FromSlice(d, ys, 4, 5)
+	start, startStep := time.Now(), c.Step
 	for step := c.Step; step < 20; step++ {
 		if step == 12 && rank == 1 && os.Getenv("XLADDP_TEST_KILL") != "" && os.Getenv("TORCHELASTIC_RESTART_COUNT") == "0" {
 			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
@@ -171,6 +172,7 @@ func train(rank int) int {
 	}
 	if rank == 0 {
 		fmt.Println("PARAMS " + strings.Join(parts, " "))
+		fmt.Printf("STEPMS %.3f\n", float64(time.Since(start).Microseconds())/1000/float64(max(20-startStep, 1)))
 	}
 	return 0
 }

@@ -1,0 +1,149 @@
+package launch
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// netnsHosts is two "hosts": network namespaces joined by a veth pair,
+// 10.77.<n>.1 and 10.77.<n>.2.
+type netnsHosts struct {
+	names [2]string
+	addrs [2]string
+	veths [2]string
+}
+
+// newNetnsHosts creates the namespaces, or skips saying why it cannot.
+func newNetnsHosts(t *testing.T) *netnsHosts {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("two hosts need network namespaces, which need root")
+	}
+	for _, tool := range []string{"ip", "unshare"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not found (Debian's iproute2 and util-linux): two hosts need it", tool)
+		}
+	}
+	id := os.Getpid() % 10000
+	h := &netnsHosts{
+		names: [2]string{fmt.Sprintf("xl%da", id), fmt.Sprintf("xl%db", id)},
+		addrs: [2]string{fmt.Sprintf("10.77.%d.1", id%250), fmt.Sprintf("10.77.%d.2", id%250)},
+		veths: [2]string{fmt.Sprintf("xv%da", id), fmt.Sprintf("xv%db", id)},
+	}
+	run := func(args ...string) {
+		out, err := exec.Command("ip", args...).CombinedOutput()
+		require.NoError(t, err, "ip %v: %s", args, out)
+	}
+	t.Cleanup(func() {
+		for _, n := range h.names {
+			_ = exec.Command("ip", "netns", "del", n).Run()
+		}
+	})
+	for _, n := range h.names {
+		run("netns", "add", n)
+		run("-n", n, "link", "set", "lo", "up")
+	}
+	run("link", "add", h.veths[0], "type", "veth", "peer", "name", h.veths[1])
+	for i, n := range h.names {
+		run("link", "set", h.veths[i], "netns", n)
+		run("-n", n, "addr", "add", h.addrs[i]+"/24", "dev", h.veths[i])
+		run("-n", n, "link", "set", h.veths[i], "up")
+	}
+	return h
+}
+
+// command runs args on host i, with its own host name.
+func (h *netnsHosts) command(i int, args ...string) *exec.Cmd {
+	script := fmt.Sprintf("hostname host%d && exec \"$@\"", i)
+	return exec.Command("ip", append([]string{"netns", "exec", h.names[i], "unshare", "--uts", "sh", "-c", script, "sh"}, args...)...)
+}
+
+// buildDdprun builds the command into a temporary directory.
+func buildDdprun(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "ddprun")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/xladdp/xladdp/ddp/cmd/ddprun").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	return bin
+}
+
+func fieldAfter(out, marker string) string {
+	for _, line := range strings.Split(out, "\n") {
+		if _, v, ok := strings.Cut(line, marker); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// TestTwoHostsInNetworkNamespaces: one ddprun agent per "host" (network
+// namespaces joined by a veth pair, distinct addresses and host names),
+// 2 workers each, c10d and static, train to the parameters one node with
+// 4 workers reaches; then again with 5 ms of latency on the link.
+func TestTwoHostsInNetworkNamespaces(t *testing.T) {
+	h := newNetnsHosts(t)
+	ddprun := buildDdprun(t)
+	single := runAgent(t.Context(), t, "single4", "train", []string{"--nproc_per_node=4"}, "XLADDP_TEST_DIR="+t.TempDir())
+	require.Equal(t, 0, single.code, single.stderr)
+	want := fieldAfter(single.stdout, "]:PARAMS ")
+	require.NotEmpty(t, want)
+
+	run := func(t *testing.T, backend string) (string, string) {
+		dir := t.TempDir()
+		outs := make([]syncBuffer, 2)
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for i := range 2 {
+			args := []string{ddprun, "--nnodes=2", "--nproc_per_node=2", "--rdzv_id=netns", "--rdzv_conf=timeout=60"}
+			if backend == "c10d" {
+				args = append(args, "--rdzv_backend=c10d", "--rdzv_endpoint="+h.addrs[0]+":29411")
+			} else {
+				args = append(args, "--node_rank="+strconv.Itoa(i), "--master_addr="+h.addrs[0], "--master_port=29412")
+			}
+			args = append(args, os.Args[0], "-test.run=^$")
+			cmd := h.command(i, args...)
+			cmd.Env = append(os.Environ(), workerEnvName+"=train", "XLADDP_TEST_DIR="+dir, "RANK=", "WORLD_SIZE=", "MASTER_ADDR=", "MASTER_PORT=")
+			cmd.Stdout, cmd.Stderr = &outs[i], &outs[i]
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = cmd.Run()
+			}()
+			if i == 0 {
+				time.Sleep(200 * time.Millisecond)
+			}
+		}
+		wg.Wait()
+		for i, err := range errs {
+			require.NoError(t, err, "host %d: %s", i, outs[i].String())
+		}
+		all := outs[0].String() + outs[1].String()
+		return fieldAfter(all, "]:PARAMS "), fieldAfter(all, "]:STEPMS ")
+	}
+	for _, backend := range []string{"c10d", "static"} {
+		t.Run(backend, func(t *testing.T) {
+			got, stepMS := run(t, backend)
+			assert.Equal(t, want, got, "two hosts trained to different parameters than one node with 4 workers")
+			t.Logf("two hosts, %s: %s ms per step", backend, stepMS)
+		})
+	}
+	t.Run("netem 5ms", func(t *testing.T) {
+		out, err := exec.Command("ip", "netns", "exec", h.names[1], "tc", "qdisc", "add", "dev", h.veths[1], "root", "netem", "delay", "5ms").CombinedOutput()
+		if err != nil {
+			t.Skipf("tc netem is not available here (%v: %s)", err, out)
+		}
+		got, stepMS := run(t, "static")
+		assert.Equal(t, want, got)
+		t.Logf("two hosts, 5 ms one-way delay: %s ms per step", stepMS)
+	})
+}
