@@ -302,31 +302,75 @@ func TestTwoNodesOneHost(t *testing.T) {
 	}
 }
 
-// TestTwoNodesFailTogether: a worker failing on one node stops the
-// other node's workers too, and both agents exit non-zero naming it.
+// TestTwoNodesFailTogether: a worker failing on one node (exit code, or
+// SIGKILL) stops the other node's workers too, within 5 s; both agents
+// exit non-zero naming it, and nothing is left.
 func TestTwoNodesFailTogether(t *testing.T) {
+	cases := []struct {
+		scenario, says string
+		code           int
+	}{
+		{"fail", "node 0, rank 1 (local rank 1): exit code 3", 3},
+		{"kill", "node 0, rank 1 (local rank 1): signal SIGKILL", 128 + 9},
+	}
+	for _, c := range cases {
+		t.Run(c.scenario, func(t *testing.T) {
+			port := freeTestPort(t)
+			mark := "two" + c.scenario + strconv.FormatInt(time.Now().UnixNano(), 36)
+			_, before := leftovers(t, mark)
+			results := make([]agentRun, 2)
+			var wg sync.WaitGroup
+			for n := range 2 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					results[n] = runAgent(t.Context(), t, mark, c.scenario, []string{"--nnodes=2", "--nproc_per_node=2", fmt.Sprintf("--node_rank=%d", n),
+						"--master_addr=127.0.0.1", fmt.Sprintf("--master_port=%d", port), "--monitor_interval=0.05"}, "XLADDP_TEST_TIMEOUT=60s")
+				}()
+			}
+			wg.Wait()
+			// Rank 1 is node 0's local rank 1.
+			assert.Equal(t, c.code, results[0].code, results[0].stderr)
+			assert.Equal(t, 1, results[1].code, results[1].stderr)
+			for n, r := range results {
+				assert.Contains(t, r.stderr, c.says, "agent %d", n)
+				assert.Less(t, r.elapsed, 5*time.Second, "agent %d", n)
+			}
+			assertNothingLeft(t, mark, before)
+		})
+	}
+}
+
+// TestLostAgent: an agent killed with SIGKILL takes its workers with it
+// (they die with their parent), and the other node's agent stops its
+// own workers and exits non-zero within the heartbeat timeout.
+func TestLostAgent(t *testing.T) {
+	ddprun := buildDdprun(t)
 	port := freeTestPort(t)
-	mark := "twofail" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	mark := "lost" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	_, before := leftovers(t, mark)
-	results := make([]agentRun, 2)
-	var wg sync.WaitGroup
+	cmds := make([]*exec.Cmd, 2)
+	outs := make([]syncBuffer, 2)
 	for n := range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			results[n] = runAgent(t.Context(), t, mark, "fail", []string{"--nnodes=2", "--nproc_per_node=2", fmt.Sprintf("--node_rank=%d", n),
-				"--master_addr=127.0.0.1", fmt.Sprintf("--master_port=%d", port), "--monitor_interval=0.05"}, "XLADDP_TEST_TIMEOUT=60s")
-		}()
+		cmd := exec.Command(ddprun, "--nnodes=2", "--nproc_per_node=2", fmt.Sprintf("--node_rank=%d", n), "--master_addr=127.0.0.1",
+			fmt.Sprintf("--master_port=%d", port), "--monitor_interval=0.05", os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), workerEnvName+"=hang", "XLADDP_LAUNCH_TEST_MARK="+mark, "XLADDP_TEST_TIMEOUT=60s",
+			"RANK=", "WORLD_SIZE=", "MASTER_ADDR=", "MASTER_PORT=")
+		cmd.Stdout, cmd.Stderr = &outs[n], &outs[n]
+		require.NoError(t, cmd.Start())
+		cmds[n] = cmd
 	}
-	wg.Wait()
-	// Rank 1 is node 0's local rank 1.
-	assert.Equal(t, 3, results[0].code, results[0].stderr)
-	assert.Contains(t, results[0].stderr, "node 0, rank 1 (local rank 1): exit code 3")
-	assert.Equal(t, 1, results[1].code, results[1].stderr)
-	assert.Contains(t, results[1].stderr, "node 0, rank 1 (local rank 1): exit code 3")
-	for n, r := range results {
-		assert.Less(t, r.elapsed, 10*time.Second, "agent %d", n)
-	}
+	// Wait until all four workers are in their collective.
+	require.Eventually(t, func() bool {
+		return strings.Count(outs[0].String()+outs[1].String(), "]:sum 6") == 4
+	}, 20*time.Second, 20*time.Millisecond)
+	killed := time.Now()
+	require.NoError(t, cmds[1].Process.Kill())
+	_ = cmds[1].Wait()
+	err := cmds[0].Wait()
+	assert.Error(t, err, "the surviving agent must fail")
+	assert.Less(t, time.Since(killed), heartbeatTimeout+5*time.Second)
+	t.Logf("surviving agent: %s", outs[0].String())
 	assertNothingLeft(t, mark, before)
 }
 
@@ -382,4 +426,26 @@ func TestUnderMpirun(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	assert.Equal(t, 4, strings.Count(string(out), "sum 6\n"), "%s", out)
+}
+
+// TestLogFiles: --log_dir with --redirects (log file only) and --tee (log
+// file and console) per stream, and --local_ranks_filter on the console.
+func TestLogFiles(t *testing.T) {
+	dir := t.TempDir()
+	res := runAgent(t.Context(), t, "logs", "stderr", []string{"--nproc_per_node=2", "--log_dir=" + dir, "--redirects=2", "--tee=1",
+		"--local_ranks_filter=1", "--rdzv_id=logs"})
+	require.Equal(t, 0, res.code, res.stderr)
+	// Console: rank 1's stdout only (tee), no stderr (redirected), no rank 0.
+	assert.Contains(t, res.stdout, "[rank1]:to stdout")
+	assert.NotContains(t, res.stdout, "[rank0]")
+	assert.NotContains(t, res.stderr, "to stderr")
+	for lr := range 2 {
+		base := filepath.Join(dir, "logs", "attempt_0", strconv.Itoa(lr))
+		out, err := os.ReadFile(filepath.Join(base, "stdout.log"))
+		require.NoError(t, err)
+		assert.Equal(t, "to stdout\n", string(out), "local rank %d", lr)
+		errLog, err := os.ReadFile(filepath.Join(base, "stderr.log"))
+		require.NoError(t, err)
+		assert.Equal(t, "to stderr\n", string(errLog), "local rank %d", lr)
+	}
 }
