@@ -33,7 +33,7 @@ MNIST_FILES := train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-
 # Fashion-MNIST (gzipped idx files) from Debian's dataset-fashion-mnist.
 FASHION_MNIST_DIR := /usr/share/datasets/fashion-mnist
 
-.PHONY: help deps deps-pjrt deps-mnist deps-fashion-mnist deps-openmpi build vet test race fuzz demo bench clean
+.PHONY: help torchrun-check deps deps-pjrt deps-mnist deps-fashion-mnist deps-openmpi build vet test race fuzz demo bench clean
 
 help:
 	@echo "make demo   set up (deps), build, and train MNIST on 2 CPU replicas"
@@ -191,9 +191,18 @@ bench: deps
 	$(GO) build -o $(BIN)/benchstep ./examples/bench/step
 	$(PYTHON) examples/bench/peers/compare.py --step-bin $(BIN)/benchstep --rounds $(BENCH_ROUNDS) \
 		--only "$(BENCH_ONLY)" --json $(BIN)/bench-peers.json
+	echo "== workers under real torchrun (torch 2.9's agent store)"
+	$(MAKE) --no-print-directory torchrun-check
 	echo "== each op's forward + backward against JAX (docs/BENCHMARKS.md)"
 	$(GO) build -o $(BIN)/benchops ./examples/bench/ops
 	$(PYTHON) examples/bench/peers/ops_compare.py --ops-bin $(BIN)/benchops --rounds $(BENCH_ROUNDS)
+
+# A Go training binary's workers under real torchrun (torch 2.9 from the
+# peers' venv, which bench's install.sh makes): not part of make test.
+torchrun-check: deps
+	bash examples/bench/peers/install.sh
+	$(GO) build -o $(BIN)/ddptoy ./examples/ddptoy
+	bash examples/bench/peers/torchrun_check.sh $(BIN)/ddptoy
 
 clean:
 	rm -rf $(BIN)

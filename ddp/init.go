@@ -1,6 +1,7 @@
 package ddp
 
 import (
+	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -31,6 +32,9 @@ const (
 	EnvLocalWorldSize = "LOCAL_WORLD_SIZE"
 	EnvMasterAddr     = "MASTER_ADDR"
 	EnvMasterPort     = "MASTER_PORT"
+	// EnvTorchAgentStore is set to "True" by torchrun (torch >= 2) when its
+	// agent hosts the workers' store on MASTER_PORT.
+	EnvTorchAgentStore = "TORCHELASTIC_USE_AGENT_STORE"
 	// EnvAdvertiseAddr sets the IP other ranks use to reach this one.
 	EnvAdvertiseAddr = "XLADDP_ADVERTISE_ADDR"
 	// EnvDebug turns on the collective fingerprint check.
@@ -167,6 +171,13 @@ func openStore(ctx context.Context, o Options) (store.Store, *store.Server, stri
 		return nil, nil, "", fmt.Errorf("ddp: master port %q is not a port number (1-65535)", port)
 	}
 	addr := net.JoinHostPort(host, port)
+	if os.Getenv(EnvTorchAgentStore) == "True" && u.Scheme == "env" {
+		// torchrun (torch >= 2) hosts a c10d TCPStore on MASTER_PORT for
+		// its workers: join it, under torch's per-attempt worker prefix.
+		prefix := fmt.Sprintf("/worker/attempt_%s/xladdp/", cmp.Or(os.Getenv("TORCHELASTIC_RESTART_COUNT"), "0"))
+		c, err := store.DialTorch(ctx, addr, prefix)
+		return c, nil, host, err
+	}
 	var srv *store.Server
 	if o.Rank == 0 {
 		if srv, err = store.Listen(net.JoinHostPort("", port), o.Token); err != nil {
