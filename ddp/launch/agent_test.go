@@ -62,7 +62,7 @@ func runAgent(ctx context.Context, t *testing.T, mark, scenario string, args []s
 }
 
 // leftovers lists processes carrying mark in their environment, and
-// xladdp shared-memory segments in /dev/shm.
+// xladdp shared-memory segments in /dev/shm whose creator is gone.
 func leftovers(t *testing.T, mark string) (procs []string, segments []string) {
 	t.Helper()
 	entries, _ := os.ReadDir("/proc")
@@ -75,9 +75,13 @@ func leftovers(t *testing.T, mark string) (procs []string, segments []string) {
 			procs = append(procs, e.Name())
 		}
 	}
+	// A segment is a leftover once its creator (named in it) is gone:
+	// other packages' tests create and unlink theirs meanwhile.
 	shm, _ := os.ReadDir("/dev/shm")
 	for _, e := range shm {
-		if strings.HasPrefix(e.Name(), "xladdp-") {
+		rest, ok := strings.CutPrefix(e.Name(), "xladdp-")
+		pid, _, _ := strings.Cut(rest, "-")
+		if _, err := os.Stat(filepath.Join("/proc", pid)); ok && err != nil {
 			segments = append(segments, e.Name())
 		}
 	}
