@@ -453,3 +453,14 @@ func TestLogFiles(t *testing.T) {
 		assert.Equal(t, "to stderr\n", string(errLog), "local rank %d", lr)
 	}
 }
+
+// TestElasticNodeRange: with --nnodes=1:2 and one node, the rendezvous
+// closes after join_timeout with the nodes it has, and the job runs.
+func TestElasticNodeRange(t *testing.T) {
+	port := freeTestPort(t)
+	res := runAgent(t.Context(), t, "elastic", "ok", []string{"--nnodes=1:2", "--nproc_per_node=2", "--rdzv_backend=c10d",
+		fmt.Sprintf("--rdzv_endpoint=127.0.0.1:%d", port), "--rdzv_conf=join_timeout=1,timeout=30"})
+	require.Equal(t, 0, res.code, res.stderr)
+	assert.Contains(t, res.stdout, "[rank1]:sum 1\n")
+	assert.GreaterOrEqual(t, res.elapsed, time.Second, "closed before join_timeout")
+}
