@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"sync"
 	"time"
 )
 
@@ -16,9 +15,7 @@ import (
 // another goroutine of the same process.
 type Client struct {
 	addr, token string
-	mu          sync.Mutex
-	idle        []net.Conn
-	closed      bool
+	connPool
 }
 
 // dialRetryInterval paces reconnection attempts while the server starts.
@@ -28,6 +25,7 @@ const dialRetryInterval = 100 * time.Millisecond
 // may start after its clients), and authenticates with token.
 func Dial(ctx context.Context, addr, token string) (*Client, error) {
 	c := &Client{addr: addr, token: token}
+	c.dial = c.connect
 	conn, err := c.connect(ctx)
 	if err != nil {
 		return nil, err
@@ -96,44 +94,10 @@ const sha256Size = 32
 
 // Close closes every connection.
 func (c *Client) Close() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.closed = true
-	for _, conn := range c.idle {
-		conn.Close()
-	}
-	c.idle = nil
+	c.close()
 	return nil
 }
 
-// take returns an idle connection or a new one.
-func (c *Client) take(ctx context.Context) (net.Conn, error) {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return nil, errors.New("store: client closed")
-	}
-	if n := len(c.idle); n > 0 {
-		conn := c.idle[n-1]
-		c.idle = c.idle[:n-1]
-		c.mu.Unlock()
-		return conn, nil
-	}
-	c.mu.Unlock()
-	return c.connect(ctx)
-}
-
-func (c *Client) giveBack(conn net.Conn) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		conn.Close()
-		return
-	}
-	c.idle = append(c.idle, conn)
-}
-
-// call sends one request and returns the OK response's payload.
 func (c *Client) call(ctx context.Context, payload []byte) ([]byte, error) {
 	conn, err := c.take(ctx)
 	if err != nil {
@@ -268,14 +232,4 @@ var _ Store = (*Client)(nil)
 // LocalHost returns the address this client reaches the server from (the
 // address of this host on the network the server sees), or "" when no
 // connection is open.
-func (c *Client) LocalHost() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, conn := range c.idle {
-		host, _, err := net.SplitHostPort(conn.LocalAddr().String())
-		if err == nil {
-			return host
-		}
-	}
-	return ""
-}
+func (c *Client) LocalHost() string { return c.localHost() }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"sync"
 	"time"
 )
 
@@ -21,9 +20,7 @@ import (
 // pooled as Client's are, so a blocked Wait holds up nothing else.
 type TorchClient struct {
 	addr, prefix string
-	mu           sync.Mutex
-	idle         []net.Conn
-	closed       bool
+	connPool
 }
 
 // The c10d TCPStore query types and constants.
@@ -49,6 +46,7 @@ const (
 // ends, as the agent may still be starting it), keeping keys under prefix.
 func DialTorch(ctx context.Context, addr, prefix string) (*TorchClient, error) {
 	c := &TorchClient{addr: addr, prefix: prefix}
+	c.dial = c.connect
 	conn, err := c.connect(ctx)
 	if err != nil {
 		return nil, err
@@ -78,41 +76,9 @@ func (c *TorchClient) connect(ctx context.Context) (net.Conn, error) {
 	}
 }
 
-func (c *TorchClient) take(ctx context.Context) (net.Conn, error) {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return nil, errors.New("store: the torch store client is closed")
-	}
-	if n := len(c.idle); n > 0 {
-		conn := c.idle[n-1]
-		c.idle = c.idle[:n-1]
-		c.mu.Unlock()
-		return conn, nil
-	}
-	c.mu.Unlock()
-	return c.connect(ctx)
-}
-
-func (c *TorchClient) giveBack(conn net.Conn) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		conn.Close()
-		return
-	}
-	c.idle = append(c.idle, conn)
-}
-
 // Close closes every idle connection.
 func (c *TorchClient) Close() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.closed = true
-	for _, conn := range c.idle {
-		conn.Close()
-	}
-	c.idle = nil
+	c.close()
 	return nil
 }
 
