@@ -146,6 +146,9 @@ func TestSeedCommandLines(t *testing.T) {
 			_, before := leftovers(t, mark)
 			res := runAgent(t.Context(), t, mark, "ok", c.args)
 			require.Equal(t, 0, res.code, "stderr: %s", res.stderr)
+			if strings.Contains(strings.Join(c.args, " "), "localhost:0") {
+				assert.Regexp(t, `ddprun: rendezvous endpoint localhost:\d+`, res.stderr, "the chosen port is printed")
+			}
 			want := float32(c.procs * (c.procs - 1) / 2)
 			for r := range c.procs {
 				assert.Contains(t, res.stdout, fmt.Sprintf("[rank%d]:sum %v\n", r, want))

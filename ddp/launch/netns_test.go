@@ -98,36 +98,12 @@ func TestTwoHostsInNetworkNamespaces(t *testing.T) {
 	want := fieldAfter(single.stdout, "]:PARAMS ")
 	require.NotEmpty(t, want)
 
-	run := func(t *testing.T, backend string) (string, string) {
-		dir := t.TempDir()
-		outs := make([]syncBuffer, 2)
-		var wg sync.WaitGroup
-		errs := make([]error, 2)
-		for i := range 2 {
-			args := []string{ddprun, "--nnodes=2", "--nproc_per_node=2", "--rdzv_id=netns", "--rdzv_conf=timeout=60"}
-			if backend == "c10d" {
-				args = append(args, "--rdzv_backend=c10d", "--rdzv_endpoint="+h.addrs[0]+":29411")
-			} else {
-				args = append(args, "--node_rank="+strconv.Itoa(i), "--master_addr="+h.addrs[0], "--master_port=29412")
-			}
-			args = append(args, os.Args[0], "-test.run=^$")
-			cmd := h.command(i, args...)
-			cmd.Env = append(os.Environ(), workerEnvName+"=train", "XLADDP_TEST_DIR="+dir, "RANK=", "WORLD_SIZE=", "MASTER_ADDR=", "MASTER_PORT=")
-			cmd.Stdout, cmd.Stderr = &outs[i], &outs[i]
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				errs[i] = cmd.Run()
-			}()
-			if i == 0 {
-				time.Sleep(200 * time.Millisecond)
-			}
-		}
-		wg.Wait()
+	run := func(t *testing.T, backend string, env ...string) (string, string) {
+		outs, errs := runHosts(t, h, ddprun, backend, env...)
 		for i, err := range errs {
-			require.NoError(t, err, "host %d: %s", i, outs[i].String())
+			require.NoError(t, err, "host %d: %s", i, outs[i])
 		}
-		all := outs[0].String() + outs[1].String()
+		all := outs[0] + outs[1]
 		return fieldAfter(all, "]:PARAMS "), fieldAfter(all, "]:STEPMS ")
 	}
 	for _, backend := range []string{"c10d", "static"} {
@@ -137,6 +113,19 @@ func TestTwoHostsInNetworkNamespaces(t *testing.T) {
 			t.Logf("two hosts, %s: %s ms per step", backend, stepMS)
 		})
 	}
+	// Rank 1 (host 0) is SIGKILLed at step 12: both agents fail, naming
+	// it, and no process of the job is left on either host.
+	t.Run("sigkill", func(t *testing.T) {
+		mark := "netnskill" + strconv.FormatInt(time.Now().UnixNano(), 36)
+		start := time.Now()
+		outs, errs := runHosts(t, h, ddprun, "static", "XLADDP_TEST_KILL=1", "XLADDP_LAUNCH_TEST_MARK="+mark)
+		for i, err := range errs {
+			assert.Error(t, err, "host %d's ddprun succeeded", i)
+			assert.Contains(t, outs[i], "node 0, rank 1 (local rank 1): signal SIGKILL", "host %d", i)
+		}
+		assert.Less(t, time.Since(start), 15*time.Second)
+		assertNothingLeft(t, mark, nil)
+	})
 	t.Run("netem 5ms", func(t *testing.T) {
 		out, err := exec.Command("ip", "netns", "exec", h.names[1], "tc", "qdisc", "add", "dev", h.veths[1], "root", "netem", "delay", "5ms").CombinedOutput()
 		if err != nil {
@@ -146,4 +135,37 @@ func TestTwoHostsInNetworkNamespaces(t *testing.T) {
 		assert.Equal(t, want, got)
 		t.Logf("two hosts, 5 ms one-way delay: %s ms per step", stepMS)
 	})
+}
+
+// runHosts runs one ddprun agent per host (2 workers each, the "train"
+// scenario) and returns each agent's output and error.
+func runHosts(t *testing.T, h *netnsHosts, ddprun, backend string, env ...string) ([2]string, [2]error) {
+	t.Helper()
+	dir := t.TempDir()
+	outs := make([]syncBuffer, 2)
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i := range 2 {
+		args := []string{ddprun, "--nnodes=2", "--nproc_per_node=2", "--rdzv_id=netns", "--rdzv_conf=timeout=60"}
+		if backend == "c10d" {
+			args = append(args, "--rdzv_backend=c10d", "--rdzv_endpoint="+h.addrs[0]+":29411")
+		} else {
+			args = append(args, "--node_rank="+strconv.Itoa(i), "--master_addr="+h.addrs[0], "--master_port=29412")
+		}
+		args = append(args, os.Args[0], "-test.run=^$")
+		cmd := h.command(i, args...)
+		cmd.Env = append(os.Environ(), workerEnvName+"=train", "XLADDP_TEST_DIR="+dir, "RANK=", "WORLD_SIZE=", "MASTER_ADDR=", "MASTER_PORT=")
+		cmd.Env = append(cmd.Env, env...)
+		cmd.Stdout, cmd.Stderr = &outs[i], &outs[i]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = cmd.Run()
+		}()
+		if i == 0 {
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	wg.Wait()
+	return [2]string{outs[0].String(), outs[1].String()}, [2]error{errs[0], errs[1]}
 }
