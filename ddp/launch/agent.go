@@ -111,7 +111,7 @@ func runAttempt(ctx context.Context, c Config, r *rendezvous, a assignment, atte
 	if err != nil {
 		e := &exit{node: a.node, rank: a.offset, code: 1, tail: err.Error()}
 		if r != nil {
-			r.fail(context.WithoutCancel(ctx), attempt, a.node, e.String()+": "+err.Error())
+			r.fail(context.WithoutCancel(ctx), attempt, a.node, e.String()+": "+err.Error(), time.Now())
 		}
 		return outcome{failure: e}
 	}
@@ -129,8 +129,14 @@ func runAttempt(ctx context.Context, c Config, r *rendezvous, a assignment, atte
 				seen := time.Now()
 				if r != nil {
 					// Tell the others first: their workers wait on ours.
-					r.fail(context.WithoutCancel(ctx), attempt, a.node, "worker failed: "+e.String())
+					r.fail(context.WithoutCancel(ctx), attempt, a.node, "worker failed: "+e.String(), seen)
 				}
+				var root *exit
+				root, remaining = rootCause(set, a.node, e, remaining)
+				if r != nil && root != e {
+					r.fail(context.WithoutCancel(ctx), attempt, a.node, "worker failed: "+root.String(), seen)
+				}
+				e = root
 				set.stop()
 				if r != nil {
 					// Our worker may have failed because another node's
@@ -144,7 +150,7 @@ func runAttempt(ctx context.Context, c Config, r *rendezvous, a assignment, atte
 		case <-ctx.Done():
 			set.stop()
 			if r != nil {
-				r.fail(context.WithoutCancel(ctx), attempt, a.node, fmt.Sprintf("node %d's agent was stopped", a.node))
+				r.fail(context.WithoutCancel(ctx), attempt, a.node, fmt.Sprintf("node %d's agent was stopped", a.node), time.Now())
 			}
 			return outcome{cancelled: true}
 		case <-ticker.C:
@@ -164,4 +170,35 @@ func runAttempt(ctx context.Context, c Config, r *rendezvous, a assignment, atte
 		}
 	}
 	return outcome{ok: true}
+}
+
+// causeWindow is how long, after a worker fails, the agent gathers the
+// other failures that may have been its cause or its consequence.
+const causeWindow = 200 * time.Millisecond
+
+// rootCause picks, among first and the failures that follow within
+// causeWindow, the one that most likely started it: a worker killed by a
+// signal before a worker that exited on its own (which usually saw a peer
+// die), else the first seen.
+func rootCause(set *workerSet, node int, first *exit, remaining int) (*exit, int) {
+	failures := []*exit{first}
+	window := time.After(causeWindow)
+	for remaining > 0 {
+		select {
+		case wk := <-set.exits:
+			remaining--
+			if e := wk.describe(node); e != nil {
+				failures = append(failures, e)
+			}
+			continue
+		case <-window:
+		}
+		break
+	}
+	for _, f := range failures {
+		if f.signal != "" {
+			return f, remaining
+		}
+	}
+	return first, remaining
 }

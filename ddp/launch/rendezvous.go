@@ -344,6 +344,10 @@ func (w *watch) tick(ctx context.Context) string {
 		return fmt.Sprintf("the rendezvous store is gone (%v): node 0's agent died?", err)
 	}
 	if ok, err := r.client.Check(ctx, r.key(w.round, "failed")); err == nil && ok[0] {
+		// Name the earliest failure any node saw.
+		if first := r.firstFailure(ctx, w.round, w.a.node, w.a.nnodes, time.Now(), 0); first != "" {
+			return first
+		}
 		v, _ := r.client.Get(ctx, r.key(w.round, "failed"))
 		return string(v)
 	}
@@ -375,10 +379,10 @@ func (w *watch) tick(ctx context.Context) string {
 
 // fail posts this node's failure for every agent of the round, with the
 // time it was seen, so the agents can name the first one.
-func (r *rendezvous) fail(ctx context.Context, round, node int, why string) {
+func (r *rendezvous) fail(ctx context.Context, round, node int, why string, seen time.Time) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	stamped := []byte(strconv.FormatInt(time.Now().UnixNano(), 10) + " " + why)
+	stamped := []byte(strconv.FormatInt(seen.UnixNano(), 10) + " " + why)
 	_ = r.client.Set(ctx, r.key(round, "failure", node), stamped)
 	_, _ = r.client.CompareSet(ctx, r.key(round, "failed"), nil, []byte(why))
 }
