@@ -25,9 +25,9 @@ const (
 
 // Job is what the environment depends on.
 type Job struct {
-	Mode                       Mode
-	Rank, WorldSize            int
-	LocalRank, LocalWorldSize  int
+	Mode                      Mode
+	Rank, WorldSize           int
+	LocalRank, LocalWorldSize int
 	// LocalDevices is the NeuronCore count one process drives
 	// (SpawnOneProcess) or the processes per node (SpawnProcesses).
 	LocalDevices int
