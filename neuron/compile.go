@@ -77,10 +77,14 @@ func CacheWarning(dir string) string {
 	if err := unix.Statfs(dir, &st); err != nil {
 		return ""
 	}
-	switch uint32(st.Type) {
+	return cacheWarningFor(dir, uint32(st.Type))
+}
+
+func cacheWarningFor(dir string, fsType uint32) string {
+	switch fsType {
 	case nfsMagic, lustreMagic, smbMagic, fuseMagic:
 		return fmt.Sprintf("neuron: the compile cache %s is on a network filesystem (type %#x): its file locks do not hold across hosts there; "+
-			"use a local directory per host (for example /var/tmp/neuron-compile-cache)", dir, st.Type)
+			"use a local directory per host (for example /var/tmp/neuron-compile-cache)", dir, fsType)
 	}
 	return ""
 }

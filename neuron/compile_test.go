@@ -38,9 +38,13 @@ func TestCompilerEnvironment(t *testing.T) {
 	assert.ErrorContains(t, err, "-O0 to -O3")
 }
 
-// TestCacheWarning: a local directory gets no warning (network
-// filesystems cannot be mounted here to test the other side).
+// TestCacheWarning: a local directory gets no warning; the network
+// filesystems' types do (none can be mounted here).
 func TestCacheWarning(t *testing.T) {
 	assert.Empty(t, CacheWarning(t.TempDir()))
 	assert.Empty(t, CacheWarning("/nonexistent/dir"))
+	for _, fs := range []uint32{nfsMagic, lustreMagic, smbMagic, fuseMagic} {
+		assert.Contains(t, cacheWarningFor("/mnt/efs/cache", fs), "is on a network filesystem")
+	}
+	assert.Empty(t, cacheWarningFor("/var/tmp/c", 0xef53), "ext4")
 }
