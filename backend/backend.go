@@ -72,7 +72,12 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	path, source, err := locatePlugin(ctx, spec, opts.PluginPath)
+	var path, source string
+	if b := bootstrapOf(target); b != nil && opts.PluginPath == "" && os.Getenv(EnvPluginPath) == "" {
+		path, source, err = b(ctx)
+	} else {
+		path, source, err = locatePlugin(ctx, spec, opts.PluginPath)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +105,7 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 		gb.Finalize()
 		return nil, fmt.Errorf("%w: %s plugin %s: %w", ErrClient, target, path, err)
 	}
-	if got := strings.ToLower(b.Platform()); got != spec.platform {
+	if got := strings.ToLower(b.Platform()); spec.platform != "" && got != spec.platform {
 		gb.Finalize()
 		return nil, fmt.Errorf("%w: the target is %s but %s (from %s) is a %s plugin: point the plugin path "+
 			"(--plugin, $XLADDP_PJRT_PLUGIN) at a %s plugin, or choose the %s target", ErrNotPlugin, target, path, source, got,

@@ -71,8 +71,12 @@ func lookupTarget(t Target) (targetSpec, error) {
 		return spec, nil
 	}
 	if t == Neuron {
-		return targetSpec{}, fmt.Errorf("%w: the neuron target needs a Trainium (Trn1/Trn2) instance with the Neuron SDK's "+
-			"libneuronxla (libneuronpjrt.so); to run the same program here use the cpu target (XLADDP_DEVICE=cpu)",
+		if bootstrapOf(Neuron) != nil {
+			return neuronSpec, nil
+		}
+		return targetSpec{}, fmt.Errorf("%w: the neuron target is prepared by package neuron: import "+
+			"github.com/xladdp/xladdp/neuron in the program (xladevices does); it needs a Trainium (Trn1/Trn2) instance "+
+			"with the Neuron SDK's libneuronxla; to run the same program here use the cpu target (XLADDP_DEVICE=cpu)",
 			ErrTargetUnavailable)
 	}
 	return targetSpec{}, fmt.Errorf("%w %q", ErrUnknownTarget, t)

@@ -1,0 +1,136 @@
+package neuron
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/xladdp/xladdp/backend"
+	"github.com/xladdp/xladdp/xla"
+	"github.com/xladdp/xladdp/xla/nn"
+	"github.com/xladdp/xladdp/xla/optim"
+)
+
+// standInPython is the interpreter the stand-in runs on: Debian's, whose
+// shared libpython make deps installs.
+const standInPython = "/usr/bin/python3"
+
+// trainToyStep trains the toy 3 steps on d and returns its parameters.
+func trainToyStep(ctx context.Context, t *testing.T, d *xla.Device) [][]float32 {
+	t.Helper()
+	rng := nn.NewRand(3)
+	l1, err := nn.NewLinear(d, rng, 10, 10, true)
+	require.NoError(t, err)
+	l2, err := nn.NewLinear(d, rng, 10, 5, true)
+	require.NoError(t, err)
+	model := nn.NewSequential(l1, nn.ReLU{}, l2)
+	opt, err := optim.NewSGD(nn.Parameters(model), optim.SGDConfig{LR: 0.1})
+	require.NoError(t, err)
+	xs, ys := make([]float32, 40), make([]float32, 20)
+	for i := range xs {
+		xs[i] = float32(i%7) / 7
+	}
+	for i := range ys {
+		ys[i] = float32(i%3) / 3
+	}
+	x, err := xla.FromSlice(d, xs, 4, 10)
+	require.NoError(t, err)
+	y, err := xla.FromSlice(d, ys, 4, 5)
+	require.NoError(t, err)
+	for range 3 {
+		opt.ZeroGrad()
+		require.NoError(t, optim.BackwardStep(ctx, nn.MSELoss(model.Forward(x), y, nn.ReductionMean), opt))
+	}
+	var out [][]float32
+	for _, p := range nn.Parameters(model) {
+		v, err := p.Float32s(ctx)
+		require.NoError(t, err)
+		out = append(out, v)
+	}
+	return out
+}
+
+// TestBootstrapWithStandIns: the neuron target's real road, with stand-ins
+// for the hardware only: a Python package named libneuronxla whose
+// libneuronpjrt_path() names the CPU plugin, and a neuronx-cc on PATH.
+// The bootstrap finds it through the Python lookup, starts the embedded
+// interpreter (which imports the package in this very process), and
+// backend.Open(Target: Neuron) loads the plugin it named; a training step
+// then matches the CPU target's bit for bit.
+func TestBootstrapWithStandIns(t *testing.T) {
+	ctx := t.Context()
+	cpu, err := backend.Open(ctx, backend.Options{Target: backend.CPU, CPUDevices: 1})
+	require.NoError(t, err)
+	plugin := cpu.PluginPath()
+	ecpu := xla.NewEngine(cpu)
+	want := trainToyStep(ctx, t, ecpu.Device(0))
+	require.NoError(t, ecpu.Close())
+
+	dir := t.TempDir()
+	pkg := filepath.Join(dir, "site", "libneuronxla")
+	require.NoError(t, os.MkdirAll(pkg, 0o755))
+	marker := filepath.Join(dir, "imported-by")
+	require.NoError(t, os.WriteFile(filepath.Join(pkg, "__init__.py"), []byte(
+		"import os\n__version__ = '2.99.0'\nwith open("+strconv.Quote(marker)+", 'a') as f:\n    f.write('%d\\n' % os.getpid())\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(pkg, "libneuronpjrt_path.py"), []byte(
+		"def libneuronpjrt_path():\n    return "+strconv.Quote(plugin)+"\n"), 0o644))
+	bin := filepath.Join(dir, "bin")
+	require.NoError(t, os.MkdirAll(bin, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(bin, "neuronx-cc"), []byte("#!/bin/sh\nexit 0\n"), 0o755))
+	t.Setenv(EnvPython, standInPython)
+	t.Setenv("PYTHONPATH", filepath.Join(dir, "site"))
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+
+	nb, err := backend.Open(ctx, backend.Options{Target: backend.Neuron})
+	require.NoError(t, err)
+	assert.Equal(t, backend.Neuron, nb.Target())
+	assert.Equal(t, plugin, nb.PluginPath())
+	assert.Contains(t, nb.PluginSource(), "libneuronxla 2.99.0")
+	imported, err := os.ReadFile(marker)
+	require.NoError(t, err)
+	assert.Contains(t, strings.Fields(string(imported)), strconv.Itoa(os.Getpid()), "the embedded interpreter did not import libneuronxla in this process")
+	en := xla.NewEngine(nb)
+	defer en.Close()
+	assert.Equal(t, want, trainToyStep(ctx, t, en.Device(0)), "the neuron target trained differently from the cpu target")
+}
+
+// TestBootstrapNamesWhatIsMissing: every missing piece is an error naming
+// it and the command that provides it.
+func TestBootstrapNamesWhatIsMissing(t *testing.T) {
+	lib := filepath.Join(t.TempDir(), "libpython3.11.so.1.0")
+	require.NoError(t, os.WriteFile(lib, nil, 0o600))
+	good := pythonEnv{Executable: "/venv/bin/python3", Prefix: "/venv", Version: "3.11", LibPython: lib, NeuronXLA: "2.21.0",
+		PluginPath: "/venv/lib/libneuronpjrt.so", NeuronxCC: "/venv/bin/neuronx-cc"}
+	require.NoError(t, good.check("python3", envOf(nil)))
+	cases := []struct {
+		mutate func(e *pythonEnv)
+		want   string
+	}{
+		{func(e *pythonEnv) { e.NeuronXLAError = "ModuleNotFoundError: No module named 'libneuronxla'" }, "pip install libneuronxla"},
+		{func(e *pythonEnv) { e.NeuronXLA = "1.9.3" }, "older than 2.0: pip install -U libneuronxla"},
+		{func(e *pythonEnv) { e.PluginPath = "" }, "names no plugin"},
+		{func(e *pythonEnv) { e.NeuronxCC = "" }, "pip install neuronx-cc"},
+		{func(e *pythonEnv) { e.LibPython = "" }, "apt-get install libpython3.11"},
+		{func(e *pythonEnv) { e.LibPython = "/nonexistent/libpython3.11.so.1.0" }, "is missing: install it"},
+	}
+	for _, c := range cases {
+		e := good
+		c.mutate(&e)
+		assert.ErrorContains(t, e.check("python3", envOf(nil)), c.want)
+	}
+	t.Setenv("PATH", t.TempDir())
+	_, _, err := findPython(envOf(nil))
+	assert.ErrorContains(t, err, "set $"+EnvPython)
+	p, from, err := findPython(envOf(map[string]string{EnvPython: "/opt/py/bin/python3"}))
+	require.NoError(t, err)
+	assert.Equal(t, "/opt/py/bin/python3", p)
+	assert.Equal(t, "$"+EnvPython, from)
+	assert.True(t, versionLess("2.9.1", "2.10"))
+	assert.False(t, versionLess("2.10", "2.9"))
+}
