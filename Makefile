@@ -33,7 +33,7 @@ MNIST_FILES := train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-
 # Fashion-MNIST (gzipped idx files) from Debian's dataset-fashion-mnist.
 FASHION_MNIST_DIR := /usr/share/datasets/fashion-mnist
 
-.PHONY: help torchrun-check deps deps-pjrt deps-mnist deps-fashion-mnist deps-openmpi build vet test race fuzz demo bench clean
+.PHONY: help torchrun-check deps deps-pjrt deps-mnist deps-fashion-mnist deps-openmpi deps-libpython build vet test race fuzz demo bench clean
 
 help:
 	@echo "make demo   set up (deps), build, and train MNIST on 2 CPU replicas"
@@ -43,7 +43,7 @@ help:
 	echo "make build  build the commands into $(BIN)/"
 	echo "make bench  run the Go benchmarks (long; never part of make test)"
 
-deps: deps-pjrt deps-mnist deps-fashion-mnist deps-openmpi
+deps: deps-pjrt deps-mnist deps-fashion-mnist deps-openmpi deps-libpython
 
 # Idempotent: does nothing when the installed plugin has the pinned sha256.
 deps-pjrt:
@@ -127,6 +127,29 @@ deps-openmpi:
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin >/dev/null 2>&1 \
 		|| { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin >/dev/null; } \
 		|| fail "apt-get could not install openmpi-bin"
+
+# The shared libpython of Debian's python3, which the neuron bootstrap's
+# stand-in test embeds.
+deps-libpython:
+	@if [[ ! -x /usr/bin/python3 ]]; then
+		echo "deps: no /usr/bin/python3; the neuron bootstrap test uses python3 on PATH"
+		exit 0
+	fi
+	lib="$$(/usr/bin/python3 -c 'import os, sysconfig as s; print(os.path.join(s.get_config_var("LIBDIR"), s.get_config_var("INSTSONAME")))')"
+	if [[ -e "$$lib" ]]; then
+		echo "deps: $$lib is installed"
+		exit 0
+	fi
+	fail() { echo "deps: $$*" >&2; exit 1; }
+	pkg="libpython$$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+	if [[ "$$(id -u)" != 0 ]]; then
+		echo "deps: $$lib is missing and installing it needs root: run sudo apt-get install $$pkg" >&2
+		exit 0
+	fi
+	echo "deps: installing Debian's $$pkg"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$$pkg" >/dev/null 2>&1 \
+		|| { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$$pkg" >/dev/null; } \
+		|| fail "apt-get could not install $$pkg"
 
 build:
 	$(GO) build -o $(BIN)/ ./backend/cmd/... ./examples/...

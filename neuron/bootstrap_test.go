@@ -3,6 +3,7 @@ package neuron
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,9 +18,17 @@ import (
 	"github.com/xladdp/xladdp/xla/optim"
 )
 
-// standInPython is the interpreter the stand-in runs on: Debian's, whose
-// shared libpython make deps installs.
-const standInPython = "/usr/bin/python3"
+// standInPython is the interpreter the stand-in runs on: Debian's (make
+// deps installs its shared libpython), else python3 on PATH.
+func standInPython(t *testing.T) string {
+	t.Helper()
+	if _, err := os.Stat("/usr/bin/python3"); err == nil {
+		return "/usr/bin/python3"
+	}
+	p, err := exec.LookPath("python3")
+	require.NoError(t, err, "the stand-in needs a python3 with a shared libpython (make deps)")
+	return p
+}
 
 // trainToyStep trains the toy 3 steps on d and returns its parameters.
 func trainToyStep(ctx context.Context, t *testing.T, d *xla.Device) [][]float32 {
@@ -83,7 +92,7 @@ func TestBootstrapWithStandIns(t *testing.T) {
 	bin := filepath.Join(dir, "bin")
 	require.NoError(t, os.MkdirAll(bin, 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(bin, "neuronx-cc"), []byte("#!/bin/sh\nexit 0\n"), 0o755))
-	t.Setenv(EnvPython, standInPython)
+	t.Setenv(EnvPython, standInPython(t))
 	t.Setenv("PYTHONPATH", filepath.Join(dir, "site"))
 	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 
