@@ -74,7 +74,9 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 	}
 	var path, source string
 	if b := bootstrapOf(target); b != nil && opts.PluginPath == "" && os.Getenv(EnvPluginPath) == "" {
-		path, source, err = b(ctx)
+		if path, source, err = b(ctx); err != nil {
+			err = fmt.Errorf("%w: %w", ErrTargetUnavailable, err)
+		}
 	} else {
 		path, source, err = locatePlugin(ctx, spec, opts.PluginPath)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/xladdp/xladdp/backend"
 	"github.com/xladdp/xladdp/internal/cli"
+	"github.com/xladdp/xladdp/neuron" // the neuron target's bootstrap
 )
 
 func main() {
@@ -46,6 +47,12 @@ func run(args []string, out io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
+	if opts.Target == backend.Neuron {
+		// What would make the plugin fail, each with its fix.
+		for _, p := range neuron.Preflight(neuron.PreflightOptions{}) {
+			fmt.Fprintf(out, "preflight:      %s\n", p)
+		}
+	}
 	b, err := backend.Open(ctx, opts)
 	if err != nil {
 		return err
