@@ -182,6 +182,11 @@ func bootstrapPlugin(ctx context.Context) (string, string, error) {
 	if err := env.check(python+" ("+from+")", os.Getenv); err != nil {
 		return "", "", err
 	}
+	// The plugin reads the process's place in the job from its
+	// environment when it loads: set it as torch-xla does.
+	if err := applyEnvironment(); err != nil {
+		return "", "", err
+	}
 	if err := embedPython(env); err != nil {
 		return "", "", err
 	}
