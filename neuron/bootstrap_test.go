@@ -3,7 +3,6 @@ package neuron
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -13,22 +12,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xladdp/xladdp/backend"
+	"github.com/xladdp/xladdp/neuron/neurontest"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/nn"
 	"github.com/xladdp/xladdp/xla/optim"
 )
-
-// standInPython is the interpreter the stand-in runs on: Debian's (make
-// deps installs its shared libpython), else python3 on PATH.
-func standInPython(t *testing.T) string {
-	t.Helper()
-	if _, err := os.Stat("/usr/bin/python3"); err == nil {
-		return "/usr/bin/python3"
-	}
-	p, err := exec.LookPath("python3")
-	require.NoError(t, err, "the stand-in needs a python3 with a shared libpython (make deps)")
-	return p
-}
 
 // trainToyStep trains the toy 3 steps on d and returns its parameters.
 func trainToyStep(ctx context.Context, t *testing.T, d *xla.Device) [][]float32 {
@@ -82,19 +70,11 @@ func TestBootstrapWithStandIns(t *testing.T) {
 	require.NoError(t, ecpu.Close())
 
 	dir := t.TempDir()
-	pkg := filepath.Join(dir, "site", "libneuronxla")
-	require.NoError(t, os.MkdirAll(pkg, 0o755))
 	marker := filepath.Join(dir, "imported-by")
-	require.NoError(t, os.WriteFile(filepath.Join(pkg, "__init__.py"), []byte(
-		"import os\n__version__ = '2.99.0'\nwith open("+strconv.Quote(marker)+", 'a') as f:\n    f.write('%d\\n' % os.getpid())\n"), 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(pkg, "libneuronpjrt_path.py"), []byte(
-		"def libneuronpjrt_path():\n    return "+strconv.Quote(plugin)+"\n"), 0o644))
-	bin := filepath.Join(dir, "bin")
-	require.NoError(t, os.MkdirAll(bin, 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(bin, "neuronx-cc"), []byte("#!/bin/sh\nexit 0\n"), 0o755))
-	t.Setenv(EnvPython, standInPython(t))
-	t.Setenv("PYTHONPATH", filepath.Join(dir, "site"))
-	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	for _, kv := range neurontest.StandIn(t, dir, plugin, marker) {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
 
 	nb, err := backend.Open(ctx, backend.Options{Target: backend.Neuron})
 	require.NoError(t, err)

@@ -1,0 +1,51 @@
+// Package neurontest makes the stand-ins that let the neuron target run
+// on a machine without Trainium: a Python package named libneuronxla
+// whose libneuronpjrt_path() names another PJRT plugin (the CPU one), and
+// a neuronx-cc that does nothing. Everything else on the neuron road (the
+// Python lookup, the embedded interpreter, the environment, the plugin
+// load) is the real code.
+package neurontest
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// Python is the interpreter the stand-in runs on: Debian's (make deps
+// installs its shared libpython), else python3 on PATH.
+func Python(t testing.TB) string {
+	t.Helper()
+	if _, err := os.Stat("/usr/bin/python3"); err == nil {
+		return "/usr/bin/python3"
+	}
+	p, err := exec.LookPath("python3")
+	require.NoError(t, err, "the stand-in needs a python3 with a shared libpython (make deps)")
+	return p
+}
+
+// StandIn writes the stand-ins under dir and returns the environment
+// (KEY=VALUE) that points the bootstrap at them: libneuronxla version
+// 2.99.0 naming plugin, and a neuronx-cc first on PATH. When imported,
+// the package appends its process id to marker (if not "").
+func StandIn(t testing.TB, dir, plugin, marker string) []string {
+	t.Helper()
+	pkg := filepath.Join(dir, "site", "libneuronxla")
+	require.NoError(t, os.MkdirAll(pkg, 0o755))
+	init := "__version__ = '2.99.0'\n"
+	if marker != "" {
+		init = "import os\n" + init + "with open(" + strconv.Quote(marker) + ", 'a') as f:\n    f.write('%d\\n' % os.getpid())\n"
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(pkg, "__init__.py"), []byte(init), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(pkg, "libneuronpjrt_path.py"), []byte(
+		"def libneuronpjrt_path():\n    return "+strconv.Quote(plugin)+"\n"), 0o644))
+	bin := filepath.Join(dir, "bin")
+	require.NoError(t, os.MkdirAll(bin, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(bin, "neuronx-cc"), []byte("#!/bin/sh\nexit 0\n"), 0o755))
+	return []string{"XLADDP_NEURON_PYTHON=" + Python(t), "PYTHONPATH=" + filepath.Join(dir, "site"),
+		"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH")}
+}
