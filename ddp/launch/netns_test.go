@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,6 +14,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/xladdp/xladdp/backend"
+	"github.com/xladdp/xladdp/neuron/neurontest"
 )
 
 // netnsHosts is two "hosts": network namespaces joined by a veth pair,
@@ -141,20 +145,26 @@ func TestTwoHostsInNetworkNamespaces(t *testing.T) {
 // scenario) and returns each agent's output and error.
 func runHosts(t *testing.T, h *netnsHosts, ddprun, backend string, env ...string) ([2]string, [2]error) {
 	t.Helper()
+	return runHostsScenario(t, h, ddprun, backend, "train", env...)
+}
+
+// runHostsScenario is runHosts with another worker scenario.
+func runHostsScenario(t *testing.T, h *netnsHosts, ddprun, rdzv, scenario string, env ...string) ([2]string, [2]error) {
+	t.Helper()
 	dir := t.TempDir()
 	outs := make([]syncBuffer, 2)
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
 	for i := range 2 {
 		args := []string{ddprun, "--nnodes=2", "--nproc_per_node=2", "--rdzv_id=netns", "--rdzv_conf=timeout=60"}
-		if backend == "c10d" {
+		if rdzv == "c10d" {
 			args = append(args, "--rdzv_backend=c10d", "--rdzv_endpoint="+h.addrs[0]+":29411")
 		} else {
 			args = append(args, "--node_rank="+strconv.Itoa(i), "--master_addr="+h.addrs[0], "--master_port=29412")
 		}
 		args = append(args, os.Args[0], "-test.run=^$")
 		cmd := h.command(i, args...)
-		cmd.Env = append(os.Environ(), workerEnvName+"=train", "XLADDP_TEST_DIR="+dir, "RANK=", "WORLD_SIZE=", "MASTER_ADDR=", "MASTER_PORT=")
+		cmd.Env = append(os.Environ(), workerEnvName+"="+scenario, "XLADDP_TEST_DIR="+dir, "RANK=", "WORLD_SIZE=", "MASTER_ADDR=", "MASTER_PORT=")
 		cmd.Env = append(cmd.Env, env...)
 		cmd.Stdout, cmd.Stderr = &outs[i], &outs[i]
 		wg.Add(1)
@@ -168,4 +178,45 @@ func runHosts(t *testing.T, h *netnsHosts, ddprun, backend string, env ...string
 	}
 	wg.Wait()
 	return [2]string{outs[0].String(), outs[1].String()}, [2]error{errs[0], errs[1]}
+}
+
+// TestNeuronEnvironmentOnTwoHosts: a 2-node × 2-process ddprun launch in
+// the network namespaces, target neuron with the stand-in plugin: each
+// worker's bootstrap sets the variables torch-xla's
+// configure_pjrt_environment (torch_xla/_internal/neuron.py) sets for the
+// same torchrun job; the golden values below are written from that source.
+func TestNeuronEnvironmentOnTwoHosts(t *testing.T) {
+	h := newNetnsHosts(t)
+	ddprun := buildDdprun(t)
+	cpu, err := backend.Open(t.Context(), backend.Options{Target: backend.CPU, CPUDevices: 1})
+	require.NoError(t, err)
+	plugin := cpu.PluginPath()
+	require.NoError(t, cpu.Close())
+	standIn := neurontest.StandIn(t, t.TempDir(), plugin, "")
+	outs, errs := runHostsScenario(t, h, ddprun, "static", "neuron-env", append(standIn, "XLADDP_DEVICE=neuron")...)
+	for i, err := range errs {
+		require.NoError(t, err, "host %d: %s", i, outs[i])
+	}
+	got := map[string]map[string]string{}
+	for _, line := range strings.Split(outs[0]+outs[1], "\n") {
+		if _, js, ok := strings.Cut(line, "]:NEURONENV "); ok {
+			var env map[string]string
+			require.NoError(t, json.Unmarshal([]byte(js), &env))
+			got[env["RANK"]] = env
+		}
+	}
+	require.Len(t, got, 4)
+	for rank := range 4 {
+		lr := rank % 2
+		want := map[string]string{"RANK": strconv.Itoa(rank),
+			"NEURON_RT_ROOT_COMM_ID":            h.addrs[0] + ":62182", // MASTER_ADDR:62182
+			"NEURON_PJRT_PROCESS_INDEX":         strconv.Itoa(rank),    // RANK
+			"NEURON_PJRT_PROCESSES_NUM_DEVICES": "1,1,1,1",             // one core per process
+			"NEURON_PJRT_WORLD_SIZE":            "",
+			"PJRT_LOCAL_PROCESS_COUNT":          "2",              // LOCAL_WORLD_SIZE
+			"PJRT_LOCAL_PROCESS_RANK":           strconv.Itoa(lr), // LOCAL_RANK
+			"NEURON_RT_VISIBLE_CORES":           strconv.Itoa(lr), // LOCAL_RANK
+			"FI_PROVIDER":                       "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "FI_EFA_FORK_SAFE": "1"}
+		assert.Equal(t, want, got[strconv.Itoa(rank)], "rank %d", rank)
+	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/xladdp/xladdp/backend"
 	"github.com/xladdp/xladdp/ddp"
+	_ "github.com/xladdp/xladdp/neuron" // the neuron target's bootstrap
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/nn"
 	"github.com/xladdp/xladdp/xla/optim"
@@ -50,6 +51,8 @@ func runScenario(name string) int {
 		return 0
 	case "train":
 		return train(rank)
+	case "neuron-env":
+		return neuronEnv()
 	}
 	// The rest meet in a group first, then misbehave on rank 1.
 	ctx := context.Background()
@@ -174,5 +177,28 @@ func train(rank int) int {
 		fmt.Println("PARAMS " + strings.Join(parts, " "))
 		fmt.Printf("STEPMS %.3f\n", float64(time.Since(start).Microseconds())/1000/float64(max(20-startStep, 1)))
 	}
+	return 0
+}
+
+// neuronKeys are the variables torch-xla sets for a Neuron worker.
+var neuronKeys = []string{"NEURON_RT_ROOT_COMM_ID", "NEURON_PJRT_PROCESS_INDEX", "NEURON_PJRT_PROCESSES_NUM_DEVICES",
+	"NEURON_PJRT_WORLD_SIZE", "PJRT_LOCAL_PROCESS_COUNT", "PJRT_LOCAL_PROCESS_RANK", "NEURON_RT_VISIBLE_CORES",
+	"FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA", "FI_EFA_FORK_SAFE"}
+
+// neuronEnv opens the neuron target (the stand-in plugin) as a worker
+// and prints the Neuron variables the bootstrap left in its environment.
+func neuronEnv() int {
+	b, err := backend.Open(context.Background(), backend.Options{Target: backend.Neuron})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	defer b.Close()
+	env := map[string]string{"RANK": os.Getenv("RANK")}
+	for _, k := range neuronKeys {
+		env[k] = os.Getenv(k)
+	}
+	out, _ := json.Marshal(env)
+	fmt.Println("NEURONENV " + string(out))
 	return 0
 }
