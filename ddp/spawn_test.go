@@ -1,12 +1,14 @@
 package ddp
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -24,6 +26,10 @@ const spawnScenarioEnv = "XLADDP_TEST_SPAWN"
 func spawnTrain(ctx context.Context, w Worker) error {
 	if fmt.Sprint(w.Rank) == os.Getenv("XLADDP_TEST_SPAWN_FAIL") {
 		return fmt.Errorf("rank %d was told to fail", w.Rank)
+	}
+	if os.Getenv("XLADDP_TEST_SPAWN_HANG") == "1" {
+		<-ctx.Done() // until stopped
+		return ctx.Err()
 	}
 	rows := globalRows / w.WorldSize
 	params, err := trainModel(ctx, w.Device, trainRun{kind: "toy", seed: 100 + uint64(w.Rank), steps: 5,
@@ -105,4 +111,28 @@ func TestSpawnFailure(t *testing.T) {
 	t.Setenv("NEURON_NUM_DEVICES", "two")
 	err = Spawn(t.Context(), spawnTrain, SpawnOptions{})
 	assert.ErrorContains(t, err, "$NEURON_NUM_DEVICES")
+}
+
+// TestSpawnCancelled: ending Spawn's ctx while its processes run stops
+// them (none is left) and returns promptly with the cause.
+func TestSpawnCancelled(t *testing.T) {
+	mark := fmt.Sprintf("spawn-cancel-%d", os.Getpid())
+	t.Setenv("XLADDP_TEST_DIR", t.TempDir())
+	t.Setenv(spawnScenarioEnv, "train")
+	t.Setenv("XLADDP_TEST_SPAWN_HANG", "1")
+	t.Setenv("XLADDP_TEST_SPAWN_MARK", mark)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	start := time.Now()
+	err := Spawn(ctx, spawnTrain, SpawnOptions{Devices: 2, Processes: true,
+		Backend: backend.Options{Target: backend.CPU}, Command: []string{os.Args[0], "-test.run=^$"}})
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Less(t, time.Since(start), 6*time.Second)
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err == nil && bytes.Contains(env, []byte("XLADDP_TEST_SPAWN_MARK="+mark+"\x00")) {
+			t.Errorf("spawned process %s survived", e.Name())
+		}
+	}
 }

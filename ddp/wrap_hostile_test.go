@@ -59,6 +59,27 @@ var wrapHostileCases = map[string]func(ctx context.Context, d *xla.Device, rank 
 		_, err = Wrap(ctx, model)
 		return err
 	},
+	// The ctx given to Wrap ends during training: Backward's host
+	// all-reduce stops at once with the cause instead of waiting.
+	"cancelled": func(ctx context.Context, d *xla.Device, rank int) error {
+		ctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		model, err := newModel(d, "toy", 1, nil)
+		if err != nil {
+			return err
+		}
+		m, err := Wrap(ctx, model)
+		if err != nil {
+			return err
+		}
+		defer m.Close()
+		cancel(errors.New("the user gave up"))
+		loss, err := lossOn(d, m, "toy", 0, 4)
+		if err != nil {
+			return err
+		}
+		return loss.Backward()
+	},
 	// Only rank 0 wraps; rank 1 leaves the job.
 	"subset": func(ctx context.Context, d *xla.Device, rank int) error {
 		if rank == 1 {
@@ -152,6 +173,7 @@ func TestWrapHostileAcrossProcesses(t *testing.T) {
 			"gradient 2 is l2.weight Float32[5 10] on rank 1 but mid.weight Float32[10 10] on rank 0"}, true},
 		{"compiled", [2]string{"train with lazy steps (MarkStep) across processes", "train with lazy steps (MarkStep) across processes"}, false},
 		{"subset", [2]string{"rank 1", ""}, false},
+		{"cancelled", [2]string{"the user gave up", "the user gave up"}, false},
 		{"different-models", [2]string{"ranks called different collectives", "ranks called different collectives"}, true},
 	}
 	for _, c := range cases {
