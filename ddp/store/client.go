@@ -25,30 +25,35 @@ const dialRetryInterval = 100 * time.Millisecond
 // may start after its clients), and authenticates with token.
 func Dial(ctx context.Context, addr, token string) (*Client, error) {
 	c := &Client{addr: addr, token: token}
-	c.dial = c.connect
-	conn, err := c.connect(ctx)
-	if err != nil {
+	if err := c.start(ctx, c.connect); err != nil {
 		return nil, err
 	}
-	c.idle = append(c.idle, conn)
 	return c, nil
 }
 
 // connect opens and authenticates one connection, retrying until ctx ends.
 func (c *Client) connect(ctx context.Context) (net.Conn, error) {
-	addr := c.addr
-	var lastErr error
+	conn, err := dialRetry(ctx, c.addr, "the store", "is MASTER_ADDR/MASTER_PORT right, and is rank 0 running?")
+	if err != nil {
+		return nil, err
+	}
+	if err := c.authenticate(ctx, conn); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return conn, nil
+}
+
+// dialRetry connects to addr, retrying a refused connection (the server
+// may still be starting) until ctx ends; what and hint name the server
+// and the likely cause in the error.
+func dialRetry(ctx context.Context, addr, what, hint string) (net.Conn, error) {
 	for {
 		var d net.Dialer
 		conn, err := d.DialContext(ctx, "tcp", addr)
 		if err == nil {
-			if err := c.authenticate(ctx, conn); err != nil {
-				conn.Close()
-				return nil, err
-			}
 			return conn, nil
 		}
-		lastErr = err
 		var dnsErr *net.DNSError
 		if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
 			// A refused connection may mean the server is still starting;
@@ -58,8 +63,7 @@ func (c *Client) connect(ctx context.Context) (net.Conn, error) {
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("store: cannot reach the store at %s: %v (is MASTER_ADDR/MASTER_PORT right, and is rank 0 running?): %w",
-				addr, lastErr, ctx.Err())
+			return nil, fmt.Errorf("store: cannot reach %s at %s: %v (%s): %w", what, addr, err, hint, ctx.Err())
 		case <-time.After(dialRetryInterval):
 		}
 	}

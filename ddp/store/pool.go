@@ -17,6 +17,18 @@ type connPool struct {
 	closed bool
 }
 
+// start opens the pool's first connection with dial, which later takes
+// use too.
+func (p *connPool) start(ctx context.Context, dial func(ctx context.Context) (net.Conn, error)) error {
+	p.dial = dial
+	conn, err := dial(ctx)
+	if err != nil {
+		return err
+	}
+	p.idle = append(p.idle, conn)
+	return nil
+}
+
 // take returns an idle connection or a new one.
 func (p *connPool) take(ctx context.Context) (net.Conn, error) {
 	p.mu.Lock()

@@ -46,34 +46,25 @@ const (
 // ends, as the agent may still be starting it), keeping keys under prefix.
 func DialTorch(ctx context.Context, addr, prefix string) (*TorchClient, error) {
 	c := &TorchClient{addr: addr, prefix: prefix}
-	c.dial = c.connect
-	conn, err := c.connect(ctx)
-	if err != nil {
+	if err := c.start(ctx, c.connect); err != nil {
 		return nil, err
 	}
-	c.idle = append(c.idle, conn)
 	return c, nil
 }
 
+// connect opens one connection and validates it, as torch's clients do.
 func (c *TorchClient) connect(ctx context.Context) (net.Conn, error) {
-	for {
-		var d net.Dialer
-		conn, err := d.DialContext(ctx, "tcp", c.addr)
-		if err == nil {
-			msg := binary.LittleEndian.AppendUint32([]byte{torchValidate}, torchMagic)
-			_ = conn.SetWriteDeadline(deadline(ctx))
-			if _, err := conn.Write(msg); err != nil {
-				conn.Close()
-				return nil, fmt.Errorf("%w: validating with torch's store at %s: %w", ErrConnectionLost, c.addr, err)
-			}
-			return conn, nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("store: cannot reach torch's store at %s: %v (is torchrun's agent running?): %w", c.addr, err, ctx.Err())
-		case <-time.After(dialRetryInterval):
-		}
+	conn, err := dialRetry(ctx, c.addr, "torch's store", "is torchrun's agent running?")
+	if err != nil {
+		return nil, err
 	}
+	msg := binary.LittleEndian.AppendUint32([]byte{torchValidate}, torchMagic)
+	_ = conn.SetWriteDeadline(deadline(ctx))
+	if _, err := conn.Write(msg); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("%w: validating with torch's store at %s: %w", ErrConnectionLost, c.addr, err)
+	}
+	return conn, nil
 }
 
 // Close closes every idle connection.
