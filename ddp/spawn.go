@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/xladdp/xladdp/backend"
+	"github.com/xladdp/xladdp/internal/freeport"
 	"github.com/xladdp/xladdp/xla"
 )
 
@@ -130,9 +130,9 @@ func spawnProcesses(ctx context.Context, n int, opts SpawnOptions) error {
 	if len(command) == 0 {
 		command = os.Args
 	}
-	port, err := freeLocalPort()
+	port, err := freeport.Pick("127.0.0.1")
 	if err != nil {
-		return err
+		return fmt.Errorf("ddp: Spawn: %w", err)
 	}
 	type result struct {
 		rank int
@@ -217,14 +217,4 @@ func spawnChild(ctx context.Context, fn func(ctx context.Context, w Worker) erro
 		return fmt.Errorf("rank %d: %w", g.Rank(), err)
 	}
 	return nil
-}
-
-// freeLocalPort asks the kernel for a free loopback port.
-func freeLocalPort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("ddp: Spawn: picking a port for the processes' store: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

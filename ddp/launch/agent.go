@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/xladdp/xladdp/internal/freeport"
 )
 
 // outcome is how one attempt of the workers ended.
@@ -92,9 +94,9 @@ func assign(ctx context.Context, r *rendezvous, c Config, attempt int, me string
 	port := c.MasterPort
 	if _, given := c.Sources["master_port"]; !given {
 		// A free port, so jobs on one machine never collide.
-		p, err := freePort()
+		p, err := freeport.Pick("")
 		if err != nil {
-			return assignment{}, err
+			return assignment{}, fmt.Errorf("the workers' store: %w", err)
 		}
 		port = p
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/xladdp/xladdp/ddp/store"
+	"github.com/xladdp/xladdp/internal/freeport"
 )
 
 // assignment is what a rendezvous round decides for this node.
@@ -297,21 +298,11 @@ func (r *rendezvous) masterAddr(ctx context.Context) (string, error) {
 	if host == "" || host == "0.0.0.0" {
 		host = "127.0.0.1"
 	}
-	port, err := freePort()
+	port, err := freeport.Pick("")
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("the workers' store: %w", err)
 	}
 	return net.JoinHostPort(host, strconv.Itoa(port)), nil
-}
-
-// freePort asks the kernel for a free TCP port.
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", ":0")
-	if err != nil {
-		return 0, fmt.Errorf("picking a free port for the workers' store: %w", err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 // watch is one monitor tick's check of the other nodes: a failure one of

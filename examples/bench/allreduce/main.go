@@ -25,6 +25,7 @@ import (
 
 	"github.com/xladdp/xladdp/ddp"
 	"github.com/xladdp/xladdp/internal/cli"
+	"github.com/xladdp/xladdp/internal/freeport"
 )
 
 const childEnv = "XLADDP_BENCH_CHILD"
@@ -155,12 +156,10 @@ func loopbackBandwidth() (float64, error) {
 }
 
 func launch(n, maxMiB int) ([]result, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freeport.Pick("127.0.0.1")
 	if err != nil {
 		return nil, err
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
 	cmds := make([]*exec.Cmd, n)
 	var rank0 io.ReadCloser
 	for r := range n {

@@ -23,7 +23,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -35,6 +34,7 @@ import (
 	"github.com/xladdp/xladdp/ddp"
 	"github.com/xladdp/xladdp/examples/bench/internal/stats"
 	"github.com/xladdp/xladdp/internal/cli"
+	"github.com/xladdp/xladdp/internal/freeport"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/nn"
 	"github.com/xladdp/xladdp/xla/optim"
@@ -404,12 +404,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 // the CPUs unless $XLADDP_BIND_CPUS says otherwise) and copies rank 0's
 // output.
 func launchRanks(ctx context.Context, args []string, n int, out io.Writer) error {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freeport.Pick("127.0.0.1")
 	if err != nil {
 		return err
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
 	cmds := make([]*exec.Cmd, n)
 	for r := range n {
 		cmd := exec.CommandContext(ctx, os.Args[0], args...)
