@@ -31,11 +31,7 @@ var wrapHostileCases = map[string]func(ctx context.Context, d *xla.Device, rank 
 	},
 	// A compiled step cannot hold the host cut.
 	"compiled": func(ctx context.Context, d *xla.Device, rank int) error {
-		model, err := newModel(d, "toy", 1, nil)
-		if err != nil {
-			return err
-		}
-		m, err := Wrap(ctx, model)
+		m, err := wrapToy(ctx, d)
 		if err != nil {
 			return err
 		}
@@ -64,11 +60,7 @@ var wrapHostileCases = map[string]func(ctx context.Context, d *xla.Device, rank 
 	"cancelled": func(ctx context.Context, d *xla.Device, rank int) error {
 		ctx, cancel := context.WithCancelCause(ctx)
 		defer cancel(nil)
-		model, err := newModel(d, "toy", 1, nil)
-		if err != nil {
-			return err
-		}
-		m, err := Wrap(ctx, model)
+		m, err := wrapToy(ctx, d)
 		if err != nil {
 			return err
 		}
@@ -92,6 +84,15 @@ var wrapHostileCases = map[string]func(ctx context.Context, d *xla.Device, rank 
 		_, err = Wrap(ctx, model)
 		return err
 	},
+}
+
+// wrapToy wraps a fresh toy model on d.
+func wrapToy(ctx context.Context, d *xla.Device) (*DistributedDataParallel, error) {
+	model, err := newModel(d, "toy", 1, nil)
+	if err != nil {
+		return nil, err
+	}
+	return Wrap(ctx, model)
 }
 
 // trainBranch trains "branch" for 6 steps with the middle layer used when

@@ -126,6 +126,24 @@ func freeTestPort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
+// runTwoAgents runs two agents at once in this process, with args(n) for
+// node n, the second stagger after the first, and returns their runs.
+func runTwoAgents(t *testing.T, mark, scenario string, stagger time.Duration, args func(n int) []string, env ...string) []agentRun {
+	t.Helper()
+	results := make([]agentRun, 2)
+	var wg sync.WaitGroup
+	for n := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(time.Duration(n) * stagger)
+			results[n] = runAgent(t.Context(), t, mark, scenario, args(n), env...)
+		}()
+	}
+	wg.Wait()
+	return results
+}
+
 // TestSeedCommandLines: the seeds' torchrun command lines, with ddprun:
 // every worker joins the group and all-reduces.
 func TestSeedCommandLines(t *testing.T) {
@@ -281,22 +299,13 @@ func TestTwoNodesOneHost(t *testing.T) {
 			port := freeTestPort(t)
 			mark := "two" + backend + strconv.FormatInt(time.Now().UnixNano(), 36)
 			_, before := leftovers(t, mark)
-			results := make([]agentRun, 2)
-			var wg sync.WaitGroup
-			for n := range 2 {
+			results := runTwoAgents(t, mark, "ok", 0, func(n int) []string {
 				args := []string{"--nnodes=2", "--nproc_per_node=2", "--rdzv_id=two", "--monitor_interval=0.05"}
 				if backend == "c10d" {
-					args = append(args, "--rdzv_backend=c10d", fmt.Sprintf("--rdzv_endpoint=127.0.0.1:%d", port))
-				} else {
-					args = append(args, fmt.Sprintf("--node_rank=%d", n), "--master_addr=127.0.0.1", fmt.Sprintf("--master_port=%d", port))
+					return append(args, "--rdzv_backend=c10d", fmt.Sprintf("--rdzv_endpoint=127.0.0.1:%d", port))
 				}
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					results[n] = runAgent(t.Context(), t, mark, "ok", args)
-				}()
-			}
-			wg.Wait()
+				return append(args, fmt.Sprintf("--node_rank=%d", n), "--master_addr=127.0.0.1", fmt.Sprintf("--master_port=%d", port))
+			})
 			all := results[0].stdout + results[1].stdout
 			for n, r := range results {
 				assert.Equal(t, 0, r.code, "agent %d: %s", n, r.stderr)
@@ -325,17 +334,10 @@ func TestTwoNodesFailTogether(t *testing.T) {
 			port := freeTestPort(t)
 			mark := "two" + c.scenario + strconv.FormatInt(time.Now().UnixNano(), 36)
 			_, before := leftovers(t, mark)
-			results := make([]agentRun, 2)
-			var wg sync.WaitGroup
-			for n := range 2 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					results[n] = runAgent(t.Context(), t, mark, c.scenario, []string{"--nnodes=2", "--nproc_per_node=2", fmt.Sprintf("--node_rank=%d", n),
-						"--master_addr=127.0.0.1", fmt.Sprintf("--master_port=%d", port), "--monitor_interval=0.05"}, "XLADDP_TEST_TIMEOUT=60s")
-				}()
-			}
-			wg.Wait()
+			results := runTwoAgents(t, mark, c.scenario, 0, func(n int) []string {
+				return []string{"--nnodes=2", "--nproc_per_node=2", fmt.Sprintf("--node_rank=%d", n),
+					"--master_addr=127.0.0.1", fmt.Sprintf("--master_port=%d", port), "--monitor_interval=0.05"}
+			}, "XLADDP_TEST_TIMEOUT=60s")
 			// Rank 1 is node 0's local rank 1.
 			assert.Equal(t, c.code, results[0].code, results[0].stderr)
 			assert.Equal(t, 1, results[1].code, results[1].stderr)
@@ -395,21 +397,11 @@ func TestRendezvousConflicts(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			port := freeTestPort(t)
-			results := make([]agentRun, 2)
-			var wg sync.WaitGroup
-			for n := range 2 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					if n == 1 {
-						time.Sleep(200 * time.Millisecond) // node 0 hosts the store
-					}
-					results[n] = runAgent(t.Context(), t, "conflict", "ok", []string{"--nnodes=2", "--nproc_per_node=1",
-						fmt.Sprintf("--node_rank=%d", c.ranks[n]), "--master_addr=127.0.0.1", fmt.Sprintf("--master_port=%d", port),
-						"--rdzv_conf=timeout=20"})
-				}()
-			}
-			wg.Wait()
+			// Node 1 starts late: node 0 hosts the store.
+			results := runTwoAgents(t, "conflict", "ok", 200*time.Millisecond, func(n int) []string {
+				return []string{"--nnodes=2", "--nproc_per_node=1", fmt.Sprintf("--node_rank=%d", c.ranks[n]),
+					"--master_addr=127.0.0.1", fmt.Sprintf("--master_port=%d", port), "--rdzv_conf=timeout=20"}
+			})
 			for n, r := range results {
 				assert.Equal(t, 1, r.code, "agent %d", n)
 				assert.Contains(t, r.stderr, c.says, "agent %d", n)
