@@ -97,8 +97,8 @@ func startWorkers(spec workerSpec) (*workerSet, error) {
 			return nil, fmt.Errorf("starting worker rank %d (%s): %w", rank, c.Program, err)
 		}
 		w.copying.Add(2)
-		go copyLines(&w.copying, stdoutPipe, outs, rank)
-		go copyLines(&w.copying, stderrPipe, errs, rank)
+		go copyLines(&w.copying, stdoutPipe, outs)
+		go copyLines(&w.copying, stderrPipe, errs)
 		set.workers = append(set.workers, w)
 		go func() {
 			// Reap only after the output is drained: Wait closes the pipes.
@@ -154,12 +154,13 @@ func hasEnv(env []string, name string) bool {
 func (set *workerSet) streams(spec workerSpec, w *worker) (stdout, stderr io.Writer, err error) {
 	c := spec.cfg
 	dest := func(bit int, console io.Writer, name string) (io.Writer, error) {
-		writers := []io.Writer{w.tail}
+		shown := []io.Writer{w.tail}
 		logged := c.Redirects[w.localRank]&bit != 0 || c.Tee[w.localRank]&bit != 0
 		onConsole := c.Redirects[w.localRank]&bit == 0 && (c.LocalRanksFilter == nil || c.LocalRanksFilter[w.localRank])
 		if onConsole {
-			writers = append(writers, console)
+			shown = append(shown, console)
 		}
+		writers := []io.Writer{&linePrefixer{w: io.MultiWriter(shown...), prefix: fmt.Sprintf("[rank%d]:", w.rank)}}
 		if logged {
 			dir := filepath.Join(c.LogDir, c.RdzvID, fmt.Sprintf("attempt_%d", spec.attempt), fmt.Sprint(w.localRank))
 			if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -170,7 +171,7 @@ func (set *workerSet) streams(spec workerSpec, w *worker) (stdout, stderr io.Wri
 				return nil, fmt.Errorf("--log_dir: %w", err)
 			}
 			set.logs = append(set.logs, f)
-			writers = append(writers, &unprefixed{f})
+			writers = append(writers, f)
 		}
 		return io.MultiWriter(writers...), nil
 	}
@@ -181,32 +182,34 @@ func (set *workerSet) streams(spec workerSpec, w *worker) (stdout, stderr io.Wri
 	return stdout, stderr, err
 }
 
-// unprefixed strips the console prefix for log files.
-type unprefixed struct{ w io.Writer }
-
-func (u *unprefixed) Write(p []byte) (int, error) {
-	if i := strings.Index(string(p), "]:"); i >= 0 && strings.HasPrefix(string(p), "[rank") {
-		if _, err := u.w.Write(p[i+2:]); err != nil {
-			return 0, err
-		}
-		return len(p), nil
-	}
-	return u.w.Write(p)
-}
-
 // consoleMu keeps lines of different workers from interleaving.
 var consoleMu sync.Mutex
 
-// copyLines copies r to w line by line, each prefixed "[rankN]:".
-func copyLines(wg *sync.WaitGroup, r io.Reader, w io.Writer, rank int) {
+// linePrefixer writes each line it is given behind prefix, whole, so
+// lines of different workers never interleave on the console.
+type linePrefixer struct {
+	w      io.Writer
+	prefix string
+}
+
+func (p *linePrefixer) Write(line []byte) (int, error) {
+	consoleMu.Lock()
+	defer consoleMu.Unlock()
+	if _, err := p.w.Write(append([]byte(p.prefix), line...)); err != nil {
+		return 0, err
+	}
+	return len(line), nil
+}
+
+// copyLines copies r to w one whole line per Write.
+func copyLines(wg *sync.WaitGroup, r io.Reader, w io.Writer) {
 	defer wg.Done()
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	prefix := fmt.Sprintf("[rank%d]:", rank)
 	for sc.Scan() {
-		consoleMu.Lock()
-		_, _ = w.Write([]byte(prefix + sc.Text() + "\n"))
-		consoleMu.Unlock()
+		// A copy: appending to sc.Bytes() would write into the scanner's
+		// buffer, over input not yet read.
+		_, _ = w.Write(append(append([]byte(nil), sc.Bytes()...), '\n'))
 	}
 	// A line longer than the buffer ends the scan: drain the rest so the
 	// worker never blocks on a full pipe.
