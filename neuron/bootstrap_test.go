@@ -62,11 +62,14 @@ func trainToyStep(ctx context.Context, t *testing.T, d *xla.Device) [][]float32 
 // then matches the CPU target's bit for bit.
 func TestBootstrapWithStandIns(t *testing.T) {
 	ctx := t.Context()
+	t.Setenv(xla.EnvCacheDir, "off") // both targets compile, so both counts show
 	cpu, err := backend.Open(ctx, backend.Options{Target: backend.CPU, CPUDevices: 1})
 	require.NoError(t, err)
 	plugin := cpu.PluginPath()
 	ecpu := xla.NewEngine(cpu)
+	xla.ResetMetrics()
 	want := trainToyStep(ctx, t, ecpu.Device(0))
+	cpuMetrics := xla.GetMetrics()
 	require.NoError(t, ecpu.Close())
 
 	dir := t.TempDir()
@@ -86,7 +89,12 @@ func TestBootstrapWithStandIns(t *testing.T) {
 	assert.Contains(t, strings.Fields(string(imported)), strconv.Itoa(os.Getpid()), "the embedded interpreter did not import libneuronxla in this process")
 	en := xla.NewEngine(nb)
 	defer en.Close()
+	xla.ResetMetrics()
 	assert.Equal(t, want, trainToyStep(ctx, t, en.Device(0)), "the neuron target trained differently from the cpu target")
+	neuronMetrics := xla.GetMetrics()
+	assert.Positive(t, neuronMetrics.Compilations, "the plugin's compilations are counted")
+	assert.Equal(t, cpuMetrics.Compilations, neuronMetrics.Compilations, "the neuron target counts compilations as the cpu target does")
+	assert.Equal(t, cpuMetrics.Executions, neuronMetrics.Executions)
 }
 
 // TestBootstrapNamesWhatIsMissing: every missing piece is an error naming

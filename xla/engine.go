@@ -25,6 +25,10 @@ type Engine struct {
 	// replicaTimeout bounds how long a replica waits in MarkStep for the
 	// others (SetReplicaTimeout).
 	replicaTimeout time.Duration
+	// compileOnly: MarkStep compiles without executing (EnvCompileOnly);
+	// compileOnlyErr is an unreadable EnvCompileOnly, reported by MarkStep.
+	compileOnly    bool
+	compileOnlyErr error
 }
 
 // DefaultReplicaTimeout bounds a replica's wait in MarkStep for the other
@@ -36,6 +40,7 @@ const DefaultReplicaTimeout = 10 * time.Minute
 // NewEngine wraps an opened backend; Engine.Close closes both.
 func NewEngine(b *backend.Backend) *Engine {
 	e := &Engine{backend: b, gomlx: b.GoMLX(), cache: newProgramCache(b), replicaTimeout: DefaultReplicaTimeout}
+	e.compileOnly, e.compileOnlyErr = compileOnlyFromEnv()
 	n := b.NumDevices()
 	e.devices = make([]*Device, n)
 	e.standalone = make([]*group, n)

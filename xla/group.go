@@ -333,6 +333,14 @@ func (g *group) run(ctx context.Context, ps *preparedStep) (*stepResults, error)
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("xla: MarkStep on %s stopped before executing: %w", deviceSetKey(g.devices), context.Cause(ctx))
 	}
+	compileOnly, err := g.engine.compileOnlyMode()
+	if err != nil {
+		return nil, err
+	}
+	if compileOnly {
+		metrics.skippedExecution()
+		return &stepResults{program: p, outputs: zeroOutputs(p, len(g.devices))}, nil
+	}
 	outputs, err := g.execute(p, inputs, donate)
 	if err != nil {
 		return nil, err

@@ -33,6 +33,9 @@ type Metrics struct {
 	// DonatedBuffers counts input buffers given to a compiled step's
 	// program to update in place (one per device).
 	DonatedBuffers int64
+	// SkippedExecutions counts MarkSteps compile-only mode did not run
+	// (EnvCompileOnly).
+	SkippedExecutions int64
 }
 
 type metricsRegistry struct {
@@ -77,6 +80,9 @@ func MetricsReport() string {
 	row("Collections:", m.Collections)
 	row("StepTraces:", m.StepTraces)
 	row("DonatedBuffers:", m.DonatedBuffers)
+	if m.SkippedExecutions > 0 {
+		row("SkippedExecutions:", m.SkippedExecutions)
+	}
 	return b.String()
 }
 
@@ -111,3 +117,5 @@ func (r *metricsRegistry) collected() { r.update(func(m *Metrics) { m.Collection
 func (r *metricsRegistry) stepTraced() { r.update(func(m *Metrics) { m.StepTraces++ }) }
 
 func (r *metricsRegistry) donated(n int) { r.update(func(m *Metrics) { m.DonatedBuffers += int64(n) }) }
+
+func (r *metricsRegistry) skippedExecution() { r.update(func(m *Metrics) { m.SkippedExecutions++ }) }

@@ -14,6 +14,7 @@ import (
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/distributed"
 	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
 
 	"github.com/xladdp/xladdp/backend"
 )
@@ -26,9 +27,11 @@ type program struct {
 	exec *pjrt.LoadedExecutable
 	// graph is the GoMLX graph exec was compiled from, kept alive so GoMLX
 	// does not free exec; nil for a program loaded from the disk cache.
-	graph       *graph.Graph
-	numOutputs  int
-	description []string
+	graph      *graph.Graph
+	numOutputs int
+	// outputShapes are what the program computes, for compile-only mode.
+	outputShapes []shapes.Shape
+	description  []string
 	// aliases are the trace's parameter-to-output donation pairs.
 	aliases []int
 }
@@ -86,6 +89,7 @@ func (c *programCache) get(devices []*Device, traces []*trace) (*program, error)
 		metrics.compiled(time.Since(start))
 		c.saveToDisk(header, p)
 	}
+	p.outputShapes = outputShapesOf(traces[0])
 	if prev := c.last[key.devices]; prev != nil && debugEnabled() {
 		log.Printf("xladdp: recompiling for %s: %s", key.devices, explainDifference(prev.description, p.description))
 	}

@@ -459,3 +459,50 @@ func TestElasticNodeRange(t *testing.T) {
 	assert.Contains(t, res.stdout, "[rank1]:sum 1\n")
 	assert.GreaterOrEqual(t, res.elapsed, time.Second, "closed before join_timeout")
 }
+
+// TestCompileOnlyFillsTheCache: `ddprun --compile_only` runs the 2-worker
+// training with nothing executed (parameters read zeros) and every
+// program compiled into XLADDP_CACHE_DIR; the real run that follows
+// compiles nothing and ends with the parameters of a run that compiled
+// everything itself, bit for bit.
+func TestCompileOnlyFillsTheCache(t *testing.T) {
+	line := func(out, prefix string) string {
+		for _, l := range strings.Split(out, "\n") {
+			if _, rest, ok := strings.Cut(l, "]:"+prefix+" "); ok {
+				return rest
+			}
+		}
+		return ""
+	}
+	reference := runAgent(t.Context(), t, "compile-ref", "train", []string{"--nproc_per_node=2"},
+		"XLADDP_TEST_DIR="+t.TempDir(), "XLADDP_CACHE_DIR="+t.TempDir())
+	require.Equal(t, 0, reference.code, reference.stderr)
+	want := line(reference.stdout, "PARAMS")
+	require.NotEmpty(t, want)
+
+	cache := t.TempDir()
+	pass := runAgent(t.Context(), t, "compile-pass", "train", []string{"--nproc_per_node=2", "--compile-only"},
+		"XLADDP_TEST_DIR="+t.TempDir(), "XLADDP_CACHE_DIR="+cache)
+	require.Equal(t, 0, pass.code, pass.stderr)
+	var compiled, hits, executions, skipped int
+	_, err := fmt.Sscanf(line(pass.stdout, "METRICS"), "compilations=%d persistent=%d executions=%d skipped=%d",
+		&compiled, &hits, &executions, &skipped)
+	require.NoError(t, err, pass.stdout)
+	assert.Positive(t, compiled, "the compile-only pass compiles")
+	assert.Zero(t, executions, "the compile-only pass executes nothing")
+	assert.Positive(t, skipped)
+	for _, v := range strings.Fields(strings.NewReplacer("[", " ", "]", " ").Replace(line(pass.stdout, "PARAMS"))) {
+		assert.Equal(t, "0", v, "values read zeros in the compile-only pass")
+	}
+
+	real := runAgent(t.Context(), t, "compile-real", "train", []string{"--nproc_per_node=2"},
+		"XLADDP_TEST_DIR="+t.TempDir(), "XLADDP_CACHE_DIR="+cache)
+	require.Equal(t, 0, real.code, real.stderr)
+	_, err = fmt.Sscanf(line(real.stdout, "METRICS"), "compilations=%d persistent=%d executions=%d skipped=%d",
+		&compiled, &hits, &executions, &skipped)
+	require.NoError(t, err, real.stdout)
+	assert.Zero(t, compiled, "the real run finds every program in the cache")
+	assert.Positive(t, hits)
+	assert.Positive(t, executions)
+	assert.Equal(t, want, line(real.stdout, "PARAMS"), "the cached programs compute what freshly compiled ones do")
+}

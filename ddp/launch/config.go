@@ -49,6 +49,10 @@ type Config struct {
 	// DryRun prints what was detected and the worker environments, and
 	// starts nothing.
 	DryRun bool
+	// CompileOnly runs the workers with XLADDP_COMPILE_ONLY=1: every
+	// MarkStep compiles into the caches and executes nothing
+	// (neuron_parallel_compile's pass).
+	CompileOnly bool
 	// Program and Args are the training binary and its arguments.
 	Program string
 	Args    []string
@@ -59,7 +63,7 @@ type Config struct {
 // flagNames are torchrun's options; each is also read from PET_<NAME>.
 var flagNames = []string{"nnodes", "nproc_per_node", "node_rank", "master_addr", "master_port", "rdzv_backend",
 	"rdzv_endpoint", "rdzv_id", "rdzv_conf", "standalone", "max_restarts", "monitor_interval", "log_dir",
-	"redirects", "tee", "local_ranks_filter", "role", "no_python", "run_path", "module", "dry_run"}
+	"redirects", "tee", "local_ranks_filter", "role", "no_python", "run_path", "module", "dry_run", "compile_only"}
 
 // Usage is the help text, torchrun's in shape.
 const Usage = `usage: ddprun [options] TRAINING_BINARY [ARGS...]
@@ -109,6 +113,8 @@ func ParseArgs(args []string, getenv func(string) string, stderr io.Writer) (Con
 	f.String("run_path", "", "accepted for torchrun compatibility")
 	f.Bool("module", false, "accepted for torchrun compatibility; Python modules cannot run here")
 	dryRun := f.Bool("dry_run", false, "print what was detected and the worker environments, start nothing")
+	compileOnly := f.Bool("compile_only", false,
+		"compile every step's program into the caches without executing (neuron_parallel_compile); run the real job after")
 	if err := f.Parse(args); err != nil {
 		return Config{}, err
 	}
@@ -136,7 +142,7 @@ func ParseArgs(args []string, getenv func(string) string, stderr io.Writer) (Con
 	}
 	c := Config{NodeRank: *nodeRank, MasterAddr: *masterAddr, MasterPort: *masterPort, RdzvBackend: *rdzvBackend,
 		RdzvEndpoint: *rdzvEndpoint, RdzvID: *rdzvID, Standalone: *standalone, MaxRestarts: *maxRestarts,
-		LogDir: *logDir, Role: *role, DryRun: *dryRun, RdzvTimeout: 900 * time.Second, JoinTimeout: 600 * time.Second,
+		LogDir: *logDir, Role: *role, DryRun: *dryRun, CompileOnly: *compileOnly, RdzvTimeout: 900 * time.Second, JoinTimeout: 600 * time.Second,
 		Sources: sources}
 	c, err := validate(c, f.Args(), *nnodes, *nproc, *rdzvConf, *monitor, *redirects, *tee, *ranksFilter, getenv)
 	if err != nil {

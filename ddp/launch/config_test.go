@@ -25,7 +25,7 @@ func TestParseArgsEveryFlag(t *testing.T) {
 	c, err := ParseArgs([]string{"--nnodes=2:4", "--nproc-per-node", "3", "--node_rank=1", "--master_addr=10.0.0.1",
 		"--master-port=2020", "--rdzv_backend=c10d", "--rdzv_endpoint=h:29400", "--rdzv-id=job", "--rdzv_conf=timeout=30,join_timeout=5,read_timeout=60",
 		"--standalone", "--max_restarts=2", "--monitor_interval=0.5", "--log_dir=" + t.TempDir(), "--redirects=0:1,2:3", "--tee=1",
-		"--local_ranks_filter=0,2", "--role=trainer", "--no_python", "--run_path=x", "./train", "--epochs", "3", "--nnodes=9"}, noEnv, io.Discard)
+		"--local_ranks_filter=0,2", "--role=trainer", "--no_python", "--run_path=x", "--compile-only", "./train", "--epochs", "3", "--nnodes=9"}, noEnv, io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, 2, c.NNodesMin)
 	assert.Equal(t, 4, c.NNodesMax)
@@ -45,6 +45,7 @@ func TestParseArgsEveryFlag(t *testing.T) {
 	assert.Equal(t, map[int]int{0: 1, 1: 1, 2: 1}, c.Tee)
 	assert.Equal(t, map[int]bool{0: true, 2: true}, c.LocalRanksFilter)
 	assert.Equal(t, "trainer", c.Role)
+	assert.True(t, c.CompileOnly)
 	assert.Equal(t, "./train", c.Program)
 	assert.Equal(t, []string{"--epochs", "3", "--nnodes=9"}, c.Args)
 	assert.Equal(t, "--nproc_per_node", c.Sources["nproc_per_node"])
@@ -55,7 +56,8 @@ func TestParseArgsEveryFlag(t *testing.T) {
 func TestParseArgsFromPET(t *testing.T) {
 	env := envOf(map[string]string{"PET_NNODES": "3", "PET_NPROC_PER_NODE": "2", "PET_NODE_RANK": "2", "PET_MASTER_ADDR": "pod-0",
 		"PET_MASTER_PORT": "23456", "PET_RDZV_BACKEND": "c10d", "PET_RDZV_ENDPOINT": "pod-0:29400", "PET_RDZV_ID": "pj",
-		"PET_MAX_RESTARTS": "1", "PET_MONITOR_INTERVAL": "1", "PET_ROLE": "r", "PET_STANDALONE": "false", "PET_RDZV_CONF": "timeout=7"})
+		"PET_MAX_RESTARTS": "1", "PET_MONITOR_INTERVAL": "1", "PET_ROLE": "r", "PET_STANDALONE": "false", "PET_RDZV_CONF": "timeout=7",
+		"PET_COMPILE_ONLY": "true"})
 	c, err := ParseArgs([]string{"--nproc_per_node=4", "./train"}, env, io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, 3, c.NNodesMax)
@@ -70,6 +72,7 @@ func TestParseArgsFromPET(t *testing.T) {
 	assert.Equal(t, time.Second, c.MonitorInterval)
 	assert.Equal(t, 7*time.Second, c.RdzvTimeout)
 	assert.Equal(t, "r", c.Role)
+	assert.True(t, c.CompileOnly)
 	assert.Equal(t, "$PET_NNODES", c.Sources["nnodes"])
 }
 
@@ -103,6 +106,8 @@ func TestParseArgsRefusesBadValues(t *testing.T) {
 		{[]string{"--module", "x"}, nil, "starts binaries"},
 		{[]string{"--bogus", "x"}, nil, "unknown flag"},
 		{[]string{"x"}, map[string]string{"PET_NNODES": "lots"}, "$PET_NNODES"},
+		{[]string{"x"}, map[string]string{"PET_COMPILE_ONLY": "maybe"}, "$PET_COMPILE_ONLY"},
+		{[]string{"--compile_only=sometimes", "x"}, nil, "compile_only"},
 		{[]string{"--nproc_per_node=neuron", "x"}, map[string]string{"NEURON_NUM_DEVICES": "zero"}, "$NEURON_NUM_DEVICES"},
 	}
 	for _, c := range cases {

@@ -34,6 +34,7 @@ func DryRun(w io.Writer, c Config, environ []string) {
 	row("rdzv_id", c.RdzvID)
 	row("max_restarts", c.MaxRestarts)
 	row("monitor_interval", c.MonitorInterval)
+	row("compile_only", c.CompileOnly)
 	fmt.Fprintf(w, "  %-18s %q %q\n", "program", c.Program, c.Args)
 	node := max(c.NodeRank, 0)
 	a := assignment{node: node, nnodes: c.NNodesMax, offset: node * c.NProcPerNode, world: c.NNodesMax * c.NProcPerNode,

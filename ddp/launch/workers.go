@@ -136,6 +136,9 @@ func workerEnv(c Config, spec workerSpec, lr, rank int, host, port string) []str
 	if c.NProcPerNode > 1 && !hasEnv(spec.env, "XLADDP_BIND_CPUS") {
 		env = append(env, "XLADDP_BIND_CPUS=1")
 	}
+	if c.CompileOnly {
+		env = append(env, "XLADDP_COMPILE_ONLY=1")
+	}
 	return env
 }
 
