@@ -74,7 +74,7 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 	}
 	var path, source string
 	if b := bootstrapOf(target); b != nil && opts.PluginPath == "" && os.Getenv(EnvPluginPath) == "" {
-		if path, source, err = b(ctx); err != nil {
+		if path, source, err = b(ctx, opts); err != nil {
 			err = fmt.Errorf("%w: %w", ErrTargetUnavailable, err)
 		}
 	} else {

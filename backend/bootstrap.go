@@ -11,7 +11,9 @@ import (
 // Bootstrap prepares a target whose plugin needs more than loading (the
 // Neuron plugin calls back into an embedded Python interpreter that must
 // be running first) and returns the plugin's path and where it came from.
-type Bootstrap func(ctx context.Context) (path, source string, err error)
+// It sees the Open options (Replicas tells how many local devices a
+// one-process job drives).
+type Bootstrap func(ctx context.Context, opts Options) (path, source string, err error)
 
 var bootstraps = struct {
 	sync.Mutex

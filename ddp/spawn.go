@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -138,15 +139,21 @@ func spawnProcesses(ctx context.Context, n int, opts SpawnOptions) error {
 		rank int
 		err  error
 	}
+	gpus, err := visibleGPUs(os.Getenv("CUDA_VISIBLE_DEVICES"), n, opts.Backend.Target)
+	if err != nil {
+		return err
+	}
 	done := make(chan result, n)
 	cmds := make([]*exec.Cmd, n)
 	for r := range n {
 		cmd := exec.Command(command[0], command[1:]...)
+		// Each process sees its own device: its GPU here; its NeuronCore
+		// is chosen in the process by package neuron from LOCAL_RANK and
+		// the NEURON_RT_VISIBLE_CORES it inherits (torch-xla's rule).
 		cmd.Env = append(os.Environ(), spawnChildEnv+"=1", fmt.Sprintf("%s=%d", EnvRank, r), fmt.Sprintf("%s=%d", EnvWorldSize, n),
 			fmt.Sprintf("%s=%d", EnvLocalRank, r), fmt.Sprintf("%s=%d", EnvLocalWorldSize, n), EnvMasterAddr+"=127.0.0.1",
 			fmt.Sprintf("%s=%d", EnvMasterPort, port), backend.EnvCPUDevices+"=1",
-			// Each process sees its own device.
-			fmt.Sprintf("CUDA_VISIBLE_DEVICES=%d", r), fmt.Sprintf("NEURON_RT_VISIBLE_CORES=%d", r), "NEURON_NUM_DEVICES=", "NEURONCORE_NUM_DEVICES=")
+			"CUDA_VISIBLE_DEVICES="+gpus[r], "NEURON_NUM_DEVICES=", "NEURONCORE_NUM_DEVICES=")
 		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 		if err := cmd.Start(); err != nil {
@@ -174,6 +181,29 @@ func spawnProcesses(ctx context.Context, n int, opts SpawnOptions) error {
 		}
 	}
 	return first
+}
+
+// visibleGPUs is each spawned process's CUDA_VISIBLE_DEVICES: the r-th
+// entry of the user's list, or r when there is none. A cuda job whose list
+// names fewer GPUs than processes is refused; another target ignores it.
+func visibleGPUs(userList string, n int, target backend.Target) ([]string, error) {
+	var entries []string
+	if strings.TrimSpace(userList) != "" {
+		entries = strings.Split(userList, ",")
+	}
+	out := make([]string, n)
+	for r := range n {
+		switch {
+		case r < len(entries):
+			out[r] = strings.TrimSpace(entries[r])
+		case len(entries) > 0 && target == backend.CUDA:
+			return nil, fmt.Errorf("ddp: Spawn of %d processes: CUDA_VISIBLE_DEVICES=%q names %d GPU(s): name one per process or spawn fewer",
+				n, userList, len(entries))
+		default:
+			out[r] = strconv.Itoa(r)
+		}
+	}
+	return out, nil
 }
 
 // stopAll ends the processes' groups: SIGTERM, SIGKILL after 3 s.

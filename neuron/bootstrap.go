@@ -165,7 +165,7 @@ var bootOnce = struct {
 // from its libpython that has imported libneuronxla (the plugin compiles
 // by calling back into it), release the interpreter's lock, put
 // neuronx-cc on PATH, and return the plugin's path. Once per process.
-func bootstrapPlugin(ctx context.Context) (string, string, error) {
+func bootstrapPlugin(ctx context.Context, opts backend.Options) (string, string, error) {
 	bootOnce.Lock()
 	defer bootOnce.Unlock()
 	if bootOnce.done {
@@ -184,7 +184,7 @@ func bootstrapPlugin(ctx context.Context) (string, string, error) {
 	}
 	// The plugin reads the process's place in the job from its
 	// environment when it loads: set it as torch-xla does.
-	if err := applyEnvironment(); err != nil {
+	if err := applyEnvironment(opts.Replicas); err != nil {
 		return "", "", err
 	}
 	if err := embedPython(env); err != nil {

@@ -62,12 +62,15 @@ func JobFromEnv(getenv func(string) string) (Job, error) {
 }
 
 // applyEnvironment sets the variables Environment computes for this
-// process's job, before the plugin reads them.
-func applyEnvironment() error {
+// process's job, before the plugin reads them. replicas (Open's, from
+// ddp.Spawn's device count) is the core count of a one-process job that
+// $NEURONCORE_NUM_DEVICES and $NEURON_NUM_DEVICES leave open.
+func applyEnvironment(replicas int) error {
 	job, err := JobFromEnv(os.Getenv)
 	if err != nil {
 		return err
 	}
+	job = withReplicas(job, replicas, os.Getenv)
 	env, err := Environment(job, os.Getenv)
 	if err != nil {
 		return err
@@ -78,4 +81,13 @@ func applyEnvironment() error {
 		}
 	}
 	return nil
+}
+
+// withReplicas gives a one-process job the caller's replica count as its
+// core count when the environment names none.
+func withReplicas(job Job, replicas int, getenv func(string) string) Job {
+	if job.Mode == SpawnOneProcess && replicas > 0 && getenv("NEURONCORE_NUM_DEVICES") == "" && getenv("NEURON_NUM_DEVICES") == "" {
+		job.LocalDevices = replicas
+	}
+	return job
 }

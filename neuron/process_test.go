@@ -36,3 +36,27 @@ func TestJobFromEnv(t *testing.T) {
 	_, err := JobFromEnv(envOf(map[string]string{"RANK": "x"}))
 	assert.ErrorContains(t, err, "$RANK=\"x\"")
 }
+
+// TestWithReplicas: a one-process job takes the caller's replica count
+// (ddp.Spawn's Devices) as its core count unless the environment names
+// one; other modes and a count of 0 leave the job alone.
+func TestWithReplicas(t *testing.T) {
+	one := Job{Mode: SpawnOneProcess, LocalDevices: 1}
+	cases := []struct {
+		name     string
+		job      Job
+		replicas int
+		env      map[string]string
+		want     int
+	}{
+		{"replicas fill the count", one, 4, nil, 4},
+		{"no replicas", one, 0, nil, 1},
+		{"NEURONCORE_NUM_DEVICES wins", Job{Mode: SpawnOneProcess, LocalDevices: 2}, 4, map[string]string{"NEURONCORE_NUM_DEVICES": "2"}, 2},
+		{"NEURON_NUM_DEVICES wins", Job{Mode: SpawnOneProcess, LocalDevices: 8}, 4, map[string]string{"NEURON_NUM_DEVICES": "8"}, 8},
+		{"run mode ignores it", Job{Mode: Run, LocalDevices: 1}, 4, nil, 1},
+		{"spawned processes ignore it", Job{Mode: SpawnProcesses, LocalDevices: 2}, 4, nil, 2},
+	}
+	for _, tc := range cases {
+		assert.Equal(t, tc.want, withReplicas(tc.job, tc.replicas, envOf(tc.env)).LocalDevices, tc.name)
+	}
+}
