@@ -11,9 +11,8 @@ import (
 // ReplicaCollectives is how a wrapped module's values cross replicas: the
 // one choice that differs between targets. Wrap picks InGraph when every
 // replica of the job is local (one process) and the host path when the
-// job spans processes; a target whose plugin runs collectives across
-// processes itself (Neuron) passes InGraph with WithCollectives, since its
-// in-graph all-reduce already spans the job.
+// job spans processes, on every target. InGraph's replica group is this
+// process's replicas, so Wrap refuses it for a job of several processes.
 //
 // Every replica calls each method at the same point of its program, on
 // its own device, with tensors named and ordered alike.

@@ -150,13 +150,23 @@ func Wrap(ctx context.Context, module nn.Module, opts ...Option) (*DistributedDa
 	if m.dev == nil {
 		return nil, errors.New("ddp: Wrap: the module has no parameters or buffers to keep in step")
 	}
+	g := cfg.group
+	if g == nil {
+		g = Default()
+	}
 	m.collectives = cfg.collectives
+	switch m.collectives.(type) {
+	case InGraph, *InGraph:
+		if g != nil && g.WorldSize() > 1 {
+			// Its all-reduce would average this process's replicas only:
+			// the ranks would drift apart without an error.
+			_, local := m.dev.Replica()
+			return nil, fmt.Errorf("ddp: Wrap on rank %d: WithCollectives(InGraph{}) averages over this process's %d local replica(s) only, "+
+				"but the job spans %d processes: leave the default (Wrap crosses processes on the host path)", g.Rank(), local, g.WorldSize())
+		}
+	}
 	if m.collectives == nil {
 		m.collectives = InGraph{}
-		g := cfg.group
-		if g == nil {
-			g = Default()
-		}
 		if g != nil && g.WorldSize() > 1 {
 			m.collectives = &hostPath{
 				group:            g,

@@ -72,6 +72,15 @@ var wrapHostileCases = map[string]func(ctx context.Context, d *xla.Device, rank 
 		}
 		return loss.Backward()
 	},
+	// In-graph collectives would average each process's replicas only.
+	"in-graph": func(ctx context.Context, d *xla.Device, rank int) error {
+		model, err := newModel(d, "toy", 1, nil)
+		if err != nil {
+			return err
+		}
+		_, err = Wrap(ctx, model, WithCollectives(&InGraph{}))
+		return err
+	},
 	// Only rank 0 wraps; rank 1 leaves the job.
 	"subset": func(ctx context.Context, d *xla.Device, rank int) error {
 		if rank == 1 {
@@ -174,6 +183,8 @@ func TestWrapHostileAcrossProcesses(t *testing.T) {
 			"gradient 2 is l2.weight Float32[5 10] on rank 1 but mid.weight Float32[10 10] on rank 0"}, true},
 		{"compiled", [2]string{"train with lazy steps (MarkStep) across processes", "train with lazy steps (MarkStep) across processes"}, false},
 		{"subset", [2]string{"rank 1", ""}, false},
+		{"in-graph", [2]string{"rank 0: WithCollectives(InGraph{}) averages over this process's 1 local replica(s) only, but the job spans 2 processes",
+			"rank 1: WithCollectives(InGraph{})"}, false},
 		{"cancelled", [2]string{"the user gave up", "the user gave up"}, false},
 		{"different-models", [2]string{"ranks called different collectives", "ranks called different collectives"}, true},
 	}
