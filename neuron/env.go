@@ -23,6 +23,19 @@ const (
 	Run
 )
 
+// String names the mode as the launchers do.
+func (m Mode) String() string {
+	switch m {
+	case SpawnOneProcess:
+		return "spawn (one process)"
+	case SpawnProcesses:
+		return "spawn (a process per core)"
+	case Run:
+		return "run (ddprun/torchrun)"
+	}
+	return fmt.Sprintf("Mode(%d)", int(m))
+}
+
 // Job is what the environment depends on.
 type Job struct {
 	Mode                      Mode

@@ -2,8 +2,12 @@ package neuron
 
 import (
 	"fmt"
+	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 )
 
 // JobFromEnv reads the launch mode and world from the process
@@ -71,7 +75,96 @@ func applyEnvironment(replicas int) error {
 		return err
 	}
 	job = withReplicas(job, replicas, os.Getenv)
+	if err := validateMachine(job, os.Getenv, os.ReadFile); err != nil {
+		return err
+	}
 	env, err := Environment(job, os.Getenv)
+	if err != nil {
+		return err
+	}
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		if err := os.Setenv(k, env[k]); err != nil {
+			return err
+		}
+		slog.Debug("neuron: set for the plugin", "variable", k, "value", env[k], "mode", job.Mode.String(), "why", why(k))
+	}
+	if dir := compileCacheDir(os.Getenv); dir != "" {
+		if w := CacheWarning(dir); w != "" {
+			slog.Warn(w)
+		}
+	}
+	return nil
+}
+
+// validateMachine checks job against this machine's instance type, when
+// it is a known Trainium instance, before the runtime fails less clearly.
+func validateMachine(job Job, getenv func(string) string, readFile func(string) ([]byte, error)) error {
+	inst, ok, err := DetectInstance(getenv, readFile)
+	if err != nil || !ok {
+		return err
+	}
+	return Validate(inst, layoutOf(job, getenv("NEURON_RT_VISIBLE_CORES")))
+}
+
+// layoutOf is the per-node shape of job: one process driving its cores,
+// or one core per process on each of the nodes.
+func layoutOf(job Job, visibleCores string) Layout {
+	if job.Mode == SpawnOneProcess {
+		return Layout{ProcessesPerNode: 1, CoresPerProcess: job.LocalDevices, Nodes: 1, VisibleCores: visibleCores}
+	}
+	lws := max(job.LocalWorldSize, 1)
+	return Layout{ProcessesPerNode: lws, CoresPerProcess: 1, Nodes: max((job.WorldSize+lws-1)/lws, 1), VisibleCores: visibleCores}
+}
+
+// why says which of torch-xla's rules sets a variable, for the debug log.
+func why(name string) string {
+	switch name {
+	case "NEURON_RT_ROOT_COMM_ID":
+		return "the runtime's root communicator on node 0 (MASTER_ADDR:62182)"
+	case "NEURON_RT_VISIBLE_CORES":
+		return "this process's NeuronCore: its local rank, or its share of your range"
+	case "NEURON_PJRT_PROCESS_INDEX":
+		return "this process's index among the plugin's processes"
+	case "NEURON_PJRT_PROCESSES_NUM_DEVICES", "NEURON_PJRT_WORLD_SIZE":
+		return "the NeuronCores of every process of the job"
+	case "PJRT_LOCAL_PROCESS_COUNT", "PJRT_LOCAL_PROCESS_RANK":
+		return "the processes on this node and this one's place among them"
+	case "NEURONCORE_NUM_DEVICES":
+		return "the NeuronCores this node's job drives"
+	case "FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA", "FI_EFA_FORK_SAFE":
+		return "EFA for a job of several nodes"
+	}
+	return "torch-xla sets it"
+}
+
+// compileCacheDir is where neuronx-cc caches: NEURON_COMPILE_CACHE_URL,
+// else --cache_dir in NEURON_CC_FLAGS, else its default; "" for an S3 URL.
+func compileCacheDir(getenv func(string) string) string {
+	dir := getenv("NEURON_COMPILE_CACHE_URL")
+	if dir == "" {
+		for _, f := range strings.Fields(getenv("NEURON_CC_FLAGS")) {
+			if v, ok := strings.CutPrefix(f, "--cache_dir="); ok {
+				dir = v
+			}
+		}
+	}
+	if dir == "" {
+		dir = DefaultCompileCache
+	}
+	if strings.Contains(dir, "://") {
+		return ""
+	}
+	return dir
+}
+
+// DefaultCompileCache is neuronx-cc's cache when nothing names one.
+const DefaultCompileCache = "/var/tmp/neuron-compile-cache"
+
+// Configure sets NEURON_CC_FLAGS and NEURON_COMPILE_CACHE_URL from o
+// (CompilerEnvironment: your own flags are kept) in this process. Call it
+// before opening the neuron target: the plugin reads them when it loads.
+func Configure(o CompileOptions) error {
+	env, err := CompilerEnvironment(o, os.Getenv)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,9 @@
 package neuron
 
 import (
+	"bytes"
+	"log/slog"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -59,4 +62,106 @@ func TestWithReplicas(t *testing.T) {
 	for _, tc := range cases {
 		assert.Equal(t, tc.want, withReplicas(tc.job, tc.replicas, envOf(tc.env)).LocalDevices, tc.name)
 	}
+}
+
+// TestValidateMachine: on a known instance type every launch mode's
+// layout is checked before the plugin loads; elsewhere nothing is.
+func TestValidateMachine(t *testing.T) {
+	noDMI := func(string) ([]byte, error) { return nil, os.ErrNotExist }
+	dmi := func(name string) func(string) ([]byte, error) {
+		return func(string) ([]byte, error) { return []byte(name + "\n"), nil }
+	}
+	run := func(world, local int) Job {
+		return Job{Mode: Run, WorldSize: world, LocalWorldSize: local, LocalDevices: 1}
+	}
+	cases := []struct {
+		name    string
+		job     Job
+		env     map[string]string
+		read    func(string) ([]byte, error)
+		wantErr string
+	}{
+		{"not a Trainium machine", run(64, 3), nil, noDMI, ""},
+		{"another EC2 type", run(64, 3), nil, dmi("m5.large"), ""},
+		{"2 x trn1.32xlarge, 32 each", run(64, 32), nil, dmi("trn1.32xlarge"), ""},
+		{"trn1.2xlarge spawn of 2", Job{Mode: SpawnOneProcess, LocalDevices: 2}, nil, dmi("trn1.2xlarge"), ""},
+		{"trn1.2xlarge spawn of 4", Job{Mode: SpawnOneProcess, LocalDevices: 4}, nil, dmi("trn1.2xlarge"),
+			"4 NeuronCores per node requested, but trn1.2xlarge has 2"},
+		{"trn1.2xlarge on 2 nodes", run(4, 2), nil, dmi("trn1.2xlarge"), "no EFA interface"},
+		{"4 per trn1 node", run(4, 4), nil, dmi("trn1.32xlarge"), "a collective group of 4 NeuronCores per node"},
+		{"spawned processes, misaligned range", Job{Mode: SpawnProcesses, WorldSize: 2, LocalWorldSize: 2, LocalDevices: 2},
+			map[string]string{"NEURON_RT_VISIBLE_CORES": "1-2"}, dmi("trn1.32xlarge"), "starts at core 1, not a multiple of its size 2"},
+		{"range past the last core", run(2, 2), map[string]string{"NEURON_RT_VISIBLE_CORES": "32-33"}, dmi("trn1.32xlarge"),
+			"names core 33, but trn1.32xlarge has cores 0 to 31"},
+		{"override names a type", run(2, 2), map[string]string{EnvInstanceType: "trn1.2xlarge"}, dmi("trn1.32xlarge"), ""},
+		{"override names no type", run(2, 2), map[string]string{EnvInstanceType: "trn9.huge"}, noDMI, `"trn9.huge" is not a Trainium instance type`},
+	}
+	for _, tc := range cases {
+		err := validateMachine(tc.job, envOf(tc.env), tc.read)
+		if tc.wantErr == "" {
+			assert.NoError(t, err, tc.name)
+			continue
+		}
+		assert.ErrorContains(t, err, tc.wantErr, tc.name)
+	}
+}
+
+// TestCompileCacheDir: the cache a warning looks at.
+func TestCompileCacheDir(t *testing.T) {
+	cases := []struct {
+		env  map[string]string
+		want string
+	}{
+		{nil, DefaultCompileCache},
+		{map[string]string{"NEURON_CC_FLAGS": "-O2 --cache_dir=/local/c"}, "/local/c"},
+		{map[string]string{"NEURON_CC_FLAGS": "--cache_dir=/a", "NEURON_COMPILE_CACHE_URL": "/b"}, "/b"},
+		{map[string]string{"NEURON_COMPILE_CACHE_URL": "s3://bucket/cache"}, ""},
+	}
+	for _, tc := range cases {
+		assert.Equal(t, tc.want, compileCacheDir(envOf(tc.env)), "%v", tc.env)
+	}
+}
+
+// TestConfigure sets the compiler's variables, keeping the user's flags,
+// and refuses a level neuronx-cc does not have.
+func TestConfigure(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("NEURON_CC_FLAGS", "-O1 --model-type=transformer")
+	t.Setenv("NEURON_COMPILE_CACHE_URL", "")
+	require.NoError(t, Configure(CompileOptions{CacheDir: dir, OptLevel: 2, ModelType: "generic", RetryFailedCompilation: true}))
+	assert.Equal(t, "-O1 --model-type=transformer --cache_dir="+dir+" --retry_failed_compilation", os.Getenv("NEURON_CC_FLAGS"))
+	assert.Equal(t, dir, os.Getenv("NEURON_COMPILE_CACHE_URL"))
+	assert.ErrorContains(t, Configure(CompileOptions{OptLevel: 4}), "-O0 to -O3")
+}
+
+// TestApplyEnvironmentLogsWhy: each variable set is logged at debug
+// level with the rule that set it; one the user set is left and not
+// logged.
+func TestApplyEnvironmentLogsWhy(t *testing.T) {
+	for k, v := range map[string]string{"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2",
+		"MASTER_ADDR": "10.1.2.3", "TORCHELASTIC_RUN_ID": "j", "NEURON_RT_ROOT_COMM_ID": "10.9.9.9:5", EnvInstanceType: "trn1.32xlarge",
+		"NEURON_RT_VISIBLE_CORES": "", "NEURON_PJRT_PROCESS_INDEX": "", "NEURON_PJRT_PROCESSES_NUM_DEVICES": "", "NEURON_PJRT_WORLD_SIZE": "",
+		"PJRT_LOCAL_PROCESS_COUNT": "", "PJRT_LOCAL_PROCESS_RANK": "", "FI_PROVIDER": "", "FI_EFA_USE_DEVICE_RDMA": "", "FI_EFA_FORK_SAFE": "",
+		"ALLREDUCE_GRADIENTS_BUCKET_SIZE_MB": "", "NEURONCORE_NUM_DEVICES": "", "NEURON_NUM_DEVICES": "", "XLADDP_SPAWN_CHILD": "",
+		"NEURON_COMPILE_CACHE_URL": t.TempDir()} {
+		t.Setenv(k, v)
+	}
+	var logs bytes.Buffer
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	defer slog.SetDefault(prev)
+	require.NoError(t, applyEnvironment(0))
+	assert.Equal(t, "1", os.Getenv("NEURON_RT_VISIBLE_CORES"))
+	assert.Equal(t, "3", os.Getenv("NEURON_PJRT_PROCESS_INDEX"))
+	assert.Equal(t, "efa", os.Getenv("FI_PROVIDER"))
+	assert.Equal(t, "10.9.9.9:5", os.Getenv("NEURON_RT_ROOT_COMM_ID"), "the user's value stays")
+	out := logs.String()
+	assert.Contains(t, out, `variable=NEURON_RT_VISIBLE_CORES value=1 mode="run (ddprun/torchrun)" why="this process's NeuronCore`)
+	assert.Contains(t, out, "variable=FI_PROVIDER value=efa")
+	assert.NotContains(t, out, "variable=NEURON_RT_ROOT_COMM_ID")
+	assert.NotContains(t, out, "level=WARN", "a local cache is not warned about")
+
+	t.Setenv("LOCAL_WORLD_SIZE", "4") // 4 per trn1 node cannot form a group
+	t.Setenv("NEURON_RT_VISIBLE_CORES", "")
+	assert.ErrorContains(t, applyEnvironment(0), "a collective group of 4 NeuronCores per node")
 }
