@@ -152,7 +152,7 @@ deps-libpython:
 		|| fail "apt-get could not install $$pkg"
 
 build:
-	$(GO) build -o $(BIN)/ ./backend/cmd/... ./examples/...
+	$(GO) build -o $(BIN)/ ./backend/cmd/... ./ddp/cmd/... ./examples/...
 
 vet:
 	@unformatted="$$(gofmt -l .)"
