@@ -226,8 +226,8 @@ bench: deps
 # peers' venv, which bench's install.sh makes): not part of make test.
 torchrun-check: deps
 	bash examples/bench/peers/install.sh
-	$(GO) build -o $(BIN)/ddptoy ./examples/ddptoy
-	bash examples/bench/peers/torchrun_check.sh $(BIN)/ddptoy
+	$(GO) build -o $(BIN)/toy ./examples/toy
+	bash examples/bench/peers/torchrun_check.sh $(BIN)/toy
 
 clean:
 	rm -rf $(BIN)

@@ -60,7 +60,7 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 		return nil, fmt.Errorf("%w: Options.Replicas=%d: give the number of local replicas (0 for the default)",
 			ErrBadDeviceCount, opts.Replicas)
 	}
-	target, err := resolveTarget(opts.Target)
+	target, err := ResolveTarget(opts.Target)
 	if err != nil {
 		return nil, err
 	}

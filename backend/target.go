@@ -42,9 +42,10 @@ func ParseTarget(s string) (Target, error) {
 // String returns the target's canonical name.
 func (t Target) String() string { return string(t) }
 
-// resolveTarget picks the target: the explicit one, else XLADDP_DEVICE,
-// else PJRT_DEVICE, else cpu. A bad value names the variable it came from.
-func resolveTarget(explicit Target) (Target, error) {
+// ResolveTarget is the target Open picks for explicit: explicit itself,
+// else XLADDP_DEVICE, else PJRT_DEVICE, else cpu. A bad value names the
+// variable it came from.
+func ResolveTarget(explicit Target) (Target, error) {
 	if explicit != "" {
 		return ParseTarget(string(explicit))
 	}

@@ -47,7 +47,7 @@ func TestResolveTarget(t *testing.T) {
 			clearTargetEnv(t)
 			t.Setenv(EnvDevice, tt.xladdpEnv)
 			t.Setenv(EnvPJRTDevice, tt.pjrtEnv)
-			got, err := resolveTarget(tt.explicit)
+			got, err := ResolveTarget(tt.explicit)
 			if tt.wantErrMsg != "" {
 				assert.ErrorIs(t, err, ErrUnknownTarget)
 				assert.ErrorContains(t, err, tt.wantErrMsg)

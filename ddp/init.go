@@ -91,6 +91,10 @@ var openMPIEnv = map[string]string{EnvRank: "OMPI_COMM_WORLD_RANK", EnvWorldSize
 // resolve fills -1 fields from the environment (torch's variables, else
 // Open MPI's) and validates them.
 func (o *Options) resolve() error {
+	// A wrong init method is the first thing to fix, whatever else is set.
+	if u, err := url.Parse(o.InitMethod); o.InitMethod != "" && (err != nil || (u.Scheme != "env" && u.Scheme != "tcp" && u.Scheme != "file")) {
+		return fmt.Errorf("ddp: init method %q: want env://, tcp://HOST:PORT or file:///shared/file", o.InitMethod)
+	}
 	for _, f := range []struct {
 		field    *int
 		env      string

@@ -124,6 +124,9 @@ func Wrap(ctx context.Context, module nn.Module, opts ...Option) (*DistributedDa
 		return nil, fmt.Errorf("ddp: BucketCapMB(%v): give a size in MiB above 0 and at most %d (default %d)",
 			cfg.bucketCapMB, maxBucketCapMB, DefaultBucketCapMB)
 	}
+	if err := nn.Err(module); err != nil {
+		return nil, fmt.Errorf("ddp: Wrap: the module failed to build: %w", err)
+	}
 	m := &DistributedDataParallel{module: module, cfg: cfg, ctx: ctx}
 	params, buffers := nn.NamedParameters(module), nn.NamedBuffers(module)
 	named := append(params, buffers...)

@@ -92,6 +92,16 @@ func (t *Tensor) Device() *Device { return t.dev }
 // Err returns the error the tensor carries, if an op that produced it failed.
 func (t *Tensor) Err() error { return t.err }
 
+// Fail returns a tensor of t's shape on t's device carrying err (t's own
+// error first, if it has one): what a layer that cannot compute returns,
+// so the failure reaches MarkStep, Backward or a read with its cause.
+func (t *Tensor) Fail(err error) *Tensor {
+	if t.err != nil {
+		return t
+	}
+	return t.dev.failed(t.shape, err)
+}
+
 // IsPending reports whether the value waits for the next MarkStep.
 func (t *Tensor) IsPending() bool {
 	t.settle()

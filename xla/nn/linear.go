@@ -1,6 +1,7 @@
 package nn
 
 import (
+	"fmt"
 	"math/rand/v2"
 
 	"github.com/xladdp/xladdp/xla"
@@ -9,10 +10,15 @@ import (
 // Linear is y = x Wᵀ + b with W of shape [out, in], as torch.nn.Linear.
 type Linear struct {
 	Weight, Bias *xla.Tensor // Bias is nil without bias
+	// err is why Dense could not build the layer.
+	err error
 }
 
 // NewLinear creates a Linear layer on d with torch's default init.
 func NewLinear(d *xla.Device, rng *rand.Rand, in, out int, bias bool) (*Linear, error) {
+	if in < 0 || out < 0 {
+		return nil, fmt.Errorf("nn: Linear(%d, %d): the feature counts cannot be negative", in, out)
+	}
 	b := &builder{dev: d, rng: rng}
 	l := &Linear{Weight: b.param(b.uniform(defaultBound(in), out, in), out, in)}
 	if bias {
@@ -21,8 +27,25 @@ func NewLinear(d *xla.Device, rng *rand.Rand, in, out int, bias bool) (*Linear, 
 	return l, b.err
 }
 
+// Dense is NewLinear with a bias, for a model built in one expression:
+// a failure stays in the layer (Err), Wrap and the optimizers refuse the
+// model with it, and Forward returns it in its result.
+func Dense(d *xla.Device, rng *rand.Rand, in, out int) *Linear {
+	l, err := NewLinear(d, rng, in, out, true)
+	if err != nil {
+		return &Linear{err: fmt.Errorf("nn: Dense(%d, %d): %w", in, out, err)}
+	}
+	return l
+}
+
+// Err is why the layer could not be built (Dense), or nil.
+func (l *Linear) Err() error { return l.err }
+
 // Forward applies the layer to x [..., in].
 func (l *Linear) Forward(x *xla.Tensor) *xla.Tensor {
+	if l.err != nil {
+		return x.Fail(l.err)
+	}
 	y := x.MatMul(l.Weight.T())
 	if l.Bias != nil {
 		y = y.Add(l.Bias)

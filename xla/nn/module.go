@@ -1,6 +1,9 @@
 package nn
 
 import (
+	"fmt"
+	"strings"
+
 	"github.com/xladdp/xladdp/xla"
 )
 
@@ -94,4 +97,21 @@ func NumParameters(m Module) int {
 // each module's own parameters, then its buffers, then its children.
 func StateDict(m Module) []Named {
 	return collect(m, func(mod Module) []Named { return append(mod.Params(), mod.Buffers()...) })
+}
+
+// Err returns the first build failure a module of m's tree carries
+// (Dense keeps its own), or nil.
+func Err(m Module) error {
+	var first error
+	walk(m, "", func(prefix string, mod Module) {
+		if f, ok := mod.(interface{ Err() error }); ok && first == nil {
+			if err := f.Err(); err != nil {
+				first = err
+				if name := strings.TrimSuffix(prefix, "."); name != "" {
+					first = fmt.Errorf("%s: %w", name, err)
+				}
+			}
+		}
+	})
+	return first
 }

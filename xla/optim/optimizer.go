@@ -48,6 +48,11 @@ func newBase(params []*xla.Tensor, lr float64) (base, error) {
 	if lr < 0 {
 		return base{}, fmt.Errorf("optim: negative learning rate %g", lr)
 	}
+	for i, p := range params {
+		if p == nil {
+			return base{}, fmt.Errorf("optim: parameter %d is nil: a layer failed to build (nn.Err(model) says why)", i)
+		}
+	}
 	d := params[0].Device()
 	for i, p := range params {
 		if p.Device() != d {

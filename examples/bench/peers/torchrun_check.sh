@@ -5,7 +5,7 @@
 # c10d TCPStore on MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE=True) and the
 # workers join it through ddp/store.TorchClient.
 #
-#   bash examples/bench/peers/torchrun_check.sh bin/ddptoy
+#   bash examples/bench/peers/torchrun_check.sh bin/toy
 set -euo pipefail
 bin="${1:?usage: torchrun_check.sh TRAINING_BINARY}"
 peers="${XLADDP_PEERS_DIR:-$HOME/.cache/xladdp/peers}"
@@ -17,8 +17,8 @@ out="$(mktemp)"
 trap 'rm -f "$out"' EXIT
 echo "torchrun_check: 1 node x 2 workers"
 "$torchrun" --nproc_per_node=2 --no-python "$bin" >"$out" 2>&1 || { cat "$out"; exit 1; }
-grep -q "final loss" "$out" || { cat "$out"; echo "torchrun_check: no final loss" >&2; exit 1; }
-grep "final loss" "$out"
+grep -q "Loss after step 100" "$out" || { cat "$out"; echo "torchrun_check: no Loss after step 100" >&2; exit 1; }
+grep "Loss after step 100" "$out"
 
 port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
 echo "torchrun_check: 2 nodes x 2 workers (static ranks, loopback, port $port)"
@@ -28,7 +28,7 @@ for node in 0 1; do
 done
 status=0
 wait || status=$?
-cat "$out.0" "$out.1" | grep "final loss" || status=1
+cat "$out.0" "$out.1" | grep "Loss after step 100" || status=1
 if ((status)); then cat "$out.0" "$out.1"; fi
 rm -f "$out.0" "$out.1"
 exit $status
