@@ -198,8 +198,8 @@ demo: deps build
 	@echo "== devices (2 virtual CPU devices)"
 	$(BIN)/xladevices --cpu-devices 2
 	echo
-	echo "== data-parallel MNIST training: 2 replicas, gradients all-reduced in-graph, 1 epoch"
-	$(BIN)/mnist --replicas 2 --epochs 1
+	echo "== the smdistributed MNIST CNN, data-parallel on 2 CPU replicas (one process, gradients all-reduced in-graph), 1 epoch"
+	$(BIN)/mnist --spawn --cpu-devices 2 --epochs 1 --plot $(BIN)/mnist.png
 
 # Long: installs the peers if missing (JAX 0.12, torch-xla 2.9 ~7 GB,
 # Debian's PyTorch 1.13 + OpenBLAS) and alternates their runs with ours.

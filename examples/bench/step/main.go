@@ -159,28 +159,7 @@ func specOf(model string) spec {
 			}}
 	}
 	return spec{batch: 64, inDims: []int{1, 28, 28}, classes: 10,
-		build: func(d *xla.Device, rng *rand.Rand) (nn.Module, error) {
-			conv1, err := nn.NewConv2d(d, rng, nn.Conv2dConfig{In: 1, Out: 32, Kernel: 3, Bias: true})
-			if err != nil {
-				return nil, err
-			}
-			conv2, err := nn.NewConv2d(d, rng, nn.Conv2dConfig{In: 32, Out: 64, Kernel: 3, Bias: true})
-			if err != nil {
-				return nil, err
-			}
-			fc1, err := nn.NewLinear(d, rng, 9216, 128, true)
-			if err != nil {
-				return nil, err
-			}
-			fc2, err := nn.NewLinear(d, rng, 128, 10, true)
-			if err != nil {
-				return nil, err
-			}
-			drop1, _ := nn.NewDropout(0.25)
-			drop2, _ := nn.NewDropout(0.5)
-			return nn.NewSequential(conv1, nn.ReLU{}, conv2, nn.ReLU{}, nn.NewMaxPool2d(2, 2, 0), drop1,
-				nn.Flatten{}, fc1, nn.ReLU{}, drop2, fc2), nil
-		},
+		build: func(d *xla.Device, rng *rand.Rand) (nn.Module, error) { return nn.NewMNISTNet(d, rng) },
 		loss: func(out, y *xla.Tensor) *xla.Tensor { return nn.NLLLoss(out.LogSoftmax(1), y, nn.ReductionMean) },
 		opt: func(ps []*xla.Tensor) (optim.Optimizer, error) {
 			return optim.NewAdadelta(ps, optim.AdadeltaConfig{LR: 1.0})

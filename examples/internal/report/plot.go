@@ -1,0 +1,91 @@
+package report
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+)
+
+// Curves are what a run plots: the training loss by step, and test
+// accuracy (0..1) by epoch when the example measures it.
+type Curves struct {
+	Title string
+	// Loss holds (step, loss) points.
+	Loss plotter.XYs
+	// Accuracy holds (epoch, accuracy) points.
+	Accuracy plotter.XYs
+}
+
+// AddLoss records the loss after step.
+func (c *Curves) AddLoss(step int, loss float64) { c.Loss = append(c.Loss, plotter.XY{X: float64(step), Y: loss}) }
+
+// AddAccuracy records the accuracy after epoch.
+func (c *Curves) AddAccuracy(epoch int, acc float64) {
+	c.Accuracy = append(c.Accuracy, plotter.XY{X: float64(epoch), Y: acc})
+}
+
+// WritePNG draws the loss curve (and the accuracy curve beside it, when
+// there is one) to path, written whole or not at all.
+func (c *Curves) WritePNG(path string) error {
+	if !strings.EqualFold(filepath.Ext(path), ".png") {
+		return fmt.Errorf("--plot %s: the plot is a PNG: name a .png file", path)
+	}
+	if len(c.Loss) == 0 {
+		return errors.New("nothing to plot: no step finished")
+	}
+	lossPlot := plot.New()
+	lossPlot.Title.Text = c.Title + ": training loss"
+	lossPlot.X.Label.Text = "step"
+	lossPlot.Y.Label.Text = "loss"
+	line, err := plotter.NewLine(c.Loss)
+	if err != nil {
+		return err
+	}
+	lossPlot.Add(line, plotter.NewGrid())
+	plots := []*plot.Plot{lossPlot}
+	if len(c.Accuracy) > 0 {
+		accPlot := plot.New()
+		accPlot.Title.Text = c.Title + ": test accuracy"
+		accPlot.X.Label.Text = "epoch"
+		accPlot.Y.Label.Text = "accuracy (%)"
+		pts := make(plotter.XYs, len(c.Accuracy))
+		for i, p := range c.Accuracy {
+			pts[i] = plotter.XY{X: p.X, Y: 100 * p.Y}
+		}
+		line, points, err := plotter.NewLinePoints(pts)
+		if err != nil {
+			return err
+		}
+		accPlot.Add(line, points, plotter.NewGrid())
+		plots = append(plots, accPlot)
+	}
+	const w, h = 6 * vg.Inch, 4 * vg.Inch
+	img := vgimg.New(w*vg.Length(len(plots)), h)
+	dc := draw.New(img)
+	tiles := draw.Tiles{Rows: 1, Cols: len(plots), PadX: vg.Millimeter * 4}
+	canvases := plot.Align([][]*plot.Plot{plots}, tiles, dc)
+	for i, p := range plots {
+		p.Draw(canvases[0][i])
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".plot-*.png")
+	if err != nil {
+		return fmt.Errorf("--plot %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(tmp); err != nil {
+		tmp.Close()
+		return fmt.Errorf("--plot %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("--plot %s: %w", path, err)
+	}
+	return os.Rename(tmp.Name(), path)
+}

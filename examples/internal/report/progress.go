@@ -1,0 +1,62 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+)
+
+// Progress shows one epoch's steps: a bar with the step, loss, samples/s
+// and ETA on a terminal, else a line every Every steps. A nil *Progress
+// (ranks other than 0) shows nothing.
+type Progress struct {
+	out     io.Writer
+	bar     *progressbar.ProgressBar
+	total   int
+	every   int
+	start   time.Time
+	samples int
+	prefix  string
+}
+
+// NewProgress starts showing an epoch of total steps on out; title names
+// it ("epoch 1/3").
+func NewProgress(out io.Writer, title string, total, every int) *Progress {
+	p := &Progress{out: out, total: total, every: max(every, 1), start: time.Now(), prefix: title}
+	if f, ok := out.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		p.bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(out), progressbar.OptionSetDescription(title),
+			progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(true), progressbar.OptionClearOnFinish(),
+			progressbar.OptionSetWidth(30), progressbar.OptionThrottle(100*time.Millisecond))
+	}
+	return p
+}
+
+// Step records that step (1-based) is done with loss, having trained
+// samples more samples.
+func (p *Progress) Step(step int, loss float64, samples int) {
+	if p == nil {
+		return
+	}
+	p.samples += samples
+	rate := float64(p.samples) / max(time.Since(p.start).Seconds(), 1e-9)
+	if p.bar != nil {
+		p.bar.Describe(fmt.Sprintf("%s loss %.4f %.0f samples/s", p.prefix, loss, rate))
+		_ = p.bar.Set(step)
+		return
+	}
+	if step%p.every == 0 || step == p.total {
+		eta := time.Duration(float64(time.Since(p.start)) / float64(step) * float64(p.total-step)).Round(time.Second)
+		fmt.Fprintf(p.out, "%s step %d/%d loss %.4f %.0f samples/s eta %v\n", p.prefix, step, p.total, loss, rate, eta)
+	}
+}
+
+// Done ends the epoch's display.
+func (p *Progress) Done() {
+	if p != nil && p.bar != nil {
+		_ = p.bar.Finish()
+	}
+}
