@@ -1,10 +1,10 @@
 // Package examples holds runnable xladdp programs, one directory each:
 //
-//   - mnist: data-parallel MNIST training on N local replicas with in-graph
-//     gradient all-reduce (what `make demo` runs).
+//   - toy: the Neuron DDP tutorial (10→10→5 MLP), spawned or under ddprun.
+//   - mnist: the smdistributed.dataparallel MNIST CNN (what `make demo` runs).
 //   - devicecollectives: all-reduces values across the local devices in one
 //     compiled SPMD program.
-//
-// The seed tutorials (Neuron DDP, SageMaker DDP, CIFAR-10 ResNet-18, MNIST)
-// and the peer benchmarks under examples/bench arrive with their issues.
+//   - internal/report: the progress bar, summary and plots the training
+//     examples share.
+//   - bench: the benchmarks against JAX, torch-xla, PyTorch and Open MPI.
 package examples
