@@ -160,7 +160,7 @@ func specOf(model string) spec {
 	}
 	return spec{batch: 64, inDims: []int{1, 28, 28}, classes: 10,
 		build: func(d *xla.Device, rng *rand.Rand) (nn.Module, error) { return nn.NewMNISTNet(d, rng) },
-		loss: func(out, y *xla.Tensor) *xla.Tensor { return nn.NLLLoss(out.LogSoftmax(1), y, nn.ReductionMean) },
+		loss:  func(out, y *xla.Tensor) *xla.Tensor { return nn.NLLLoss(out.LogSoftmax(1), y, nn.ReductionMean) },
 		opt: func(ps []*xla.Tensor) (optim.Optimizer, error) {
 			return optim.NewAdadelta(ps, optim.AdadeltaConfig{LR: 1.0})
 		}}

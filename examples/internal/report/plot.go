@@ -25,7 +25,9 @@ type Curves struct {
 }
 
 // AddLoss records the loss after step.
-func (c *Curves) AddLoss(step int, loss float64) { c.Loss = append(c.Loss, plotter.XY{X: float64(step), Y: loss}) }
+func (c *Curves) AddLoss(step int, loss float64) {
+	c.Loss = append(c.Loss, plotter.XY{X: float64(step), Y: loss})
+}
 
 // AddAccuracy records the accuracy after epoch.
 func (c *Curves) AddAccuracy(epoch int, acc float64) {
