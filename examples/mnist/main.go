@@ -19,8 +19,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/xladdp/xladdp/ddp"
 	"github.com/xladdp/xladdp/examples/internal/report"
+	"github.com/xladdp/xladdp/internal/cli"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/data"
 	"github.com/xladdp/xladdp/xla/nn"
@@ -52,17 +55,16 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	_, err := run(ctx, os.Args[1:], os.Stdout)
 	stop()
-	if err != nil && !errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(os.Stderr, "mnist:", err)
-		os.Exit(1)
-	}
+	cli.Exit("mnist", err)
 }
 
 func parse(args []string, out io.Writer) (config, error) {
 	var c config
-	fs := flag.NewFlagSet("mnist", flag.ContinueOnError)
+	fs := pflag.NewFlagSet("mnist", pflag.ContinueOnError)
 	fs.SetOutput(out)
-	launch := ddp.LaunchFlags(fs)
+	launchFlags := flag.NewFlagSet("launch", flag.ContinueOnError)
+	launch := ddp.LaunchFlags(launchFlags)
+	fs.AddGoFlagSet(launchFlags)
 	fs.IntVar(&c.epochs, "epochs", 1, "epochs to train")
 	fs.IntVar(&c.batchSize, "batch-size", 64, "global batch size, split over the replicas (the seed's rule)")
 	fs.IntVar(&c.testBatchSize, "test-batch-size", 1000, "batch size for testing")

@@ -46,7 +46,8 @@ func TestEveryCommandHelp(t *testing.T) {
 	commands := []struct{ pkg, usageMentions string }{
 		{"./backend/cmd/xladevices", "--cpu-devices"},
 		{"./examples/devicecollectives", "--devices"},
-		{"./examples/mnist", "--replicas"},
+		{"./examples/mnist", "--spawn"},
+		{"./examples/toy", "-spawn"},
 		{"./examples/bench/allreduce", "--procs"},
 	}
 	bin := t.TempDir()
