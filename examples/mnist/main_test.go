@@ -9,26 +9,16 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/xladdp/xladdp/examples/internal/exampletest"
 	"github.com/xladdp/xladdp/xla"
 )
 
-// childEnv makes the test binary run the program with $XLADDP_MNIST_ARGS.
-const childEnv = "XLADDP_MNIST_CHILD"
-
-func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) == "1" {
-		os.Args = append([]string{"mnist"}, strings.Fields(os.Getenv("XLADDP_MNIST_ARGS"))...)
-		main()
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { exampletest.Main(m, "mnist", main) }
 
 func cleanEnv(t *testing.T) {
 	t.Setenv(xla.EnvCacheDir, t.TempDir())
@@ -83,11 +73,8 @@ func TestLearnsSpawnedAndResumes(t *testing.T) {
 // alone reports, and the CNN learns.
 func TestUnderDdprun(t *testing.T) {
 	cleanEnv(t)
-	ddprun := filepath.Join(t.TempDir(), "ddprun")
-	built, err := exec.Command("go", "build", "-o", ddprun, "github.com/xladdp/xladdp/ddp/cmd/ddprun").CombinedOutput()
-	require.NoError(t, err, "%s", built)
-	cmd := exec.Command(ddprun, "--nproc_per_node=2", os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"=1", "XLADDP_MNIST_ARGS=--max-steps 40 --test-batch-size 2000")
+	cmd := exec.Command(exampletest.Ddprun(t), append([]string{"--nproc_per_node=2"}, exampletest.Self()...)...)
+	cmd.Env = append(os.Environ(), exampletest.Env("mnist", "--max-steps", "40", "--test-batch-size", "2000")...)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	acc := regexp.MustCompile(`\[rank0\]:epoch 1: test accuracy (\d+\.\d+)%`).FindSubmatch(out)

@@ -11,19 +11,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/xladdp/xladdp/examples/internal/exampletest"
 )
 
-// childEnv makes the test binary run the program with $XLADDP_TOY_ARGS.
-const childEnv = "XLADDP_TOY_CHILD"
-
-func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) == "1" {
-		os.Args = append([]string{"toy"}, strings.Fields(os.Getenv("XLADDP_TOY_ARGS"))...)
-		main()
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { exampletest.Main(m, "toy", main) }
 
 var lossLine = regexp.MustCompile(`Loss after step (\d+): (\d+\.\d{4})`)
 
@@ -31,14 +23,14 @@ var lossLine = regexp.MustCompile(`Loss after step (\d+): (\d+\.\d{4})`)
 // and returns rank 0's printed losses.
 func losses(t *testing.T, ddprun string, args ...string) ([]float64, string, error) {
 	t.Helper()
-	self := []string{os.Args[0], "-test.run=^$"}
+	self := exampletest.Self()
 	var cmd *exec.Cmd
 	if ddprun != "" {
 		cmd = exec.Command(ddprun, append([]string{"--nproc_per_node=2"}, self...)...)
 	} else {
 		cmd = exec.Command(self[0], self[1:]...)
 	}
-	cmd.Env = append(os.Environ(), childEnv+"=1", "XLADDP_TOY_ARGS="+strings.Join(args, " "),
+	cmd.Env = append(append(os.Environ(), exampletest.Env("toy", args...)...),
 		"RANK=", "WORLD_SIZE=", "MASTER_ADDR=", "MASTER_PORT=", "NEURON_NUM_DEVICES=", "XLADDP_DEVICE=", "PJRT_DEVICE=")
 	out, err := cmd.CombinedOutput()
 	var got []float64
@@ -59,11 +51,7 @@ func losses(t *testing.T, ddprun string, args ...string) ([]float64, string, err
 // fresh noise every step, so its loss does not trend down (nor in the
 // tutorial); the agreement is the check.
 func TestToyInEveryLaunchMode(t *testing.T) {
-	ddprun := filepath.Join(t.TempDir(), "ddprun")
-	build := exec.Command("go", "build", "-o", ddprun, "github.com/xladdp/xladdp/ddp/cmd/ddprun")
-	built, err := build.CombinedOutput()
-	require.NoError(t, err, "%s", built)
-
+	ddprun := exampletest.Ddprun(t)
 	spawned, out, err := losses(t, "", "--spawn", "--cpu-devices", "2")
 	require.NoError(t, err, out)
 	require.Len(t, spawned, 10, out)
