@@ -48,6 +48,7 @@ func TestEveryCommandHelp(t *testing.T) {
 		{"./examples/devicecollectives", "--devices"},
 		{"./examples/mnist", "--spawn"},
 		{"./examples/toy", "-spawn"},
+		{"./examples/collectives", "--init-method"},
 		{"./examples/bench/allreduce", "--procs"},
 	}
 	bin := t.TempDir()
