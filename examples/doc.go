@@ -2,6 +2,7 @@
 //
 //   - toy: the Neuron DDP tutorial (10→10→5 MLP), spawned or under ddprun.
 //   - mnist: the smdistributed.dataparallel MNIST CNN (what `make demo` runs).
+//   - linear: the MPI/SageMaker CPU example (random data, linear model).
 //   - collectives: the MPI basics demo on the process group.
 //   - devicecollectives: all-reduces values across the local devices in one
 //     compiled SPMD program.

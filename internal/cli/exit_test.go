@@ -49,6 +49,7 @@ func TestEveryCommandHelp(t *testing.T) {
 		{"./examples/mnist", "--spawn"},
 		{"./examples/toy", "-spawn"},
 		{"./examples/collectives", "--init-method"},
+		{"./examples/linear", "--batch-size"},
 		{"./examples/bench/allreduce", "--procs"},
 	}
 	bin := t.TempDir()

@@ -1,0 +1,200 @@
+// Command linear is the MPI/SageMaker CPU basics example: a random dataset
+// (100 samples of 5 features, 2 targets), a linear model, a
+// DistributedSampler giving each rank its share, the global batch of 30
+// split over the ranks, and every rank printing the sizes its model sees
+// inside and outside, as the seed does. Gradients average over the host
+// process group (ddp.Wrap) when it runs as ranks of a launcher:
+//
+//	ddprun --nproc_per_node=2 linear
+//	mpirun --allow-run-as-root --oversubscribe -np 2 linear
+//	linear --spawn --cpu-devices 2
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+
+	"github.com/spf13/pflag"
+
+	"github.com/xladdp/xladdp/ddp"
+	"github.com/xladdp/xladdp/internal/cli"
+	"github.com/xladdp/xladdp/xla"
+	"github.com/xladdp/xladdp/xla/data"
+	"github.com/xladdp/xladdp/xla/nn"
+	"github.com/xladdp/xladdp/xla/optim"
+)
+
+const inputSize, outputSize, dataSize = 5, 2, 100
+
+type config struct {
+	launch            ddp.LaunchOptions
+	epochs, batchSize int
+	lr                float64
+	seed              uint64
+}
+
+// printing is the model of the seed: it reports the sizes it is given.
+type printing struct {
+	nn.Module
+	rank int
+	out  io.Writer
+}
+
+func (p printing) Forward(x *xla.Tensor) *xla.Tensor {
+	y := p.Module.Forward(x)
+	fmt.Fprintf(p.out, "rank %d: In Model: input size %v output size %v\n", p.rank, x.Shape().Dimensions, y.Shape().Dimensions)
+	return y
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	_, err := run(ctx, os.Args[1:], &syncWriter{w: os.Stdout})
+	stop()
+	cli.Exit("linear", err)
+}
+
+// syncWriter keeps spawned replicas' lines whole.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(b []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(b)
+}
+
+func parse(args []string, out io.Writer) (config, error) {
+	var c config
+	fs := pflag.NewFlagSet("linear", pflag.ContinueOnError)
+	fs.SetOutput(out)
+	launchFlags := flag.NewFlagSet("launch", flag.ContinueOnError)
+	launch := ddp.LaunchFlags(launchFlags)
+	fs.AddGoFlagSet(launchFlags)
+	fs.IntVar(&c.epochs, "epochs", 5, "epochs over the random dataset")
+	fs.IntVar(&c.batchSize, "batch-size", 30, "global batch size, split over the ranks")
+	fs.Float64Var(&c.lr, "lr", 0.1, "SGD learning rate")
+	fs.Uint64Var(&c.seed, "seed", 1, "seed of the dataset, the model and the data order")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	c.launch = *launch
+	switch {
+	case fs.NArg() > 0:
+		return c, fmt.Errorf("unexpected argument %q (flags only)", fs.Arg(0))
+	case c.epochs < 1 || c.batchSize < 1:
+		return c, fmt.Errorf("--epochs=%d and --batch-size=%d must be positive", c.epochs, c.batchSize)
+	case !(c.lr > 0):
+		return c, fmt.Errorf("--lr=%g: must be positive", c.lr)
+	}
+	return c, nil
+}
+
+// result is rank 0's view of the run.
+type result struct {
+	// EpochLosses are the mean losses of rank 0's batches per epoch.
+	EpochLosses []float64
+	// Before and After are the loss over the whole dataset before and
+	// after training.
+	Before, After float64
+}
+
+// run trains and returns rank 0's result.
+func run(ctx context.Context, args []string, out io.Writer) (result, error) {
+	c, err := parse(args, out)
+	if err != nil {
+		return result{}, err
+	}
+	dataset, err := data.NewRandom(dataSize, []int{inputSize}, []int{outputSize}, 0, c.seed)
+	if err != nil {
+		return result{}, err
+	}
+	var res result
+	err = ddp.Launch(ctx, func(ctx context.Context, w ddp.Worker) error {
+		r, err := train(ctx, c, w, dataset, out)
+		if w.Rank == 0 {
+			res = r
+		}
+		return err
+	}, c.launch)
+	return res, err
+}
+
+// datasetLoss is the model's mean loss over the whole dataset; every
+// replica computes it (the replicas of one process run the same programs).
+func datasetLoss(ctx context.Context, m nn.Module, d *xla.Device, dataset *data.Random) (float64, error) {
+	loader, err := data.NewLoader(dataset, d, data.LoaderConfig{BatchSize: dataset.Len()})
+	if err != nil {
+		return 0, err
+	}
+	for batch, err := range loader.Epoch(ctx, 0) {
+		if err != nil {
+			return 0, err
+		}
+		return nn.MSELoss(m.Forward(batch.Input), batch.Target, nn.ReductionMean).Item(ctx)
+	}
+	return 0, fmt.Errorf("the dataset is empty")
+}
+
+func train(ctx context.Context, c config, w ddp.Worker, dataset *data.Random, out io.Writer) (res result, err error) {
+	d := w.Device
+	linear := nn.Dense(d, nn.NewRand(c.seed), inputSize, outputSize)
+	model, err := ddp.Wrap(ctx, printing{Module: linear, rank: w.Rank, out: out})
+	if err != nil {
+		return res, err
+	}
+	if res.Before, err = datasetLoss(ctx, linear, d, dataset); err != nil {
+		return res, err
+	}
+	defer model.Close()
+	opt, err := optim.NewSGD(nn.Parameters(model), optim.SGDConfig{LR: c.lr})
+	if err != nil {
+		return res, err
+	}
+	sampler, err := ddp.NewDistributedSampler(dataset.Len(), ddp.SamplerReplicas(w.WorldSize, w.Rank), ddp.SamplerSeed(c.seed))
+	if err != nil {
+		return res, err
+	}
+	loader, err := data.NewLoader(dataset, d, data.LoaderConfig{BatchSize: max(c.batchSize/w.WorldSize, 1), Sampler: sampler})
+	if err != nil {
+		return res, err
+	}
+	for epoch := range c.epochs {
+		sum, n := 0.0, 0
+		for batch, err := range loader.Epoch(ctx, epoch) {
+			if err != nil {
+				return res, err
+			}
+			opt.ZeroGrad()
+			output := model.Forward(batch.Input)
+			fmt.Fprintf(out, "rank %d: Outside: input size %v output_size %v\n", w.Rank, batch.Input.Shape().Dimensions, output.Shape().Dimensions)
+			loss := nn.MSELoss(output, batch.Target, nn.ReductionMean)
+			if err := optim.BackwardStep(ctx, loss, opt); err != nil {
+				return res, err
+			}
+			v, err := loss.Item(ctx)
+			if err != nil {
+				return res, err
+			}
+			sum, n = sum+v*float64(batch.Size), n+batch.Size
+		}
+		res.EpochLosses = append(res.EpochLosses, sum/float64(n))
+		if w.Rank == 0 {
+			fmt.Fprintf(out, "epoch %d: mean loss %.4f on rank 0's %d samples\n", epoch+1, sum/float64(n), n)
+		}
+	}
+	if res.After, err = datasetLoss(ctx, linear, d, dataset); err != nil {
+		return res, err
+	}
+	if w.Rank == 0 {
+		fmt.Fprintf(out, "loss over the %d samples: %.4f before training, %.4f after\n", dataset.Len(), res.Before, res.After)
+	}
+	return res, nil
+}
