@@ -4,6 +4,7 @@
 //   - mnist: the smdistributed.dataparallel MNIST CNN (what `make demo` runs).
 //   - linear: the MPI/SageMaker CPU example (random data, linear model).
 //   - collectives: the MPI basics demo on the process group.
+//   - sagemaker: the SageMaker entry point that hands the job to ddprun.
 //   - devicecollectives: all-reduces values across the local devices in one
 //     compiled SPMD program.
 //   - internal/report: the progress bar, summary and plots the training
