@@ -2,6 +2,7 @@
 //
 //   - toy: the Neuron DDP tutorial (10→10→5 MLP), spawned or under ddprun.
 //   - mnist: the smdistributed.dataparallel MNIST CNN (what `make demo` runs).
+//   - cifar10: the HPC tutorial's ResNet-18 on CIFAR-10, with a --no-ddp baseline.
 //   - linear: the MPI/SageMaker CPU example (random data, linear model).
 //   - collectives: the MPI basics demo on the process group.
 //   - sagemaker: the SageMaker entry point that hands the job to ddprun.

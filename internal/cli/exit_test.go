@@ -50,6 +50,7 @@ func TestEveryCommandHelp(t *testing.T) {
 		{"./examples/toy", "-spawn"},
 		{"./examples/collectives", "--init-method"},
 		{"./examples/linear", "--batch-size"},
+		{"./examples/cifar10", "--no-ddp"},
 		{"./examples/bench/allreduce", "--procs"},
 	}
 	bin := t.TempDir()

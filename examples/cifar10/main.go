@@ -1,0 +1,173 @@
+// Command cifar10 is the HPC DDP tutorial: ResNet-18 on CIFAR-10 with a
+// DistributedSampler, RandomCrop(32, padding 4) and RandomHorizontalFlip,
+// and a Trainer holding the local and global rank. --no-ddp trains one
+// process on one device, so the tutorial's comparison of total training
+// time can be made:
+//
+//	cifar10 --no-ddp --epochs 1
+//	ddprun --nproc_per_node=2 cifar10 --epochs 1
+//
+// Without the binary CIFAR-10 batches in --data it says where to put them
+// and trains on synthetic data of the same shape (--synthetic forces it).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/xladdp/xladdp/backend"
+	"github.com/xladdp/xladdp/ddp"
+	"github.com/xladdp/xladdp/internal/cli"
+	"github.com/xladdp/xladdp/xla"
+	"github.com/xladdp/xladdp/xla/data"
+)
+
+type config struct {
+	launch                     ddp.LaunchOptions
+	epochs, batchSize          int
+	maxSteps, logInterval      int
+	lr                         float64
+	seed                       uint64
+	dataDir, checkpoint, plot  string
+	synthetic, noDDP, resume   bool
+	metrics                    bool
+	syntheticTrain, syntheticN int
+}
+
+// result is rank 0's view of the run.
+type result struct {
+	Accuracy, FinalLoss float64
+	Total               time.Duration
+	Synthetic           bool
+	ResumedAt           int
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	_, err := run(ctx, os.Args[1:], os.Stdout)
+	stop()
+	cli.Exit("cifar10", err)
+}
+
+func defaultDataDir() string {
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "cifar-10-batches-bin"
+	}
+	return filepath.Join(home, ".cache", "xladdp", "data", "cifar-10-batches-bin")
+}
+
+func parse(args []string, out io.Writer) (config, error) {
+	var c config
+	fs := pflag.NewFlagSet("cifar10", pflag.ContinueOnError)
+	fs.SetOutput(out)
+	launchFlags := flag.NewFlagSet("launch", flag.ContinueOnError)
+	launch := ddp.LaunchFlags(launchFlags)
+	fs.AddGoFlagSet(launchFlags)
+	fs.IntVar(&c.epochs, "epochs", 1, "epochs to train")
+	fs.IntVar(&c.batchSize, "batch-size", 32, "batch size per replica")
+	fs.Float64Var(&c.lr, "lr", 0.01, "SGD learning rate (momentum 0.9)")
+	fs.Uint64Var(&c.seed, "seed", 1, "seed of the initial model, the augmentation and the data order")
+	fs.IntVar(&c.maxSteps, "max-steps", 0, "stop each epoch after this many steps (0: the whole epoch)")
+	fs.IntVar(&c.logInterval, "log-interval", 20, "steps between progress lines when the output is not a terminal")
+	fs.StringVar(&c.dataDir, "data", defaultDataDir(), "directory with CIFAR-10's binary batches (data_batch_1.bin ... test_batch.bin)")
+	fs.BoolVar(&c.synthetic, "synthetic", false, "train on synthetic CIFAR-shaped data")
+	fs.IntVar(&c.syntheticN, "synthetic-samples", 50000, "training samples of the synthetic data (a fifth as many for testing)")
+	fs.BoolVar(&c.noDDP, "no-ddp", false, "the tutorial's baseline: one process, one device, no DDP")
+	fs.StringVar(&c.checkpoint, "checkpoint", "", "save a snapshot (safetensors) here after each epoch, on rank 0")
+	fs.BoolVar(&c.resume, "resume", false, "continue from --checkpoint")
+	fs.BoolVar(&c.metrics, "metrics", false, "print xla.MetricsReport() at the end")
+	fs.StringVar(&c.plot, "plot", "", "draw the loss and accuracy curves to this PNG file")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	c.launch = *launch
+	switch {
+	case fs.NArg() > 0:
+		return c, fmt.Errorf("unexpected argument %q (flags only)", fs.Arg(0))
+	case c.epochs < 1 || c.batchSize < 1 || c.logInterval < 1 || c.syntheticN < 1:
+		return c, errors.New("--epochs, --batch-size, --log-interval and --synthetic-samples must be positive")
+	case c.maxSteps < 0:
+		return c, fmt.Errorf("--max-steps=%d: cannot be negative", c.maxSteps)
+	case !(c.lr > 0):
+		return c, fmt.Errorf("--lr=%g: must be positive", c.lr)
+	case c.resume && c.checkpoint == "":
+		return c, errors.New("--resume needs --checkpoint FILE")
+	case c.noDDP && c.launch.Spawn:
+		return c, errors.New("--no-ddp trains one process on one device: leave out --spawn")
+	}
+	return c, nil
+}
+
+// datasets opens CIFAR-10, or the synthetic stand-in when asked or when
+// the batches are missing (saying where they go).
+func datasets(c config, out io.Writer) (train, test data.Dataset, synthetic bool, err error) {
+	if !c.synthetic {
+		tr, err1 := data.NewCIFAR10(c.dataDir, true)
+		te, err2 := data.NewCIFAR10(c.dataDir, false)
+		if err := errors.Join(err1, err2); err == nil {
+			pad := [3]float32{}
+			for i := range pad {
+				pad[i] = -tr.Mean[i] / tr.Std[i]
+			}
+			return &augmented{Dataset: tr, pad: pad, seed: c.seed}, te, false, nil
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return nil, nil, false, err
+		}
+		fmt.Fprintf(out, "CIFAR-10 is not in %s: put the binary version's data_batch_1.bin ... data_batch_5.bin and test_batch.bin there "+
+			"(from cifar-10-binary.tar.gz) or pass --data DIR; training on synthetic data of the same shape\n", c.dataDir)
+	}
+	return &augmented{Dataset: newSynthetic(c.syntheticN, c.seed), seed: c.seed}, newSynthetic(max(c.syntheticN/5, 100), c.seed+1), true, nil
+}
+
+func run(ctx context.Context, args []string, out io.Writer) (result, error) {
+	c, err := parse(args, out)
+	if err != nil {
+		return result{}, err
+	}
+	trainSet, testSet, synthetic, err := datasets(c, out)
+	if err != nil {
+		return result{}, err
+	}
+	xla.ResetMetrics()
+	var res result
+	fn := func(ctx context.Context, w ddp.Worker) error {
+		t, err := newTrainer(ctx, c, w, trainSet, testSet, out)
+		if err != nil {
+			return err
+		}
+		r, err := t.train(ctx)
+		if w.Rank == 0 {
+			res = r
+		}
+		return err
+	}
+	if c.noDDP {
+		err = single(ctx, c.launch.Backend, fn)
+	} else {
+		err = ddp.Launch(ctx, fn, c.launch)
+	}
+	res.Synthetic = synthetic
+	return res, err
+}
+
+// single runs fn on one device of one process, without a process group.
+func single(ctx context.Context, bo backend.Options, fn func(context.Context, ddp.Worker) error) error {
+	b, err := backend.Open(ctx, bo)
+	if err != nil {
+		return err
+	}
+	e := xla.NewEngine(b)
+	defer e.Close()
+	return fn(ctx, ddp.Worker{Rank: 0, WorldSize: 1, LocalRank: 0, Device: e.Device(0)})
+}

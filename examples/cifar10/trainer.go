@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/xladdp/xladdp/ddp"
+	"github.com/xladdp/xladdp/examples/internal/report"
+	"github.com/xladdp/xladdp/xla"
+	"github.com/xladdp/xladdp/xla/data"
+	"github.com/xladdp/xladdp/xla/nn"
+	"github.com/xladdp/xladdp/xla/optim"
+)
+
+// Trainer is the tutorial's: the model on this replica's device, its
+// local and global rank, and what one epoch needs.
+type Trainer struct {
+	localRank, globalRank, worldSize int
+	cfg                              config
+	device                           *xla.Device
+	net                              nn.Module
+	model                            nn.Module // net, wrapped by DDP unless --no-ddp
+	opt                              optim.Optimizer
+	sampler                          *ddp.DistributedSampler
+	loader                           *data.Loader
+	testSet                          data.Dataset
+	epochsRun                        int
+	out                              io.Writer
+	log                              *slog.Logger
+	close                            func()
+}
+
+func newTrainer(ctx context.Context, c config, w ddp.Worker, trainSet, testSet data.Dataset, out io.Writer) (*Trainer, error) {
+	t := &Trainer{localRank: w.LocalRank, globalRank: w.Rank, worldSize: w.WorldSize, cfg: c, device: w.Device, testSet: testSet,
+		out: out, log: slog.With("rank", w.Rank, "local_rank", w.LocalRank), close: func() {}}
+	net, err := nn.NewResNet18(w.Device, nn.NewRand(c.seed), nn.ResNetConfig{NumClasses: 10, CIFAR: true})
+	if err != nil {
+		return nil, err
+	}
+	t.net, t.model = net, net
+	if !c.noDDP {
+		m, err := ddp.Wrap(ctx, net)
+		if err != nil {
+			return nil, err
+		}
+		t.model, t.close = m, m.Close
+	}
+	if t.opt, err = optim.NewSGD(nn.Parameters(t.model), optim.SGDConfig{LR: c.lr, Momentum: 0.9}); err != nil {
+		return nil, err
+	}
+	if t.sampler, err = ddp.NewDistributedSampler(trainSet.Len(), ddp.SamplerReplicas(w.WorldSize, w.Rank), ddp.SamplerSeed(c.seed)); err != nil {
+		return nil, err
+	}
+	if t.loader, err = data.NewLoader(trainSet, w.Device, data.LoaderConfig{BatchSize: c.batchSize, DropLast: true, Sampler: t.sampler}); err != nil {
+		return nil, err
+	}
+	if c.resume {
+		ck := optim.Checkpoint{Model: t.model, Optimizer: t.opt}
+		if err := ddp.LoadCheckpoint(ctx, c.checkpoint, &ck); err != nil {
+			return nil, err
+		}
+		t.epochsRun = ck.Epoch
+		t.log.Info("resuming from the snapshot", "epoch", ck.Epoch)
+	}
+	return t, nil
+}
+
+// train runs the remaining epochs and returns what rank 0 saw.
+func (t *Trainer) train(ctx context.Context) (res result, err error) {
+	defer t.close()
+	res.ResumedAt = t.epochsRun
+	rank0 := t.globalRank == 0
+	curves := report.Curves{Title: "ResNet-18 on CIFAR-10"}
+	start, steps := time.Now(), 0
+	for epoch := t.epochsRun; epoch < t.cfg.epochs; epoch++ {
+		total := t.sampler.Len() / t.cfg.batchSize
+		if t.cfg.maxSteps > 0 {
+			total = min(total, t.cfg.maxSteps)
+		}
+		if rank0 {
+			fmt.Fprintf(t.out, "[GPU%d] Epoch %d | Batchsize: %d | Steps: %d\n", t.globalRank, epoch, t.cfg.batchSize, total)
+		}
+		var progress *report.Progress
+		if rank0 {
+			progress = report.NewProgress(t.out, fmt.Sprintf("epoch %d/%d", epoch+1, t.cfg.epochs), total, t.cfg.logInterval)
+		}
+		nn.Train(t.model)
+		for batch, err := range t.loader.Epoch(ctx, epoch) {
+			if err != nil {
+				return res, err
+			}
+			if batch.Index >= total {
+				break
+			}
+			t.opt.ZeroGrad()
+			loss := nn.CrossEntropyLoss(t.model.Forward(batch.Input), batch.Target, nn.ReductionMean)
+			if err := optim.BackwardStep(ctx, loss, t.opt); err != nil {
+				return res, err
+			}
+			steps++
+			if step := batch.Index + 1; rank0 && (step%5 == 0 || step == total) {
+				if res.FinalLoss, err = loss.Item(ctx); err != nil {
+					return res, err
+				}
+				curves.AddLoss(steps, res.FinalLoss)
+				progress.Step(step, res.FinalLoss, 5*t.cfg.batchSize*t.worldSize)
+			}
+		}
+		progress.Done()
+		if res.Accuracy, err = t.evaluate(ctx); err != nil {
+			return res, err
+		}
+		if rank0 {
+			curves.AddAccuracy(epoch+1, res.Accuracy)
+			fmt.Fprintf(t.out, "epoch %d: test accuracy %.2f%%, last loss %.4f\n", epoch+1, 100*res.Accuracy, res.FinalLoss)
+		}
+		if t.cfg.checkpoint != "" {
+			ck := optim.Checkpoint{Model: t.model, Optimizer: t.opt, Epoch: epoch + 1}
+			if t.cfg.noDDP {
+				err = optim.SaveCheckpoint(ctx, t.cfg.checkpoint, ck)
+			} else {
+				err = ddp.SaveCheckpoint(ctx, t.cfg.checkpoint, ck)
+			}
+			if err != nil {
+				return res, err
+			}
+		}
+	}
+	res.Total = time.Since(start)
+	if rank0 {
+		m := xla.GetMetrics()
+		fmt.Fprintf(t.out, "Total training time: %.2f s (%d replica(s), %d steps, %.0f samples/s; test accuracy %.2f%%; programs: %d compiled, %d from the disk cache)\n",
+			res.Total.Seconds(), t.worldSize, steps, float64(steps*t.cfg.batchSize*t.worldSize)/max(res.Total.Seconds(), 1e-9),
+			100*res.Accuracy, m.Compilations, m.PersistentCacheHits)
+		if t.cfg.metrics {
+			fmt.Fprint(t.out, xla.MetricsReport())
+		}
+		if t.cfg.plot != "" {
+			if err := curves.WritePNG(t.cfg.plot); err != nil {
+				return res, err
+			}
+		}
+	}
+	return res, nil
+}
+
+// evaluate is the accuracy on the test set; every replica computes it
+// (the replicas of one process must run the same programs).
+func (t *Trainer) evaluate(ctx context.Context) (float64, error) {
+	nn.Eval(t.net)
+	defer nn.Train(t.net)
+	loader, err := data.NewLoader(t.testSet, t.device, data.LoaderConfig{BatchSize: 500})
+	if err != nil {
+		return 0, err
+	}
+	correct := 0.0
+	for b, err := range loader.Epoch(ctx, 0) {
+		if err != nil {
+			return 0, err
+		}
+		hits, err := t.net.Forward(b.Input).ArgMax(1).Equal(b.Target).Cast(xla.Float32).Sum().Item(ctx)
+		if err != nil {
+			return 0, err
+		}
+		correct += hits
+	}
+	return correct / float64(t.testSet.Len()), nil
+}
