@@ -62,9 +62,9 @@ func TestSeedDemoUnderDdprunAndMpirun(t *testing.T) {
 		"Rank 0 has [42] after the broadcast from rank 0",
 		"Rank 0 received the average 1",
 	}, launched(t, ddprun, "--nproc_per_node=1"), "one rank")
-	mpirun, err := exec.LookPath("mpirun")
-	require.NoError(t, err, "Open MPI's mpirun is missing: run `make deps`")
-	assert.Equal(t, wantFour, launched(t, mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "4"), "mpirun")
+	t.Run("mpirun", func(t *testing.T) {
+		assert.Equal(t, wantFour, launched(t, exampletest.Mpirun(t), "--allow-run-as-root", "--oversubscribe", "-np", "4"))
+	})
 }
 
 // TestNeedsALauncher: run alone, or with a bad init method, it says what

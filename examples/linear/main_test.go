@@ -48,11 +48,11 @@ func TestLearnsInEveryLaunchMode(t *testing.T) {
 		assert.Contains(t, out, "[rank"+rank+"]:rank "+rank+": In Model: input size [15 5] output size [15 2]")
 		assert.Contains(t, out, "[rank"+rank+"]:rank "+rank+": Outside: input size [15 5] output_size [15 2]")
 	}
-	mpirun, err := exec.LookPath("mpirun")
-	require.NoError(t, err, "Open MPI's mpirun is missing: run `make deps`")
-	mb, ma, out := launched(t, mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "2")
-	assert.InDelta(t, before, mb, 1e-4, out)
-	assert.InDelta(t, after, ma, 1e-4, out)
+	t.Run("mpirun", func(t *testing.T) {
+		mb, ma, out := launched(t, exampletest.Mpirun(t), "--allow-run-as-root", "--oversubscribe", "-np", "2")
+		assert.InDelta(t, before, mb, 1e-4, out)
+		assert.InDelta(t, after, ma, 1e-4, out)
+	})
 
 	t.Setenv(xla.EnvCacheDir, t.TempDir())
 	var buf bytes.Buffer

@@ -45,3 +45,15 @@ func Ddprun(t *testing.T) string {
 	require.NoError(t, err, "%s", out)
 	return path
 }
+
+// Mpirun returns Open MPI's mpirun, or skips the test where it is missing:
+// make deps installs it as root (as in CI) and, without root, prints the
+// command that does.
+func Mpirun(t *testing.T) string {
+	t.Helper()
+	path, err := exec.LookPath("mpirun")
+	if err != nil {
+		t.Skip("mpirun not found: install Debian's openmpi-bin (make deps does, as root)")
+	}
+	return path
+}
