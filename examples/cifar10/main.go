@@ -14,20 +14,15 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 	"time"
-
-	"github.com/spf13/pflag"
 
 	"github.com/xladdp/xladdp/backend"
 	"github.com/xladdp/xladdp/ddp"
-	"github.com/xladdp/xladdp/internal/cli"
+	"github.com/xladdp/xladdp/examples/internal/cmdline"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/data"
 )
@@ -53,10 +48,10 @@ type result struct {
 }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	_, err := run(ctx, os.Args[1:], os.Stdout)
-	stop()
-	cli.Exit("cifar10", err)
+	cmdline.Main("cifar10", func(ctx context.Context, args []string, out io.Writer) error {
+		_, err := run(ctx, args, out)
+		return err
+	})
 }
 
 func defaultDataDir() string {
@@ -69,11 +64,7 @@ func defaultDataDir() string {
 
 func parse(args []string, out io.Writer) (config, error) {
 	var c config
-	fs := pflag.NewFlagSet("cifar10", pflag.ContinueOnError)
-	fs.SetOutput(out)
-	launchFlags := flag.NewFlagSet("launch", flag.ContinueOnError)
-	launch := ddp.LaunchFlags(launchFlags)
-	fs.AddGoFlagSet(launchFlags)
+	fs, launch := cmdline.FlagSet("cifar10", out)
 	fs.IntVar(&c.epochs, "epochs", 1, "epochs to train")
 	fs.IntVar(&c.batchSize, "batch-size", 32, "batch size per replica")
 	fs.Float64Var(&c.lr, "lr", 0.01, "SGD learning rate (momentum 0.9)")
@@ -88,13 +79,11 @@ func parse(args []string, out io.Writer) (config, error) {
 	fs.BoolVar(&c.resume, "resume", false, "continue from --checkpoint")
 	fs.BoolVar(&c.metrics, "metrics", false, "print xla.MetricsReport() at the end")
 	fs.StringVar(&c.plot, "plot", "", "draw the loss and accuracy curves to this PNG file")
-	if err := fs.Parse(args); err != nil {
+	if err := cmdline.Parse(fs, args); err != nil {
 		return c, err
 	}
 	c.launch = *launch
 	switch {
-	case fs.NArg() > 0:
-		return c, fmt.Errorf("unexpected argument %q (flags only)", fs.Arg(0))
 	case c.epochs < 1 || c.batchSize < 1 || c.logInterval < 1 || c.syntheticN < 1:
 		return c, errors.New("--epochs, --batch-size, --log-interval and --synthetic-samples must be positive")
 	case c.maxSteps < 0:

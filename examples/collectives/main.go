@@ -12,22 +12,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/spf13/pflag"
 
 	"github.com/xladdp/xladdp/ddp"
-	"github.com/xladdp/xladdp/internal/cli"
+	"github.com/xladdp/xladdp/examples/internal/cmdline"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout)
-	stop()
-	cli.Exit("collectives", err)
-}
+func main() { cmdline.Main("collectives", run) }
 
 func run(ctx context.Context, args []string, out io.Writer) (err error) {
 	fs := pflag.NewFlagSet("collectives", pflag.ContinueOnError)

@@ -12,18 +12,12 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"sync"
-	"syscall"
-
-	"github.com/spf13/pflag"
 
 	"github.com/xladdp/xladdp/ddp"
-	"github.com/xladdp/xladdp/internal/cli"
+	"github.com/xladdp/xladdp/examples/internal/cmdline"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/data"
 	"github.com/xladdp/xladdp/xla/nn"
@@ -53,10 +47,10 @@ func (p printing) Forward(x *xla.Tensor) *xla.Tensor {
 }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	_, err := run(ctx, os.Args[1:], &syncWriter{w: os.Stdout})
-	stop()
-	cli.Exit("linear", err)
+	cmdline.Main("linear", func(ctx context.Context, args []string, out io.Writer) error {
+		_, err := run(ctx, args, &syncWriter{w: out})
+		return err
+	})
 }
 
 // syncWriter keeps spawned replicas' lines whole.
@@ -73,22 +67,16 @@ func (s *syncWriter) Write(b []byte) (int, error) {
 
 func parse(args []string, out io.Writer) (config, error) {
 	var c config
-	fs := pflag.NewFlagSet("linear", pflag.ContinueOnError)
-	fs.SetOutput(out)
-	launchFlags := flag.NewFlagSet("launch", flag.ContinueOnError)
-	launch := ddp.LaunchFlags(launchFlags)
-	fs.AddGoFlagSet(launchFlags)
+	fs, launch := cmdline.FlagSet("linear", out)
 	fs.IntVar(&c.epochs, "epochs", 5, "epochs over the random dataset")
 	fs.IntVar(&c.batchSize, "batch-size", 30, "global batch size, split over the ranks")
 	fs.Float64Var(&c.lr, "lr", 0.1, "SGD learning rate")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the dataset, the model and the data order")
-	if err := fs.Parse(args); err != nil {
+	if err := cmdline.Parse(fs, args); err != nil {
 		return c, err
 	}
 	c.launch = *launch
 	switch {
-	case fs.NArg() > 0:
-		return c, fmt.Errorf("unexpected argument %q (flags only)", fs.Arg(0))
 	case c.epochs < 1 || c.batchSize < 1:
 		return c, fmt.Errorf("--epochs=%d and --batch-size=%d must be positive", c.epochs, c.batchSize)
 	case !(c.lr > 0):

@@ -10,20 +10,14 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
-	"github.com/spf13/pflag"
-
 	"github.com/xladdp/xladdp/ddp"
+	"github.com/xladdp/xladdp/examples/internal/cmdline"
 	"github.com/xladdp/xladdp/examples/internal/report"
-	"github.com/xladdp/xladdp/internal/cli"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/data"
 	"github.com/xladdp/xladdp/xla/nn"
@@ -52,19 +46,15 @@ type result struct {
 }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	_, err := run(ctx, os.Args[1:], os.Stdout)
-	stop()
-	cli.Exit("mnist", err)
+	cmdline.Main("mnist", func(ctx context.Context, args []string, out io.Writer) error {
+		_, err := run(ctx, args, out)
+		return err
+	})
 }
 
 func parse(args []string, out io.Writer) (config, error) {
 	var c config
-	fs := pflag.NewFlagSet("mnist", pflag.ContinueOnError)
-	fs.SetOutput(out)
-	launchFlags := flag.NewFlagSet("launch", flag.ContinueOnError)
-	launch := ddp.LaunchFlags(launchFlags)
-	fs.AddGoFlagSet(launchFlags)
+	fs, launch := cmdline.FlagSet("mnist", out)
 	fs.IntVar(&c.epochs, "epochs", 1, "epochs to train")
 	fs.IntVar(&c.batchSize, "batch-size", 64, "global batch size, split over the replicas (the seed's rule)")
 	fs.IntVar(&c.testBatchSize, "test-batch-size", 1000, "batch size for testing")
@@ -78,13 +68,11 @@ func parse(args []string, out io.Writer) (config, error) {
 	fs.BoolVar(&c.resume, "resume", false, "continue from --checkpoint")
 	fs.BoolVar(&c.metrics, "metrics", false, "print xla.MetricsReport() at the end")
 	fs.StringVar(&c.plot, "plot", "", "draw the loss and accuracy curves to this PNG file")
-	if err := fs.Parse(args); err != nil {
+	if err := cmdline.Parse(fs, args); err != nil {
 		return c, err
 	}
 	c.launch = *launch
 	switch {
-	case fs.NArg() > 0:
-		return c, fmt.Errorf("unexpected argument %q (flags only)", fs.Arg(0))
 	case c.epochs < 1 || c.batchSize < 1 || c.testBatchSize < 1 || c.logInterval < 1:
 		return c, errors.New("--epochs, --batch-size, --test-batch-size and --log-interval must be positive")
 	case c.maxSteps < 0:
