@@ -110,7 +110,7 @@ func (t *Trainer) train(ctx context.Context) (res result, err error) {
 			}
 		}
 		progress.Done()
-		if res.Accuracy, err = t.evaluate(ctx); err != nil {
+		if res.Accuracy, err = report.Accuracy(ctx, t.net, t.device, t.testSet, 500); err != nil {
 			return res, err
 		}
 		if rank0 {
@@ -145,27 +145,4 @@ func (t *Trainer) train(ctx context.Context) (res result, err error) {
 		}
 	}
 	return res, nil
-}
-
-// evaluate is the accuracy on the test set; every replica computes it
-// (the replicas of one process must run the same programs).
-func (t *Trainer) evaluate(ctx context.Context) (float64, error) {
-	nn.Eval(t.net)
-	defer nn.Train(t.net)
-	loader, err := data.NewLoader(t.testSet, t.device, data.LoaderConfig{BatchSize: 500})
-	if err != nil {
-		return 0, err
-	}
-	correct := 0.0
-	for b, err := range loader.Epoch(ctx, 0) {
-		if err != nil {
-			return 0, err
-		}
-		hits, err := t.net.Forward(b.Input).ArgMax(1).Equal(b.Target).Cast(xla.Float32).Sum().Item(ctx)
-		if err != nil {
-			return 0, err
-		}
-		correct += hits
-	}
-	return correct / float64(t.testSet.Len()), nil
 }

@@ -190,7 +190,7 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 		}
 		progress.Done()
 		sched.Step()
-		if res.Accuracy, err = evaluate(ctx, net, d, testSet, c.testBatchSize); err != nil {
+		if res.Accuracy, err = report.Accuracy(ctx, net, d, testSet, c.testBatchSize); err != nil {
 			return res, err
 		}
 		res.Epochs = epoch + 1
@@ -223,28 +223,4 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 		}
 	}
 	return res, nil
-}
-
-// evaluate returns the net's accuracy on the whole test set. Every replica
-// evaluates it (the replicas of one process must run the same programs),
-// and the accuracy is the same everywhere since the weights are.
-func evaluate(ctx context.Context, net nn.Module, d *xla.Device, testSet *data.MNIST, batch int) (float64, error) {
-	nn.Eval(net)
-	defer nn.Train(net)
-	loader, err := data.NewLoader(testSet, d, data.LoaderConfig{BatchSize: batch})
-	if err != nil {
-		return 0, err
-	}
-	correct := 0.0
-	for b, err := range loader.Epoch(ctx, 0) {
-		if err != nil {
-			return 0, err
-		}
-		hits, err := net.Forward(b.Input).ArgMax(1).Equal(b.Target).Cast(xla.Float32).Sum().Item(ctx)
-		if err != nil {
-			return 0, err
-		}
-		correct += hits
-	}
-	return correct / float64(testSet.Len()), nil
 }
