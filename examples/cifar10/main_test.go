@@ -17,7 +17,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xladdp/xladdp/examples/internal/exampletest"
-	"github.com/xladdp/xladdp/xla"
 )
 
 func TestMain(m *testing.M) { exampletest.Main(m, "cifar10", main) }
@@ -28,10 +27,7 @@ func TestMain(m *testing.M) { exampletest.Main(m, "cifar10", main) }
 // training time, and the snapshot lets a later run resume.
 // Learning is TestLearnsSpawnedAndUnderDdprun's.
 func TestRunsWithAndWithoutDDP(t *testing.T) {
-	t.Setenv(xla.EnvCacheDir, t.TempDir())
-	for _, k := range []string{"XLADDP_DEVICE", "PJRT_DEVICE", "RANK", "WORLD_SIZE"} {
-		t.Setenv(k, "")
-	}
+	exampletest.CleanEnv(t)
 	dir := t.TempDir()
 	ckpt := filepath.Join(dir, "snapshot.safetensors")
 	common := []string{"--data", filepath.Join(dir, "none"), "--max-steps", "2", "--batch-size", "4", "--synthetic-samples", "100"}
@@ -109,10 +105,7 @@ func writeFixture(t *testing.T, dir string) {
 // real binary format for 10 steps of 8 per replica: spawned on 2 replicas
 // and as 2 ranks under ddprun, test accuracy passes 90% (chance: 50%).
 func TestLearnsSpawnedAndUnderDdprun(t *testing.T) {
-	t.Setenv(xla.EnvCacheDir, t.TempDir())
-	for _, k := range []string{"XLADDP_DEVICE", "PJRT_DEVICE", "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"} {
-		t.Setenv(k, "")
-	}
+	exampletest.CleanEnv(t)
 	dir := t.TempDir()
 	writeFixture(t, dir)
 	args := []string{"--data", dir, "--max-steps", "10", "--batch-size", "8"}

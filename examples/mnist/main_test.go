@@ -15,18 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xladdp/xladdp/examples/internal/exampletest"
-	"github.com/xladdp/xladdp/xla"
 )
 
 func TestMain(m *testing.M) { exampletest.Main(m, "mnist", main) }
-
-func cleanEnv(t *testing.T) {
-	t.Setenv(xla.EnvCacheDir, t.TempDir())
-	for _, env := range []string{"XLADDP_DEVICE", "PJRT_DEVICE", "XLADDP_CPU_DEVICES", "CPU_NUM_DEVICES", "NEURON_NUM_DEVICES",
-		"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"} {
-		t.Setenv(env, "")
-	}
-}
 
 // TestLearnsSpawnedAndResumes trains the CNN spawned on 2 CPU replicas for
 // 2 short epochs: test accuracy passes 90% (chance is 10%), the loss
@@ -34,7 +25,7 @@ func cleanEnv(t *testing.T) {
 // the checkpoint and the plot are written. A third epoch resumed from the
 // checkpoint starts at epoch 2 and keeps learning.
 func TestLearnsSpawnedAndResumes(t *testing.T) {
-	cleanEnv(t)
+	exampletest.CleanEnv(t)
 	dir := t.TempDir()
 	ckpt, plot := filepath.Join(dir, "mnist.safetensors"), filepath.Join(dir, "curves.png")
 	args := []string{"--spawn", "--cpu-devices", "2", "--max-steps", "40", "--checkpoint", ckpt, "--test-batch-size", "2000"}
@@ -72,7 +63,7 @@ func TestLearnsSpawnedAndResumes(t *testing.T) {
 // TestUnderDdprun trains 2 ranks in 2 processes under ddprun: rank 0
 // alone reports, and the CNN learns.
 func TestUnderDdprun(t *testing.T) {
-	cleanEnv(t)
+	exampletest.CleanEnv(t)
 	cmd := exec.Command(exampletest.Ddprun(t), append([]string{"--nproc_per_node=2"}, exampletest.Self()...)...)
 	cmd.Env = append(os.Environ(), exampletest.Env("mnist", "--max-steps", "40", "--test-batch-size", "2000")...)
 	out, err := cmd.CombinedOutput()
@@ -87,7 +78,7 @@ func TestUnderDdprun(t *testing.T) {
 }
 
 func TestBadFlags(t *testing.T) {
-	cleanEnv(t)
+	exampletest.CleanEnv(t)
 	for _, tc := range []struct {
 		args []string
 		want string

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/xladdp/xladdp/xla"
 )
 
 // ArgsEnv carries the example's command line to a re-executed test binary.
@@ -56,4 +57,15 @@ func Mpirun(t *testing.T) string {
 		t.Skip("mpirun not found: install Debian's openmpi-bin (make deps does, as root)")
 	}
 	return path
+}
+
+// CleanEnv gives the test its own compile cache and clears what would
+// pick another target, device count or launcher than the test's own.
+func CleanEnv(t *testing.T) {
+	t.Helper()
+	t.Setenv(xla.EnvCacheDir, t.TempDir())
+	for _, env := range []string{"XLADDP_DEVICE", "PJRT_DEVICE", "XLADDP_CPU_DEVICES", "CPU_NUM_DEVICES", "NEURON_NUM_DEVICES",
+		"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"} {
+		t.Setenv(env, "")
+	}
 }
