@@ -79,6 +79,8 @@ func TestUnderDdprun(t *testing.T) {
 
 func TestBadFlags(t *testing.T) {
 	exampletest.CleanEnv(t)
+	halfWritten := filepath.Join(t.TempDir(), "half.safetensors")
+	require.NoError(t, os.WriteFile(halfWritten, []byte{0x40, 0, 0, 0, 0, 0, 0, 0, '{', '"'}, 0o644))
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -93,6 +95,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"--spawn", "--data", "/nonexistent"}, "run `make deps` for MNIST"},
 		{[]string{"--spawn", "--cpu-devices", "0"}, "want a count from 1"},
 		{[]string{"--spawn", "--resume", "--checkpoint", "/nonexistent/c.safetensors", "--max-steps", "1"}, "c.safetensors"},
+		{[]string{"--spawn", "--resume", "--checkpoint", halfWritten, "--max-steps", "1"}, "half.safetensors"},
 		{[]string{"--spawn", "--max-steps", "1", "--plot", filepath.Join(t.TempDir(), "curves.jpg")}, "name a .png file"},
 	} {
 		_, err := run(context.Background(), tc.args, &bytes.Buffer{})
