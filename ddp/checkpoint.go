@@ -23,20 +23,35 @@ import (
 // replica calls it at the same point. An error on rank 0 is every rank's
 // error.
 func SaveCheckpoint(ctx context.Context, path string, c optim.Checkpoint) error {
-	dev, err := checkpointDevice(c.Model)
+	return saveOnRankZero(ctx, c.Model, path, func() error { return optim.SaveCheckpoint(ctx, path, c) })
+}
+
+// SaveStateDict writes m's state dict with torch's names (nn.SaveStateDict:
+// what safetensors.torch.load_file and load_state_dict read) as
+// SaveCheckpoint writes a checkpoint: from global replica 0 only,
+// atomically, returning on every replica once the file is complete. Every
+// replica calls it at the same point.
+func SaveStateDict(ctx context.Context, path string, m nn.Module, metadata map[string]string) error {
+	return saveOnRankZero(ctx, m, path, func() error { return nn.SaveStateDict(ctx, path, m, metadata) })
+}
+
+// saveOnRankZero runs write on global replica 0 and hands its outcome to
+// every replica of the job.
+func saveOnRankZero(ctx context.Context, m nn.Module, path string, write func() error) error {
+	dev, err := checkpointDevice(m)
 	if err != nil {
 		return err
 	}
 	// Materialize on every local replica together, so replica 0 reads
 	// values without a MarkStep the others would have to join.
 	if err := dev.MarkStep(ctx); err != nil {
-		return fmt.Errorf("ddp: SaveCheckpoint: %w", err)
+		return fmt.Errorf("ddp: saving %s: %w", path, err)
 	}
 	g := Default()
-	_, err = hostOnce(ctx, dev, timeoutOf(g), "writing the checkpoint", func() (struct{}, error) {
+	_, err = hostOnce(ctx, dev, timeoutOf(g), "writing "+path, func() (struct{}, error) {
 		var saveErr error
 		if g == nil || g.Rank() == 0 {
-			saveErr = optim.SaveCheckpoint(ctx, path, c)
+			saveErr = write()
 		}
 		return struct{}{}, agreeOnRankZero(ctx, g, saveErr, "saving "+path)
 	})

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/xladdp/xladdp/backend"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/nn"
 	"github.com/xladdp/xladdp/xla/optim"
@@ -190,4 +191,48 @@ func TestLoadCheckpointRefusesDamage(t *testing.T) {
 	c := optim.Checkpoint{Model: model, Optimizer: opt}
 	require.NoError(t, LoadCheckpoint(ctx, good, &c))
 	assert.Equal(t, 3, c.Step)
+}
+
+// TestSaveStateDictFromReplicaZero: two replicas of one process, each
+// with a differently seeded (unwrapped) model, both call SaveStateDict;
+// the file holds replica 0's values under torch's plain names, with the
+// metadata, and loads into a fresh model. A path that cannot be written
+// is every replica's error, naming it.
+func TestSaveStateDictFromReplicaZero(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "model.safetensors")
+	want := make(chan []float32, 1)
+	save := func(path string) func(context.Context, Worker) error {
+		return func(ctx context.Context, w Worker) error {
+			model, err := newModel(w.Device, "toy", 7+uint64(w.Rank), nil)
+			if err != nil {
+				return err
+			}
+			if w.Rank == 0 {
+				v, err := nn.Parameters(model)[0].Float32s(ctx)
+				if err != nil {
+					return err
+				}
+				want <- v
+			}
+			return SaveStateDict(ctx, path, model, map[string]string{"classes": `["a","b"]`})
+		}
+	}
+	require.NoError(t, Spawn(t.Context(), save(path), SpawnOptions{Devices: 2, Backend: backend.Options{Target: backend.CPU}}))
+
+	ctx := xlatest.Context(t)
+	d := xlatest.NewEngine(t, 1).Device(0)
+	fresh, err := newModel(d, "toy", 99, nil)
+	require.NoError(t, err)
+	meta, err := nn.LoadStateDict(path, fresh)
+	require.NoError(t, err, "plain torch names load into the unwrapped model")
+	assert.Equal(t, `["a","b"]`, meta["classes"])
+	got, err := nn.Parameters(fresh)[0].Float32s(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, <-want, got, "the file holds replica 0's values")
+
+	bad := filepath.Join(dir, "missing-dir", "model.safetensors")
+	err = Spawn(t.Context(), save(bad), SpawnOptions{Devices: 2, Backend: backend.Options{Target: backend.CPU}})
+	assert.ErrorContains(t, err, "missing-dir")
+	<-want
 }

@@ -135,6 +135,9 @@ func Decode(name string, data []byte) (File, error) {
 		return fail("truncated: %d bytes, the header length alone needs 8", len(data))
 	}
 	n := binary.LittleEndian.Uint64(data)
+	if (n > MaxHeaderSize || uint64(len(data)-8) < n) && isTorchPickle(data) {
+		return fail("%s", torchConversionHint(name))
+	}
 	if n > MaxHeaderSize {
 		return fail("header length %d exceeds the %d-byte limit (not a safetensors file?)", n, MaxHeaderSize)
 	}

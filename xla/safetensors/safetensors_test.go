@@ -106,6 +106,8 @@ func TestRejectsBadFiles(t *testing.T) {
 			`tensor "a": shape [4294967296 4294967296] of F32 has more bytes than any file`},
 		{"byte size overflows to the data length", withHeader(`{"a":{"dtype":"F64","shape":[2305843009213693952,1],"data_offsets":[0,0]}}`, nil),
 			"has more bytes than any file"},
+		{"torch zip (.pth)", []byte("PK\x03\x04\x00\x00\x08\x08archive/data.pkl"), "this is a PyTorch file (torch.save's .pth/.pt format), not safetensors; convert its state dict once with\n  python3 -c 'import sys, torch;"},
+		{"legacy torch pickle", []byte{0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19, 0x2e}, "not safetensors; convert"},
 		{"negative dimension", withHeader(`{"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,0]}}`, nil), "negative dimension"},
 	}
 	require.Equal(t, 464, headerLen, "fixture header length")
@@ -121,6 +123,8 @@ func TestRejectsBadFiles(t *testing.T) {
 	assert.ErrorContains(t, err, `tensor "a": 4 bytes for shape [2] of F32 (want 8`)
 	_, err = Encode(File{Tensors: []Tensor{{Name: "a", DType: "F32", Shape: []int{1 << 32, 1 << 32}}}})
 	assert.ErrorContains(t, err, `the shape is invalid`)
+	_, err = Decode("it's.pth", []byte("PK\x03\x04\x00\x00\x08\x08"))
+	assert.ErrorContains(t, err, `sys.argv[2])' 'it'\''s.pth' 'it'\''s.safetensors'`+"\n(pip install torch safetensors) and pass it's.safetensors", "paths are shell-quoted")
 	f, err := Decode("x.safetensors", withHeader(`{"e":{"dtype":"F32","shape":[0,4294967296,4294967296],"data_offsets":[0,0]}}`, nil))
 	require.NoError(t, err, "a zero-size tensor with huge other dimensions is valid")
 	assert.Equal(t, []int{0, 1 << 32, 1 << 32}, f.Tensors[0].Shape)
