@@ -126,6 +126,43 @@ func TestImageFolder(t *testing.T) {
 	assert.ErrorContains(t, err, "no class directories")
 }
 
+// TestImageFolderWalksLikeTorchvision: class directories and images may
+// be symbolic links and images may sit in subdirectories; hidden entries
+// (Jupyter's .ipynb_checkpoints) are no class; a class without images and
+// a link cycle are errors naming them; a dangling link is skipped.
+func TestImageFolderWalksLikeTorchvision(t *testing.T) {
+	elsewhere := t.TempDir()
+	writeImage(t, filepath.Join(elsewhere, "wasps", "w1.png"), 8, 8)
+	writeImage(t, filepath.Join(elsewhere, "a9.png"), 8, 8)
+	root := t.TempDir()
+	writeImage(t, filepath.Join(root, "ants", "a1.png"), 8, 8)
+	writeImage(t, filepath.Join(root, "ants", "more", "a2.png"), 8, 8)
+	writeImage(t, filepath.Join(root, "ants", ".hidden.png"), 8, 8)
+	writeImage(t, filepath.Join(root, ".ipynb_checkpoints", "c.png"), 8, 8)
+	require.NoError(t, os.Symlink(filepath.Join(elsewhere, "wasps"), filepath.Join(root, "wasps")))
+	require.NoError(t, os.Symlink(filepath.Join(elsewhere, "a9.png"), filepath.Join(root, "ants", "a9.png")))
+	require.NoError(t, os.Symlink(filepath.Join(elsewhere, "gone"), filepath.Join(root, "dangling")))
+	f, err := NewImageFolder(root, ImageFolderConfig{Size: 8})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"ants", "wasps"}, f.Classes())
+	assert.Equal(t, []string{filepath.Join(root, "ants", "a1.png"), filepath.Join(root, "ants", "a9.png"),
+		filepath.Join(root, "ants", "more", "a2.png"), filepath.Join(root, "wasps", "w1.png")}, f.files)
+	assert.Equal(t, []int{0, 0, 0, 1}, f.labels)
+	s, err := f.Get(1)
+	require.NoError(t, err, "a linked image reads")
+	assert.Len(t, s.Input, 3*8*8)
+
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "bees", "sub"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "bees", "notes.txt"), nil, 0o644))
+	_, err = NewImageFolder(root, ImageFolderConfig{Size: 8})
+	assert.ErrorContains(t, err, "no .jpg, .jpeg or .png images for the class(es) bees")
+
+	require.NoError(t, os.RemoveAll(filepath.Join(root, "bees")))
+	require.NoError(t, os.Symlink(filepath.Join(root, "ants"), filepath.Join(root, "ants", "more", "loop")))
+	_, err = NewImageFolder(root, ImageFolderConfig{Size: 8})
+	assert.ErrorContains(t, err, "directories deep (a symbolic-link cycle?)")
+}
+
 func TestRandomDataset(t *testing.T) {
 	r, err := NewRandom(10, []int{3}, nil, 4, 1)
 	require.NoError(t, err)

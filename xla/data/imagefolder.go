@@ -33,8 +33,10 @@ type ImageFolderConfig struct {
 }
 
 // ImageFolder is torchvision's ImageFolder: root/<class>/<image> with JPEG
-// or PNG images; classes are the sorted directory names, labels their
-// indices. Inputs are [3, Size, Size].
+// or PNG images, in subdirectories of a class too, symbolic links
+// followed; classes are the sorted directory names, labels their indices.
+// Hidden directories and files are skipped, and a class without images is
+// an error. Inputs are [3, Size, Size].
 type ImageFolder struct {
 	root    string
 	classes []string
@@ -59,30 +61,69 @@ func NewImageFolder(root string, cfg ImageFolderConfig) (*ImageFolder, error) {
 		return nil, fmt.Errorf("data: ImageFolder: %w", err)
 	}
 	f := &ImageFolder{root: root, cfg: cfg}
+	var empty []string
 	for _, e := range entries {
-		if !e.IsDir() {
+		dir := filepath.Join(root, e.Name())
+		// Hidden directories (.ipynb_checkpoints, which Jupyter leaves in
+		// SageMaker notebooks' folders) are not classes.
+		if strings.HasPrefix(e.Name(), ".") || !isDir(dir, e) {
 			continue
-		}
-		images, err := os.ReadDir(filepath.Join(root, e.Name()))
-		if err != nil {
-			return nil, fmt.Errorf("data: ImageFolder: %w", err)
 		}
 		label := len(f.classes)
 		f.classes = append(f.classes, e.Name())
-		for _, img := range images {
-			if !img.IsDir() && slices.Contains(imageExtensions, strings.ToLower(filepath.Ext(img.Name()))) {
-				f.files = append(f.files, filepath.Join(root, e.Name(), img.Name()))
-				f.labels = append(f.labels, label)
-			}
+		before := len(f.files)
+		if err := f.addImages(dir, label, 0); err != nil {
+			return nil, err
+		}
+		if len(f.files) == before {
+			empty = append(empty, e.Name())
 		}
 	}
 	if len(f.classes) == 0 {
 		return nil, fmt.Errorf("data: ImageFolder %s: no class directories (want root/<class>/<image>.jpg)", root)
 	}
-	if len(f.files) == 0 {
-		return nil, fmt.Errorf("data: ImageFolder %s: no .jpg, .jpeg or .png images in %d class directories", root, len(f.classes))
+	if len(empty) > 0 {
+		return nil, fmt.Errorf("data: ImageFolder %s: no .jpg, .jpeg or .png images for the class(es) %s (every class directory needs one)", root, strings.Join(empty, ", "))
 	}
 	return f, nil
+}
+
+// maxFolderDepth bounds the walk under a class directory, which follows
+// symbolic links as torchvision's does, so a link cycle ends.
+const maxFolderDepth = 16
+
+// addImages adds the images under dir and its subdirectories, sorted.
+func (f *ImageFolder) addImages(dir string, label, depth int) error {
+	if depth > maxFolderDepth {
+		return fmt.Errorf("data: ImageFolder: %s is more than %d directories deep (a symbolic-link cycle?)", dir, maxFolderDepth)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("data: ImageFolder: %w", err)
+	}
+	for _, e := range entries {
+		path := filepath.Join(dir, e.Name())
+		switch {
+		case strings.HasPrefix(e.Name(), "."):
+		case isDir(path, e):
+			if err := f.addImages(path, label, depth+1); err != nil {
+				return err
+			}
+		case slices.Contains(imageExtensions, strings.ToLower(filepath.Ext(e.Name()))):
+			f.files = append(f.files, path)
+			f.labels = append(f.labels, label)
+		}
+	}
+	return nil
+}
+
+// isDir reports whether e, at path, is a directory or a link to one.
+func isDir(path string, e os.DirEntry) bool {
+	if e.Type()&os.ModeSymlink == 0 {
+		return e.IsDir()
+	}
+	info, err := os.Stat(path)
+	return err == nil && info.IsDir()
 }
 
 // Classes returns the class names in label order.

@@ -1,0 +1,180 @@
+// Command finetune is the SageMaker notebook's task: fine-tune an
+// ImageNet ResNet-18 on an ImageFolder of a few classes (the ants/bees
+// "hymenoptera" layout, train/<class>/*.jpg and val/<class>/*.jpg),
+// replacing its fc layer for the folder's classes, with torchvision's
+// transfer-learning recipe (RandomResizedCrop + flip, SGD lr 0.001
+// momentum 0.9, StepLR(7, 0.1)) and the validation accuracy each epoch.
+//
+//	finetune --spawn --data hymenoptera_data --pretrained resnet18.safetensors
+//	ddprun --nproc_per_node=2 finetune --data hymenoptera_data --pretrained resnet18.safetensors
+//
+// The pretrained weights are a safetensors state dict with torchvision's
+// names; torchvision's own are written by
+//
+//	python3 -c "import torchvision; from safetensors.torch import save_file; save_file(torchvision.models.resnet18(weights='IMAGENET1K_V1').state_dict(), 'resnet18.safetensors')"
+//
+// Under SageMaker the train and val channels ($SM_CHANNEL_TRAIN,
+// $SM_CHANNEL_VAL), the hyperparameters ($SM_HPS) and the model directory
+// ($SM_MODEL_DIR, which gets model.safetensors) are read when present.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/xladdp/xladdp/ddp"
+	"github.com/xladdp/xladdp/examples/internal/cmdline"
+	"github.com/xladdp/xladdp/xla"
+	"github.com/xladdp/xladdp/xla/data"
+	"github.com/xladdp/xladdp/xla/safetensors"
+)
+
+type config struct {
+	launch                          ddp.LaunchOptions
+	epochs, batchSize, imageSize    int
+	stepSize, maxSteps, logInterval int
+	lr, momentum, gamma             float64
+	seed                            uint64
+	dataDir, trainDir, valDir       string
+	pretrained, modelDir            string
+	checkpoint, plot                string
+	resume, metrics                 bool
+}
+
+// result is what rank 0 measured.
+type result struct {
+	Accuracy, FinalLoss float64
+	Epochs, Samples     int
+	Trained             time.Duration
+	Classes             []string
+	Loaded              int // tensors taken from --pretrained
+	ResumedAt           int
+}
+
+func main() {
+	cmdline.Main("finetune", func(ctx context.Context, args []string, out io.Writer) error {
+		_, err := run(ctx, args, out)
+		return err
+	})
+}
+
+func parse(args []string, out io.Writer) (config, error) {
+	var c config
+	fs, launch := cmdline.FlagSet("finetune", out)
+	fs.StringVar(&c.dataDir, "data", "hymenoptera_data", "folder with train/<class>/*.jpg and val/<class>/*.jpg")
+	fs.StringVar(&c.trainDir, "train", os.Getenv("SM_CHANNEL_TRAIN"), "training ImageFolder (default $SM_CHANNEL_TRAIN, else DATA/train)")
+	fs.StringVar(&c.valDir, "val", os.Getenv("SM_CHANNEL_VAL"), "validation ImageFolder (default $SM_CHANNEL_VAL, else DATA/val)")
+	fs.StringVar(&c.pretrained, "pretrained", "", "ResNet-18 weights to start from: a safetensors state dict with torchvision's names (its fc is replaced)")
+	fs.StringVar(&c.modelDir, "model-dir", os.Getenv("SM_MODEL_DIR"), "write the fine-tuned model.safetensors here at the end, on rank 0 (default $SM_MODEL_DIR)")
+	fs.IntVar(&c.epochs, "epochs", 3, "epochs to train")
+	fs.IntVar(&c.batchSize, "batch-size", 4, "batch size per replica")
+	fs.IntVar(&c.imageSize, "image-size", 224, "side of the square crops the network sees (validation resizes to 256/224 of it first)")
+	fs.Float64Var(&c.lr, "lr", 0.001, "SGD learning rate")
+	fs.Float64Var(&c.momentum, "momentum", 0.9, "SGD momentum")
+	fs.IntVar(&c.stepSize, "step-size", 7, "StepLR: epochs between learning-rate decays")
+	fs.Float64Var(&c.gamma, "gamma", 0.1, "StepLR: the decay factor")
+	fs.Uint64Var(&c.seed, "seed", 1, "seed of the new fc layer (the whole model without --pretrained), the augmentation and the data order")
+	fs.IntVar(&c.maxSteps, "max-steps", 0, "stop each epoch after this many steps (0: the whole epoch)")
+	fs.IntVar(&c.logInterval, "log-interval", 10, "steps between progress lines when the output is not a terminal")
+	fs.StringVar(&c.checkpoint, "checkpoint", "", "save a checkpoint (safetensors) here after each epoch, on rank 0")
+	fs.BoolVar(&c.resume, "resume", false, "continue from --checkpoint")
+	fs.BoolVar(&c.metrics, "metrics", false, "print xla.MetricsReport() at the end")
+	fs.StringVar(&c.plot, "plot", "", "draw the loss and accuracy curves to this PNG file")
+	if err := cmdline.SageMakerHyperparameters(fs, os.Getenv("SM_HPS")); err != nil {
+		return c, err
+	}
+	if err := cmdline.Parse(fs, args); err != nil {
+		return c, err
+	}
+	c.launch = *launch
+	if c.trainDir == "" {
+		c.trainDir = filepath.Join(c.dataDir, "train")
+	}
+	if c.valDir == "" {
+		c.valDir = filepath.Join(c.dataDir, "val")
+	}
+	switch {
+	case c.epochs < 1 || c.batchSize < 1 || c.stepSize < 1 || c.logInterval < 1:
+		return c, errors.New("--epochs, --batch-size, --step-size and --log-interval must be positive")
+	case c.imageSize < 32 || c.imageSize > 4096:
+		return c, fmt.Errorf("--image-size=%d: ResNet-18 needs 32 to 4096 pixels", c.imageSize)
+	case c.maxSteps < 0:
+		return c, fmt.Errorf("--max-steps=%d: cannot be negative", c.maxSteps)
+	case !(c.lr > 0) || !(c.momentum >= 0 && c.momentum < 1) || !(c.gamma > 0 && c.gamma <= 1):
+		return c, fmt.Errorf("--lr=%g must be positive, --momentum=%g in [0, 1) and --gamma=%g in (0, 1]", c.lr, c.momentum, c.gamma)
+	case c.resume && c.checkpoint == "":
+		return c, errors.New("--resume needs --checkpoint FILE")
+	}
+	return c, nil
+}
+
+// folders opens the training and validation ImageFolders with
+// torchvision's transfer-learning transforms and checks they have the
+// same classes.
+func folders(c config) (train, val *data.ImageFolder, err error) {
+	train, err = data.NewImageFolder(c.trainDir, data.ImageFolderConfig{
+		Transforms: []data.Transform{data.RandomResizedCrop{Size: c.imageSize}, data.RandomHorizontalFlip{P: 0.5}},
+		Size:       c.imageSize, Mean: data.ImageNetMean, Std: data.ImageNetStd, Seed: c.seed,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("the training images: %w; give --data DIR with train/<class>/*.jpg and val/<class>/*.jpg, or --train and --val (SageMaker: the train and val channels)", err)
+	}
+	val, err = data.NewImageFolder(c.valDir, data.ImageFolderConfig{
+		Transforms: []data.Transform{data.Resize{Size: (c.imageSize*256 + 112) / 224}, data.CenterCrop{Size: c.imageSize}},
+		Size:       c.imageSize, Mean: data.ImageNetMean, Std: data.ImageNetStd,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("the validation images: %w; give --val DIR (or DATA/val) with the training set's classes", err)
+	}
+	if !slices.Equal(train.Classes(), val.Classes()) {
+		return nil, nil, fmt.Errorf("%s has classes %q but %s has %q: they must be the same folders", c.trainDir, train.Classes(), c.valDir, val.Classes())
+	}
+	return train, val, nil
+}
+
+func run(ctx context.Context, args []string, out io.Writer) (result, error) {
+	c, err := parse(args, out)
+	if err != nil {
+		return result{}, err
+	}
+	trainSet, valSet, err := folders(c)
+	if err != nil {
+		return result{}, err
+	}
+	var weights safetensors.File
+	if c.pretrained != "" {
+		// Read once, before any replica starts: a bad file fails the job
+		// with its own message instead of each replica's.
+		if weights, err = safetensors.ReadFile(c.pretrained); err != nil {
+			return result{}, err
+		}
+	}
+	if c.modelDir != "" {
+		if err := os.MkdirAll(c.modelDir, 0o755); err != nil {
+			return result{}, fmt.Errorf("--model-dir: %w", err)
+		}
+	}
+	classes, err := json.Marshal(trainSet.Classes())
+	if err != nil {
+		return result{}, err
+	}
+	xla.ResetMetrics()
+	res := result{Classes: trainSet.Classes()}
+	err = ddp.Launch(ctx, func(ctx context.Context, w ddp.Worker) error {
+		j := job{cfg: c, worker: w, train: trainSet, val: valSet, weights: weights, classes: string(classes), out: out}
+		r, err := j.run(ctx)
+		if w.Rank == 0 {
+			r.Classes = res.Classes
+			res = r
+		}
+		return err
+	}, c.launch)
+	return res, err
+}

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/xladdp/xladdp/ddp"
+	"github.com/xladdp/xladdp/examples/internal/report"
+	"github.com/xladdp/xladdp/xla"
+	"github.com/xladdp/xladdp/xla/data"
+	"github.com/xladdp/xladdp/xla/nn"
+	"github.com/xladdp/xladdp/xla/optim"
+	"github.com/xladdp/xladdp/xla/safetensors"
+)
+
+// job is one replica's fine-tuning.
+type job struct {
+	cfg        config
+	worker     ddp.Worker
+	train, val *data.ImageFolder
+	weights    safetensors.File // empty without --pretrained
+	classes    string           // JSON, for the model file
+	out        io.Writer
+}
+
+// model builds ResNet-18 with fc for the folder's classes and loads the
+// pretrained backbone.
+func (j *job) model(log *slog.Logger) (*nn.ResNet, int, error) {
+	classes := len(j.train.Classes())
+	net, err := nn.NewResNet18(j.worker.Device, nn.NewRand(j.cfg.seed), nn.ResNetConfig{NumClasses: classes})
+	if err != nil {
+		return nil, 0, err
+	}
+	if j.cfg.pretrained == "" {
+		if j.worker.Rank == 0 {
+			fmt.Fprintln(j.out, "no --pretrained weights: training ResNet-18 from scratch (fine-tuning wants ImageNet weights; see finetune --help)")
+		}
+		return net, 0, nil
+	}
+	loaded, fileFC, err := loadPretrained(net, j.weights, j.cfg.pretrained)
+	if err != nil {
+		return nil, 0, err
+	}
+	log.Debug("loaded the pretrained backbone", "file", j.cfg.pretrained, "tensors", loaded)
+	if j.worker.Rank == 0 {
+		fmt.Fprintf(j.out, "loaded %d tensors from %s; replaced fc %v with a new one for %d classes %s\n",
+			loaded, j.cfg.pretrained, fileFC, classes, j.classes)
+	}
+	return net, loaded, nil
+}
+
+func (j *job) run(ctx context.Context) (res result, err error) {
+	c, w := j.cfg, j.worker
+	d, rank0 := w.Device, w.Rank == 0
+	log := slog.With("rank", w.Rank)
+	net, loaded, err := j.model(log)
+	if err != nil {
+		return res, err
+	}
+	res.Loaded = loaded
+	model, err := ddp.Wrap(ctx, net)
+	if err != nil {
+		return res, err
+	}
+	defer model.Close()
+	opt, err := optim.NewSGD(nn.Parameters(model), optim.SGDConfig{LR: c.lr, Momentum: c.momentum})
+	if err != nil {
+		return res, err
+	}
+	sched, err := optim.NewStepLR(opt, c.stepSize, c.gamma)
+	if err != nil {
+		return res, err
+	}
+	sampler, err := ddp.NewDistributedSampler(j.train.Len(), ddp.SamplerReplicas(w.WorldSize, w.Rank), ddp.SamplerSeed(c.seed))
+	if err != nil {
+		return res, err
+	}
+	steps := sampler.Len() / c.batchSize
+	if steps == 0 {
+		return res, fmt.Errorf("the %d training images give each of the %d replicas %d, less than one batch of %d: lower --batch-size",
+			j.train.Len(), w.WorldSize, sampler.Len(), c.batchSize)
+	}
+	if c.maxSteps > 0 {
+		steps = min(steps, c.maxSteps)
+	}
+	loader, err := data.NewLoader(j.train, d, data.LoaderConfig{BatchSize: c.batchSize, DropLast: true, Sampler: sampler})
+	if err != nil {
+		return res, err
+	}
+	ck := optim.Checkpoint{Model: model, Optimizer: opt, Metadata: map[string]string{"classes": j.classes}}
+	if c.resume {
+		if err := ddp.LoadCheckpoint(ctx, c.checkpoint, &ck); err != nil {
+			return res, err
+		}
+		if ck.Metadata["classes"] != j.classes {
+			return res, fmt.Errorf("%s was trained on the classes %s, not this folder's %s", c.checkpoint, ck.Metadata["classes"], j.classes)
+		}
+		for range ck.Epoch {
+			sched.Step()
+		}
+		res.ResumedAt = ck.Epoch
+		log.Info("resumed", "checkpoint", c.checkpoint, "epoch", ck.Epoch)
+	}
+	if rank0 {
+		fmt.Fprintf(j.out, "fine-tuning ResNet-18 on %d %s images of %d classes on %d replicas (%s), %d steps of %d per replica an epoch, %d×%d crops, SGD lr %.4g\n",
+			j.train.Len(), j.cfg.trainDir, len(j.train.Classes()), w.WorldSize, d, steps, c.batchSize, c.imageSize, c.imageSize, opt.LR())
+	}
+	curves := report.Curves{Title: "ResNet-18 fine-tuning"}
+	start, done := time.Now(), 0
+	for epoch := ck.Epoch; epoch < c.epochs; epoch++ {
+		nn.Train(model)
+		var progress *report.Progress
+		if rank0 {
+			progress = report.NewProgress(j.out, fmt.Sprintf("epoch %d/%d", epoch+1, c.epochs), steps, c.logInterval)
+		}
+		for batch, err := range loader.Epoch(ctx, epoch) {
+			if err != nil {
+				return res, err
+			}
+			if batch.Index >= steps {
+				break
+			}
+			opt.ZeroGrad()
+			loss := nn.CrossEntropyLoss(model.Forward(batch.Input), batch.Target, nn.ReductionMean)
+			if err := optim.BackwardStep(ctx, loss, opt); err != nil {
+				return res, err
+			}
+			done++
+			if rank0 {
+				if res.FinalLoss, err = loss.Item(ctx); err != nil {
+					return res, err
+				}
+				curves.AddLoss(done, res.FinalLoss)
+				progress.Step(batch.Index+1, res.FinalLoss, c.batchSize*w.WorldSize)
+			}
+		}
+		progress.Done()
+		sched.Step()
+		if res.Accuracy, err = report.Accuracy(ctx, net, d, j.val, c.batchSize); err != nil {
+			return res, err
+		}
+		res.Epochs = epoch + 1
+		if rank0 {
+			curves.AddAccuracy(epoch+1, res.Accuracy)
+			fmt.Fprintf(j.out, "epoch %d: val accuracy %.2f%% (%d images), last loss %.4f, next lr %.4g\n",
+				epoch+1, 100*res.Accuracy, j.val.Len(), res.FinalLoss, opt.LR())
+		}
+		if c.checkpoint != "" {
+			ck.Epoch = epoch + 1
+			if err := ddp.SaveCheckpoint(ctx, c.checkpoint, ck); err != nil {
+				return res, err
+			}
+		}
+	}
+	res.Trained = time.Since(start)
+	res.Samples = done * c.batchSize * w.WorldSize
+	if c.modelDir != "" {
+		path := filepath.Join(c.modelDir, "model.safetensors")
+		meta := map[string]string{"classes": j.classes, "image_size": strconv.Itoa(c.imageSize), "val_accuracy": strconv.FormatFloat(res.Accuracy, 'f', 4, 64)}
+		if err := ddp.SaveStateDict(ctx, path, net, meta); err != nil {
+			return res, err
+		}
+		if rank0 {
+			fmt.Fprintf(j.out, "wrote %s\n", path)
+		}
+	}
+	if rank0 {
+		m := xla.GetMetrics()
+		fmt.Fprintf(j.out, "done: %d epoch(s), val accuracy %.2f%%, final loss %.4f, %v training, %.1f samples/s, programs: %d compiled, %d from the disk cache\n",
+			res.Epochs, 100*res.Accuracy, res.FinalLoss, res.Trained.Round(time.Millisecond),
+			float64(res.Samples)/max(res.Trained.Seconds(), 1e-9), m.Compilations, m.PersistentCacheHits)
+		if c.metrics {
+			fmt.Fprint(j.out, xla.MetricsReport())
+		}
+		if c.plot != "" {
+			if err := curves.WritePNG(c.plot); err != nil {
+				return res, err
+			}
+			fmt.Fprintf(j.out, "wrote %s\n", c.plot)
+		}
+	}
+	return res, nil
+}
