@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -19,7 +20,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xladdp/xladdp/examples/internal/exampletest"
+	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/nn"
+	"github.com/xladdp/xladdp/xla/optim"
+	"github.com/xladdp/xladdp/xla/safetensors"
 	"github.com/xladdp/xladdp/xla/xlatest"
 )
 
@@ -141,4 +145,134 @@ func TestLearnsUnderSageMakerThenFineTunesUnderDdprun(t *testing.T) {
 	}
 	_, err = run(t.Context(), []string{"--spawn", "--data", other, "--image-size", "32", "--epochs", "5", "--checkpoint", ckpt, "--resume"}, &bytes.Buffer{})
 	assert.ErrorContains(t, err, `was trained on the classes ["ants","bees"], not this folder's ["bees","wasps"]`)
+}
+
+// TestLoadPretrained: a torchvision-named ImageNet state dict (fc for
+// 1000 classes) gives a 2-class model every tensor but fc, which keeps
+// its fresh initialisation; our checkpoint's "model." names load too;
+// a file of another network, another stem or no tensors is an error that
+// says what is wrong, and a failed load changes nothing.
+func TestLoadPretrained(t *testing.T) {
+	ctx := xlatest.Context(t)
+	d := xlatest.NewEngine(t, 1).Device(0)
+	dir := t.TempDir()
+	imagenet, err := nn.NewResNet18(d, nn.NewRand(5), nn.ResNetConfig{NumClasses: 1000})
+	require.NoError(t, err)
+	torchFile := filepath.Join(dir, "resnet18.safetensors")
+	require.NoError(t, nn.SaveStateDict(ctx, torchFile, imagenet, nil))
+	ckptFile := filepath.Join(dir, "ckpt.safetensors")
+	require.NoError(t, optim.SaveCheckpoint(ctx, ckptFile, optim.Checkpoint{Model: imagenet}))
+	cifar, err := nn.NewResNet18(d, nn.NewRand(5), nn.ResNetConfig{NumClasses: 1000, CIFAR: true})
+	require.NoError(t, err)
+	cifarFile := filepath.Join(dir, "cifar.safetensors")
+	require.NoError(t, nn.SaveStateDict(ctx, cifarFile, cifar, nil))
+	mnist, err := nn.NewMNISTNet(d, nn.NewRand(5))
+	require.NoError(t, err)
+	mnistFile := filepath.Join(dir, "mnist.safetensors")
+	require.NoError(t, nn.SaveStateDict(ctx, mnistFile, mnist, nil))
+	edited, err := safetensors.ReadFile(torchFile)
+	require.NoError(t, err)
+	edited.Tensors = slices.DeleteFunc(edited.Tensors, func(t safetensors.Tensor) bool { return t.Name == "layer1.0.bn1.bias" })
+	edited.Tensors = append(edited.Tensors, safetensors.Tensor{Name: "extra.weight", DType: "F32", Shape: []int{1}, Data: make([]byte, 4)})
+	editedFile := filepath.Join(dir, "edited.safetensors")
+	require.NoError(t, safetensors.WriteFile(editedFile, edited))
+	emptyFile := filepath.Join(dir, "empty.safetensors")
+	require.NoError(t, safetensors.WriteFile(emptyFile, safetensors.File{}))
+
+	values := func(m nn.Module, name string) []float32 {
+		for _, n := range nn.StateDict(m) {
+			if n.Name == name {
+				v, err := n.Tensor.Cast(xla.Float32).Float32s(ctx)
+				require.NoError(t, err)
+				return v
+			}
+		}
+		t.Fatalf("no %s", name)
+		return nil
+	}
+	for _, file := range []string{torchFile, ckptFile} {
+		net, err := nn.NewResNet18(d, nn.NewRand(1), nn.ResNetConfig{NumClasses: 2})
+		require.NoError(t, err)
+		fresh := values(net, "fc.weight")
+		weights, err := safetensors.ReadFile(file)
+		require.NoError(t, err)
+		loaded, fileFC, err := loadPretrained(net, weights, file)
+		require.NoError(t, err, file)
+		assert.Equal(t, 120, loaded, "122 state dict entries but fc.weight and fc.bias")
+		assert.Equal(t, []int{1000, 512}, fileFC)
+		for _, name := range []string{"conv1.weight", "layer4.1.bn2.running_var", "layer3.0.downsample.0.weight", "bn1.num_batches_tracked"} {
+			assert.Equal(t, values(imagenet, name), values(net, name), "%s from %s", name, file)
+		}
+		assert.Equal(t, fresh, values(net, "fc.weight"), "fc keeps its new initialisation")
+		assert.Equal(t, []int{2, 512}, net.FC.Weight.Dims())
+	}
+
+	for _, tc := range []struct{ file, want string }{
+		{cifarFile, "mis-shaped: conv1.weight (file F32[64 3 3 3], model F32[64 3 7 7])"},
+		{mnistFile, "is not a ResNet-18 state dict: it has no conv1.weight (want torchvision's names)"},
+		{editedFile, "does not match: missing: layer1.0.bn1.bias; unexpected: extra.weight"},
+		{emptyFile, "is not a ResNet-18 state dict: it has no conv1.weight"},
+	} {
+		net, err := nn.NewResNet18(d, nn.NewRand(1), nn.ResNetConfig{NumClasses: 2})
+		require.NoError(t, err)
+		before := values(net, "conv1.weight")
+		weights, err := safetensors.ReadFile(tc.file)
+		require.NoError(t, err)
+		_, _, err = loadPretrained(net, weights, tc.file)
+		assert.ErrorContains(t, err, tc.want)
+		assert.ErrorContains(t, err, tc.file)
+		assert.Equal(t, before, values(net, "conv1.weight"), "a failed load changed the model")
+	}
+}
+
+// TestBadInputs: every hostile input is an error that says what to do,
+// before any training starts.
+func TestBadInputs(t *testing.T) {
+	exampletest.CleanEnv(t)
+	root := t.TempDir()
+	writeFolder(t, root, 2)
+	tiny := filepath.Join(root, "train")
+	pth := filepath.Join(t.TempDir(), "resnet18.pth")
+	require.NoError(t, os.WriteFile(pth, []byte("PK\x03\x04\x14\x00\x08\x08\x08\x00archive/data.pkl"), 0o644))
+	otherClasses := t.TempDir()
+	writeFolder(t, otherClasses, 2)
+	require.NoError(t, os.Rename(filepath.Join(otherClasses, "val", "bees"), filepath.Join(otherClasses, "val", "wasps")))
+	corrupt := t.TempDir()
+	writeFolder(t, corrupt, 2)
+	require.NoError(t, os.WriteFile(filepath.Join(corrupt, "train", "ants", "ants_0.jpg"), []byte("\xff\xd8 half a jpeg"), 0o644))
+	notADir := filepath.Join(t.TempDir(), "file")
+	require.NoError(t, os.WriteFile(notADir, nil, 0o644))
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"no data", []string{"--data", filepath.Join(root, "none")}, nil, "the training images: data: ImageFolder: open " + filepath.Join(root, "none", "train")},
+		{"no data says what to give", []string{"--data", filepath.Join(root, "none")}, nil, "give --data DIR with train/<class>/*.jpg and val/<class>/*.jpg, or --train and --val"},
+		{"no val", []string{"--train", tiny, "--val", filepath.Join(root, "nope")}, nil, "the validation images"},
+		{"other classes", []string{"--data", otherClasses}, nil, `has classes ["ants" "bees"] but ` + filepath.Join(otherClasses, "val") + ` has ["ants" "wasps"]`},
+		{"a .pth file", []string{"--data", root, "--pretrained", pth}, nil, "this is a PyTorch file (torch.save's .pth/.pt format), not safetensors; convert its state dict once with"},
+		{"missing weights", []string{"--data", root, "--pretrained", filepath.Join(root, "none.safetensors")}, nil, "no such file"},
+		{"model dir is a file", []string{"--data", root, "--model-dir", notADir}, nil, "--model-dir"},
+		{"fewer images than a batch", []string{"--data", root, "--spawn", "--batch-size", "4", "--image-size", "32"}, nil, "the 4 training images give each of the 2 replicas 2, less than one batch of 4"},
+		{"corrupt image", []string{"--data", corrupt, "--spawn", "--batch-size", "1", "--image-size", "32"}, nil, filepath.Join("ants", "ants_0.jpg") + ": unreadable image"},
+		{"tiny images", []string{"--image-size", "16"}, nil, "--image-size=16"},
+		{"zero epochs", []string{"--epochs", "0"}, nil, "must be positive"},
+		{"momentum 1", []string{"--momentum", "1"}, nil, "--momentum=1"},
+		{"NaN lr", []string{"--lr", "NaN"}, nil, "--lr=NaN"},
+		{"resume without checkpoint", []string{"--resume"}, nil, "--resume needs --checkpoint"},
+		{"argument", []string{"extra"}, nil, `unexpected argument "extra"`},
+		{"misspelt hyperparameter", nil, map[string]string{"SM_HPS": `{"epoch": 2}`}, `$SM_HPS: hyperparameter "epoch" is not a flag of finetune`},
+		{"half-written SM_HPS", nil, map[string]string{"SM_HPS": `{"epochs": `}, "want a JSON object of hyperparameters"},
+		{"empty channel", nil, map[string]string{"SM_CHANNEL_TRAIN": t.TempDir()}, "no class directories"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			_, err := run(t.Context(), tc.args, &bytes.Buffer{})
+			assert.ErrorContains(t, err, tc.want)
+		})
+	}
 }
