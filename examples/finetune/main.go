@@ -15,7 +15,8 @@
 //
 // Under SageMaker the train and val channels ($SM_CHANNEL_TRAIN,
 // $SM_CHANNEL_VAL), the hyperparameters ($SM_HPS) and the model directory
-// ($SM_MODEL_DIR, which gets model.safetensors) are read when present.
+// ($SM_MODEL_DIR, which gets resnet18.safetensors: torchvision's names,
+// the classes in its metadata) are read when present.
 package main
 
 import (
@@ -35,6 +36,9 @@ import (
 	"github.com/xladdp/xladdp/xla/data"
 	"github.com/xladdp/xladdp/xla/safetensors"
 )
+
+// modelFile is the fine-tuned model's name in --model-dir.
+const modelFile = "resnet18.safetensors"
 
 type config struct {
 	launch                          ddp.LaunchOptions
@@ -72,7 +76,7 @@ func parse(args []string, out io.Writer) (config, error) {
 	fs.StringVar(&c.trainDir, "train", os.Getenv("SM_CHANNEL_TRAIN"), "training ImageFolder (default $SM_CHANNEL_TRAIN, else DATA/train)")
 	fs.StringVar(&c.valDir, "val", os.Getenv("SM_CHANNEL_VAL"), "validation ImageFolder (default $SM_CHANNEL_VAL, else DATA/val)")
 	fs.StringVar(&c.pretrained, "pretrained", "", "ResNet-18 weights to start from: a safetensors state dict with torchvision's names (its fc is replaced)")
-	fs.StringVar(&c.modelDir, "model-dir", os.Getenv("SM_MODEL_DIR"), "write the fine-tuned model.safetensors here at the end, on rank 0 (default $SM_MODEL_DIR)")
+	fs.StringVar(&c.modelDir, "model-dir", os.Getenv("SM_MODEL_DIR"), "write the fine-tuned "+modelFile+" here at the end, on rank 0 (default $SM_MODEL_DIR)")
 	fs.IntVar(&c.epochs, "epochs", 3, "epochs to train")
 	fs.IntVar(&c.batchSize, "batch-size", 4, "batch size per replica")
 	fs.IntVar(&c.imageSize, "image-size", 224, "side of the square crops the network sees (validation resizes to 256/224 of it first)")
@@ -111,6 +115,8 @@ func parse(args []string, out io.Writer) (config, error) {
 		return c, fmt.Errorf("--lr=%g must be positive, --momentum=%g in [0, 1) and --gamma=%g in (0, 1]", c.lr, c.momentum, c.gamma)
 	case c.resume && c.checkpoint == "":
 		return c, errors.New("--resume needs --checkpoint FILE")
+	case c.modelDir != "" && c.checkpoint != "" && filepath.Clean(c.checkpoint) == filepath.Join(c.modelDir, modelFile):
+		return c, fmt.Errorf("--checkpoint %s is where the fine-tuned model goes (--model-dir): give the checkpoint another name", c.checkpoint)
 	}
 	return c, nil
 }

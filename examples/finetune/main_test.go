@@ -31,7 +31,7 @@ func TestMain(m *testing.M) { exampletest.Main(m, "finetune", main) }
 
 // writeFolder writes an ants/bees ImageFolder: train/ with perClass
 // images and val/ with half as many, of random sizes (36 to 71 pixels a
-// side), JPEG and PNG. Ants are dark red with noise, bees yellow with
+// side), JPEG and PNG, the same on every call. Ants are dark red with noise, bees yellow with
 // black vertical stripes, so a network can tell them apart from any crop.
 func writeFolder(t *testing.T, root string, perClass int) {
 	t.Helper()
@@ -55,11 +55,14 @@ func writeFolder(t *testing.T, root string, perClass int) {
 		}
 		return img
 	}
-	for split, n := range map[string]int{"train": perClass, "val": perClass / 2} {
+	for _, split := range []struct {
+		name string
+		n    int
+	}{{"train", perClass}, {"val", perClass / 2}} {
 		for _, class := range []string{"ants", "bees"} {
-			dir := filepath.Join(root, split, class)
+			dir := filepath.Join(root, split.name, class)
 			require.NoError(t, os.MkdirAll(dir, 0o755))
-			for i := range n {
+			for i := range split.n {
 				var b bytes.Buffer
 				name := fmt.Sprintf("%s_%d.png", class, i)
 				if i%2 == 0 {
@@ -78,12 +81,12 @@ func writeFolder(t *testing.T, root string, perClass int) {
 // path end to end on a fixture folder (chance: 50%):
 //  1. under a SageMaker environment alone (channels, hyperparameters,
 //     model directory; no data flags), 2 spawned replicas train from
-//     scratch for 4 epochs of 6 steps at 32×32 and pass 90% val accuracy;
+//     scratch for 6 epochs of 6 steps at 32×32 and pass 90% val accuracy;
 //     the model, its classes, the checkpoint and the plot are written;
 //  2. as 2 ranks under ddprun, that model is the --pretrained backbone: fc
 //     is replaced, and 2 steps pass 90% again (from scratch 6 steps gave
 //     50%: the backbone is what knows the classes);
-//  3. --resume continues from the checkpoint at epoch 5, and refuses the
+//  3. --resume continues from the checkpoint at epoch 7, and refuses the
 //     checkpoint for a folder of other classes.
 func TestLearnsUnderSageMakerThenFineTunesUnderDdprun(t *testing.T) {
 	exampletest.CleanEnv(t)
@@ -93,18 +96,18 @@ func TestLearnsUnderSageMakerThenFineTunesUnderDdprun(t *testing.T) {
 	t.Setenv("SM_CHANNEL_TRAIN", filepath.Join(dir, "train"))
 	t.Setenv("SM_CHANNEL_VAL", filepath.Join(dir, "val"))
 	t.Setenv("SM_MODEL_DIR", modelDir)
-	t.Setenv("SM_HPS", `{"epochs": 4, "lr": 0.01, "image_size": 32, "sagemaker_program": "finetune"}`)
+	t.Setenv("SM_HPS", `{"epochs": 6, "lr": 0.01, "image_size": 32, "sagemaker_program": "finetune"}`)
 	var out bytes.Buffer
 	res, err := run(t.Context(), []string{"--spawn", "--cpu-devices", "2", "--checkpoint", ckpt, "--plot", plot, "--log-interval", "3"}, &out)
 	require.NoError(t, err, out.String())
 	assert.Equal(t, []string{"ants", "bees"}, res.Classes)
-	assert.Equal(t, 4, res.Epochs)
+	assert.Equal(t, 6, res.Epochs)
 	assert.Greater(t, res.Accuracy, 0.9, out.String())
 	assert.Contains(t, out.String(), "from scratch")
 	assert.Contains(t, out.String(), "6 steps of 4 per replica an epoch, 32×32 crops, SGD lr 0.01")
 	assert.FileExists(t, plot)
 	assert.FileExists(t, ckpt)
-	model := filepath.Join(modelDir, "model.safetensors")
+	model := filepath.Join(modelDir, modelFile)
 	d := xlatest.NewEngine(t, 1).Device(0)
 	saved, err := nn.NewResNet18(d, nn.NewRand(9), nn.ResNetConfig{NumClasses: 2})
 	require.NoError(t, err)
@@ -129,12 +132,12 @@ func TestLearnsUnderSageMakerThenFineTunesUnderDdprun(t *testing.T) {
 	assert.Greater(t, acc, 90.0, "%s", b)
 
 	out.Reset()
-	res, err = run(t.Context(), []string{"--spawn", "--data", dir, "--image-size", "32", "--epochs", "5", "--checkpoint", ckpt, "--resume"}, &out)
+	res, err = run(t.Context(), []string{"--spawn", "--data", dir, "--image-size", "32", "--epochs", "7", "--checkpoint", ckpt, "--resume"}, &out)
 	require.NoError(t, err, out.String())
-	assert.Equal(t, 4, res.ResumedAt)
-	assert.Equal(t, 5, res.Epochs)
-	assert.NotContains(t, out.String(), "epoch 4:")
-	assert.Contains(t, out.String(), "epoch 5: val accuracy")
+	assert.Equal(t, 6, res.ResumedAt)
+	assert.Equal(t, 7, res.Epochs)
+	assert.NotContains(t, out.String(), "epoch 6:")
+	assert.Contains(t, out.String(), "epoch 7: val accuracy")
 
 	other := filepath.Join(t.TempDir(), "other")
 	for _, split := range []string{"train", "val"} {
@@ -143,7 +146,7 @@ func TestLearnsUnderSageMakerThenFineTunesUnderDdprun(t *testing.T) {
 			require.NoError(t, os.Symlink(filepath.Join(dir, split, from), filepath.Join(other, split, to)))
 		}
 	}
-	_, err = run(t.Context(), []string{"--spawn", "--data", other, "--image-size", "32", "--epochs", "5", "--checkpoint", ckpt, "--resume"}, &bytes.Buffer{})
+	_, err = run(t.Context(), []string{"--spawn", "--data", other, "--image-size", "32", "--epochs", "7", "--checkpoint", ckpt, "--resume"}, &bytes.Buffer{})
 	assert.ErrorContains(t, err, `was trained on the classes ["ants","bees"], not this folder's ["bees","wasps"]`)
 }
 
@@ -261,6 +264,7 @@ func TestBadInputs(t *testing.T) {
 		{"zero epochs", []string{"--epochs", "0"}, nil, "must be positive"},
 		{"momentum 1", []string{"--momentum", "1"}, nil, "--momentum=1"},
 		{"NaN lr", []string{"--lr", "NaN"}, nil, "--lr=NaN"},
+		{"checkpoint over the model", []string{"--model-dir", root, "--checkpoint", filepath.Join(root, "resnet18.safetensors")}, nil, "is where the fine-tuned model goes (--model-dir)"},
 		{"resume without checkpoint", []string{"--resume"}, nil, "--resume needs --checkpoint"},
 		{"argument", []string{"extra"}, nil, `unexpected argument "extra"`},
 		{"misspelt hyperparameter", nil, map[string]string{"SM_HPS": `{"epoch": 2}`}, `$SM_HPS: hyperparameter "epoch" is not a flag of finetune`},

@@ -38,7 +38,9 @@ func (j *job) model(log *slog.Logger) (*nn.ResNet, int, error) {
 	}
 	if j.cfg.pretrained == "" {
 		if j.worker.Rank == 0 {
-			fmt.Fprintln(j.out, "no --pretrained weights: training ResNet-18 from scratch (fine-tuning wants ImageNet weights; see finetune --help)")
+			fmt.Fprintln(j.out, "no --pretrained weights: training ResNet-18 from scratch; fine-tuning wants torchvision's ImageNet weights, which\n"+
+				`  python3 -c "import torchvision; from safetensors.torch import save_file; save_file(torchvision.models.resnet18(weights='IMAGENET1K_V1').state_dict(), 'resnet18.safetensors')"`+
+				"\nwrites for --pretrained resnet18.safetensors")
 		}
 		return net, 0, nil
 	}
@@ -160,7 +162,7 @@ func (j *job) run(ctx context.Context) (res result, err error) {
 	res.Trained = time.Since(start)
 	res.Samples = done * c.batchSize * w.WorldSize
 	if c.modelDir != "" {
-		path := filepath.Join(c.modelDir, "model.safetensors")
+		path := filepath.Join(c.modelDir, modelFile)
 		meta := map[string]string{"classes": j.classes, "image_size": strconv.Itoa(c.imageSize), "val_accuracy": strconv.FormatFloat(res.Accuracy, 'f', 4, 64)}
 		if err := ddp.SaveStateDict(ctx, path, net, meta); err != nil {
 			return res, err

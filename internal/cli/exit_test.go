@@ -51,6 +51,7 @@ func TestEveryCommandHelp(t *testing.T) {
 		{"./examples/collectives", "--init-method"},
 		{"./examples/linear", "--batch-size"},
 		{"./examples/cifar10", "--no-ddp"},
+		{"./examples/finetune", "--pretrained"},
 		{"./examples/bench/allreduce", "--procs"},
 	}
 	bin := t.TempDir()
