@@ -1,6 +1,12 @@
 package sagemaker
 
 import (
+	"bytes"
+	"fmt"
+	"image"
+	"image/color"
+	"image/draw"
+	"image/png"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,11 +20,13 @@ import (
 	"github.com/xladdp/xladdp/xla/data"
 )
 
-// build compiles ddprun and the MNIST example into one bin directory.
+// build compiles ddprun and the MNIST and fine-tuning examples into one
+// bin directory.
 func build(t *testing.T) string {
 	t.Helper()
 	bin := t.TempDir()
-	for _, pkg := range []string{"github.com/xladdp/xladdp/ddp/cmd/ddprun", "github.com/xladdp/xladdp/examples/mnist"} {
+	for _, pkg := range []string{"github.com/xladdp/xladdp/ddp/cmd/ddprun", "github.com/xladdp/xladdp/examples/mnist",
+		"github.com/xladdp/xladdp/examples/finetune"} {
 		out, err := exec.Command("go", "build", "-o", bin+"/", pkg).CombinedOutput()
 		require.NoError(t, err, "%s", out)
 	}
@@ -68,4 +76,38 @@ func TestEntryPointFailsTheJob(t *testing.T) {
 	require.ErrorAs(t, err, &exit, "%s", out)
 	assert.NotZero(t, exit.ExitCode())
 	assert.Contains(t, string(out), "--epochs, --batch-size, --test-batch-size and --log-interval must be positive")
+}
+
+// TestEntryPointFineTunes runs the notebook's own task through the same
+// entry point: XLADDP_PROGRAM is the fine-tuning example, the train and
+// val channels hold an ants/bees folder, and both the entry point's
+// checkpoint (model.safetensors) and the fine-tuned model
+// (resnet18.safetensors) land in SM_MODEL_DIR.
+func TestEntryPointFineTunes(t *testing.T) {
+	bin, model, folder := build(t), t.TempDir(), t.TempDir()
+	for _, split := range []struct {
+		name string
+		n    int
+	}{{"train", 8}, {"val", 4}} {
+		for class, c := range map[string]color.RGBA{"ants": {150, 50, 30, 255}, "bees": {220, 190, 30, 255}} {
+			dir := filepath.Join(folder, split.name, class)
+			require.NoError(t, os.MkdirAll(dir, 0o755))
+			for i := range split.n {
+				img := image.NewRGBA(image.Rect(0, 0, 40+i, 48))
+				draw.Draw(img, img.Bounds(), image.NewUniform(c), image.Point{}, draw.Src)
+				var b bytes.Buffer
+				require.NoError(t, png.Encode(&b, img))
+				require.NoError(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("%d.png", i)), b.Bytes(), 0o644))
+			}
+		}
+	}
+	cmd := exec.Command("./train", "--image-size", "32", "--epochs", "1", "--max-steps", "2")
+	cmd.Env = append(sageMakerEnv(t, bin, model), "XLADDP_PROGRAM="+filepath.Join(bin, "finetune"),
+		"SM_CHANNEL_TRAIN="+filepath.Join(folder, "train"), "SM_CHANNEL_VAL="+filepath.Join(folder, "val"), `SM_HPS={"lr": 0.01}`)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	assert.Contains(t, string(out), "[rank0]:epoch 1: val accuracy")
+	assert.Contains(t, string(out), "SGD lr 0.01", "SM_HPS is read")
+	assert.FileExists(t, filepath.Join(model, "model.safetensors"))
+	assert.FileExists(t, filepath.Join(model, "resnet18.safetensors"))
 }
