@@ -112,7 +112,7 @@ func (j *job) run(ctx context.Context) (res result, err error) {
 		fmt.Fprintf(j.out, "fine-tuning ResNet-18 on %d %s images of %d classes on %d replicas (%s), %d steps of %d per replica an epoch, %d×%d crops, SGD lr %.4g\n",
 			j.train.Len(), j.cfg.trainDir, len(j.train.Classes()), w.WorldSize, d, steps, c.batchSize, c.imageSize, c.imageSize, opt.LR())
 	}
-	curves := report.Curves{Title: "ResNet-18 fine-tuning"}
+	curves := report.Curves{Title: "ResNet-18 fine-tuning", AccuracyOf: "val"}
 	start, done := time.Now(), 0
 	for epoch := ck.Epoch; epoch < c.epochs; epoch++ {
 		nn.Train(model)

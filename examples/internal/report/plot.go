@@ -3,8 +3,10 @@ package report
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -18,6 +20,9 @@ import (
 // accuracy (0..1) by epoch when the example measures it.
 type Curves struct {
 	Title string
+	// AccuracyOf names the set the accuracy is measured on ("test" when
+	// empty; "val" for a validation folder).
+	AccuracyOf string
 	// Loss holds (step, loss) points.
 	Loss plotter.XYs
 	// Accuracy holds (epoch, accuracy) points.
@@ -55,8 +60,13 @@ func (c *Curves) WritePNG(path string) error {
 	plots := []*plot.Plot{lossPlot}
 	if len(c.Accuracy) > 0 {
 		accPlot := plot.New()
-		accPlot.Title.Text = c.Title + ": test accuracy"
+		of := c.AccuracyOf
+		if of == "" {
+			of = "test"
+		}
+		accPlot.Title.Text = c.Title + ": " + of + " accuracy"
 		accPlot.X.Label.Text = "epoch"
+		accPlot.X.Tick.Marker = wholeTicks
 		accPlot.Y.Label.Text = "accuracy (%)"
 		pts := make(plotter.XYs, len(c.Accuracy))
 		for i, p := range c.Accuracy {
@@ -91,3 +101,14 @@ func (c *Curves) WritePNG(path string) error {
 	}
 	return os.Rename(tmp.Name(), path)
 }
+
+// wholeTicks marks whole numbers only (epochs), about eight at most.
+var wholeTicks = plot.TickerFunc(func(lo, hi float64) []plot.Tick {
+	first, last := math.Ceil(lo), math.Floor(hi)
+	every := max(1, math.Ceil((last-first)/8))
+	var ticks []plot.Tick
+	for v := first; v <= last; v += every {
+		ticks = append(ticks, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', 0, 64)})
+	}
+	return ticks
+})
