@@ -112,21 +112,22 @@ deps-fashion-mnist:
 		|| { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dataset-fashion-mnist >/dev/null; } \
 		|| fail "apt-get could not install dataset-fashion-mnist"
 
-# Open MPI's mpirun, for the test that runs workers under it.
+# Open MPI: mpirun, for the tests that run workers under it, and the
+# headers and library the mpi backend (-tags mpi) builds against.
 deps-openmpi:
-	@if command -v mpirun >/dev/null; then
-		echo "deps: mpirun is installed"
+	@if command -v mpirun >/dev/null && pkg-config --exists ompi-c 2>/dev/null; then
+		echo "deps: Open MPI (mpirun, libopenmpi-dev) is installed"
 		exit 0
 	fi
 	fail() { echo "deps: $$*" >&2; exit 1; }
 	if [[ "$$(id -u)" != 0 ]]; then
-		echo "deps: mpirun is missing and installing it needs root: run sudo apt-get install openmpi-bin (its test skips until then)" >&2
+		echo "deps: Open MPI is missing and installing it needs root: run sudo apt-get install openmpi-bin libopenmpi-dev pkg-config (its tests skip until then)" >&2
 		exit 0
 	fi
-	echo "deps: installing Debian's openmpi-bin"
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin >/dev/null 2>&1 \
-		|| { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin >/dev/null; } \
-		|| fail "apt-get could not install openmpi-bin"
+	echo "deps: installing Debian's openmpi-bin, libopenmpi-dev and pkg-config"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin libopenmpi-dev pkg-config >/dev/null 2>&1 \
+		|| { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin libopenmpi-dev pkg-config >/dev/null; } \
+		|| fail "apt-get could not install openmpi-bin libopenmpi-dev pkg-config"
 
 # The shared libpython of Debian's python3, which the neuron bootstrap's
 # stand-in test embeds.
@@ -158,6 +159,7 @@ vet:
 	@unformatted="$$(gofmt -l .)"
 	if [[ -n "$$unformatted" ]]; then echo "gofmt needed on: $$unformatted" >&2; exit 1; fi
 	$(GO) vet ./...
+	if pkg-config --exists ompi-c 2>/dev/null; then $(GO) vet -tags mpi ./ddp/mpi/...; fi
 	# backend/internal/pjrtx compiles against its own copy of the PJRT C API
 	# header; it must be the one go-xla's structs were generated from.
 	goxla="$$($(GO) list -m -f '{{.Dir}}' github.com/gomlx/go-xla)"
@@ -175,6 +177,11 @@ FUZZ_TARGETS := FuzzDecodeRequest:./ddp/store:150000x FuzzDecode:./xla/safetenso
 # the way the GPU and Neuron plugins always execute.
 test: deps vet
 	$(GO) test -timeout 9m ./...
+	if pkg-config --exists ompi-c 2>/dev/null; then
+		$(GO) test -tags mpi -timeout 5m ./ddp/mpi/...
+	else
+		echo "test: libopenmpi-dev is missing, so the mpi backend's tests do not run (make deps installs it as root)" >&2
+	fi
 	XLADDP_CPU_EXECUTION=async $(GO) test -timeout 5m ./xla/...
 	$(MAKE) --no-print-directory fuzz
 

@@ -1,0 +1,343 @@
+//go:build mpi
+
+package mpi
+
+/*
+#include <mpi.h>
+#include <stdlib.h>
+static void *xw_in_place2(void) { return MPI_IN_PLACE; }
+static MPI_Request xw_request_null2(void) { return MPI_REQUEST_NULL; }
+*/
+import "C"
+
+import (
+	"fmt"
+	"runtime"
+	"unsafe"
+)
+
+// Request is a nonblocking operation. The buffers it was given stay
+// pinned and must not be touched until Test reports it done or Wait
+// returns.
+type Request struct {
+	call string
+	// req lives in C memory: MPI writes it, and a Go struct holding
+	// pointers (the pinner) may not be handed to C.
+	req    *C.MPI_Request
+	pinner runtime.Pinner
+	// cArrays are C copies of count arrays MPI reads until completion.
+	cArrays []unsafe.Pointer
+	done    bool
+	err     error
+	// recv is set on a receive: the message must fill its buffer.
+	recv *recvCheck
+}
+
+// recvCheck is what a completed receive is checked against.
+type recvCheck struct {
+	count C.int
+	d     Datatype
+}
+
+// checkStatus fails a receive whose message was shorter than its buffer
+// (MPI reports a longer one itself, as MPI_ERR_TRUNCATE).
+func (rc *recvCheck) checkStatus(call string, st *C.MPI_Status) error {
+	if rc == nil {
+		return nil
+	}
+	var got C.int
+	if err := check("MPI_Get_count", C.MPI_Get_count(st, rc.d.mpi(), &got)); err != nil {
+		return err
+	}
+	if got != rc.count {
+		return &Error{Call: call, Code: -1, Text: fmt.Sprintf("received %d elements, want %d (the sender's buffer has another length)", got, rc.count)}
+	}
+	return nil
+}
+
+func (c Comm) start(call string, pin [][]byte, start func(*C.MPI_Request) C.int) (*Request, error) {
+	r := &Request{call: call, req: (*C.MPI_Request)(C.malloc(C.sizeof_MPI_Request))}
+	*r.req = C.xw_request_null2()
+	for _, b := range pin {
+		if len(b) > 0 {
+			r.pinner.Pin(&b[0])
+		}
+	}
+	if err := check(call, start(r.req)); err != nil {
+		r.release()
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *Request) release() {
+	r.pinner.Unpin()
+	C.free(unsafe.Pointer(r.req))
+	r.req = nil
+	for _, p := range r.cArrays {
+		C.free(p)
+	}
+	r.cArrays = nil
+}
+
+// Test is MPI_Test: whether the operation finished (and its error).
+func (r *Request) Test() (bool, error) {
+	if r.done {
+		return true, r.err
+	}
+	var flag C.int
+	var st C.MPI_Status
+	if err := check(r.call+" (MPI_Test)", C.MPI_Test(r.req, &flag, &st)); err != nil {
+		r.done, r.err = true, err
+		r.release()
+		return true, err
+	}
+	if flag != 0 {
+		r.done = true
+		r.err = r.recv.checkStatus(r.call, &st)
+		r.release()
+	}
+	return r.done, r.err
+}
+
+// Wait is MPI_Wait.
+func (r *Request) Wait() error {
+	if r.done {
+		return r.err
+	}
+	r.done = true
+	var st C.MPI_Status
+	if r.err = check(r.call+" (MPI_Wait)", C.MPI_Wait(r.req, &st)); r.err == nil {
+		r.err = r.recv.checkStatus(r.call, &st)
+	}
+	r.release()
+	return r.err
+}
+
+// Allreduce reduces buf across the ranks in place (MPI_Allreduce with
+// MPI_IN_PLACE).
+func (c Comm) Allreduce(buf []byte, d Datatype, op Op) error {
+	n, err := count(buf, d)
+	if err != nil {
+		return err
+	}
+	return check("MPI_Allreduce", C.MPI_Allreduce(C.xw_in_place2(), ptr(buf), n, d.mpi(), op.mpi(d), c.c))
+}
+
+// Iallreduce is Allreduce's nonblocking form.
+func (c Comm) Iallreduce(buf []byte, d Datatype, op Op) (*Request, error) {
+	n, err := count(buf, d)
+	if err != nil {
+		return nil, err
+	}
+	return c.start("MPI_Iallreduce", [][]byte{buf}, func(r *C.MPI_Request) C.int {
+		return C.MPI_Iallreduce(C.xw_in_place2(), ptr(buf), n, d.mpi(), op.mpi(d), c.c, r)
+	})
+}
+
+// Bcast is MPI_Bcast of buf from root.
+func (c Comm) Bcast(buf []byte, d Datatype, root int) error {
+	n, err := count(buf, d)
+	if err != nil {
+		return err
+	}
+	return check("MPI_Bcast", C.MPI_Bcast(ptr(buf), n, d.mpi(), C.int(root), c.c))
+}
+
+// Ibcast is Bcast's nonblocking form.
+func (c Comm) Ibcast(buf []byte, d Datatype, root int) (*Request, error) {
+	n, err := count(buf, d)
+	if err != nil {
+		return nil, err
+	}
+	return c.start("MPI_Ibcast", [][]byte{buf}, func(r *C.MPI_Request) C.int {
+		return C.MPI_Ibcast(ptr(buf), n, d.mpi(), C.int(root), c.c, r)
+	})
+}
+
+// Allgather is MPI_Allgather: out holds every rank's in, in rank order.
+func (c Comm) Allgather(out, in []byte, d Datatype) error {
+	n, err := count(in, d)
+	if err != nil {
+		return err
+	}
+	return check("MPI_Allgather", C.MPI_Allgather(ptr(in), n, d.mpi(), ptr(out), n, d.mpi(), c.c))
+}
+
+// Iallgather is Allgather's nonblocking form.
+func (c Comm) Iallgather(out, in []byte, d Datatype) (*Request, error) {
+	n, err := count(in, d)
+	if err != nil {
+		return nil, err
+	}
+	return c.start("MPI_Iallgather", [][]byte{out, in}, func(r *C.MPI_Request) C.int {
+		return C.MPI_Iallgather(ptr(in), n, d.mpi(), ptr(out), n, d.mpi(), c.c, r)
+	})
+}
+
+// ReduceScatterBlock is MPI_Reduce_scatter_block: out gets this rank's
+// block of the reduction of every rank's in.
+func (c Comm) ReduceScatterBlock(out, in []byte, d Datatype, op Op) error {
+	n, err := count(out, d)
+	if err != nil {
+		return err
+	}
+	return check("MPI_Reduce_scatter_block", C.MPI_Reduce_scatter_block(ptr(in), ptr(out), n, d.mpi(), op.mpi(d), c.c))
+}
+
+// IreduceScatterBlock is ReduceScatterBlock's nonblocking form.
+func (c Comm) IreduceScatterBlock(out, in []byte, d Datatype, op Op) (*Request, error) {
+	n, err := count(out, d)
+	if err != nil {
+		return nil, err
+	}
+	return c.start("MPI_Ireduce_scatter_block", [][]byte{out, in}, func(r *C.MPI_Request) C.int {
+		return C.MPI_Ireduce_scatter_block(ptr(in), ptr(out), n, d.mpi(), op.mpi(d), c.c, r)
+	})
+}
+
+// cInts copies counts and their running displacements to C memory.
+func cInts(counts []int) (cnt, displ *C.int) {
+	n := max(len(counts), 1)
+	cnt = (*C.int)(C.malloc(C.size_t(n) * C.sizeof_int))
+	displ = (*C.int)(C.malloc(C.size_t(n) * C.sizeof_int))
+	cs, ds := unsafe.Slice(cnt, n), unsafe.Slice(displ, n)
+	at := 0
+	for i, k := range counts {
+		cs[i], ds[i] = C.int(k), C.int(at)
+		at += k
+	}
+	return cnt, displ
+}
+
+// Alltoallv is MPI_Alltoallv with element counts: in's first inCounts[0]
+// elements go to rank 0, and so on; out receives outCounts[r] from rank r,
+// in rank order.
+func (c Comm) Alltoallv(out, in []byte, d Datatype, outCounts, inCounts []int) error {
+	sc, sd := cInts(inCounts)
+	rc, rd := cInts(outCounts)
+	defer func() {
+		for _, p := range []*C.int{sc, sd, rc, rd} {
+			C.free(unsafe.Pointer(p))
+		}
+	}()
+	return check("MPI_Alltoallv", C.MPI_Alltoallv(ptr(in), sc, sd, d.mpi(), ptr(out), rc, rd, d.mpi(), c.c))
+}
+
+// Ialltoallv is Alltoallv's nonblocking form.
+func (c Comm) Ialltoallv(out, in []byte, d Datatype, outCounts, inCounts []int) (*Request, error) {
+	sc, sd := cInts(inCounts)
+	rc, rd := cInts(outCounts)
+	arrays := []unsafe.Pointer{unsafe.Pointer(sc), unsafe.Pointer(sd), unsafe.Pointer(rc), unsafe.Pointer(rd)}
+	r, err := c.start("MPI_Ialltoallv", [][]byte{out, in}, func(r *C.MPI_Request) C.int {
+		return C.MPI_Ialltoallv(ptr(in), sc, sd, d.mpi(), ptr(out), rc, rd, d.mpi(), c.c, r)
+	})
+	if err != nil {
+		for _, p := range arrays {
+			C.free(p)
+		}
+		return nil, err
+	}
+	r.cArrays = arrays
+	return r, nil
+}
+
+// Gather is MPI_Gather to root: out (read on root only) holds every
+// rank's in, in rank order.
+func (c Comm) Gather(out, in []byte, d Datatype, root int) error {
+	n, err := count(in, d)
+	if err != nil {
+		return err
+	}
+	return check("MPI_Gather", C.MPI_Gather(ptr(in), n, d.mpi(), ptr(out), n, d.mpi(), C.int(root), c.c))
+}
+
+// Igather is Gather's nonblocking form.
+func (c Comm) Igather(out, in []byte, d Datatype, root int) (*Request, error) {
+	n, err := count(in, d)
+	if err != nil {
+		return nil, err
+	}
+	return c.start("MPI_Igather", [][]byte{out, in}, func(r *C.MPI_Request) C.int {
+		return C.MPI_Igather(ptr(in), n, d.mpi(), ptr(out), n, d.mpi(), C.int(root), c.c, r)
+	})
+}
+
+// Scatter is MPI_Scatter from root: out gets this rank's block of root's
+// in.
+func (c Comm) Scatter(out, in []byte, d Datatype, root int) error {
+	n, err := count(out, d)
+	if err != nil {
+		return err
+	}
+	return check("MPI_Scatter", C.MPI_Scatter(ptr(in), n, d.mpi(), ptr(out), n, d.mpi(), C.int(root), c.c))
+}
+
+// Iscatter is Scatter's nonblocking form.
+func (c Comm) Iscatter(out, in []byte, d Datatype, root int) (*Request, error) {
+	n, err := count(out, d)
+	if err != nil {
+		return nil, err
+	}
+	return c.start("MPI_Iscatter", [][]byte{out, in}, func(r *C.MPI_Request) C.int {
+		return C.MPI_Iscatter(ptr(in), n, d.mpi(), ptr(out), n, d.mpi(), C.int(root), c.c, r)
+	})
+}
+
+// Barrier is MPI_Barrier.
+func (c Comm) Barrier() error { return check("MPI_Barrier", C.MPI_Barrier(c.c)) }
+
+// Ibarrier is MPI_Ibarrier.
+func (c Comm) Ibarrier() (*Request, error) {
+	return c.start("MPI_Ibarrier", nil, func(r *C.MPI_Request) C.int { return C.MPI_Ibarrier(c.c, r) })
+}
+
+// Send is MPI_Send of buf to dst with tag.
+func (c Comm) Send(buf []byte, d Datatype, dst, tag int) error {
+	n, err := count(buf, d)
+	if err != nil {
+		return err
+	}
+	return check("MPI_Send", C.MPI_Send(ptr(buf), n, d.mpi(), C.int(dst), C.int(tag), c.c))
+}
+
+// Isend is Send's nonblocking form.
+func (c Comm) Isend(buf []byte, d Datatype, dst, tag int) (*Request, error) {
+	n, err := count(buf, d)
+	if err != nil {
+		return nil, err
+	}
+	return c.start("MPI_Isend", [][]byte{buf}, func(r *C.MPI_Request) C.int {
+		return C.MPI_Isend(ptr(buf), n, d.mpi(), C.int(dst), C.int(tag), c.c, r)
+	})
+}
+
+// Recv is MPI_Recv into buf from src with tag; a message of another
+// length is an error.
+func (c Comm) Recv(buf []byte, d Datatype, src, tag int) error {
+	n, err := count(buf, d)
+	if err != nil {
+		return err
+	}
+	var st C.MPI_Status
+	if err := check("MPI_Recv", C.MPI_Recv(ptr(buf), n, d.mpi(), C.int(src), C.int(tag), c.c, &st)); err != nil {
+		return err
+	}
+	return (&recvCheck{n, d}).checkStatus("MPI_Recv", &st)
+}
+
+// Irecv is Recv's nonblocking form.
+func (c Comm) Irecv(buf []byte, d Datatype, src, tag int) (*Request, error) {
+	n, err := count(buf, d)
+	if err != nil {
+		return nil, err
+	}
+	r, err := c.start("MPI_Irecv", [][]byte{buf}, func(r *C.MPI_Request) C.int {
+		return C.MPI_Irecv(ptr(buf), n, d.mpi(), C.int(src), C.int(tag), c.c, r)
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.recv = &recvCheck{n, d}
+	return r, nil
+}

@@ -1,0 +1,268 @@
+//go:build mpi
+
+package mpi
+
+/*
+#cgo pkg-config: ompi-c
+#include <mpi.h>
+#include <stdint.h>
+#include <string.h>
+
+static MPI_Comm xw_comm_world(void) { return MPI_COMM_WORLD; }
+static MPI_Comm xw_comm_null(void) { return MPI_COMM_NULL; }
+static MPI_Request xw_request_null(void) { return MPI_REQUEST_NULL; }
+static MPI_Datatype xw_float(void) { return MPI_FLOAT; }
+static MPI_Datatype xw_double(void) { return MPI_DOUBLE; }
+static MPI_Datatype xw_int32(void) { return MPI_INT32_T; }
+static MPI_Datatype xw_int64(void) { return MPI_INT64_T; }
+static MPI_Datatype xw_uint16(void) { return MPI_UINT16_T; }
+static MPI_Op xw_sum(void) { return MPI_SUM; }
+static MPI_Op xw_min(void) { return MPI_MIN; }
+static MPI_Op xw_max(void) { return MPI_MAX; }
+static MPI_Op xw_prod(void) { return MPI_PROD; }
+static void *xw_in_place(void) { return MPI_IN_PLACE; }
+static int xw_errors_return(MPI_Comm c) { return MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN); }
+static int xw_any_source(void) { return MPI_ANY_SOURCE; }
+static int xw_thread_multiple(void) { return MPI_THREAD_MULTIPLE; }
+static int xw_thread_serialized(void) { return MPI_THREAD_SERIALIZED; }
+static int xw_thread_funneled(void) { return MPI_THREAD_FUNNELED; }
+
+// bfloat16 arithmetic: widen to float, combine, round to nearest even
+// (NaN stays a quiet NaN), as ddp's own reduction does.
+static inline float bf16_to_f32(uint16_t v) { uint32_t u = (uint32_t)v << 16; float f; memcpy(&f, &u, 4); return f; }
+static inline uint16_t f32_to_bf16(float f) {
+	uint32_t u; memcpy(&u, &f, 4);
+	if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+	u += 0x7fffu + ((u >> 16) & 1u);
+	return (uint16_t)(u >> 16);
+}
+#define BF16_OP(name, expr) \
+	static void name(void *in, void *inout, int *len, MPI_Datatype *dt) { \
+		uint16_t *a = (uint16_t *)in, *b = (uint16_t *)inout; \
+		for (int i = 0; i < *len; i++) { float x = bf16_to_f32(a[i]), y = bf16_to_f32(b[i]); b[i] = f32_to_bf16(expr); } \
+	}
+BF16_OP(bf16_sum, x + y)
+BF16_OP(bf16_prod, x * y)
+BF16_OP(bf16_min, (x < y || x != x) ? x : y)
+BF16_OP(bf16_max, (x > y || x != x) ? x : y)
+static int xw_bf16_ops(MPI_Op ops[4]) {
+	int err;
+	if ((err = MPI_Op_create(bf16_sum, 1, &ops[0])) != MPI_SUCCESS) return err;
+	if ((err = MPI_Op_create(bf16_min, 1, &ops[1])) != MPI_SUCCESS) return err;
+	if ((err = MPI_Op_create(bf16_max, 1, &ops[2])) != MPI_SUCCESS) return err;
+	return MPI_Op_create(bf16_prod, 1, &ops[3]);
+}
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"unsafe"
+)
+
+// Error is a failed MPI call: the call, its error code and MPI's string.
+type Error struct {
+	Call string
+	Code int
+	Text string
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%s: %s (MPI error %d)", e.Call, e.Text, e.Code) }
+
+// check turns an MPI return code into an *Error.
+func check(call string, code C.int) error {
+	if code == C.MPI_SUCCESS {
+		return nil
+	}
+	return &Error{Call: call, Code: int(code), Text: ErrorString(int(code))}
+}
+
+// ErrorString is MPI_Error_string.
+func ErrorString(code int) string {
+	buf := make([]byte, C.MPI_MAX_ERROR_STRING)
+	var n C.int
+	if C.MPI_Error_string(C.int(code), (*C.char)(unsafe.Pointer(&buf[0])), &n) != C.MPI_SUCCESS {
+		return fmt.Sprintf("unknown MPI error %d", code)
+	}
+	return string(buf[:n])
+}
+
+// ThreadLevel is what MPI_Init_thread provided.
+type ThreadLevel int
+
+// The thread levels ddp cares about.
+var (
+	ThreadFunneled   = ThreadLevel(C.xw_thread_funneled())
+	ThreadSerialized = ThreadLevel(C.xw_thread_serialized())
+	ThreadMultiple   = ThreadLevel(C.xw_thread_multiple())
+)
+
+var (
+	initOnce sync.Once
+	initErr  error
+	level    ThreadLevel
+	bf16Ops  [4]C.MPI_Op
+)
+
+// Init calls MPI_Init_thread asking for MPI_THREAD_MULTIPLE, once per
+// process (MPI cannot be initialised again after MPI_Finalize), and
+// returns the level MPI provided. Errors on MPI_COMM_WORLD are returned,
+// not fatal.
+func Init() (ThreadLevel, error) {
+	initOnce.Do(func() {
+		var provided C.int
+		if initErr = check("MPI_Init_thread", C.MPI_Init_thread(nil, nil, C.xw_thread_multiple(), &provided)); initErr != nil {
+			return
+		}
+		level = ThreadLevel(provided)
+		if initErr = check("MPI_Comm_set_errhandler", C.xw_errors_return(C.xw_comm_world())); initErr != nil {
+			return
+		}
+		initErr = check("MPI_Op_create", C.xw_bf16_ops(&bf16Ops[0]))
+	})
+	return level, initErr
+}
+
+// Initialized reports whether MPI_Init ran and MPI_Finalize did not.
+func Initialized() bool {
+	var init, fin C.int
+	C.MPI_Initialized(&init)
+	C.MPI_Finalized(&fin)
+	return init != 0 && fin == 0
+}
+
+// Finalize is MPI_Finalize; after it no MPI call may be made.
+func Finalize() error { return check("MPI_Finalize", C.MPI_Finalize()) }
+
+// Abort is MPI_Abort on MPI_COMM_WORLD: the whole job ends with code.
+func Abort(code int) { C.MPI_Abort(C.xw_comm_world(), C.int(code)) }
+
+// Comm is a communicator.
+type Comm struct{ c C.MPI_Comm }
+
+// World is MPI_COMM_WORLD.
+func World() Comm { return Comm{C.xw_comm_world()} }
+
+// Dup is MPI_Comm_dup, with errors returned on the copy.
+func (c Comm) Dup() (Comm, error) {
+	var out C.MPI_Comm
+	if err := check("MPI_Comm_dup", C.MPI_Comm_dup(c.c, &out)); err != nil {
+		return Comm{}, err
+	}
+	if err := check("MPI_Comm_set_errhandler", C.xw_errors_return(out)); err != nil {
+		return Comm{}, err
+	}
+	return Comm{out}, nil
+}
+
+// SplitShared is MPI_Comm_split_type(MPI_COMM_TYPE_SHARED): the ranks on
+// this node.
+func (c Comm) SplitShared(key int) (Comm, error) {
+	var out C.MPI_Comm
+	err := check("MPI_Comm_split_type", C.MPI_Comm_split_type(c.c, C.MPI_COMM_TYPE_SHARED, C.int(key), C.MPI_INFO_NULL, &out))
+	return Comm{out}, err
+}
+
+// Free is MPI_Comm_free.
+func (c *Comm) Free() error {
+	if c.c == C.xw_comm_null() {
+		return nil
+	}
+	return check("MPI_Comm_free", C.MPI_Comm_free(&c.c))
+}
+
+// Rank is MPI_Comm_rank.
+func (c Comm) Rank() (int, error) {
+	var r C.int
+	err := check("MPI_Comm_rank", C.MPI_Comm_rank(c.c, &r))
+	return int(r), err
+}
+
+// Size is MPI_Comm_size.
+func (c Comm) Size() (int, error) {
+	var n C.int
+	err := check("MPI_Comm_size", C.MPI_Comm_size(c.c, &n))
+	return int(n), err
+}
+
+// Datatype is an element type.
+type Datatype int
+
+// The element types of ddp's buffers.
+const (
+	Float32 Datatype = iota + 1
+	Float64
+	BFloat16
+	Int32
+	Int64
+)
+
+var sizes = map[Datatype]int{Float32: 4, Float64: 8, BFloat16: 2, Int32: 4, Int64: 8}
+
+// Size is the element size in bytes.
+func (d Datatype) Size() int { return sizes[d] }
+
+func (d Datatype) mpi() C.MPI_Datatype {
+	switch d {
+	case Float32:
+		return C.xw_float()
+	case Float64:
+		return C.xw_double()
+	case Int32:
+		return C.xw_int32()
+	case Int64:
+		return C.xw_int64()
+	}
+	return C.xw_uint16()
+}
+
+// Op is a reduction.
+type Op int
+
+// The reductions (average is a sum the caller divides).
+const (
+	Sum Op = iota + 1
+	Min
+	Max
+	Prod
+)
+
+// mpiOp is op for d: MPI's predefined operation, or for bfloat16 (which
+// MPI has no type for) the user-defined one.
+func (op Op) mpi(d Datatype) C.MPI_Op {
+	if d == BFloat16 {
+		return bf16Ops[op-1]
+	}
+	switch op {
+	case Min:
+		return C.xw_min()
+	case Max:
+		return C.xw_max()
+	case Prod:
+		return C.xw_prod()
+	}
+	return C.xw_sum()
+}
+
+// errBadCount is the error for a buffer whose length is not a whole
+// number of elements or too many for MPI's int counts.
+var errBadCount = errors.New("mpi: buffer length is not a whole number of elements, or more than 2^31-1 of them")
+
+// count is the element count of b.
+func count(b []byte, d Datatype) (C.int, error) {
+	n := len(b) / d.Size()
+	if n*d.Size() != len(b) || n > 1<<31-1 {
+		return 0, errBadCount
+	}
+	return C.int(n), nil
+}
+
+// ptr is b's address, or nil for an empty buffer.
+func ptr(b []byte) unsafe.Pointer {
+	if len(b) == 0 {
+		return nil
+	}
+	return unsafe.Pointer(&b[0])
+}
