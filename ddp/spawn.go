@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -163,25 +164,49 @@ func spawnProcesses(ctx context.Context, n int, opts SpawnOptions) error {
 		cmds[r] = cmd
 		go func() { done <- result{r, cmd.Wait()} }()
 	}
-	var first error
-	for range n {
-		var res result
+	// A failing process often takes its peers down with it, and a peer
+	// can exit first; so the failures within failureGrace of the first
+	// are all reported, in rank order, before the rest are stopped.
+	var failed []result
+	var grace <-chan time.Time
+	for left := n; left > 0; {
 		select {
-		case res = <-done:
+		case res := <-done:
+			left--
+			if res.err != nil {
+				failed = append(failed, res)
+				if grace == nil {
+					grace = time.After(failureGrace)
+				}
+			}
+			continue
 		case <-ctx.Done():
 			stopAll(cmds)
-			for range n {
+			for range left {
 				<-done
 			}
 			return fmt.Errorf("ddp: Spawn: %w", context.Cause(ctx))
+		case <-grace:
 		}
-		if res.err != nil && first == nil {
-			first = fmt.Errorf("ddp: Spawn: process %d: %w", res.rank, res.err)
-			stopAll(cmds)
+		stopAll(cmds)
+		for range left {
+			<-done
 		}
+		break
 	}
-	return first
+	if len(failed) == 0 {
+		return nil
+	}
+	slices.SortFunc(failed, func(a, b result) int { return a.rank - b.rank })
+	msgs := make([]string, len(failed))
+	for i, f := range failed {
+		msgs[i] = fmt.Sprintf("process %d: %v", f.rank, f.err)
+	}
+	return fmt.Errorf("ddp: Spawn: %s: %w", strings.Join(msgs, "; "), failed[0].err)
 }
+
+// failureGrace is how long Spawn gathers failures after the first.
+const failureGrace = time.Second
 
 // visibleGPUs is each spawned process's CUDA_VISIBLE_DEVICES: the r-th
 // entry of the user's list, or r when there is none. A cuda job whose list
