@@ -125,8 +125,9 @@ func spawnDevices(opts SpawnOptions) (int, error) {
 }
 
 // spawnProcesses re-executes the program once per device with torchrun's
-// worker environment and waits for all; the first failure stops the
-// others (SIGTERM, then SIGKILL) and is the error.
+// worker environment and waits for all; a failure stops the others
+// (SIGTERM, then SIGKILL) a second later, and the error names every
+// process that failed by then.
 func spawnProcesses(ctx context.Context, n int, opts SpawnOptions) error {
 	command := opts.Command
 	if len(command) == 0 {
