@@ -28,15 +28,14 @@ import (
 )
 
 type config struct {
-	launch                     ddp.LaunchOptions
-	epochs, batchSize          int
-	maxSteps, logInterval      int
-	lr                         float64
-	seed                       uint64
-	dataDir, checkpoint, plot  string
-	synthetic, noDDP, resume   bool
-	metrics                    bool
-	syntheticTrain, syntheticN int
+	cmdline.Run
+	launch            ddp.LaunchOptions
+	epochs, batchSize int
+	lr                float64
+	seed              uint64
+	dataDir           string
+	synthetic, noDDP  bool
+	syntheticN        int
 }
 
 // result is rank 0's view of the run.
@@ -69,33 +68,24 @@ func parse(args []string, out io.Writer) (config, error) {
 	fs.IntVar(&c.batchSize, "batch-size", 32, "batch size per replica")
 	fs.Float64Var(&c.lr, "lr", 0.01, "SGD learning rate (momentum 0.9)")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the initial model, the augmentation and the data order")
-	fs.IntVar(&c.maxSteps, "max-steps", 0, "stop each epoch after this many steps (0: the whole epoch)")
-	fs.IntVar(&c.logInterval, "log-interval", 20, "steps between progress lines when the output is not a terminal")
+	c.Run.AddFlags(fs, 20)
 	fs.StringVar(&c.dataDir, "data", defaultDataDir(), "directory with CIFAR-10's binary batches (data_batch_1.bin ... test_batch.bin)")
 	fs.BoolVar(&c.synthetic, "synthetic", false, "train on synthetic CIFAR-shaped data")
 	fs.IntVar(&c.syntheticN, "synthetic-samples", 50000, "training samples of the synthetic data (a fifth as many for testing)")
 	fs.BoolVar(&c.noDDP, "no-ddp", false, "the tutorial's baseline: one process, one device, no DDP")
-	fs.StringVar(&c.checkpoint, "checkpoint", "", "save a snapshot (safetensors) here after each epoch, on rank 0")
-	fs.BoolVar(&c.resume, "resume", false, "continue from --checkpoint")
-	fs.BoolVar(&c.metrics, "metrics", false, "print xla.MetricsReport() at the end")
-	fs.StringVar(&c.plot, "plot", "", "draw the loss and accuracy curves to this PNG file")
 	if err := cmdline.Parse(fs, args); err != nil {
 		return c, err
 	}
 	c.launch = *launch
 	switch {
-	case c.epochs < 1 || c.batchSize < 1 || c.logInterval < 1 || c.syntheticN < 1:
+	case c.epochs < 1 || c.batchSize < 1 || c.LogInterval < 1 || c.syntheticN < 1:
 		return c, errors.New("--epochs, --batch-size, --log-interval and --synthetic-samples must be positive")
-	case c.maxSteps < 0:
-		return c, fmt.Errorf("--max-steps=%d: cannot be negative", c.maxSteps)
 	case !(c.lr > 0):
 		return c, fmt.Errorf("--lr=%g: must be positive", c.lr)
-	case c.resume && c.checkpoint == "":
-		return c, errors.New("--resume needs --checkpoint FILE")
 	case c.noDDP && c.launch.Spawn:
 		return c, errors.New("--no-ddp trains one process on one device: leave out --spawn")
 	}
-	return c, nil
+	return c, c.Check()
 }
 
 // datasets opens CIFAR-10, or the synthetic stand-in when asked or when

@@ -57,9 +57,9 @@ func newTrainer(ctx context.Context, c config, w ddp.Worker, trainSet, testSet d
 	if t.loader, err = data.NewLoader(trainSet, w.Device, data.LoaderConfig{BatchSize: c.batchSize, DropLast: true, Sampler: t.sampler}); err != nil {
 		return nil, err
 	}
-	if c.resume {
+	if c.Resume {
 		ck := optim.Checkpoint{Model: t.model, Optimizer: t.opt}
-		if err := ddp.LoadCheckpoint(ctx, c.checkpoint, &ck); err != nil {
+		if err := ddp.LoadCheckpoint(ctx, c.Checkpoint, &ck); err != nil {
 			return nil, err
 		}
 		t.epochsRun = ck.Epoch
@@ -77,15 +77,15 @@ func (t *Trainer) train(ctx context.Context) (res result, err error) {
 	start, steps := time.Now(), 0
 	for epoch := t.epochsRun; epoch < t.cfg.epochs; epoch++ {
 		total := t.sampler.Len() / t.cfg.batchSize
-		if t.cfg.maxSteps > 0 {
-			total = min(total, t.cfg.maxSteps)
+		if t.cfg.MaxSteps > 0 {
+			total = min(total, t.cfg.MaxSteps)
 		}
 		if rank0 {
 			fmt.Fprintf(t.out, "[GPU%d] Epoch %d | Batchsize: %d | Steps: %d\n", t.globalRank, epoch, t.cfg.batchSize, total)
 		}
 		var progress *report.Progress
 		if rank0 {
-			progress = report.NewProgress(t.out, fmt.Sprintf("epoch %d/%d", epoch+1, t.cfg.epochs), total, t.cfg.logInterval)
+			progress = report.NewProgress(t.out, fmt.Sprintf("epoch %d/%d", epoch+1, t.cfg.epochs), total, t.cfg.LogInterval)
 		}
 		nn.Train(t.model)
 		for batch, err := range t.loader.Epoch(ctx, epoch) {
@@ -117,12 +117,12 @@ func (t *Trainer) train(ctx context.Context) (res result, err error) {
 			curves.AddAccuracy(epoch+1, res.Accuracy)
 			fmt.Fprintf(t.out, "epoch %d: test accuracy %.2f%%, last loss %.4f\n", epoch+1, 100*res.Accuracy, res.FinalLoss)
 		}
-		if t.cfg.checkpoint != "" {
+		if t.cfg.Checkpoint != "" {
 			ck := optim.Checkpoint{Model: t.model, Optimizer: t.opt, Epoch: epoch + 1}
 			if t.cfg.noDDP {
-				err = optim.SaveCheckpoint(ctx, t.cfg.checkpoint, ck)
+				err = optim.SaveCheckpoint(ctx, t.cfg.Checkpoint, ck)
 			} else {
-				err = ddp.SaveCheckpoint(ctx, t.cfg.checkpoint, ck)
+				err = ddp.SaveCheckpoint(ctx, t.cfg.Checkpoint, ck)
 			}
 			if err != nil {
 				return res, err
@@ -135,11 +135,11 @@ func (t *Trainer) train(ctx context.Context) (res result, err error) {
 		fmt.Fprintf(t.out, "Total training time: %.2f s (%d replica(s), %d steps, %.0f samples/s; test accuracy %.2f%%; programs: %d compiled, %d from the disk cache)\n",
 			res.Total.Seconds(), t.worldSize, steps, float64(steps*t.cfg.batchSize*t.worldSize)/max(res.Total.Seconds(), 1e-9),
 			100*res.Accuracy, m.Compilations, m.PersistentCacheHits)
-		if t.cfg.metrics {
+		if t.cfg.Metrics {
 			fmt.Fprint(t.out, xla.MetricsReport())
 		}
-		if t.cfg.plot != "" {
-			if err := curves.WritePNG(t.cfg.plot); err != nil {
+		if t.cfg.Plot != "" {
+			if err := curves.WritePNG(t.cfg.Plot); err != nil {
 				return res, err
 			}
 		}

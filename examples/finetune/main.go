@@ -41,15 +41,14 @@ import (
 const modelFile = "resnet18.safetensors"
 
 type config struct {
-	launch                          ddp.LaunchOptions
-	epochs, batchSize, imageSize    int
-	stepSize, maxSteps, logInterval int
-	lr, momentum, gamma             float64
-	seed                            uint64
-	dataDir, trainDir, valDir       string
-	pretrained, modelDir            string
-	checkpoint, plot                string
-	resume, metrics                 bool
+	cmdline.Run
+	launch                       ddp.LaunchOptions
+	epochs, batchSize, imageSize int
+	stepSize                     int
+	lr, momentum, gamma          float64
+	seed                         uint64
+	dataDir, trainDir, valDir    string
+	pretrained, modelDir         string
 }
 
 // result is what rank 0 measured.
@@ -85,12 +84,7 @@ func parse(args []string, out io.Writer) (config, error) {
 	fs.IntVar(&c.stepSize, "step-size", 7, "StepLR: epochs between learning-rate decays")
 	fs.Float64Var(&c.gamma, "gamma", 0.1, "StepLR: the decay factor")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the new fc layer (the whole model without --pretrained), the augmentation and the data order")
-	fs.IntVar(&c.maxSteps, "max-steps", 0, "stop each epoch after this many steps (0: the whole epoch)")
-	fs.IntVar(&c.logInterval, "log-interval", 10, "steps between progress lines when the output is not a terminal")
-	fs.StringVar(&c.checkpoint, "checkpoint", "", "save a checkpoint (safetensors) here after each epoch, on rank 0")
-	fs.BoolVar(&c.resume, "resume", false, "continue from --checkpoint")
-	fs.BoolVar(&c.metrics, "metrics", false, "print xla.MetricsReport() at the end")
-	fs.StringVar(&c.plot, "plot", "", "draw the loss and accuracy curves to this PNG file")
+	c.Run.AddFlags(fs, 10)
 	if err := cmdline.SageMakerHyperparameters(fs, os.Getenv("SM_HPS")); err != nil {
 		return c, err
 	}
@@ -105,20 +99,16 @@ func parse(args []string, out io.Writer) (config, error) {
 		c.valDir = filepath.Join(c.dataDir, "val")
 	}
 	switch {
-	case c.epochs < 1 || c.batchSize < 1 || c.stepSize < 1 || c.logInterval < 1:
+	case c.epochs < 1 || c.batchSize < 1 || c.stepSize < 1 || c.LogInterval < 1:
 		return c, errors.New("--epochs, --batch-size, --step-size and --log-interval must be positive")
 	case c.imageSize < 32 || c.imageSize > 4096:
 		return c, fmt.Errorf("--image-size=%d: ResNet-18 needs 32 to 4096 pixels", c.imageSize)
-	case c.maxSteps < 0:
-		return c, fmt.Errorf("--max-steps=%d: cannot be negative", c.maxSteps)
 	case !(c.lr > 0) || !(c.momentum >= 0 && c.momentum < 1) || !(c.gamma > 0 && c.gamma <= 1):
 		return c, fmt.Errorf("--lr=%g must be positive, --momentum=%g in [0, 1) and --gamma=%g in (0, 1]", c.lr, c.momentum, c.gamma)
-	case c.resume && c.checkpoint == "":
-		return c, errors.New("--resume needs --checkpoint FILE")
-	case c.modelDir != "" && c.checkpoint != "" && filepath.Clean(c.checkpoint) == filepath.Join(c.modelDir, modelFile):
-		return c, fmt.Errorf("--checkpoint %s is where the fine-tuned model goes (--model-dir): give the checkpoint another name", c.checkpoint)
+	case c.modelDir != "" && c.Checkpoint != "" && filepath.Clean(c.Checkpoint) == filepath.Join(c.modelDir, modelFile):
+		return c, fmt.Errorf("--checkpoint %s is where the fine-tuned model goes (--model-dir): give the checkpoint another name", c.Checkpoint)
 	}
-	return c, nil
+	return c, c.Check()
 }
 
 // folders opens the training and validation ImageFolders with

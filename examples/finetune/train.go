@@ -87,26 +87,26 @@ func (j *job) run(ctx context.Context) (res result, err error) {
 		return res, fmt.Errorf("the %d training images give each of the %d replicas %d, less than one batch of %d: lower --batch-size",
 			j.train.Len(), w.WorldSize, sampler.Len(), c.batchSize)
 	}
-	if c.maxSteps > 0 {
-		steps = min(steps, c.maxSteps)
+	if c.MaxSteps > 0 {
+		steps = min(steps, c.MaxSteps)
 	}
 	loader, err := data.NewLoader(j.train, d, data.LoaderConfig{BatchSize: c.batchSize, DropLast: true, Sampler: sampler})
 	if err != nil {
 		return res, err
 	}
 	ck := optim.Checkpoint{Model: model, Optimizer: opt, Metadata: map[string]string{"classes": j.classes}}
-	if c.resume {
-		if err := ddp.LoadCheckpoint(ctx, c.checkpoint, &ck); err != nil {
+	if c.Resume {
+		if err := ddp.LoadCheckpoint(ctx, c.Checkpoint, &ck); err != nil {
 			return res, err
 		}
 		if ck.Metadata["classes"] != j.classes {
-			return res, fmt.Errorf("%s was trained on the classes %s, not this folder's %s", c.checkpoint, ck.Metadata["classes"], j.classes)
+			return res, fmt.Errorf("%s was trained on the classes %s, not this folder's %s", c.Checkpoint, ck.Metadata["classes"], j.classes)
 		}
 		for range ck.Epoch {
 			sched.Step()
 		}
 		res.ResumedAt = ck.Epoch
-		log.Info("resumed", "checkpoint", c.checkpoint, "epoch", ck.Epoch)
+		log.Info("resumed", "checkpoint", c.Checkpoint, "epoch", ck.Epoch)
 	}
 	if rank0 {
 		fmt.Fprintf(j.out, "fine-tuning ResNet-18 on %d %s images of %d classes on %d replicas (%s), %d steps of %d per replica an epoch, %d×%d crops, SGD lr %.4g\n",
@@ -118,7 +118,7 @@ func (j *job) run(ctx context.Context) (res result, err error) {
 		nn.Train(model)
 		var progress *report.Progress
 		if rank0 {
-			progress = report.NewProgress(j.out, fmt.Sprintf("epoch %d/%d", epoch+1, c.epochs), steps, c.logInterval)
+			progress = report.NewProgress(j.out, fmt.Sprintf("epoch %d/%d", epoch+1, c.epochs), steps, c.LogInterval)
 		}
 		for batch, err := range loader.Epoch(ctx, epoch) {
 			if err != nil {
@@ -152,9 +152,9 @@ func (j *job) run(ctx context.Context) (res result, err error) {
 			fmt.Fprintf(j.out, "epoch %d: val accuracy %.2f%% (%d images), last loss %.4f, next lr %.4g\n",
 				epoch+1, 100*res.Accuracy, j.val.Len(), res.FinalLoss, opt.LR())
 		}
-		if c.checkpoint != "" {
+		if c.Checkpoint != "" {
 			ck.Epoch = epoch + 1
-			if err := ddp.SaveCheckpoint(ctx, c.checkpoint, ck); err != nil {
+			if err := ddp.SaveCheckpoint(ctx, c.Checkpoint, ck); err != nil {
 				return res, err
 			}
 		}
@@ -176,14 +176,14 @@ func (j *job) run(ctx context.Context) (res result, err error) {
 		fmt.Fprintf(j.out, "done: %d epoch(s), val accuracy %.2f%%, final loss %.4f, %v training, %.1f samples/s, programs: %d compiled, %d from the disk cache\n",
 			res.Epochs, 100*res.Accuracy, res.FinalLoss, res.Trained.Round(time.Millisecond),
 			float64(res.Samples)/max(res.Trained.Seconds(), 1e-9), m.Compilations, m.PersistentCacheHits)
-		if c.metrics {
+		if c.Metrics {
 			fmt.Fprint(j.out, xla.MetricsReport())
 		}
-		if c.plot != "" {
-			if err := curves.WritePNG(c.plot); err != nil {
+		if c.Plot != "" {
+			if err := curves.WritePNG(c.Plot); err != nil {
 				return res, err
 			}
-			fmt.Fprintf(j.out, "wrote %s\n", c.plot)
+			fmt.Fprintf(j.out, "wrote %s\n", c.Plot)
 		}
 	}
 	return res, nil

@@ -25,13 +25,12 @@ import (
 )
 
 type config struct {
+	cmdline.Run
 	launch                           ddp.LaunchOptions
 	epochs, batchSize, testBatchSize int
-	maxSteps, logInterval            int
 	lr, gamma                        float64
 	seed                             uint64
-	dataDir, checkpoint, plot        string
-	resume, metrics                  bool
+	dataDir                          string
 }
 
 // result is what rank 0 measured.
@@ -61,28 +60,19 @@ func parse(args []string, out io.Writer) (config, error) {
 	fs.Float64Var(&c.lr, "lr", 1.0, "Adadelta learning rate")
 	fs.Float64Var(&c.gamma, "gamma", 0.7, "StepLR's learning-rate decay per epoch")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the initial model and the data order")
-	fs.IntVar(&c.maxSteps, "max-steps", 0, "stop each epoch after this many steps (0: the whole epoch)")
-	fs.IntVar(&c.logInterval, "log-interval", 50, "steps between progress lines when the output is not a terminal")
+	c.Run.AddFlags(fs, 50)
 	fs.StringVar(&c.dataDir, "data", data.DefaultMNISTDir(), "directory with MNIST-format idx files (make deps installs MNIST; Fashion-MNIST works)")
-	fs.StringVar(&c.checkpoint, "checkpoint", "", "save a checkpoint (safetensors) here after each epoch, on rank 0")
-	fs.BoolVar(&c.resume, "resume", false, "continue from --checkpoint")
-	fs.BoolVar(&c.metrics, "metrics", false, "print xla.MetricsReport() at the end")
-	fs.StringVar(&c.plot, "plot", "", "draw the loss and accuracy curves to this PNG file")
 	if err := cmdline.Parse(fs, args); err != nil {
 		return c, err
 	}
 	c.launch = *launch
 	switch {
-	case c.epochs < 1 || c.batchSize < 1 || c.testBatchSize < 1 || c.logInterval < 1:
+	case c.epochs < 1 || c.batchSize < 1 || c.testBatchSize < 1 || c.LogInterval < 1:
 		return c, errors.New("--epochs, --batch-size, --test-batch-size and --log-interval must be positive")
-	case c.maxSteps < 0:
-		return c, fmt.Errorf("--max-steps=%d: cannot be negative", c.maxSteps)
 	case !(c.lr > 0) || !(c.gamma > 0 && c.gamma <= 1):
 		return c, fmt.Errorf("--lr=%g must be positive and --gamma=%g in (0, 1]", c.lr, c.gamma)
-	case c.resume && c.checkpoint == "":
-		return c, errors.New("--resume needs --checkpoint FILE")
 	}
-	return c, nil
+	return c, c.Check()
 }
 
 func run(ctx context.Context, args []string, out io.Writer) (result, error) {
@@ -141,15 +131,15 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 		return res, err
 	}
 	ck := optim.Checkpoint{Model: model, Optimizer: opt}
-	if c.resume {
-		if err := ddp.LoadCheckpoint(ctx, c.checkpoint, &ck); err != nil {
+	if c.Resume {
+		if err := ddp.LoadCheckpoint(ctx, c.Checkpoint, &ck); err != nil {
 			return res, err
 		}
 		for range ck.Epoch {
 			sched.Step() // the learning rate of the epoch it resumes at
 		}
 		res.ResumedAt = ck.Epoch
-		log.Info("resumed", "checkpoint", c.checkpoint, "epoch", ck.Epoch)
+		log.Info("resumed", "checkpoint", c.Checkpoint, "epoch", ck.Epoch)
 	}
 	if rank0 {
 		fmt.Fprintf(out, "training the MNIST CNN on %d replicas (%s), batch %d per replica (global %d), Adadelta lr %.4g, StepLR gamma %g\n",
@@ -160,12 +150,12 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 	for epoch := ck.Epoch; epoch < c.epochs; epoch++ {
 		nn.Train(model)
 		total := sampler.Len() / perReplica
-		if c.maxSteps > 0 {
-			total = min(total, c.maxSteps)
+		if c.MaxSteps > 0 {
+			total = min(total, c.MaxSteps)
 		}
 		var progress *report.Progress
 		if rank0 {
-			progress = report.NewProgress(out, fmt.Sprintf("epoch %d/%d", epoch+1, c.epochs), total, c.logInterval)
+			progress = report.NewProgress(out, fmt.Sprintf("epoch %d/%d", epoch+1, c.epochs), total, c.LogInterval)
 		}
 		for batch, err := range loader.Epoch(ctx, epoch) {
 			if err != nil {
@@ -198,9 +188,9 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 			curves.AddAccuracy(epoch+1, res.Accuracy)
 			fmt.Fprintf(out, "epoch %d: test accuracy %.2f%%, last loss %.4f, next lr %.4g\n", epoch+1, 100*res.Accuracy, res.FinalLoss, opt.LR())
 		}
-		if c.checkpoint != "" {
+		if c.Checkpoint != "" {
 			ck.Epoch = epoch + 1
-			if err := ddp.SaveCheckpoint(ctx, c.checkpoint, ck); err != nil {
+			if err := ddp.SaveCheckpoint(ctx, c.Checkpoint, ck); err != nil {
 				return res, err
 			}
 		}
@@ -212,14 +202,14 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 		fmt.Fprintf(out, "done: %d epoch(s), test accuracy %.2f%%, final loss %.4f, %v training, %.0f samples/s, programs: %d compiled, %d from the disk cache\n",
 			res.Epochs, 100*res.Accuracy, res.FinalLoss, res.Trained.Round(time.Millisecond),
 			float64(res.Samples)/max(res.Trained.Seconds(), 1e-9), res.Compilations, xla.GetMetrics().PersistentCacheHits)
-		if c.metrics {
+		if c.Metrics {
 			fmt.Fprint(out, xla.MetricsReport())
 		}
-		if c.plot != "" {
-			if err := curves.WritePNG(c.plot); err != nil {
+		if c.Plot != "" {
+			if err := curves.WritePNG(c.Plot); err != nil {
 				return res, err
 			}
-			fmt.Fprintf(out, "wrote %s\n", c.plot)
+			fmt.Fprintf(out, "wrote %s\n", c.Plot)
 		}
 	}
 	return res, nil

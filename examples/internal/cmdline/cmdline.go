@@ -6,6 +6,7 @@ package cmdline
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -48,4 +49,36 @@ func Main(name string, run func(ctx context.Context, args []string, out io.Write
 	err := run(ctx, os.Args[1:], os.Stdout)
 	stop()
 	cli.Exit(name, err)
+}
+
+// Run holds the flags every training example shares: how much of each
+// epoch runs, how often progress is printed without a terminal, and what
+// the run leaves behind.
+type Run struct {
+	MaxSteps, LogInterval int
+	Checkpoint, Plot      string
+	Resume, Metrics       bool
+}
+
+// AddFlags adds the shared training flags to fs, to be parsed into r;
+// logEvery is --log-interval's default.
+func (r *Run) AddFlags(fs *pflag.FlagSet, logEvery int) {
+	fs.IntVar(&r.MaxSteps, "max-steps", 0, "stop each epoch after this many steps (0: the whole epoch)")
+	fs.IntVar(&r.LogInterval, "log-interval", logEvery, "steps between progress lines when the output is not a terminal")
+	fs.StringVar(&r.Checkpoint, "checkpoint", "", "save a checkpoint (safetensors) here after each epoch, on rank 0")
+	fs.BoolVar(&r.Resume, "resume", false, "continue from --checkpoint")
+	fs.BoolVar(&r.Metrics, "metrics", false, "print xla.MetricsReport() at the end")
+	fs.StringVar(&r.Plot, "plot", "", "draw the loss and accuracy curves to this PNG file")
+}
+
+// Check refuses what the shared flags cannot mean on their own (the
+// examples check --log-interval with their other sizes).
+func (r Run) Check() error {
+	switch {
+	case r.MaxSteps < 0:
+		return fmt.Errorf("--max-steps=%d: cannot be negative", r.MaxSteps)
+	case r.Resume && r.Checkpoint == "":
+		return errors.New("--resume needs --checkpoint FILE")
+	}
+	return nil
 }
