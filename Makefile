@@ -97,20 +97,28 @@ deps-mnist:
 	mv "$(MNIST_DIR).partial" "$(MNIST_DIR)"
 	echo "deps: installed MNIST in $(MNIST_DIR)"
 
+# apt_install WHAT PACKAGE...: installs Debian packages when root; a user
+# who is not is told the command (the tests that need them skip until
+# then). The one way deps-* install system packages.
+APT_INSTALL = apt_install() { \
+	local what="$$1"; shift; \
+	if [[ "$$(id -u)" != 0 ]]; then \
+		echo "deps: $$what is missing and installing it needs root: run sudo apt-get install $$* (its tests skip until then)" >&2; \
+		return 0; \
+	fi; \
+	echo "deps: installing Debian's $$*"; \
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$$@" >/dev/null 2>&1 \
+		|| { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$$@" >/dev/null; } \
+		|| { echo "deps: apt-get could not install $$*" >&2; return 1; }; \
+	}
+
 deps-fashion-mnist:
 	@if [[ -d "$(FASHION_MNIST_DIR)" ]]; then
 		echo "deps: Fashion-MNIST is installed in $(FASHION_MNIST_DIR)"
 		exit 0
 	fi
-	fail() { echo "deps: $$*" >&2; exit 1; }
-	if [[ "$$(id -u)" != 0 ]]; then
-		echo "deps: Fashion-MNIST is missing and installing it needs root: run sudo apt-get install dataset-fashion-mnist (its tests skip until then)" >&2
-		exit 0
-	fi
-	echo "deps: installing Debian's dataset-fashion-mnist (31 MB)"
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dataset-fashion-mnist >/dev/null 2>&1 \
-		|| { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dataset-fashion-mnist >/dev/null; } \
-		|| fail "apt-get could not install dataset-fashion-mnist"
+	$(APT_INSTALL)
+	apt_install Fashion-MNIST dataset-fashion-mnist
 
 # Open MPI: mpirun, for the tests that run workers under it, and the
 # headers and library the mpi backend (-tags mpi) builds against.
@@ -119,15 +127,8 @@ deps-openmpi:
 		echo "deps: Open MPI (mpirun, libopenmpi-dev) is installed"
 		exit 0
 	fi
-	fail() { echo "deps: $$*" >&2; exit 1; }
-	if [[ "$$(id -u)" != 0 ]]; then
-		echo "deps: Open MPI is missing and installing it needs root: run sudo apt-get install openmpi-bin libopenmpi-dev pkg-config (its tests skip until then)" >&2
-		exit 0
-	fi
-	echo "deps: installing Debian's openmpi-bin, libopenmpi-dev and pkg-config"
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin libopenmpi-dev pkg-config >/dev/null 2>&1 \
-		|| { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin libopenmpi-dev pkg-config >/dev/null; } \
-		|| fail "apt-get could not install openmpi-bin libopenmpi-dev pkg-config"
+	$(APT_INSTALL)
+	apt_install "Open MPI" openmpi-bin libopenmpi-dev pkg-config
 
 # The shared libpython of Debian's python3, which the neuron bootstrap's
 # stand-in test embeds.
@@ -141,16 +142,8 @@ deps-libpython:
 		echo "deps: $$lib is installed"
 		exit 0
 	fi
-	fail() { echo "deps: $$*" >&2; exit 1; }
-	pkg="libpython$$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
-	if [[ "$$(id -u)" != 0 ]]; then
-		echo "deps: $$lib is missing and installing it needs root: run sudo apt-get install $$pkg" >&2
-		exit 0
-	fi
-	echo "deps: installing Debian's $$pkg"
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$$pkg" >/dev/null 2>&1 \
-		|| { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$$pkg" >/dev/null; } \
-		|| fail "apt-get could not install $$pkg"
+	$(APT_INSTALL)
+	apt_install "$$lib" "libpython$$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
 
 build:
 	$(GO) build -o $(BIN)/ ./backend/cmd/... ./ddp/cmd/... ./examples/...
