@@ -57,7 +57,6 @@ type result struct {
 	Epochs, Samples     int
 	Trained             time.Duration
 	Classes             []string
-	Loaded              int // tensors taken from --pretrained
 	ResumedAt           int
 }
 

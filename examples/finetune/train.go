@@ -30,11 +30,11 @@ type job struct {
 
 // model builds ResNet-18 with fc for the folder's classes and loads the
 // pretrained backbone.
-func (j *job) model(log *slog.Logger) (*nn.ResNet, int, error) {
+func (j *job) model(log *slog.Logger) (*nn.ResNet, error) {
 	classes := len(j.train.Classes())
 	net, err := nn.NewResNet18(j.worker.Device, nn.NewRand(j.cfg.seed), nn.ResNetConfig{NumClasses: classes})
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	if j.cfg.pretrained == "" {
 		if j.worker.Rank == 0 {
@@ -42,29 +42,28 @@ func (j *job) model(log *slog.Logger) (*nn.ResNet, int, error) {
 				`  python3 -c "import torchvision; from safetensors.torch import save_file; save_file(torchvision.models.resnet18(weights='IMAGENET1K_V1').state_dict(), 'resnet18.safetensors')"`+
 				"\nwrites for --pretrained resnet18.safetensors")
 		}
-		return net, 0, nil
+		return net, nil
 	}
 	loaded, fileFC, err := loadPretrained(net, j.weights, j.cfg.pretrained)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	log.Debug("loaded the pretrained backbone", "file", j.cfg.pretrained, "tensors", loaded)
 	if j.worker.Rank == 0 {
 		fmt.Fprintf(j.out, "loaded %d tensors from %s; replaced fc %v with a new one for %d classes %s\n",
 			loaded, j.cfg.pretrained, fileFC, classes, j.classes)
 	}
-	return net, loaded, nil
+	return net, nil
 }
 
 func (j *job) run(ctx context.Context) (res result, err error) {
 	c, w := j.cfg, j.worker
 	d, rank0 := w.Device, w.Rank == 0
 	log := slog.With("rank", w.Rank)
-	net, loaded, err := j.model(log)
+	net, err := j.model(log)
 	if err != nil {
 		return res, err
 	}
-	res.Loaded = loaded
 	model, err := ddp.Wrap(ctx, net)
 	if err != nil {
 		return res, err
