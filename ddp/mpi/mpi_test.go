@@ -195,6 +195,17 @@ func worker() (failures []string) {
 	if err := comm.Bcast(make([]byte, 4), Int32, size+3); err == nil || !strings.Contains(err.Error(), "MPI_Bcast: MPI_ERR_ROOT") {
 		fail("bad root: %v", err)
 	}
+	// Empty buffers are valid everywhere; a partial element is refused
+	// before MPI sees it.
+	if err := comm.Allreduce(nil, Float32, Sum); err != nil {
+		fail("empty Allreduce: %v", err)
+	}
+	if err := comm.Allgather(nil, nil, Int64); err != nil {
+		fail("empty Allgather: %v", err)
+	}
+	if err := comm.Allreduce(make([]byte, 6), Float32, Sum); err != errBadCount {
+		fail("partial element: %v", err)
+	}
 	if err := comm.Barrier(); err != nil {
 		fail("Barrier: %v", err)
 	}
