@@ -63,7 +63,7 @@ func (c Comm) start(call string, pin [][]byte, start func(*C.MPI_Request) C.int)
 			r.pinner.Pin(&b[0])
 		}
 	}
-	if err := check(call, start(r.req)); err != nil {
+	if err := do(call, func() C.int { return start(r.req) }); err != nil {
 		r.release()
 		return nil, err
 	}
@@ -87,7 +87,7 @@ func (r *Request) Test() (bool, error) {
 	}
 	var flag C.int
 	var st C.MPI_Status
-	if err := check(r.call+" (MPI_Test)", C.MPI_Test(r.req, &flag, &st)); err != nil {
+	if err := do(r.call+" (MPI_Test)", func() C.int { return C.MPI_Test(r.req, &flag, &st) }); err != nil {
 		r.done, r.err = true, err
 		r.release()
 		return true, err
@@ -107,7 +107,7 @@ func (r *Request) Wait() error {
 	}
 	r.done = true
 	var st C.MPI_Status
-	if r.err = check(r.call+" (MPI_Wait)", C.MPI_Wait(r.req, &st)); r.err == nil {
+	if r.err = do(r.call+" (MPI_Wait)", func() C.int { return C.MPI_Wait(r.req, &st) }); r.err == nil {
 		r.err = r.recv.checkStatus(r.call, &st)
 	}
 	r.release()
@@ -121,7 +121,7 @@ func (c Comm) Allreduce(buf []byte, d Datatype, op Op) error {
 	if err != nil {
 		return err
 	}
-	return check("MPI_Allreduce", C.MPI_Allreduce(C.xw_in_place2(), ptr(buf), n, d.mpi(), op.mpi(d), c.c))
+	return do("MPI_Allreduce", func() C.int { return C.MPI_Allreduce(C.xw_in_place2(), ptr(buf), n, d.mpi(), op.mpi(d), c.c) })
 }
 
 // Iallreduce is Allreduce's nonblocking form.
@@ -141,7 +141,7 @@ func (c Comm) Bcast(buf []byte, d Datatype, root int) error {
 	if err != nil {
 		return err
 	}
-	return check("MPI_Bcast", C.MPI_Bcast(ptr(buf), n, d.mpi(), C.int(root), c.c))
+	return do("MPI_Bcast", func() C.int { return C.MPI_Bcast(ptr(buf), n, d.mpi(), C.int(root), c.c) })
 }
 
 // Ibcast is Bcast's nonblocking form.
@@ -161,7 +161,7 @@ func (c Comm) Allgather(out, in []byte, d Datatype) error {
 	if err != nil {
 		return err
 	}
-	return check("MPI_Allgather", C.MPI_Allgather(ptr(in), n, d.mpi(), ptr(out), n, d.mpi(), c.c))
+	return do("MPI_Allgather", func() C.int { return C.MPI_Allgather(ptr(in), n, d.mpi(), ptr(out), n, d.mpi(), c.c) })
 }
 
 // Iallgather is Allgather's nonblocking form.
@@ -182,7 +182,7 @@ func (c Comm) ReduceScatterBlock(out, in []byte, d Datatype, op Op) error {
 	if err != nil {
 		return err
 	}
-	return check("MPI_Reduce_scatter_block", C.MPI_Reduce_scatter_block(ptr(in), ptr(out), n, d.mpi(), op.mpi(d), c.c))
+	return do("MPI_Reduce_scatter_block", func() C.int { return C.MPI_Reduce_scatter_block(ptr(in), ptr(out), n, d.mpi(), op.mpi(d), c.c) })
 }
 
 // IreduceScatterBlock is ReduceScatterBlock's nonblocking form.
@@ -221,7 +221,7 @@ func (c Comm) Alltoallv(out, in []byte, d Datatype, outCounts, inCounts []int) e
 			C.free(unsafe.Pointer(p))
 		}
 	}()
-	return check("MPI_Alltoallv", C.MPI_Alltoallv(ptr(in), sc, sd, d.mpi(), ptr(out), rc, rd, d.mpi(), c.c))
+	return do("MPI_Alltoallv", func() C.int { return C.MPI_Alltoallv(ptr(in), sc, sd, d.mpi(), ptr(out), rc, rd, d.mpi(), c.c) })
 }
 
 // Ialltoallv is Alltoallv's nonblocking form.
@@ -249,7 +249,7 @@ func (c Comm) Gather(out, in []byte, d Datatype, root int) error {
 	if err != nil {
 		return err
 	}
-	return check("MPI_Gather", C.MPI_Gather(ptr(in), n, d.mpi(), ptr(out), n, d.mpi(), C.int(root), c.c))
+	return do("MPI_Gather", func() C.int { return C.MPI_Gather(ptr(in), n, d.mpi(), ptr(out), n, d.mpi(), C.int(root), c.c) })
 }
 
 // Igather is Gather's nonblocking form.
@@ -270,7 +270,7 @@ func (c Comm) Scatter(out, in []byte, d Datatype, root int) error {
 	if err != nil {
 		return err
 	}
-	return check("MPI_Scatter", C.MPI_Scatter(ptr(in), n, d.mpi(), ptr(out), n, d.mpi(), C.int(root), c.c))
+	return do("MPI_Scatter", func() C.int { return C.MPI_Scatter(ptr(in), n, d.mpi(), ptr(out), n, d.mpi(), C.int(root), c.c) })
 }
 
 // Iscatter is Scatter's nonblocking form.
@@ -285,7 +285,7 @@ func (c Comm) Iscatter(out, in []byte, d Datatype, root int) (*Request, error) {
 }
 
 // Barrier is MPI_Barrier.
-func (c Comm) Barrier() error { return check("MPI_Barrier", C.MPI_Barrier(c.c)) }
+func (c Comm) Barrier() error { return do("MPI_Barrier", func() C.int { return C.MPI_Barrier(c.c) }) }
 
 // Ibarrier is MPI_Ibarrier.
 func (c Comm) Ibarrier() (*Request, error) {
@@ -298,7 +298,7 @@ func (c Comm) Send(buf []byte, d Datatype, dst, tag int) error {
 	if err != nil {
 		return err
 	}
-	return check("MPI_Send", C.MPI_Send(ptr(buf), n, d.mpi(), C.int(dst), C.int(tag), c.c))
+	return do("MPI_Send", func() C.int { return C.MPI_Send(ptr(buf), n, d.mpi(), C.int(dst), C.int(tag), c.c) })
 }
 
 // Isend is Send's nonblocking form.
@@ -320,7 +320,7 @@ func (c Comm) Recv(buf []byte, d Datatype, src, tag int) error {
 		return err
 	}
 	var st C.MPI_Status
-	if err := check("MPI_Recv", C.MPI_Recv(ptr(buf), n, d.mpi(), C.int(src), C.int(tag), c.c, &st)); err != nil {
+	if err := do("MPI_Recv", func() C.int { return C.MPI_Recv(ptr(buf), n, d.mpi(), C.int(src), C.int(tag), c.c, &st) }); err != nil {
 		return err
 	}
 	return (&recvCheck{n, d}).checkStatus("MPI_Recv", &st)

@@ -58,6 +58,8 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"runtime"
+	"strings"
 	"sync"
 	"unsafe"
 )
@@ -77,6 +79,18 @@ func check(call string, code C.int) error {
 		return nil
 	}
 	return &Error{Call: call, Code: int(code), Text: ErrorString(int(code))}
+}
+
+// do runs one MPI call, f, and turns its code into an *Error: on the
+// caller's thread under MPI_THREAD_MULTIPLE, else on MPI's main thread
+// (which also serialises the calls).
+func do(name string, f func() C.int) error {
+	if direct {
+		return check(name, f())
+	}
+	var code C.int
+	onMain(func() { code = f() })
+	return check(name, code)
 }
 
 // ErrorString is MPI_Error_string.
@@ -99,31 +113,113 @@ var (
 	ThreadMultiple   = ThreadLevel(C.xw_thread_multiple())
 )
 
+// ParseThreadLevel reads a thread level by its MPI name: "multiple",
+// "serialized" or "funneled" (MPI_THREAD_ prefix and case optional).
+func ParseThreadLevel(s string) (ThreadLevel, error) {
+	switch strings.TrimPrefix(strings.ToLower(strings.TrimSpace(s)), "mpi_thread_") {
+	case "multiple", "":
+		return ThreadMultiple, nil
+	case "serialized":
+		return ThreadSerialized, nil
+	case "funneled":
+		return ThreadFunneled, nil
+	}
+	return 0, fmt.Errorf("mpi: thread level %q: want multiple, serialized or funneled", s)
+}
+
+func (l ThreadLevel) String() string {
+	switch l {
+	case ThreadMultiple:
+		return "MPI_THREAD_MULTIPLE"
+	case ThreadSerialized:
+		return "MPI_THREAD_SERIALIZED"
+	case ThreadFunneled:
+		return "MPI_THREAD_FUNNELED"
+	}
+	return fmt.Sprintf("MPI thread level %d", int(l))
+}
+
 var (
-	initOnce sync.Once
-	initErr  error
-	level    ThreadLevel
-	bf16Ops  [4]C.MPI_Op
+	initMu    sync.Mutex
+	started   bool
+	finalized bool
+	initErr   error
+	level     ThreadLevel
+	bf16Ops   [4]C.MPI_Op
+	// mainCalls is the queue of MPI's main thread: the goroutine, locked
+	// to its OS thread, that called MPI_Init_thread. MPI_Finalize must
+	// run there, and below MPI_THREAD_MULTIPLE every call does.
+	mainCalls chan func()
+	// direct: MPI provided MPI_THREAD_MULTIPLE, so calls run on the
+	// caller's thread without a hand-off.
+	direct bool
 )
 
-// Init calls MPI_Init_thread asking for MPI_THREAD_MULTIPLE, once per
-// process (MPI cannot be initialised again after MPI_Finalize), and
-// returns the level MPI provided. Errors on MPI_COMM_WORLD are returned,
-// not fatal.
-func Init() (ThreadLevel, error) {
-	initOnce.Do(func() {
-		var provided C.int
-		if initErr = check("MPI_Init_thread", C.MPI_Init_thread(nil, nil, C.xw_thread_multiple(), &provided)); initErr != nil {
-			return
-		}
-		level = ThreadLevel(provided)
-		if initErr = check("MPI_Comm_set_errhandler", C.xw_errors_return(C.xw_comm_world())); initErr != nil {
-			return
-		}
-		initErr = check("MPI_Op_create", C.xw_bf16_ops(&bf16Ops[0]))
-	})
+// Init calls MPI_Init_thread asking for required (ThreadMultiple unless
+// a fabric runs faster with less), once per process, and returns the
+// level MPI provided. Below ThreadMultiple every later call runs on the
+// one goroutine, locked to its OS thread, that initialised MPI; that
+// goroutine lives until Finalize, as MPI's main thread must. Errors on
+// MPI_COMM_WORLD are returned, not fatal. MPI cannot start again after
+// Finalize: a later Init is an error.
+func Init(required ThreadLevel) (ThreadLevel, error) {
+	initMu.Lock()
+	defer initMu.Unlock()
+	if finalized {
+		return 0, errors.New("mpi: MPI_Finalize already ran in this process, and MPI cannot be initialised twice: " +
+			"keep one process group for the whole run")
+	}
+	if started {
+		return level, initErr
+	}
+	started = true
+	mainCalls = make(chan func())
+	ready := make(chan struct{})
+	go mainThread(required, ready)
+	<-ready
 	return level, initErr
 }
+
+// mainThread initialises MPI on its own locked OS thread and then runs
+// the calls handed to it until Finalize closes mainCalls.
+func mainThread(required ThreadLevel, ready chan<- struct{}) {
+	// Never unlocked: when the goroutine ends, so does the thread MPI knew.
+	runtime.LockOSThread()
+	initErr = initialise(required)
+	close(ready)
+	if initErr != nil {
+		return
+	}
+	for f := range mainCalls {
+		f()
+	}
+}
+
+func initialise(required ThreadLevel) error {
+	var provided C.int
+	if err := check("MPI_Init_thread", C.MPI_Init_thread(nil, nil, C.int(required), &provided)); err != nil {
+		return err
+	}
+	level = ThreadLevel(provided)
+	direct = level >= ThreadMultiple
+	if err := check("MPI_Comm_set_errhandler", C.xw_errors_return(C.xw_comm_world())); err != nil {
+		return err
+	}
+	return check("MPI_Op_create", C.xw_bf16_ops(&bf16Ops[0]))
+}
+
+// onMain runs f on MPI's main thread and waits for it.
+func onMain(f func()) {
+	done := make(chan struct{})
+	mainCalls <- func() {
+		defer close(done)
+		f()
+	}
+	<-done
+}
+
+// Level is the thread level MPI provided (0 before Init).
+func Level() ThreadLevel { return level }
 
 // Initialized reports whether MPI_Init ran and MPI_Finalize did not.
 func Initialized() bool {
@@ -133,10 +229,25 @@ func Initialized() bool {
 	return init != 0 && fin == 0
 }
 
-// Finalize is MPI_Finalize; after it no MPI call may be made.
-func Finalize() error { return check("MPI_Finalize", C.MPI_Finalize()) }
+// Finalize is MPI_Finalize, on MPI's main thread, which then ends; after
+// it no MPI call may be made.
+func Finalize() error {
+	initMu.Lock()
+	defer initMu.Unlock()
+	if !started || initErr != nil || finalized {
+		return nil
+	}
+	finalized = true
+	var err error
+	onMain(func() { err = check("MPI_Finalize", C.MPI_Finalize()) })
+	close(mainCalls)
+	return err
+}
 
-// Abort is MPI_Abort on MPI_COMM_WORLD: the whole job ends with code.
+// Abort is MPI_Abort on MPI_COMM_WORLD: the whole job ends with code. It
+// is called from whichever thread notices the failure, whatever the
+// thread level: the main thread may be stuck in the very call that
+// failed to finish, and Open MPI's abort only signals its runtime.
 func Abort(code int) { C.MPI_Abort(C.xw_comm_world(), C.int(code)) }
 
 // Comm is a communicator.
@@ -148,10 +259,10 @@ func World() Comm { return Comm{C.xw_comm_world()} }
 // Dup is MPI_Comm_dup, with errors returned on the copy.
 func (c Comm) Dup() (Comm, error) {
 	var out C.MPI_Comm
-	if err := check("MPI_Comm_dup", C.MPI_Comm_dup(c.c, &out)); err != nil {
+	if err := do("MPI_Comm_dup", func() C.int { return C.MPI_Comm_dup(c.c, &out) }); err != nil {
 		return Comm{}, err
 	}
-	if err := check("MPI_Comm_set_errhandler", C.xw_errors_return(out)); err != nil {
+	if err := do("MPI_Comm_set_errhandler", func() C.int { return C.xw_errors_return(out) }); err != nil {
 		return Comm{}, err
 	}
 	return Comm{out}, nil
@@ -161,7 +272,9 @@ func (c Comm) Dup() (Comm, error) {
 // this node.
 func (c Comm) SplitShared(key int) (Comm, error) {
 	var out C.MPI_Comm
-	err := check("MPI_Comm_split_type", C.MPI_Comm_split_type(c.c, C.MPI_COMM_TYPE_SHARED, C.int(key), C.MPI_INFO_NULL, &out))
+	err := do("MPI_Comm_split_type", func() C.int {
+		return C.MPI_Comm_split_type(c.c, C.MPI_COMM_TYPE_SHARED, C.int(key), C.MPI_INFO_NULL, &out)
+	})
 	return Comm{out}, err
 }
 
@@ -170,20 +283,20 @@ func (c *Comm) Free() error {
 	if c.c == C.xw_comm_null() {
 		return nil
 	}
-	return check("MPI_Comm_free", C.MPI_Comm_free(&c.c))
+	return do("MPI_Comm_free", func() C.int { return C.MPI_Comm_free(&c.c) })
 }
 
 // Rank is MPI_Comm_rank.
 func (c Comm) Rank() (int, error) {
 	var r C.int
-	err := check("MPI_Comm_rank", C.MPI_Comm_rank(c.c, &r))
+	err := do("MPI_Comm_rank", func() C.int { return C.MPI_Comm_rank(c.c, &r) })
 	return int(r), err
 }
 
 // Size is MPI_Comm_size.
 func (c Comm) Size() (int, error) {
 	var n C.int
-	err := check("MPI_Comm_size", C.MPI_Comm_size(c.c, &n))
+	err := do("MPI_Comm_size", func() C.int { return C.MPI_Comm_size(c.c, &n) })
 	return int(n), err
 }
 

@@ -17,7 +17,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-const workerEnv = "XLADDP_MPI_TEST_WORKER"
+const (
+	workerEnv = "XLADDP_MPI_TEST_WORKER"
+	// levelEnv is the thread level a worker asks for.
+	levelEnv = "XLADDP_MPI_TEST_THREADS"
+)
 
 func TestMain(m *testing.M) {
 	if os.Getenv(workerEnv) == "1" {
@@ -55,8 +59,22 @@ func encode(d Datatype, vs []float64) []byte {
 // worker runs every call on this rank and returns what went wrong.
 func worker() (failures []string) {
 	fail := func(format string, args ...any) { failures = append(failures, fmt.Sprintf(format, args...)) }
-	if _, err := Init(); err != nil {
+	required, err := ParseThreadLevel(os.Getenv(levelEnv))
+	if err != nil {
 		return []string{err.Error()}
+	}
+	provided, err := Init(required)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	if provided != required {
+		fail("asked for %v, MPI provided %v", required, provided)
+	}
+	if direct != (provided == ThreadMultiple) {
+		fail("at %v, calls run on the caller's thread: %v", provided, direct)
+	}
+	if !nilDereferencePanics() {
+		fail("a nil dereference after MPI_Init did not become a Go panic")
 	}
 	defer Finalize()
 	comm, err := World().Dup()
@@ -212,6 +230,14 @@ func worker() (failures []string) {
 	return failures
 }
 
+// nilDereferencePanics reports whether Go still turns a SIGSEGV into a
+// panic (Open MPI would take the signal for its own backtrace).
+func nilDereferencePanics() (panicked bool) {
+	defer func() { panicked = recover() != nil }()
+	var p *int
+	return *p == 0
+}
+
 func valuesOf(r, n int) []float64 {
 	out := make([]float64, n)
 	for i := range out {
@@ -232,14 +258,20 @@ func scaled(vs []float64, size int) []float64 {
 
 // TestBindingUnderMpirun runs every call of the binding in 1 to 4 ranks
 // under mpirun, each rank checking results against values it computes
-// itself, for every dtype and reduction, blocking and nonblocking.
+// itself, for every dtype and reduction, blocking and nonblocking; and in
+// 3 ranks at the lower thread levels, where every call is handed to MPI's
+// main thread.
 func TestBindingUnderMpirun(t *testing.T) {
 	mpirun, err := exec.LookPath("mpirun")
 	require.NoError(t, err, "the mpi build needs Open MPI's mpirun (make deps installs it)")
-	for np := 1; np <= 4; np++ {
-		t.Run(fmt.Sprintf("np %d", np), func(t *testing.T) {
+	for _, tc := range []struct {
+		np     int
+		thread string
+	}{{1, "multiple"}, {2, "multiple"}, {3, "multiple"}, {4, "multiple"}, {3, "serialized"}, {3, "funneled"}} {
+		np := tc.np
+		t.Run(fmt.Sprintf("np %d %s", np, tc.thread), func(t *testing.T) {
 			cmd := exec.Command(mpirun, "--allow-run-as-root", "--oversubscribe", "-np", fmt.Sprint(np), os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), workerEnv+"=1")
+			cmd.Env = append(os.Environ(), workerEnv+"=1", levelEnv+"="+tc.thread)
 			out, err := cmd.CombinedOutput()
 			require.NoError(t, err, "%s", out)
 			lines := 0
