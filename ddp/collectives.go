@@ -50,6 +50,12 @@ type sentJob struct {
 // buffer on a same-host group runs on the caller's goroutine when nothing
 // else is queued (shm_fast.go).
 func (g *ProcessGroup) AllReduce(ctx context.Context, buf Buffer, op ReduceOp) error {
+	if g.engine != nil {
+		if err := firstError(checkBuffer("AllReduce", buf), checkOp("AllReduce", op)); err != nil {
+			return err
+		}
+		return g.engineRun(ctx, "AllReduce", &engineCall{kind: opAllReduce, buf: buf, op: op}, g.avgOf(buf, op))
+	}
 	if g.smallPath(buf) && !g.debug && checkBuffer("AllReduce", buf) == nil && checkOp("AllReduce", op) == nil {
 		if ran, err := g.runInline(ctx, "AllReduce", func(seq uint64, deadline time.Time) error {
 			return g.smallAllReduce(ctx, seq, buf, op, deadline)
@@ -71,6 +77,9 @@ func (g *ProcessGroup) AllReduceAsync(buf Buffer, op ReduceOp) *Work {
 	if err := firstError(checkBuffer("AllReduce", buf), checkOp("AllReduce", op)); err != nil {
 		return finished("AllReduce", err)
 	}
+	if g.engine != nil {
+		return g.engineOp(nil, "AllReduce", &engineCall{kind: opAllReduce, buf: buf, op: op}, g.avgOf(buf, op))
+	}
 	return g.submit("AllReduce", func(seq uint64, deadline time.Time) error {
 		if g.smallPath(buf) {
 			if err := g.debugCheck(seq, fmt.Sprintf("AllReduce(%s, %s)", op, buf), deadline); err != nil {
@@ -89,6 +98,15 @@ func (g *ProcessGroup) AllReduceAsync(buf Buffer, op ReduceOp) *Work {
 		}
 		return nil
 	})
+}
+
+// avgOf is what finishes an engine's reduction with op into buf: the
+// division of Avg (nil for the other ops).
+func (g *ProcessGroup) avgOf(buf Buffer, op ReduceOp) func() {
+	if op != Avg {
+		return nil
+	}
+	return func() { finishAvg(buf, g.size) }
 }
 
 func firstError(errs ...error) error {
@@ -201,13 +219,20 @@ func (g *ProcessGroup) ringAllGather(seq uint64, buf Buffer, b []int, owned, ste
 
 // Broadcast copies root's buf into every rank's buf.
 func (g *ProcessGroup) Broadcast(ctx context.Context, buf Buffer, root int) error {
-	return g.BroadcastAsync(buf, root).Wait(ctx)
+	return g.broadcast(ctx, buf, root).Wait(ctx)
 }
 
 // BroadcastAsync is Broadcast without waiting.
-func (g *ProcessGroup) BroadcastAsync(buf Buffer, root int) *Work {
+func (g *ProcessGroup) BroadcastAsync(buf Buffer, root int) *Work { return g.broadcast(nil, buf, root) }
+
+// broadcast is Broadcast; a nil ctx makes it BroadcastAsync (an engine
+// runs the other in its blocking form).
+func (g *ProcessGroup) broadcast(ctx context.Context, buf Buffer, root int) *Work {
 	if err := firstError(checkBuffer("Broadcast", buf), g.checkRank("Broadcast", "root", root)); err != nil {
 		return finished("Broadcast", err)
+	}
+	if g.engine != nil {
+		return g.engineOp(ctx, "Broadcast", &engineCall{kind: opBroadcast, buf: buf, root: root}, nil)
 	}
 	return g.submit("Broadcast", func(seq uint64, deadline time.Time) error {
 		if err := g.checkSame(seq, fmt.Sprintf("Broadcast(root %d, %s)", root, buf), deadline); err != nil {
@@ -287,17 +312,23 @@ func checkLen(op, what string, b Buffer, want int) error {
 // AllGather concatenates every rank's in into out, in rank order
 // (out.Len() = WorldSize × in.Len()).
 func (g *ProcessGroup) AllGather(ctx context.Context, out, in Buffer) error {
-	return g.AllGatherAsync(out, in).Wait(ctx)
+	return g.allGather(ctx, out, in).Wait(ctx)
 }
 
 // AllGatherAsync is AllGather without waiting.
-func (g *ProcessGroup) AllGatherAsync(out, in Buffer) *Work {
+func (g *ProcessGroup) AllGatherAsync(out, in Buffer) *Work { return g.allGather(nil, out, in) }
+
+// allGather is AllGather; a nil ctx makes it AllGatherAsync.
+func (g *ProcessGroup) allGather(ctx context.Context, out, in Buffer) *Work {
 	err := firstError(checkBuffer("AllGather", in), checkLen("AllGather", "out", out, g.size*in.Len()))
 	if err == nil && out.DType != in.DType {
 		err = fmt.Errorf("ddp: AllGather: out is %s but in is %s", out.DType, in.DType)
 	}
 	if err != nil {
 		return finished("AllGather", err)
+	}
+	if g.engine != nil {
+		return g.engineOp(ctx, "AllGather", &engineCall{kind: opAllGather, in: in, out: out}, nil)
 	}
 	return g.submit("AllGather", func(seq uint64, deadline time.Time) error {
 		if err := g.checkSame(seq, fmt.Sprintf("AllGather(%s)", in), deadline); err != nil {
@@ -319,17 +350,25 @@ func (g *ProcessGroup) AllGatherAsync(out, in Buffer) *Work {
 // ReduceScatter reduces in across ranks with op and gives rank r the r-th
 // block (in.Len() = WorldSize × out.Len()); in is left unchanged.
 func (g *ProcessGroup) ReduceScatter(ctx context.Context, out, in Buffer, op ReduceOp) error {
-	return g.ReduceScatterAsync(out, in, op).Wait(ctx)
+	return g.reduceScatter(ctx, out, in, op).Wait(ctx)
 }
 
 // ReduceScatterAsync is ReduceScatter without waiting.
 func (g *ProcessGroup) ReduceScatterAsync(out, in Buffer, op ReduceOp) *Work {
+	return g.reduceScatter(nil, out, in, op)
+}
+
+// reduceScatter is ReduceScatter; a nil ctx makes it ReduceScatterAsync.
+func (g *ProcessGroup) reduceScatter(ctx context.Context, out, in Buffer, op ReduceOp) *Work {
 	err := firstError(checkBuffer("ReduceScatter", in), checkOp("ReduceScatter", op), checkLen("ReduceScatter", "in", in, g.size*out.Len()))
 	if err == nil && out.DType != in.DType {
 		err = fmt.Errorf("ddp: ReduceScatter: out is %s but in is %s", out.DType, in.DType)
 	}
 	if err != nil {
 		return finished("ReduceScatter", err)
+	}
+	if g.engine != nil {
+		return g.engineOp(ctx, "ReduceScatter", &engineCall{kind: opReduceScatter, in: in, out: out, op: op}, g.avgOf(out, op))
 	}
 	return g.submit("ReduceScatter", func(seq uint64, deadline time.Time) error {
 		if err := g.checkSame(seq, fmt.Sprintf("ReduceScatter(%s, %s)", op, in), deadline); err != nil {

@@ -37,6 +37,12 @@ func (g *ProcessGroup) debugCheck(seq uint64, desc string, deadline time.Time) e
 		return err
 	}
 	all[g.rank] = mine
+	return compareFingerprints(seq, all, mine)
+}
+
+// compareFingerprints fails with every rank's description unless all
+// match this rank's.
+func compareFingerprints(seq uint64, all [][]byte, mine []byte) error {
 	same := true
 	for _, f := range all {
 		same = same && bytes.Equal(f, mine)

@@ -55,6 +55,9 @@ type ProcessGroup struct {
 	// sharedMemoryAllReduces counts all-reduces that took the shared-memory
 	// path (SharedMemoryAllReduces).
 	sharedMemoryAllReduces atomic.Int64
+	// engine is set when a library (MPI) runs the operations (engine.go);
+	// then there is no store, peer, shared memory or executor.
+	engine *engineState
 }
 
 // SharedMemoryAllReduces reports how many all-reduces went through the
@@ -78,7 +81,16 @@ func (g *ProcessGroup) LocalRank() int { return g.localRank }
 // LocalWorldSize returns the number of processes on this host.
 func (g *ProcessGroup) LocalWorldSize() int { return g.localWorldSize }
 
-// Store returns the store the group rendezvoused through.
+// Backend returns the group's backend: BackendTCP or BackendMPI.
+func (g *ProcessGroup) Backend() string {
+	if g.engine != nil {
+		return BackendMPI
+	}
+	return BackendTCP
+}
+
+// Store returns the store the group rendezvoused through (nil under the
+// mpi backend, whose launcher did the rendezvous).
 func (g *ProcessGroup) Store() store.Store { return g.store }
 
 // Work is an operation issued asynchronously.
@@ -285,6 +297,12 @@ func (g *ProcessGroup) fail(err error) {
 	}
 	g.broken = err
 	g.mu.Unlock()
+	if g.engine != nil {
+		// Operations in flight cannot be cancelled: they get a grace
+		// period, then the job is aborted.
+		g.engine.expedite(time.Now().Add(engineAbortGrace))
+		return
+	}
 	if g.shm != nil {
 		g.shm.abort(g.rank) // peers waiting in shared memory
 	}
@@ -316,6 +334,11 @@ const storeDrainTimeout = 5 * time.Second
 // it hosted. Shared buffers are released: using one afterwards is an
 // error (ErrGroupClosed), and a slice taken from one before reads zeros
 // instead of faulting.
+//
+// Under the mpi backend, operations already issued still run, since MPI
+// cannot tell the other ranks they were dropped: together they get 5 s to
+// finish before the job is aborted. Destroying the last mpi group
+// finalizes MPI, which cannot start again in that process.
 func (g *ProcessGroup) Destroy() error {
 	g.submitMu.Lock()
 	g.mu.Lock()
@@ -325,11 +348,15 @@ func (g *ProcessGroup) Destroy() error {
 		return nil
 	}
 	g.closed = true
-	if g.broken == nil {
+	if g.broken == nil && g.engine == nil {
 		g.broken = fmt.Errorf("ddp: rank %d: %w: it was destroyed", g.rank, ErrGroupClosed)
 	}
 	g.mu.Unlock()
 	close(g.ops)
+	if g.engine != nil {
+		g.submitMu.Unlock()
+		return g.destroyEngine()
+	}
 	g.submitMu.Unlock()
 	for _, p := range g.peers {
 		if p != nil {

@@ -64,12 +64,18 @@ type Options struct {
 	// (default: $XLADDP_BIND_CPUS=1): for ranks that compute on the CPU,
 	// so their runtimes' thread pools do not contend.
 	BindCPUs bool
+	// Backend carries the operations: BackendTCP ("tcp", the default:
+	// TCP, and shared memory on one host) or BackendMPI ("mpi": Open MPI,
+	// in a program built with -tags mpi and started by mpirun, which gives
+	// the ranks; InitMethod is then unused). Default: $XLADDP_BACKEND.
+	Backend string
 }
 
 // NewOptions returns Options that take everything from the environment.
 func NewOptions() Options {
 	return Options{InitMethod: "env://", Rank: -1, WorldSize: -1, LocalRank: -1, LocalWorldSize: -1,
-		Token: store.TokenFromEnv(), Debug: os.Getenv(EnvDebug) == "1", BindCPUs: os.Getenv(EnvBindCPUs) == "1"}
+		Token: store.TokenFromEnv(), Debug: os.Getenv(EnvDebug) == "1", BindCPUs: os.Getenv(EnvBindCPUs) == "1",
+		Backend: os.Getenv(EnvBackend)}
 }
 
 func envInt(name string) (int, bool, error) {
@@ -94,6 +100,18 @@ func (o *Options) resolve() error {
 	// A wrong init method is the first thing to fix, whatever else is set.
 	if u, err := url.Parse(o.InitMethod); o.InitMethod != "" && (err != nil || (u.Scheme != "env" && u.Scheme != "tcp" && u.Scheme != "file")) {
 		return fmt.Errorf("ddp: init method %q: want env://, tcp://HOST:PORT or file:///shared/file", o.InitMethod)
+	}
+	switch o.Backend = strings.ToLower(strings.TrimSpace(o.Backend)); o.Backend {
+	case "", BackendTCP:
+		o.Backend = BackendTCP
+	case BackendMPI:
+		// The engine's launcher gives the ranks (checkEngineWorld).
+		if o.Timeout <= 0 {
+			o.Timeout = DefaultTimeout
+		}
+		return nil
+	default:
+		return fmt.Errorf("ddp: backend %q: want %s (the default) or %s ($%s)", o.Backend, BackendTCP, BackendMPI, EnvBackend)
 	}
 	for _, f := range []struct {
 		field    *int
@@ -228,6 +246,9 @@ func advertiseIP(routeTo string) string {
 func InitProcessGroup(ctx context.Context, o Options) (*ProcessGroup, error) {
 	if err := o.resolve(); err != nil {
 		return nil, err
+	}
+	if o.Backend != BackendTCP {
+		return initEngineGroup(o)
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()

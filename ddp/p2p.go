@@ -45,11 +45,16 @@ func offsets(splits []int) []int {
 // segment for this rank into out's r-th segment; nil splits mean equal
 // segments (torch's all_to_all_single).
 func (g *ProcessGroup) AllToAllSingle(ctx context.Context, out, in Buffer, outSplits, inSplits []int) error {
-	return g.AllToAllSingleAsync(out, in, outSplits, inSplits).Wait(ctx)
+	return g.allToAllSingle(ctx, out, in, outSplits, inSplits).Wait(ctx)
 }
 
 // AllToAllSingleAsync is AllToAllSingle without waiting.
 func (g *ProcessGroup) AllToAllSingleAsync(out, in Buffer, outSplits, inSplits []int) *Work {
+	return g.allToAllSingle(nil, out, in, outSplits, inSplits)
+}
+
+// allToAllSingle is AllToAllSingle; a nil ctx makes it AllToAllSingleAsync.
+func (g *ProcessGroup) allToAllSingle(ctx context.Context, out, in Buffer, outSplits, inSplits []int) *Work {
 	const op = "AllToAllSingle"
 	if err := firstError(checkBuffer(op, in), checkBuffer(op, out)); err != nil {
 		return finished(op, err)
@@ -64,6 +69,9 @@ func (g *ProcessGroup) AllToAllSingleAsync(out, in Buffer, outSplits, inSplits [
 	outS, err := g.splitsOrEqual(op, "out", out, outSplits)
 	if err != nil {
 		return finished(op, err)
+	}
+	if g.engine != nil {
+		return g.engineOp(ctx, op, &engineCall{kind: opAllToAll, in: in, out: out, inSplits: inS, outSplits: outS}, nil)
 	}
 	inO, outO := offsets(inS), offsets(outS)
 	return g.submit(op, func(seq uint64, deadline time.Time) error {
@@ -92,11 +100,16 @@ func (g *ProcessGroup) AllToAllSingleAsync(out, in Buffer, outSplits, inSplits [
 // Gather collects every rank's in at root into out, in rank order
 // (out.Len() = WorldSize × in.Len() on root; out is unused elsewhere).
 func (g *ProcessGroup) Gather(ctx context.Context, out, in Buffer, root int) error {
-	return g.GatherAsync(out, in, root).Wait(ctx)
+	return g.gather(ctx, out, in, root).Wait(ctx)
 }
 
 // GatherAsync is Gather without waiting.
 func (g *ProcessGroup) GatherAsync(out, in Buffer, root int) *Work {
+	return g.gather(nil, out, in, root)
+}
+
+// gather is Gather; a nil ctx makes it GatherAsync.
+func (g *ProcessGroup) gather(ctx context.Context, out, in Buffer, root int) *Work {
 	const op = "Gather"
 	err := firstError(checkBuffer(op, in), g.checkRank(op, "root", root))
 	if err == nil && g.rank == root {
@@ -104,6 +117,9 @@ func (g *ProcessGroup) GatherAsync(out, in Buffer, root int) *Work {
 	}
 	if err != nil {
 		return finished(op, err)
+	}
+	if g.engine != nil {
+		return g.engineOp(ctx, op, &engineCall{kind: opGather, in: in, out: out, root: root}, nil)
 	}
 	return g.submit(op, func(seq uint64, deadline time.Time) error {
 		if err := g.checkSame(seq, fmt.Sprintf("Gather(root %d, %s)", root, in), deadline); err != nil {
@@ -135,11 +151,16 @@ func (g *ProcessGroup) GatherAsync(out, in Buffer, root int) *Work {
 // Scatter gives rank r the r-th block of root's in (in.Len() = WorldSize ×
 // out.Len() on root; in is unused elsewhere).
 func (g *ProcessGroup) Scatter(ctx context.Context, out, in Buffer, root int) error {
-	return g.ScatterAsync(out, in, root).Wait(ctx)
+	return g.scatter(ctx, out, in, root).Wait(ctx)
 }
 
 // ScatterAsync is Scatter without waiting.
 func (g *ProcessGroup) ScatterAsync(out, in Buffer, root int) *Work {
+	return g.scatter(nil, out, in, root)
+}
+
+// scatter is Scatter; a nil ctx makes it ScatterAsync.
+func (g *ProcessGroup) scatter(ctx context.Context, out, in Buffer, root int) *Work {
 	const op = "Scatter"
 	err := firstError(checkBuffer(op, out), g.checkRank(op, "root", root))
 	if err == nil && g.rank == root {
@@ -147,6 +168,9 @@ func (g *ProcessGroup) ScatterAsync(out, in Buffer, root int) *Work {
 	}
 	if err != nil {
 		return finished(op, err)
+	}
+	if g.engine != nil {
+		return g.engineOp(ctx, op, &engineCall{kind: opScatter, in: in, out: out, root: root}, nil)
 	}
 	return g.submit(op, func(seq uint64, deadline time.Time) error {
 		if err := g.checkSame(seq, fmt.Sprintf("Scatter(root %d, %s)", root, out), deadline); err != nil {
@@ -174,10 +198,18 @@ func (g *ProcessGroup) ScatterAsync(out, in Buffer, root int) *Work {
 }
 
 // Barrier returns once every rank has called it.
-func (g *ProcessGroup) Barrier(ctx context.Context) error { return g.BarrierAsync().Wait(ctx) }
+func (g *ProcessGroup) Barrier(ctx context.Context) error {
+	if g.engine != nil {
+		return g.engineRun(ctx, "Barrier", &engineCall{kind: opBarrier}, nil)
+	}
+	return g.BarrierAsync().Wait(ctx)
+}
 
 // BarrierAsync is Barrier without waiting.
 func (g *ProcessGroup) BarrierAsync() *Work {
+	if g.engine != nil {
+		return g.engineOp(nil, "Barrier", &engineCall{kind: opBarrier}, nil)
+	}
 	return g.submit("Barrier", func(seq uint64, deadline time.Time) error {
 		if err := g.checkSame(seq, "Barrier", deadline); err != nil {
 			return err
@@ -203,6 +235,9 @@ func (g *ProcessGroup) SendAsync(buf Buffer, dst int, tagValue uint32) *Work {
 	if dst == g.rank {
 		return finished(op, fmt.Errorf("ddp: Send to itself (rank %d)", dst))
 	}
+	if g.engine != nil {
+		return g.engineP2P(op, &engineCall{kind: opSend, buf: buf, root: dst, tag: tagValue})
+	}
 	return g.enqueue(op, false, func(_ uint64, deadline time.Time) (func() error, error) {
 		job := g.peers[dst].send(kindP2P, uint64(tagValue), p2pDescriptor(buf), buf.bytes, deadline)
 		return func() error { return waitAll([]sentJob{{dst, job}}) }, nil
@@ -223,6 +258,9 @@ func (g *ProcessGroup) RecvAsync(buf Buffer, src int, tagValue uint32) *Work {
 	}
 	if src == g.rank {
 		return finished(op, fmt.Errorf("ddp: Recv from itself (rank %d)", src))
+	}
+	if g.engine != nil {
+		return g.engineP2P(op, &engineCall{kind: opRecv, buf: buf, root: src, tag: tagValue})
 	}
 	return g.enqueue(op, false, func(_ uint64, deadline time.Time) (func() error, error) {
 		if err := g.peers[src].recv(kindP2P, uint64(tagValue), p2pDescriptor(buf), buf.bytes, deadline); err != nil {

@@ -2,6 +2,7 @@ package ddp
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -11,6 +12,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +24,18 @@ import (
 
 // workerEnv makes the test binary run a worker scenario as one rank.
 const workerEnv = "XLADDP_TEST_WORKER"
+
+// reportDirEnv, when set, is where a worker also writes its report
+// (rank-R.json) and a looping scenario its pid (pid-R): mpirun merges the
+// ranks' output, and the test must find a rank to kill.
+const reportDirEnv = "XLADDP_TEST_REPORT_DIR"
+
+// workerRank is this worker's rank as its launcher gave it: $RANK, or
+// Open MPI's.
+func workerRank() int {
+	rank, _ := strconv.Atoi(cmp.Or(os.Getenv(EnvRank), os.Getenv("OMPI_COMM_WORLD_RANK")))
+	return rank
+}
 
 func TestMain(m *testing.M) {
 	if scenario := os.Getenv(workerEnv); scenario != "" {
@@ -58,9 +72,14 @@ var scenarios = map[string]func(ctx context.Context, g *ProcessGroup, rep *repor
 }
 
 func runWorker(scenario string) int {
-	rank, _ := strconv.Atoi(os.Getenv(EnvRank))
-	rep := &report{Rank: rank, Hashes: map[string]string{}}
-	defer func() { out, _ := json.Marshal(rep); fmt.Println(string(out)) }()
+	rep := &report{Rank: workerRank(), Hashes: map[string]string{}}
+	defer func() {
+		out, _ := json.Marshal(rep)
+		fmt.Println(string(out))
+		if dir := os.Getenv(reportDirEnv); dir != "" {
+			_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("rank-%d.json", rep.Rank)), out, 0o644)
+		}
+	}()
 	if run, ok := groupScenarios[scenario]; ok {
 		run(rep) // scenarios that make (or do not make) their own groups
 		return 0
@@ -88,6 +107,9 @@ func runWorker(scenario string) int {
 	rep.Transport = "tcp"
 	if g.HasSharedMemory() {
 		rep.Transport = "shared memory"
+	}
+	if g.Backend() == BackendMPI {
+		rep.Transport = BackendMPI
 	}
 	rep.SharedMemoryAllReduces = g.SharedMemoryAllReduces()
 	return 0
@@ -482,6 +504,9 @@ func basicScenario(ctx context.Context, g *ProcessGroup, rep *report) {
 func killScenario(ctx context.Context, g *ProcessGroup, rep *report) {
 	buf := make([]float32, 2<<20)
 	fmt.Println("looping")
+	if dir := os.Getenv(reportDirEnv); dir != "" {
+		_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("pid-%d", g.Rank())), []byte(strconv.Itoa(os.Getpid())), 0o644)
+	}
 	for {
 		start := time.Now()
 		if err := g.AllReduce(ctx, Float32s(buf), Sum); err != nil {

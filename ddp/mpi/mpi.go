@@ -10,7 +10,6 @@ package mpi
 
 static MPI_Comm xw_comm_world(void) { return MPI_COMM_WORLD; }
 static MPI_Comm xw_comm_null(void) { return MPI_COMM_NULL; }
-static MPI_Request xw_request_null(void) { return MPI_REQUEST_NULL; }
 static MPI_Datatype xw_float(void) { return MPI_FLOAT; }
 static MPI_Datatype xw_double(void) { return MPI_DOUBLE; }
 static MPI_Datatype xw_int32(void) { return MPI_INT32_T; }
@@ -20,9 +19,12 @@ static MPI_Op xw_sum(void) { return MPI_SUM; }
 static MPI_Op xw_min(void) { return MPI_MIN; }
 static MPI_Op xw_max(void) { return MPI_MAX; }
 static MPI_Op xw_prod(void) { return MPI_PROD; }
-static void *xw_in_place(void) { return MPI_IN_PLACE; }
 static int xw_errors_return(MPI_Comm c) { return MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN); }
-static int xw_any_source(void) { return MPI_ANY_SOURCE; }
+static int xw_tag_ub(MPI_Comm c, int *ub) {
+	int *v, flag, err = MPI_Comm_get_attr(c, MPI_TAG_UB, &v, &flag);
+	*ub = (err == MPI_SUCCESS && flag) ? *v : 32767;
+	return err;
+}
 static int xw_thread_multiple(void) { return MPI_THREAD_MULTIPLE; }
 static int xw_thread_serialized(void) { return MPI_THREAD_SERIALIZED; }
 static int xw_thread_funneled(void) { return MPI_THREAD_FUNNELED; }
@@ -300,6 +302,13 @@ func (c Comm) Size() (int, error) {
 	return int(n), err
 }
 
+// TagUB is the communicator's MPI_TAG_UB: the largest tag it carries.
+func (c Comm) TagUB() (int, error) {
+	var ub C.int
+	err := do("MPI_Comm_get_attr", func() C.int { return C.xw_tag_ub(c.c, &ub) })
+	return int(ub), err
+}
+
 // Datatype is an element type.
 type Datatype int
 
@@ -359,6 +368,9 @@ func (op Op) mpi(d Datatype) C.MPI_Op {
 	return C.xw_sum()
 }
 
+// MaxCount is the most elements one call moves: MPI's counts are C ints.
+const MaxCount = 1<<31 - 1
+
 // errBadCount is the error for a buffer whose length is not a whole
 // number of elements or too many for MPI's int counts.
 var errBadCount = errors.New("mpi: buffer length is not a whole number of elements, or more than 2^31-1 of them")
@@ -366,7 +378,7 @@ var errBadCount = errors.New("mpi: buffer length is not a whole number of elemen
 // count is the element count of b.
 func count(b []byte, d Datatype) (C.int, error) {
 	n := len(b) / d.Size()
-	if n*d.Size() != len(b) || n > 1<<31-1 {
+	if n*d.Size() != len(b) || n > MaxCount {
 		return 0, errBadCount
 	}
 	return C.int(n), nil

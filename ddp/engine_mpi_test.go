@@ -1,0 +1,411 @@
+//go:build mpi
+
+package ddp
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/xladdp/xladdp/xla/xlatest"
+)
+
+func init() {
+	scenarios["mpi-chunked"] = chunkedScenario
+	scenarios["mpi-cancel"] = cancelScenario
+	scenarios["mpi-destroy-in-flight"] = mpiDestroyInFlightScenario
+	groupScenarios["mpi-errors"] = mpiErrorsScenario
+}
+
+// mpirunResult is what an mpirun job left: each rank's report (nil for a
+// rank that wrote none), mpirun's output and exit error, and its time.
+type mpirunResult struct {
+	reps    []*report
+	output  string
+	err     error
+	elapsed time.Duration
+}
+
+// mpirunJob starts np ranks of scenario on the mpi backend under mpirun;
+// started (may be nil) runs while they do, given the report directory.
+func mpirunJob(t *testing.T, scenario string, np int, started func(dir string), env ...string) mpirunResult {
+	t.Helper()
+	mpirun, err := exec.LookPath("mpirun")
+	require.NoError(t, err, "the mpi backend's tests need Open MPI's mpirun (make deps installs it)")
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, mpirun, "--allow-run-as-root", "--oversubscribe", "-np", strconv.Itoa(np), os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), workerEnv+"="+scenario, reportDirEnv+"="+dir, EnvBackend+"="+BackendMPI,
+		EnvRank+"=", EnvWorldSize+"=", EnvLocalRank+"=", EnvLocalWorldSize+"=", EnvDebug+"=")
+	cmd.Env = append(cmd.Env, env...)
+	out := &output{}
+	cmd.Stdout, cmd.Stderr = out, out
+	start := time.Now()
+	require.NoError(t, cmd.Start())
+	if started != nil {
+		started(dir)
+	}
+	err = cmd.Wait()
+	res := mpirunResult{output: out.String(), err: err, elapsed: time.Since(start), reps: make([]*report, np)}
+	for r := range np {
+		if b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("rank-%d.json", r))); err == nil {
+			res.reps[r] = &report{}
+			require.NoError(t, json.Unmarshal(b, res.reps[r]))
+		}
+	}
+	return res
+}
+
+// TestMPICollectives runs the TCP transport's collective suite
+// (collectivesScenario: every collective, dtype and reduce op, blocking
+// and async, against float64 references) on the mpi backend in 1 to 4
+// ranks under mpirun, and at the serialized thread level, where every
+// MPI call goes through MPI's main thread. All-reduce results must be
+// bitwise equal on every rank.
+func TestMPICollectives(t *testing.T) {
+	for _, tc := range []struct {
+		np      int
+		threads string
+	}{{1, "multiple"}, {2, "multiple"}, {3, "multiple"}, {4, "multiple"}, {3, "serialized"}} {
+		t.Run(fmt.Sprintf("np %d %s", tc.np, tc.threads), func(t *testing.T) {
+			res := mpirunJob(t, "collectives", tc.np, nil, "XLADDP_TEST_TIMEOUT=60s", EnvMPIThreads+"="+tc.threads)
+			require.NoError(t, res.err, "%s", res.output)
+			for r, rep := range res.reps {
+				require.NotNil(t, rep, "rank %d wrote no report: %s", r, res.output)
+				assert.Empty(t, rep.Error, "rank %d", r)
+				assert.Empty(t, rep.Failures, "rank %d", r)
+				assert.Equal(t, BackendMPI, rep.Transport, "rank %d", r)
+				assert.Equal(t, res.reps[0].Hashes, rep.Hashes, "rank %d's results differ from rank 0's", r)
+			}
+			require.NotEmpty(t, res.reps[0].Hashes)
+		})
+	}
+}
+
+// chunkedScenario: all-reduces and broadcasts larger than one MPI call
+// (the chunk made small) are split into several, blocking and async.
+func chunkedScenario(ctx context.Context, g *ProcessGroup, rep *report) {
+	mpiChunkElements = 1000
+	const n = 2501
+	for i, async := range []bool{false, true} {
+		seed := uint64(90 + i)
+		_, buf := values(Float32, Sum, n, g.Rank(), seed)
+		var err error
+		if async {
+			err = g.AllReduceAsync(buf, Sum).Wait(ctx)
+		} else {
+			err = g.AllReduce(ctx, buf, Sum)
+		}
+		if err != nil {
+			rep.Error = err.Error()
+			return
+		}
+		want, mag := referenceReduce(Float32, Sum, g.WorldSize(), n, seed)
+		check(rep, fmt.Sprintf("chunked AllReduce async=%v", async), buf, want, mag, Float32, Sum)
+		v, root := values(Int64, Sum, n, g.WorldSize()-1, seed)
+		_, mine := values(Int64, Sum, n, g.Rank(), seed)
+		if g.Rank() != g.WorldSize()-1 {
+			root = mine
+		}
+		if async {
+			err = g.BroadcastAsync(root, g.WorldSize()-1).Wait(ctx)
+		} else {
+			err = g.Broadcast(ctx, root, g.WorldSize()-1)
+		}
+		if err != nil {
+			rep.Error = err.Error()
+			return
+		}
+		check(rep, fmt.Sprintf("chunked Broadcast async=%v", async), root, v, make([]float64, n), Int64, Sum)
+	}
+}
+
+// TestMPIChunkedOperations: buffers past MPI's int counts are split into
+// several MPI calls (here past a chunk of 1000 elements).
+func TestMPIChunkedOperations(t *testing.T) {
+	res := mpirunJob(t, "mpi-chunked", 3, nil, "XLADDP_TEST_TIMEOUT=60s")
+	require.NoError(t, res.err, "%s", res.output)
+	for r, rep := range res.reps {
+		require.NotNil(t, rep, "rank %d: %s", r, res.output)
+		assert.Empty(t, rep.Error, "rank %d", r)
+		assert.Empty(t, rep.Failures, "rank %d", r)
+	}
+}
+
+// mpiErrorsScenario: errors MPI returns, and ours before MPI sees a call,
+// each on a group of its own (an error breaks its group), all open
+// together since destroying the last group finalizes MPI. Rank 1 records
+// the outcome of each case in rep.Errors.
+func mpiErrorsScenario(rep *report) {
+	ctx := context.Background()
+	var groups []*ProcessGroup
+	defer func() {
+		for _, g := range groups {
+			if err := g.Destroy(); err != nil && rep.Error == "" {
+				rep.Error = "Destroy: " + err.Error()
+			}
+		}
+	}()
+	group := func() *ProcessGroup {
+		g, err := InitProcessGroup(ctx, workerOptions())
+		if err != nil {
+			rep.Error = err.Error()
+			return nil
+		}
+		groups = append(groups, g)
+		return g
+	}
+	// A message longer than the receiving buffer: MPI_ERR_TRUNCATE; the
+	// group is broken afterwards.
+	g := group()
+	if g == nil {
+		return
+	}
+	switch g.Rank() {
+	case 0:
+		_ = g.Send(ctx, Int32s(make([]int32, 4)), 1, 5)
+	case 1:
+		err := g.Recv(ctx, Int32s(make([]int32, 2)), 0, 5)
+		rep.Errors = append(rep.Errors, fmt.Sprint(err))
+		rep.Errors = append(rep.Errors, fmt.Sprint(g.AllReduce(ctx, Int32s(make([]int32, 1)), Sum)))
+	}
+	// A tag MPI cannot carry.
+	g = group()
+	if g == nil {
+		return
+	}
+	if g.Rank() == 1 {
+		rep.Errors = append(rep.Errors, fmt.Sprint(g.Send(ctx, Int32s(make([]int32, 1)), 0, 1<<31)))
+	}
+	// A message shorter than the receiving buffer.
+	g = group()
+	if g == nil {
+		return
+	}
+	switch g.Rank() {
+	case 0:
+		_ = g.Send(ctx, Float64s(make([]float64, 1)), 1, 7)
+	case 1:
+		rep.Errors = append(rep.Errors, fmt.Sprint(g.Recv(ctx, Float64s(make([]float64, 3)), 0, 7)))
+	}
+	// A healthy group after all that, and a destroyed one.
+	g = group()
+	if g == nil {
+		return
+	}
+	x := []int64{1}
+	rep.Errors = append(rep.Errors, fmt.Sprint(g.AllReduce(ctx, Int64s(x), Sum)), strconv.FormatInt(x[0], 10))
+	last := group()
+	if last == nil {
+		return
+	}
+	groups = groups[:len(groups)-1]
+	if err := last.Destroy(); err != nil {
+		rep.Error = err.Error()
+	}
+	rep.Errors = append(rep.Errors, fmt.Sprint(last.AllReduce(ctx, Int64s(x), Sum)), fmt.Sprint(last.BarrierAsync().Wait(ctx)))
+}
+
+// TestMPIErrorsAreGoErrors: what MPI refuses comes back as a Go error
+// with MPI's own text and the operation named; the group that failed
+// refuses what follows; other groups carry on.
+func TestMPIErrorsAreGoErrors(t *testing.T) {
+	res := mpirunJob(t, "mpi-errors", 2, nil, "XLADDP_TEST_TIMEOUT=20s")
+	require.NoError(t, res.err, "%s", res.output)
+	require.NotNil(t, res.reps[1], res.output)
+	rep := res.reps[1]
+	require.Empty(t, rep.Error)
+	require.Len(t, rep.Errors, 8, "%q", rep.Errors)
+	assert.Contains(t, rep.Errors[0], "Recv (point-to-point #1) on rank 1: MPI_Irecv")
+	assert.Contains(t, rep.Errors[0], "MPI_ERR_TRUNCATE")
+	assert.Contains(t, rep.Errors[1], "MPI_ERR_TRUNCATE", "the broken group refuses the next call with its cause")
+	assert.Contains(t, rep.Errors[2], "tag 2147483648 is above this MPI's largest tag, MPI_TAG_UB = 2147483647")
+	assert.Contains(t, rep.Errors[3], "received 1 elements, want 3")
+	assert.Equal(t, []string{"<nil>", "2"}, rep.Errors[4:6])
+	assert.Equal(t, []string{ErrGroupClosed.Error(), ErrGroupClosed.Error()}, rep.Errors[6:], "a destroyed group refuses work")
+}
+
+// TestMPIKilledRankEndsTheJob: a rank killed mid all-reduce ends the
+// whole job within 10 s, mpirun naming it, instead of a hang.
+func TestMPIKilledRankEndsTheJob(t *testing.T) {
+	var killed time.Time
+	res := mpirunJob(t, "kill", 3, func(dir string) {
+		deadline := time.Now().Add(30 * time.Second)
+		for time.Now().Before(deadline) {
+			if b, err := os.ReadFile(filepath.Join(dir, "pid-1")); err == nil {
+				if pid, err := strconv.Atoi(string(b)); err == nil {
+					time.Sleep(300 * time.Millisecond) // well into the loop
+					killed = time.Now()
+					assert.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+					return
+				}
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Error("rank 1 never started its loop")
+	}, "XLADDP_TEST_TIMEOUT=60s")
+	require.False(t, killed.IsZero())
+	assert.Error(t, res.err, "mpirun must fail")
+	assert.Less(t, time.Since(killed), 10*time.Second, "the job ended within 10 s of the kill")
+	assert.Contains(t, res.output, "process rank 1 with PID", "mpirun names the rank")
+	assert.Contains(t, res.output, "signal 9")
+}
+
+// TestMPIStalledRankAbortsTheJob: rank 1 is alive but never joins the
+// all-reduce; at the 1 s timeout the watchdog aborts the job with a
+// message naming the collective and the MPI call.
+func TestMPIStalledRankAbortsTheJob(t *testing.T) {
+	res := mpirunJob(t, "stall", 3, nil, "XLADDP_TEST_TIMEOUT=1s")
+	assert.Error(t, res.err, "mpirun must fail")
+	assert.Contains(t, res.output, "AllReduce #1 (MPI_Allreduce) did not finish within the 1s timeout")
+	assert.Contains(t, res.output, "MPI_ABORT")
+	assert.Less(t, res.elapsed, 10*time.Second)
+}
+
+// TestMPIMismatchInDebugMode: with XLADDP_DEBUG=1 ranks compare every
+// collective first, so rank 0's AllReduce against rank 1's Broadcast
+// fails on both with both calls named, instead of MPI's undefined outcome.
+func TestMPIMismatchInDebugMode(t *testing.T) {
+	res := mpirunJob(t, "mismatch", 2, nil, "XLADDP_TEST_TIMEOUT=10s", EnvDebug+"=1")
+	require.NoError(t, res.err, "%s", res.output)
+	for r, rep := range res.reps {
+		require.NotNil(t, rep, "rank %d: %s", r, res.output)
+		assert.Contains(t, rep.Error, "ranks called different collectives at collective #1", "rank %d", r)
+		assert.Contains(t, rep.Error, "rank 0: #1 AllReduce(SUM, float32[10])", "rank %d", r)
+		assert.Contains(t, rep.Error, "rank 1: #1 Broadcast(root 0, float32[10])", "rank %d", r)
+	}
+}
+
+// cancelScenario: rank 0 stops waiting for an all-reduce rank 1 never
+// joins ($XLADDP_TEST_ASYNC=1: the Work's Wait; else the blocking call).
+func cancelScenario(ctx context.Context, g *ProcessGroup, rep *report) {
+	if g.Rank() == 1 {
+		time.Sleep(30 * time.Second)
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	buf := Float32s(make([]float32, 10))
+	if os.Getenv("XLADDP_TEST_ASYNC") == "1" {
+		rep.Error = fmt.Sprint(g.AllReduceAsync(buf, Sum).Wait(ctx))
+	} else {
+		rep.Error = fmt.Sprint(g.AllReduce(ctx, buf, Sum))
+	}
+}
+
+// TestMPICancelledWaitAbortsTheJob: MPI cannot cancel a collective, so a
+// wait whose ctx ends breaks the group and, once the operation has had
+// engineAbortGrace to finish, aborts the job saying why; never a hang
+// with the caller's buffer still in MPI's hands.
+func TestMPICancelledWaitAbortsTheJob(t *testing.T) {
+	for _, async := range []string{"0", "1"} {
+		t.Run("async="+async, func(t *testing.T) {
+			res := mpirunJob(t, "mpi-cancel", 2, nil, "XLADDP_TEST_TIMEOUT=60s", "XLADDP_TEST_ASYNC="+async)
+			assert.Error(t, res.err, "mpirun must fail")
+			assert.Contains(t, res.output, "AllReduce #1 (MPI_")
+			assert.Contains(t, res.output, "was still running 5s after the group failed")
+			assert.Contains(t, res.output, "context deadline exceeded")
+			assert.Less(t, res.elapsed, engineAbortGrace+10*time.Second)
+		})
+	}
+}
+
+// mpiDestroyInFlightScenario: rank 0 starts an all-reduce and destroys the
+// group at once; rank 1 joins a second later. Destroy waits for the
+// operation, which completes.
+func mpiDestroyInFlightScenario(ctx context.Context, g *ProcessGroup, rep *report) {
+	x := []int64{int64(g.Rank() + 1)}
+	if g.Rank() == 1 {
+		time.Sleep(time.Second)
+		rep.Errors = append(rep.Errors, fmt.Sprint(g.AllReduce(ctx, Int64s(x), Sum)))
+		return
+	}
+	w := g.AllReduceAsync(Int64s(x), Sum)
+	rep.Errors = append(rep.Errors, fmt.Sprint(g.Destroy()), fmt.Sprint(w.Wait(ctx)), strconv.FormatInt(x[0], 10))
+}
+
+// TestMPIDestroyWithOperationInFlight: Destroy lets a started collective
+// finish rather than pull the buffer from under MPI.
+func TestMPIDestroyWithOperationInFlight(t *testing.T) {
+	res := mpirunJob(t, "mpi-destroy-in-flight", 2, nil, "XLADDP_TEST_TIMEOUT=20s")
+	require.NoError(t, res.err, "%s", res.output)
+	require.NotNil(t, res.reps[0], res.output)
+	assert.Equal(t, []string{"<nil>", "<nil>", "3"}, res.reps[0].Errors)
+	assert.Equal(t, []string{"<nil>"}, res.reps[1].Errors)
+}
+
+// TestMPIWorldDisagreesWithEnvironment: a process started without mpirun
+// (an MPI singleton) but told WORLD_SIZE=2, as ddprun or Spawn would, is
+// refused with what to do, not left waiting for a peer MPI never had.
+func TestMPIWorldDisagreesWithEnvironment(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), workerEnv+"=basic", EnvBackend+"=mpi", EnvRank+"=0", EnvWorldSize+"=2",
+		EnvMasterAddr+"=127.0.0.1", EnvMasterPort+"=1")
+	out, err := cmd.Output()
+	require.NoError(t, err, "%s", out)
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	var rep report
+	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &rep))
+	assert.Contains(t, rep.Error, "WORLD_SIZE=2, but mpirun made this process rank 0 of 1: the mpi backend takes its ranks from mpirun")
+}
+
+// TestMPIWrapEqualsSingleDevice: the DDP wrapper, unchanged, trains on
+// the mpi backend to the parameters single-device training on the global
+// batch reaches (1e-5 relative), every replica bit-identical; with one
+// bucket per gradient, the bucket all-reduces run as MPI_Iallreduce.
+func TestMPIWrapEqualsSingleDevice(t *testing.T) {
+	e := xlatest.NewEngine(t, 1)
+	ctx := xlatest.Context(t)
+	d := e.Device(0)
+	for _, c := range []struct {
+		kind               string
+		processes, devices int
+		wrap               string
+	}{{"toy", 2, 2, ""}, {"toy", 4, 1, "bucket=0.00001"}, {"cnn", 2, 1, ""}} {
+		t.Run(fmt.Sprintf("%s/%dx%d/%s", c.kind, c.processes, c.devices, c.wrap), func(t *testing.T) {
+			shards := split(0, globalRows, 1)
+			if c.kind == "cnn" {
+				shards = split(0, globalRows, c.processes*c.devices)
+			}
+			want, err := trainModel(ctx, d, trainRun{kind: c.kind, seed: 100, steps: equivalenceSteps, shards: shards,
+				mark: func() error { return d.MarkStep(ctx) }})
+			require.NoError(t, err)
+			res := mpirunJob(t, "equivalence", c.processes, nil, "XLADDP_TEST_TIMEOUT=60s", "XLADDP_TEST_MODEL="+c.kind,
+				"XLADDP_TEST_WRAP="+c.wrap, "XLADDP_TEST_DEVICES="+strconv.Itoa(c.devices), "XLADDP_TEST_MICRO=1")
+			require.NoError(t, res.err, "%s", res.output)
+			first := ""
+			for r, rep := range res.reps {
+				require.NotNil(t, rep, "rank %d: %s", r, res.output)
+				require.Empty(t, rep.Error, "rank %d", r)
+				delete(rep.Hashes, "step traces")
+				for replica, h := range rep.Hashes {
+					if first == "" {
+						first = h
+					}
+					assert.Equal(t, first, h, "%s differs", replica)
+				}
+			}
+			got := res.reps[0].Params
+			require.Len(t, got, len(want))
+			for i := range want {
+				require.Len(t, got[i], len(want[i]))
+				for j := range want[i] {
+					assert.InDelta(t, want[i][j], got[i][j], 1e-5*math.Max(1, math.Abs(float64(want[i][j]))), "parameter %d[%d]", i, j)
+				}
+			}
+		})
+	}
+}
