@@ -117,9 +117,9 @@ type engineState struct {
 	// deadlineCap, once set (by a failure or Destroy), bounds the
 	// deadline of every operation, those still queued included.
 	deadlineCap time.Time
-	wake    chan struct{}
-	stop    chan struct{}
-	stopped chan struct{}
+	wake        chan struct{}
+	stop        chan struct{}
+	stopped     chan struct{}
 }
 
 // inFlight is an operation the watchdog watches.

@@ -409,3 +409,30 @@ func TestMPIWrapEqualsSingleDevice(t *testing.T) {
 		})
 	}
 }
+
+// TestMPIWrapHostile: the wrapper's misuse cases that every rank reaches
+// fail on the mpi backend as on TCP, the layouts compared by gathering
+// them (the mpi backend has no store).
+func TestMPIWrapHostile(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		want [2]string
+	}{
+		{"branch-by-rank", [2]string{
+			"gradient 2 is mid.weight Float32[10 10] on rank 0 but l2.weight Float32[5 10] on rank 1",
+			"gradient 2 is l2.weight Float32[5 10] on rank 1 but mid.weight Float32[10 10] on rank 0"}},
+		{"different-models", [2]string{"ranks called different collectives", "ranks called different collectives"}},
+		{"compiled", [2]string{"train with lazy steps (MarkStep) across processes", "train with lazy steps (MarkStep) across processes"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			res := mpirunJob(t, "wrap-hostile", 2, nil, "XLADDP_TEST_TIMEOUT=60s", "XLADDP_TEST_CASE="+c.name)
+			require.NoError(t, res.err, "%s", res.output)
+			for r, rep := range res.reps {
+				require.NotNil(t, rep, "rank %d: %s", r, res.output)
+				require.Empty(t, rep.Error, "rank %d", r)
+				require.Len(t, rep.Errors, 1, "rank %d: no error", r)
+				assert.Contains(t, rep.Errors[0], c.want[r], "rank %d", r)
+			}
+		})
+	}
+}

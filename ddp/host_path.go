@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -33,6 +34,9 @@ type hostPath struct {
 	buckets  []*bucket
 	replicas int
 	stats    HostPathStats
+	// broadcastLayout is the layout of the tensors last broadcast from
+	// rank 0, checked with every rank.
+	broadcastLayout string
 }
 
 // HostPathStats is where the host path's time goes, summed over its
@@ -184,7 +188,7 @@ func (h *hostPath) reduce(ctx context.Context, params []nn.Named, layout string,
 			h.stats.Download += time.Since(start)
 			start = time.Now()
 			if err := h.group.AllReduce(ctx, b.buf, Sum); err != nil {
-				failed = h.explainMismatch(ctx, err, layout)
+				failed = h.explainMismatch(ctx, err, layout, gradientsMismatch)
 			}
 			break
 		}
@@ -196,7 +200,7 @@ func (h *hostPath) reduce(ctx context.Context, params []nn.Named, layout string,
 	}
 	for _, w := range works {
 		if err := w.Wait(ctx); err != nil && failed == nil {
-			failed = h.explainMismatch(ctx, err, layout)
+			failed = h.explainMismatch(ctx, err, layout, gradientsMismatch)
 		}
 	}
 	h.stats.AllReduce += time.Since(start)
@@ -246,7 +250,7 @@ func (h *hostPath) plan(ctx context.Context, params []nn.Named, layout string, l
 			b.buf = Buffer{DType: dtype, bytes: make([]byte, bytesIn[b])}
 		}
 	}
-	replicas, err := h.checkLayout(ctx, layout, localReplicas)
+	replicas, err := h.checkLayout(ctx, layout, localReplicas, gradientsMismatch)
 	if err != nil {
 		return err
 	}
@@ -255,13 +259,14 @@ func (h *hostPath) plan(ctx context.Context, params []nn.Named, layout string, l
 }
 
 // checkLayout compares a fingerprint of layout with every rank's and
-// returns the replica count of the job.
-func (h *hostPath) checkLayout(ctx context.Context, layout string, localReplicas int) (int, error) {
+// returns the replica count of the job; what says what differs if it
+// does not match.
+func (h *hostPath) checkLayout(ctx context.Context, layout string, localReplicas int, what mismatchKind) (int, error) {
 	sum := sha256.Sum256([]byte(layout))
 	mine := []int64{int64(binary.LittleEndian.Uint64(sum[:8])), int64(localReplicas)}
 	all := make([]int64, 2*h.group.size)
 	if err := h.group.AllGather(ctx, Int64s(all), Int64s(mine)); err != nil {
-		return 0, h.explainMismatch(ctx, err, layout)
+		return 0, h.explainMismatch(ctx, err, layout, what)
 	}
 	replicas := 0
 	same := true
@@ -270,7 +275,7 @@ func (h *hostPath) checkLayout(ctx context.Context, layout string, localReplicas
 		same = same && all[2*r] == all[0]
 	}
 	if !same {
-		return 0, h.explainMismatch(ctx, ErrMismatch, layout)
+		return 0, h.explainMismatch(ctx, ErrMismatch, layout, what)
 	}
 	return replicas, nil
 }
@@ -278,40 +283,84 @@ func (h *hostPath) checkLayout(ctx context.Context, layout string, localReplicas
 // layoutWait bounds how long a failing rank waits for the others' layouts.
 const layoutWait = 5 * time.Second
 
-// explainMismatch turns a failure that may come from ranks averaging
-// different gradient sets into an error naming the ranks and the first
-// differing parameter: every failing rank posts its layout to the store
-// and reads the others'.
-func (h *hostPath) explainMismatch(ctx context.Context, cause error, layout string) error {
+// mismatchKind is what ranks disagree on when their layouts differ, as
+// explainMismatch says it.
+type mismatchKind struct{ summary, item string }
+
+var (
+	gradientsMismatch = mismatchKind{"ranks averaged different gradient sets (a branch taken on some ranks only? " +
+		"ddp.FindUnusedParameters keeps them in step)", "gradient"}
+	broadcastMismatch = mismatchKind{"ranks hold different tensors for the broadcast from rank 0 (do all ranks build " +
+		"the same model?)", "tensor"}
+)
+
+// explainMismatch turns a failure that may come from ranks with different
+// layouts into an error naming the ranks and the first differing tensor,
+// from every rank's layout.
+func (h *hostPath) explainMismatch(ctx context.Context, cause error, layout string, what mismatchKind) error {
 	if !errors.Is(cause, ErrMismatch) {
 		return cause
 	}
 	g := h.group
 	ctx, cancel := context.WithTimeout(ctx, layoutWait)
 	defer cancel()
-	if err := g.store.Set(ctx, fmt.Sprintf("ddp/layout/%d", g.rank), []byte(layout)); err != nil {
-		return cause
-	}
+	layouts := h.layouts(ctx, layout)
 	mine := strings.Split(layout, "\n")
-	for r := range g.size {
-		if r == g.rank {
+	for r, other := range layouts {
+		if r == g.rank || other == nil {
 			continue
 		}
-		other, err := g.store.Get(ctx, fmt.Sprintf("ddp/layout/%d", r))
-		if err != nil {
-			continue
-		}
-		theirs := strings.Split(string(other), "\n")
+		theirs := strings.Split(*other, "\n")
 		for i := 0; i < max(len(mine), len(theirs)); i++ {
 			a, b := lineAt(mine, i), lineAt(theirs, i)
 			if a != b {
-				return fmt.Errorf("%w: ranks averaged different gradient sets (a branch taken on some ranks only? "+
-					"ddp.FindUnusedParameters keeps them in step): gradient %d is %s on rank %d but %s on rank %d",
-					ErrMismatch, i, a, g.rank, b, r)
+				return fmt.Errorf("%w: %s: %s %d is %s on rank %d but %s on rank %d",
+					ErrMismatch, what.summary, what.item, i, a, g.rank, b, r)
 			}
 		}
 	}
 	return cause
+}
+
+// layouts returns the layout of every rank it could learn (nil for the
+// others): through the store, where every failing rank posts its own; or,
+// on a group without one (the mpi backend), by gathering them from every
+// rank, which works while the group is still usable (the layout check's
+// failure leaves it so, and every rank takes this path then).
+func (h *hostPath) layouts(ctx context.Context, layout string) []*string {
+	g := h.group
+	out := make([]*string, g.size)
+	if g.store == nil {
+		lengths := make([]int64, g.size)
+		if g.AllGather(ctx, Int64s(lengths), Int64s([]int64{int64(len(layout))})) != nil {
+			return out
+		}
+		words := (int(slices.Max(lengths)) + 7) / 8
+		mine := make([]int64, words)
+		copy(int64Bytes(mine), layout)
+		all := make([]int64, words*g.size)
+		if g.AllGather(ctx, Int64s(all), Int64s(mine)) != nil {
+			return out
+		}
+		for r := range out {
+			text := string(int64Bytes(all[r*words:])[:lengths[r]])
+			out[r] = &text
+		}
+		return out
+	}
+	if err := g.store.Set(ctx, fmt.Sprintf("ddp/layout/%d", g.rank), []byte(layout)); err != nil {
+		return out
+	}
+	for r := range g.size {
+		if r == g.rank {
+			continue
+		}
+		if other, err := g.store.Get(ctx, fmt.Sprintf("ddp/layout/%d", r)); err == nil {
+			text := string(other)
+			out[r] = &text
+		}
+	}
+	return out
 }
 
 func lineAt(lines []string, i int) string {
@@ -334,7 +383,16 @@ func (h *hostPath) BroadcastFromFirst(ctx context.Context, dev *xla.Device, tens
 		return err
 	}
 	offsets, total := packing(tensors)
+	layout := layoutOf(tensors)
 	blob, err := hostOnce(ctx, dev, h.group.timeout, "the broadcast from rank 0", func() ([]byte, error) {
+		// Ranks whose tensors differ would read rank 0's bytes as theirs
+		// (MPI does not check sizes): compare layouts first, once each.
+		if layout != h.broadcastLayout {
+			if _, err := h.checkLayout(ctx, layout, 0, broadcastMismatch); err != nil {
+				return nil, err
+			}
+			h.broadcastLayout = layout
+		}
 		return h.broadcastBlob(ctx, tensors, offsets, total)
 	})
 	if err != nil {
