@@ -101,17 +101,15 @@ func (o *Options) resolve() error {
 	if u, err := url.Parse(o.InitMethod); o.InitMethod != "" && (err != nil || (u.Scheme != "env" && u.Scheme != "tcp" && u.Scheme != "file")) {
 		return fmt.Errorf("ddp: init method %q: want env://, tcp://HOST:PORT or file:///shared/file", o.InitMethod)
 	}
-	switch o.Backend = strings.ToLower(strings.TrimSpace(o.Backend)); o.Backend {
-	case "", BackendTCP:
-		o.Backend = BackendTCP
-	case BackendMPI:
+	if err := o.resolveBackend(); err != nil {
+		return err
+	}
+	if o.Backend != BackendTCP {
 		// The engine's launcher gives the ranks (checkEngineWorld).
 		if o.Timeout <= 0 {
 			o.Timeout = DefaultTimeout
 		}
 		return nil
-	default:
-		return fmt.Errorf("ddp: backend %q: want %s (the default) or %s ($%s)", o.Backend, BackendTCP, BackendMPI, EnvBackend)
 	}
 	for _, f := range []struct {
 		field    *int
@@ -154,6 +152,18 @@ func (o *Options) resolve() error {
 	}
 	if o.InitMethod == "" {
 		o.InitMethod = "env://"
+	}
+	return nil
+}
+
+// resolveBackend normalizes and checks Backend ("" is tcp).
+func (o *Options) resolveBackend() error {
+	switch o.Backend = strings.ToLower(strings.TrimSpace(o.Backend)); o.Backend {
+	case "", BackendTCP:
+		o.Backend = BackendTCP
+	case BackendMPI:
+	default:
+		return fmt.Errorf("ddp: backend %q: want %s (the default) or %s ($%s)", o.Backend, BackendTCP, BackendMPI, EnvBackend)
 	}
 	return nil
 }

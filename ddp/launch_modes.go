@@ -29,6 +29,9 @@ type LaunchOptions struct {
 	CPUDevices int
 	// Backend opens the target ($XLADDP_DEVICE or $PJRT_DEVICE by default).
 	Backend backend.Options
+	// GroupBackend is the process group's backend in run mode: "tcp" or
+	// "mpi" (Options.Backend; default $XLADDP_BACKEND, else tcp).
+	GroupBackend string
 }
 
 // Launch runs fn as every replica of this process, in either of the
@@ -58,6 +61,9 @@ func Launch(ctx context.Context, fn func(ctx context.Context, w Worker) error, o
 	if o.InitMethod != "" {
 		opts.InitMethod = o.InitMethod
 	}
+	if o.GroupBackend != "" {
+		opts.Backend = o.GroupBackend
+	}
 	if err := Init(ctx, opts); err != nil {
 		return err
 	}
@@ -69,12 +75,14 @@ func Launch(ctx context.Context, fn func(ctx context.Context, w Worker) error, o
 }
 
 // LaunchFlags registers the examples' launch flags on fs: --spawn,
-// --init-method, --cpu-devices and --device (default $XLADDP_DEVICE, else
-// $PJRT_DEVICE, else cpu). Read the options after fs.Parse.
+// --init-method, --backend (default $XLADDP_BACKEND, else tcp),
+// --cpu-devices and --device (default $XLADDP_DEVICE, else $PJRT_DEVICE,
+// else cpu). Read the options after fs.Parse.
 func LaunchFlags(fs *flag.FlagSet) *LaunchOptions {
 	o := &LaunchOptions{}
 	fs.BoolVar(&o.Spawn, "spawn", false, "one process, a replica per local device (xmp.spawn); else one rank of a ddprun/torchrun/mpirun job")
 	fs.StringVar(&o.InitMethod, "init-method", "env://", "how a rank joins the job: env://, tcp://HOST:PORT or file:///shared/file")
+	BackendFlag(fs, &o.GroupBackend)
 	o.CPUDevices = 2
 	fs.Func("cpu-devices", "CPU devices to spawn on, cpu target (default 2)", func(s string) error {
 		n, err := strconv.Atoi(s)
@@ -90,6 +98,21 @@ func LaunchFlags(fs *flag.FlagSet) *LaunchOptions {
 		return err
 	})
 	return o
+}
+
+// BackendFlag registers --backend on fs, setting *backend: the process
+// group's backend, tcp or mpi (checked at once; the default, "", means
+// $XLADDP_BACKEND, else tcp).
+func BackendFlag(fs *flag.FlagSet, backend *string) {
+	fs.Func("backend", "process group backend: tcp, or mpi under mpirun in a build with -tags mpi (default $XLADDP_BACKEND, else tcp)",
+		func(s string) error {
+			o := Options{Backend: s, InitMethod: "env://"}
+			if err := o.resolveBackend(); err != nil {
+				return err
+			}
+			*backend = o.Backend
+			return nil
+		})
 }
 
 // Main is a training program's main: it parses the command line (the

@@ -5,11 +5,13 @@
 //
 //	ddprun --nproc_per_node=4 collectives
 //	mpirun --allow-run-as-root --oversubscribe -np 4 collectives
+//	mpirun --allow-run-as-root --oversubscribe -np 4 collectives --backend mpi  # built with -tags mpi
 package main
 
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 
@@ -25,11 +27,18 @@ func run(ctx context.Context, args []string, out io.Writer) (err error) {
 	fs := pflag.NewFlagSet("collectives", pflag.ContinueOnError)
 	fs.SetOutput(out)
 	initMethod := fs.String("init-method", "env://", "how a rank joins the job: env://, tcp://HOST:PORT or file:///shared/file")
+	var backend string
+	backendFlags := flag.NewFlagSet("backend", flag.ContinueOnError)
+	ddp.BackendFlag(backendFlags, &backend)
+	fs.AddGoFlagSet(backendFlags)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	o := ddp.NewOptions()
 	o.InitMethod = *initMethod
+	if backend != "" {
+		o.Backend = backend
+	}
 	if err := ddp.Init(ctx, o); err != nil {
 		return err
 	}

@@ -19,10 +19,10 @@ func TestMain(m *testing.M) { exampletest.Main(m, "collectives", main) }
 
 // launched runs the demo under a launcher and returns its lines sorted,
 // without ddprun's [rankN]: prefixes.
-func launched(t *testing.T, launcher ...string) []string {
+func launched(t *testing.T, args []string, launcher ...string) []string {
 	t.Helper()
 	cmd := exec.Command(launcher[0], append(launcher[1:], exampletest.Self()...)...)
-	cmd.Env = append(append(os.Environ(), exampletest.Env("collectives")...), "RANK=", "WORLD_SIZE=", "MASTER_ADDR=", "MASTER_PORT=")
+	cmd.Env = append(append(os.Environ(), exampletest.Env("collectives", args...)...), "RANK=", "WORLD_SIZE=", "MASTER_ADDR=", "MASTER_PORT=")
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	var lines []string
@@ -56,14 +56,14 @@ var wantFour = []string{
 // Open MPI's mpirun print the seed's results; one rank skips the send.
 func TestSeedDemoUnderDdprunAndMpirun(t *testing.T) {
 	ddprun := exampletest.Ddprun(t)
-	assert.Equal(t, wantFour, launched(t, ddprun, "--nproc_per_node=4"), "ddprun")
+	assert.Equal(t, wantFour, launched(t, nil, ddprun, "--nproc_per_node=4"), "ddprun")
 	assert.Equal(t, []string{
 		"Rank 0 gathered [1], average 1",
 		"Rank 0 has [42] after the broadcast from rank 0",
 		"Rank 0 received the average 1",
-	}, launched(t, ddprun, "--nproc_per_node=1"), "one rank")
+	}, launched(t, nil, ddprun, "--nproc_per_node=1"), "one rank")
 	t.Run("mpirun", func(t *testing.T) {
-		assert.Equal(t, wantFour, launched(t, exampletest.Mpirun(t), "--allow-run-as-root", "--oversubscribe", "-np", "4"))
+		assert.Equal(t, wantFour, launched(t, nil, exampletest.Mpirun(t), "--allow-run-as-root", "--oversubscribe", "-np", "4"))
 	})
 }
 
@@ -76,4 +76,5 @@ func TestNeedsALauncher(t *testing.T) {
 	var out bytes.Buffer
 	assert.ErrorContains(t, run(context.Background(), nil, &out), "RANK is not set")
 	assert.ErrorContains(t, run(context.Background(), []string{"--init-method", "mpi://"}, &out), "want env://")
+	assert.ErrorContains(t, run(context.Background(), []string{"--backend", "nccl"}, &out), `backend "nccl": want tcp (the default) or mpi`)
 }

@@ -22,10 +22,10 @@ var lossLine = regexp.MustCompile(`loss over the 100 samples: (\d+\.\d+) before 
 
 // launched runs 2 ranks under a launcher and returns rank 0's dataset
 // loss before and after training, and the output.
-func launched(t *testing.T, launcher ...string) (before, after float64, out string) {
+func launched(t *testing.T, args []string, launcher ...string) (before, after float64, out string) {
 	t.Helper()
 	cmd := exec.Command(launcher[0], append(launcher[1:], exampletest.Self()...)...)
-	cmd.Env = append(append(os.Environ(), exampletest.Env("linear")...), "RANK=", "WORLD_SIZE=", "MASTER_ADDR=", "MASTER_PORT=",
+	cmd.Env = append(append(os.Environ(), exampletest.Env("linear", args...)...), "RANK=", "WORLD_SIZE=", "MASTER_ADDR=", "MASTER_PORT=",
 		xla.EnvCacheDir+"="+t.TempDir())
 	b, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", b)
@@ -42,14 +42,14 @@ func launched(t *testing.T, launcher ...string) (before, after float64, out stri
 // whole dataset falls by more than 0.2 (1.39 to about 1.06), and the three
 // runs agree.
 func TestLearnsInEveryLaunchMode(t *testing.T) {
-	before, after, out := launched(t, exampletest.Ddprun(t), "--nproc_per_node=2")
+	before, after, out := launched(t, nil, exampletest.Ddprun(t), "--nproc_per_node=2")
 	assert.Less(t, after, before-0.2, out)
 	for _, rank := range []string{"0", "1"} {
 		assert.Contains(t, out, "[rank"+rank+"]:rank "+rank+": In Model: input size [15 5] output size [15 2]")
 		assert.Contains(t, out, "[rank"+rank+"]:rank "+rank+": Outside: input size [15 5] output_size [15 2]")
 	}
 	t.Run("mpirun", func(t *testing.T) {
-		mb, ma, out := launched(t, exampletest.Mpirun(t), "--allow-run-as-root", "--oversubscribe", "-np", "2")
+		mb, ma, out := launched(t, nil, exampletest.Mpirun(t), "--allow-run-as-root", "--oversubscribe", "-np", "2")
 		assert.InDelta(t, before, mb, 1e-4, out)
 		assert.InDelta(t, after, ma, 1e-4, out)
 	})

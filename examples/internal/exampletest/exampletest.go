@@ -65,7 +65,7 @@ func CleanEnv(t *testing.T) {
 	t.Helper()
 	t.Setenv(xla.EnvCacheDir, t.TempDir())
 	for _, env := range []string{"XLADDP_DEVICE", "PJRT_DEVICE", "XLADDP_CPU_DEVICES", "CPU_NUM_DEVICES", "NEURON_NUM_DEVICES",
-		"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"} {
+		"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "XLADDP_BACKEND"} {
 		t.Setenv(env, "")
 	}
 }
