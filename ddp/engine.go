@@ -36,6 +36,12 @@ type engine interface {
 	callName(c *engineCall, async bool) string
 	// abort ends the whole job (every process) with exit code 1.
 	abort()
+	// leave tells every peer this rank leaves the group (Destroy) after
+	// the collective numbered lastSeq.
+	leave(lastSeq uint64)
+	// departed returns a peer that left, and its last collective, once
+	// per peer (ok false when none is new).
+	departed() (rank int, lastSeq uint64, ok bool)
 	// close releases the engine once no operation is in flight.
 	close() error
 }
@@ -131,6 +137,7 @@ type inFlight struct {
 	ctx      context.Context // the caller's, for an inline collective
 	req      engineRequest
 	work     *Work
+	peer     int // a point-to-point operation's other rank
 }
 
 func (op *inFlight) label() string {
@@ -303,7 +310,7 @@ func (g *ProcessGroup) engineP2P(name string, c *engineCall) *Work {
 	}
 	w := &Work{name: label, group: g, done: make(chan struct{})}
 	op := &inFlight{name: name + " (point-to-point)", seq: seq, call: s.eng.callName(c, true),
-		deadline: time.Now().Add(g.timeout), req: req, work: w}
+		deadline: time.Now().Add(g.timeout), req: req, work: w, peer: c.root}
 	s.mu.Lock()
 	s.p2p = append(s.p2p, op)
 	s.mu.Unlock()
@@ -334,6 +341,7 @@ func (g *ProcessGroup) watchEngine() {
 			running = &r
 		}
 		s.mu.Unlock()
+		g.noticeDepartures(ops, running)
 		g.enforceDeadlines(ops, running)
 		progressed := false
 		for _, op := range ops {
@@ -379,6 +387,26 @@ func (g *ProcessGroup) complete(op *inFlight, err error) {
 	close(op.work.done)
 }
 
+// noticeDepartures acts on peers that left the group (their Destroy), as
+// closed connections do on TCP: a collective numbered past a peer's last
+// can never finish, so the job is aborted at once naming that rank;
+// otherwise the group is broken, so later operations fail promptly, and
+// point-to-point operations with the peer get engineAbortGrace (a
+// message it sent before leaving may still be arriving).
+func (g *ProcessGroup) noticeDepartures(ops []*inFlight, running *inFlight) {
+	for {
+		r, last, ok := g.engine.eng.departed()
+		if !ok {
+			return
+		}
+		left := fmt.Errorf("left the group (Destroy) after collective #%d", last)
+		if running != nil && running.seq > last {
+			g.abortJob(running, fmt.Sprintf("rank %d %v, so it never joins this one", r, left))
+		}
+		g.fail(&PeerError{Rank: r, Err: left})
+	}
+}
+
 // enforceDeadlines aborts the job for an operation past its deadline; an
 // inline collective whose caller's ctx ended breaks the group, which
 // gives it engineAbortGrace more.
@@ -389,11 +417,11 @@ func (g *ProcessGroup) enforceDeadlines(ops []*inFlight, running *inFlight) {
 		return
 	}
 	if running != nil && now.After(running.deadline) {
-		g.abortJob(running)
+		g.abortJob(running, "")
 	}
 	for _, op := range ops {
 		if now.After(op.deadline) {
-			g.abortJob(op)
+			g.abortJob(op, "")
 		}
 	}
 }
@@ -423,14 +451,18 @@ func (s *engineState) expedite(by time.Time) {
 	}
 }
 
-// abortJob ends the whole job for op, saying why on stderr first.
-func (g *ProcessGroup) abortJob(op *inFlight) {
+// abortJob ends the whole job for op, saying why on stderr first: cause,
+// else the group's failure or op's timeout.
+func (g *ProcessGroup) abortJob(op *inFlight, cause string) {
 	g.mu.Lock()
 	why := g.broken
 	g.mu.Unlock()
 	msg := fmt.Sprintf("ddp: rank %d: %s did not finish within the %v timeout; it cannot be cancelled, so the job "+
 		"is aborted (is a rank stalled, or did the ranks call different collectives? XLADDP_DEBUG=1 checks)", g.rank, op.label(), g.timeout)
-	if why != nil {
+	switch {
+	case cause != "":
+		msg = fmt.Sprintf("ddp: rank %d: %s cannot finish: %s; the job is aborted", g.rank, op.label(), cause)
+	case why != nil:
 		msg = fmt.Sprintf("ddp: rank %d: %s was still running %v after the group failed (%v); it cannot be "+
 			"cancelled, so the job is aborted", g.rank, op.label(), engineAbortGrace, why)
 	}
@@ -452,6 +484,7 @@ func (g *ProcessGroup) destroyEngine() error {
 	if g.broken == nil {
 		g.broken = fmt.Errorf("ddp: rank %d: %w: it was destroyed", g.rank, ErrGroupClosed)
 	}
+	last := g.seq
 	g.mu.Unlock()
 	for {
 		s.mu.Lock()
@@ -464,5 +497,6 @@ func (g *ProcessGroup) destroyEngine() error {
 	}
 	close(s.stop)
 	<-s.stopped
+	s.eng.leave(last)
 	return s.eng.close()
 }

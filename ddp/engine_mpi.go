@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/xladdp/xladdp/ddp/mpi"
 )
@@ -26,11 +27,21 @@ var (
 )
 
 // mpiEngine runs a group's operations on a communicator of its own (a
-// duplicate of MPI_COMM_WORLD, so no other MPI code's messages mix in).
+// duplicate of MPI_COMM_WORLD, so no other MPI code's messages mix in),
+// and tells peers it leaves on a second one, control.
 type mpiEngine struct {
-	comm  mpi.Comm
-	tagUB int
+	comm, control mpi.Comm
+	rank          int
+	tagUB         int
+	// leaves[r] is the receive of peer r's departure notice: the last
+	// collective it ran (nil for this rank, and once reported).
+	leaves     []*mpi.Request
+	leaveSeqs  [][]int64
+	reportedMu sync.Mutex
 }
+
+// leaveTag tags departure notices on the control communicator.
+const leaveTag = 1
 
 func newMPIEngine(o Options) (engine, engineWorld, error) {
 	required, err := mpi.ParseThreadLevel(os.Getenv(EnvMPIThreads))
@@ -47,6 +58,9 @@ func newMPIEngine(o Options) (engine, engineWorld, error) {
 	world := mpi.World()
 	if e.comm, err = world.Dup(); err != nil {
 		return nil, w, fmt.Errorf("ddp: backend mpi: %w", err)
+	}
+	if e.control, err = world.Dup(); err != nil {
+		return nil, w, errors.Join(fmt.Errorf("ddp: backend mpi: %w", err), e.comm.Free())
 	}
 	local, err := e.comm.SplitShared(0)
 	if err == nil {
@@ -70,6 +84,10 @@ func newMPIEngine(o Options) (engine, engineWorld, error) {
 	if err == nil {
 		err = checkEngineWorld(o, w, "mpirun")
 	}
+	if err == nil {
+		e.rank = w.rank
+		err = e.listenForLeaves(w.size)
+	}
 	if err != nil {
 		return nil, w, errors.Join(fmt.Errorf("ddp: backend mpi: %w", err), e.release())
 	}
@@ -79,6 +97,71 @@ func newMPIEngine(o Options) (engine, engineWorld, error) {
 
 func (e *mpiEngine) abort() { mpi.Abort(1) }
 
+// listenForLeaves posts the receive of every peer's departure notice.
+func (e *mpiEngine) listenForLeaves(size int) error {
+	e.leaves = make([]*mpi.Request, size)
+	e.leaveSeqs = make([][]int64, size)
+	for r := range size {
+		if r == e.rank {
+			continue
+		}
+		e.leaveSeqs[r] = make([]int64, 1)
+		req, err := e.control.Irecv(Int64s(e.leaveSeqs[r]).bytes, mpi.Int64, r, leaveTag)
+		if err != nil {
+			return err
+		}
+		e.leaves[r] = req
+	}
+	return nil
+}
+
+func (e *mpiEngine) departed() (int, uint64, bool) {
+	e.reportedMu.Lock()
+	defer e.reportedMu.Unlock()
+	for r, req := range e.leaves {
+		if req == nil {
+			continue
+		}
+		if done, err := req.Test(); done {
+			e.leaves[r] = nil
+			if err == nil {
+				return r, uint64(e.leaveSeqs[r][0]), true
+			}
+		}
+	}
+	return 0, 0, false
+}
+
+// leaveWait bounds how long the departure notices may take to go out.
+const leaveWait = 5 * time.Second
+
+func (e *mpiEngine) leave(lastSeq uint64) {
+	mine := []int64{int64(lastSeq)}
+	var sends []*mpi.Request
+	for r := range e.leaves {
+		if r != e.rank {
+			if req, err := e.control.Isend(Int64s(mine).bytes, mpi.Int64, r, leaveTag); err == nil {
+				sends = append(sends, req)
+			}
+		}
+	}
+	deadline := time.Now().Add(leaveWait)
+	for _, req := range sends {
+		for {
+			done, _ := req.Test()
+			if done {
+				break
+			}
+			if time.Now().After(deadline) {
+				// Finalize cannot wait for it; MPI delivers or drops it.
+				_ = req.Cancel()
+				break
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+}
+
 func (e *mpiEngine) close() error {
 	mpiGroupsMu.Lock()
 	defer mpiGroupsMu.Unlock()
@@ -86,10 +169,20 @@ func (e *mpiEngine) close() error {
 	return e.release()
 }
 
-// release frees the communicator, and finalizes MPI when no group is
-// left (mpiGroupsMu held).
+// release ends the receives of peers' departures that never came, frees
+// the communicators, and finalizes MPI when no group is left
+// (mpiGroupsMu held).
 func (e *mpiEngine) release() error {
-	err := e.comm.Free()
+	var err error
+	e.reportedMu.Lock()
+	for r, req := range e.leaves {
+		if req != nil {
+			err = errors.Join(err, req.Cancel())
+			e.leaves[r] = nil
+		}
+	}
+	e.reportedMu.Unlock()
+	err = errors.Join(err, e.comm.Free(), e.control.Free())
 	if mpiGroups == 0 {
 		err = errors.Join(err, mpi.Finalize())
 	}

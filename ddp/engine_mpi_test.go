@@ -26,6 +26,7 @@ func init() {
 	scenarios["mpi-chunked"] = chunkedScenario
 	scenarios["mpi-cancel"] = cancelScenario
 	scenarios["mpi-destroy-in-flight"] = mpiDestroyInFlightScenario
+	scenarios["mpi-leave"] = leaveScenario
 	groupScenarios["mpi-errors"] = mpiErrorsScenario
 }
 
@@ -271,7 +272,31 @@ func TestMPIStalledRankAbortsTheJob(t *testing.T) {
 	res := mpirunJob(t, "stall", 3, nil, "XLADDP_TEST_TIMEOUT=1s")
 	assert.Error(t, res.err, "mpirun must fail")
 	assert.Contains(t, res.output, "AllReduce #1 (MPI_Allreduce) did not finish within the 1s timeout")
-	assert.Contains(t, res.output, "MPI_ABORT")
+	assert.Less(t, res.elapsed, 10*time.Second)
+}
+
+// leaveScenario: after one all-reduce, rank 1 destroys its group and
+// exits; the others start a second one, which it never joins.
+func leaveScenario(ctx context.Context, g *ProcessGroup, rep *report) {
+	x := []int64{1}
+	if err := g.AllReduce(ctx, Int64s(x), Sum); err != nil {
+		rep.Error = err.Error()
+		return
+	}
+	if g.Rank() == 1 {
+		return // runWorker destroys the group
+	}
+	rep.Error = fmt.Sprint(g.AllReduce(ctx, Int64s(x), Sum))
+}
+
+// TestMPIRankThatLeftEndsTheJob: a rank that destroys its group (say,
+// on its way out with an error) while the others wait in a collective it
+// will never join ends the job at once, naming it, as a closed
+// connection does on TCP, instead of leaving them to the timeout.
+func TestMPIRankThatLeftEndsTheJob(t *testing.T) {
+	res := mpirunJob(t, "mpi-leave", 3, nil, "XLADDP_TEST_TIMEOUT=60s")
+	assert.Error(t, res.err, "mpirun must fail")
+	assert.Contains(t, res.output, "AllReduce #2 (MPI_Allreduce) cannot finish: rank 1 left the group (Destroy) after collective #1")
 	assert.Less(t, res.elapsed, 10*time.Second)
 }
 

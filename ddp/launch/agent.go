@@ -30,6 +30,9 @@ func Run(ctx context.Context, c Config, environ []string, stdout, stderr io.Writ
 		defer consoleMu.Unlock()
 		fmt.Fprintf(stderr, format+"\n", a...)
 	}
+	if c.Backend == backendMPI {
+		return runMPI(ctx, c, environ, stdout, stderr, say)
+	}
 	token := ""
 	for _, kv := range environ {
 		if v, ok := strings.CutPrefix(kv, "XLADDP_STORE_TOKEN="); ok {

@@ -53,6 +53,9 @@ type Config struct {
 	// MarkStep compiles into the caches and executes nothing
 	// (neuron_parallel_compile's pass).
 	CompileOnly bool
+	// Backend is the workers' process group backend: "tcp" (ddprun starts
+	// them) or "mpi" (ddprun runs them under mpirun, one node only).
+	Backend string
 	// Program and Args are the training binary and its arguments.
 	Program string
 	Args    []string
@@ -63,7 +66,7 @@ type Config struct {
 // flagNames are torchrun's options; each is also read from PET_<NAME>.
 var flagNames = []string{"nnodes", "nproc_per_node", "node_rank", "master_addr", "master_port", "rdzv_backend",
 	"rdzv_endpoint", "rdzv_id", "rdzv_conf", "standalone", "max_restarts", "monitor_interval", "log_dir",
-	"redirects", "tee", "local_ranks_filter", "role", "no_python", "run_path", "module", "dry_run", "compile_only"}
+	"redirects", "tee", "local_ranks_filter", "role", "no_python", "run_path", "module", "dry_run", "compile_only", "backend"}
 
 // Usage is the help text, torchrun's in shape.
 const Usage = `usage: ddprun [options] TRAINING_BINARY [ARGS...]
@@ -115,6 +118,8 @@ func ParseArgs(args []string, getenv func(string) string, stderr io.Writer) (Con
 	dryRun := f.Bool("dry_run", false, "print what was detected and the worker environments, start nothing")
 	compileOnly := f.Bool("compile_only", false,
 		"compile every step's program into the caches without executing (neuron_parallel_compile); run the real job after")
+	backend := f.String("backend", "", "the workers' process group backend: tcp, or mpi (run under mpirun, one node; "+
+		"the binary built with -tags mpi) (default $XLADDP_BACKEND, else tcp)")
 	if err := f.Parse(args); err != nil {
 		return Config{}, err
 	}
@@ -144,7 +149,12 @@ func ParseArgs(args []string, getenv func(string) string, stderr io.Writer) (Con
 		RdzvEndpoint: *rdzvEndpoint, RdzvID: *rdzvID, Standalone: *standalone, MaxRestarts: *maxRestarts,
 		LogDir: *logDir, Role: *role, DryRun: *dryRun, CompileOnly: *compileOnly, RdzvTimeout: 900 * time.Second, JoinTimeout: 600 * time.Second,
 		Sources: sources}
-	c, err := validate(c, f.Args(), *nnodes, *nproc, *rdzvConf, *monitor, *redirects, *tee, *ranksFilter, getenv)
+	backendName, err := parseBackend(*backend, getenv)
+	if err != nil {
+		return Config{}, err
+	}
+	c.Backend = backendName
+	c, err = validate(c, f.Args(), *nnodes, *nproc, *rdzvConf, *monitor, *redirects, *tee, *ranksFilter, getenv)
 	if err != nil {
 		// An option that came from a PET_ variable is named as such.
 		for name, src := range sources {

@@ -35,7 +35,18 @@ func DryRun(w io.Writer, c Config, environ []string) {
 	row("max_restarts", c.MaxRestarts)
 	row("monitor_interval", c.MonitorInterval)
 	row("compile_only", c.CompileOnly)
+	row("backend", c.Backend)
 	fmt.Fprintf(w, "  %-18s %q %q\n", "program", c.Program, c.Args)
+	if c.Backend == backendMPI {
+		if err := checkMPI(c); err != nil {
+			fmt.Fprintf(w, "error: %v\n", err)
+			return
+		}
+		args, added := mpirunCommand(c, environ, 0)
+		slices.Sort(added)
+		fmt.Fprintf(w, "workers: started by %q, MPI giving the ranks; their environment adds %v\n", args, added)
+		return
+	}
 	node := max(c.NodeRank, 0)
 	a := assignment{node: node, nnodes: c.NNodesMax, offset: node * c.NProcPerNode, world: c.NNodesMax * c.NProcPerNode,
 		master: net.JoinHostPort(orLocal(c.MasterAddr), strconv.Itoa(c.MasterPort))}

@@ -5,7 +5,14 @@ package mpi
 /*
 #include <mpi.h>
 #include <stdlib.h>
-static void *xw_in_place2(void) { return MPI_IN_PLACE; }
+// MPI_IN_PLACE is (void *)1 in Open MPI: never let Go hold it, since the
+// runtime rejects a pointer-typed value that small on a stack it copies.
+static int xw_allreduce_in_place(void *buf, int n, MPI_Datatype d, MPI_Op op, MPI_Comm c) {
+	return MPI_Allreduce(MPI_IN_PLACE, buf, n, d, op, c);
+}
+static int xw_iallreduce_in_place(void *buf, int n, MPI_Datatype d, MPI_Op op, MPI_Comm c, MPI_Request *r) {
+	return MPI_Iallreduce(MPI_IN_PLACE, buf, n, d, op, c, r);
+}
 static MPI_Request xw_request_null2(void) { return MPI_REQUEST_NULL; }
 */
 import "C"
@@ -114,6 +121,28 @@ func (r *Request) Wait() error {
 	return r.err
 }
 
+// Cancel is MPI_Cancel then MPI_Wait: a receive that has not matched a
+// message ends without one; anything else finishes as Wait would.
+func (r *Request) Cancel() error {
+	if r.done {
+		return r.err
+	}
+	if err := do(r.call+" (MPI_Cancel)", func() C.int { return C.MPI_Cancel(r.req) }); err != nil {
+		return err
+	}
+	r.done = true
+	var st C.MPI_Status
+	var cancelled C.int
+	if r.err = do(r.call+" (MPI_Wait)", func() C.int { return C.MPI_Wait(r.req, &st) }); r.err == nil {
+		C.MPI_Test_cancelled(&st, &cancelled)
+		if cancelled == 0 {
+			r.err = r.recv.checkStatus(r.call, &st)
+		}
+	}
+	r.release()
+	return r.err
+}
+
 // Allreduce reduces buf across the ranks in place (MPI_Allreduce with
 // MPI_IN_PLACE).
 func (c Comm) Allreduce(buf []byte, d Datatype, op Op) error {
@@ -121,7 +150,7 @@ func (c Comm) Allreduce(buf []byte, d Datatype, op Op) error {
 	if err != nil {
 		return err
 	}
-	return do("MPI_Allreduce", func() C.int { return C.MPI_Allreduce(C.xw_in_place2(), ptr(buf), n, d.mpi(), op.mpi(d), c.c) })
+	return do("MPI_Allreduce", func() C.int { return C.xw_allreduce_in_place(ptr(buf), n, d.mpi(), op.mpi(d), c.c) })
 }
 
 // Iallreduce is Allreduce's nonblocking form.
@@ -131,7 +160,7 @@ func (c Comm) Iallreduce(buf []byte, d Datatype, op Op) (*Request, error) {
 		return nil, err
 	}
 	return c.start("MPI_Iallreduce", [][]byte{buf}, func(r *C.MPI_Request) C.int {
-		return C.MPI_Iallreduce(C.xw_in_place2(), ptr(buf), n, d.mpi(), op.mpi(d), c.c, r)
+		return C.xw_iallreduce_in_place(ptr(buf), n, d.mpi(), op.mpi(d), c.c, r)
 	})
 }
 

@@ -224,10 +224,43 @@ func worker() (failures []string) {
 	if err := comm.Allreduce(make([]byte, 6), Float32, Sum); err != errBadCount {
 		fail("partial element: %v", err)
 	}
+	// Calls made at every stack depth of fresh goroutines, so the
+	// runtime grows (copies) the stack inside the binding's frames: no
+	// frame may hold a value it takes for a bad pointer (MPI_IN_PLACE is
+	// (void *)1).
+	for depth := range 300 {
+		done := make(chan error)
+		go func() { done <- atDepth(depth, func() error { return comm.Allreduce(make([]byte, 4), Int32, Sum) }) }()
+		if err := <-done; err != nil {
+			fail("Allreduce at stack depth %d: %v", depth, err)
+		}
+	}
+	// A receive nothing matches ends when cancelled.
+	req, err = comm.Irecv(make([]byte, 8), Int64, (rank+1)%size, 99)
+	if err == nil {
+		err = req.Cancel()
+	}
+	if err != nil {
+		fail("Irecv then Cancel: %v", err)
+	}
 	if err := comm.Barrier(); err != nil {
 		fail("Barrier: %v", err)
 	}
 	return failures
+}
+
+// atDepth calls f under depth extra stack frames.
+func atDepth(depth int, f func() error) error {
+	var pad [16]int64
+	pad[depth%16] = int64(depth)
+	if depth == 0 {
+		return f()
+	}
+	err := atDepth(depth-1, f)
+	if pad[depth%16] != int64(depth) {
+		return fmt.Errorf("frame at depth %d overwritten", depth)
+	}
+	return err
 }
 
 // nilDereferencePanics reports whether Go still turns a SIGSEGV into a

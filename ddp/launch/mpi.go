@@ -1,0 +1,158 @@
+package launch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// The process group backends the workers may use (ddp.BackendTCP and
+// ddp.BackendMPI; this package does not import ddp, which needs PJRT).
+const (
+	backendTCP = "tcp"
+	backendMPI = "mpi"
+)
+
+// mpirunStopGrace is how long mpirun gets to stop its workers after
+// SIGTERM before it is killed.
+const mpirunStopGrace = 5 * time.Second
+
+// parseBackend checks --backend (empty: $XLADDP_BACKEND, else tcp).
+func parseBackend(flag string, getenv func(string) string) (string, error) {
+	b := strings.ToLower(strings.TrimSpace(flag))
+	if b == "" {
+		b = strings.ToLower(strings.TrimSpace(getenv("XLADDP_BACKEND")))
+	}
+	switch b {
+	case "", backendTCP:
+		return backendTCP, nil
+	case backendMPI:
+		return backendMPI, nil
+	}
+	return "", fmt.Errorf("--backend=%q: want tcp (the default) or mpi", b)
+}
+
+// checkMPI refuses what ddprun cannot do on the mpi backend.
+func checkMPI(c Config) error {
+	if c.NNodesMax > 1 {
+		return errors.New("--backend=mpi: ddprun runs one node's workers under mpirun; a job across nodes is started " +
+			"by mpirun itself, once, with the hosts (mpirun --hostfile HOSTS -np N TRAINING_BINARY --backend mpi), " +
+			"as SageMaker's mpi distribution and SLURM sites do")
+	}
+	if c.LogDir != "" || len(c.LocalRanksFilter) > 0 {
+		return errors.New("--backend=mpi: mpirun carries the workers' output; --log_dir, --redirects, --tee and " +
+			"--local_ranks_filter are not available (mpirun's --output-filename is)")
+	}
+	return nil
+}
+
+// mpirunCommand is the mpirun command line that starts this node's
+// workers on the mpi backend, and what it adds to the workers'
+// environment (see mpirunEnv): the backend and torchrun's settings.
+func mpirunCommand(c Config, environ []string, attempt int) (args, added []string) {
+	args = []string{"mpirun", "-np", strconv.Itoa(c.NProcPerNode), "--oversubscribe",
+		// The workers bind themselves (XLADDP_BIND_CPUS), as under torchrun.
+		"--bind-to", "none"}
+	if os.Geteuid() == 0 {
+		args = append(args, "--allow-run-as-root")
+	}
+	args = append(append(args, c.Program), c.Args...)
+	added = append(added, "XLADDP_BACKEND="+backendMPI, "ROLE_NAME="+c.Role,
+		fmt.Sprintf("TORCHELASTIC_RESTART_COUNT=%d", attempt), fmt.Sprintf("TORCHELASTIC_MAX_RESTARTS=%d", c.MaxRestarts),
+		"TORCHELASTIC_RUN_ID="+c.RdzvID)
+	if c.NProcPerNode > 1 && !hasEnv(environ, "OMP_NUM_THREADS") {
+		added = append(added, "OMP_NUM_THREADS=1")
+	}
+	if c.NProcPerNode > 1 && !hasEnv(environ, "XLADDP_BIND_CPUS") {
+		added = append(added, "XLADDP_BIND_CPUS=1")
+	}
+	if c.CompileOnly {
+		added = append(added, "XLADDP_COMPILE_ONLY=1")
+	}
+	return args, added
+}
+
+// mpirunEnv is the environment mpirun passes the workers: the caller's
+// without torchrun's per-rank variables (MPI gives the ranks; stale ones
+// would contradict it), plus added.
+func mpirunEnv(environ, added []string) []string {
+	perRank := []string{"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK", "XLADDP_BACKEND"}
+	var env []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(perRank, name) {
+			env = append(env, kv)
+		}
+	}
+	return append(env, added...)
+}
+
+// runMPI runs the workers under mpirun (--backend=mpi), restarting the
+// job up to MaxRestarts times, and returns mpirun's exit status (130
+// when ctx ended).
+func runMPI(ctx context.Context, c Config, environ []string, stdout, stderr io.Writer, say func(string, ...any)) int {
+	if err := checkMPI(c); err != nil {
+		say("ddprun: %v", err)
+		return 1
+	}
+	for attempt := 0; ; attempt++ {
+		args, added := mpirunCommand(c, environ, attempt)
+		path, err := exec.LookPath(args[0])
+		if err != nil {
+			say("ddprun: --backend=mpi needs Open MPI's mpirun: %v (apt-get install openmpi-bin; make deps does)", err)
+			return 1
+		}
+		cmd := exec.Command(path, args[1:]...)
+		cmd.Env, cmd.Stdout, cmd.Stderr = mpirunEnv(environ, added), stdout, stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			say("ddprun: starting mpirun: %v", err)
+			return 1
+		}
+		done := make(chan struct{})
+		stopped := make(chan struct{})
+		go func() {
+			defer close(stopped)
+			select {
+			case <-done:
+			case <-ctx.Done():
+				// mpirun forwards SIGTERM to every worker and exits.
+				_ = cmd.Process.Signal(syscall.SIGTERM)
+				select {
+				case <-done:
+				case <-time.After(mpirunStopGrace):
+					_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+				}
+			}
+		}()
+		err = cmd.Wait()
+		close(done)
+		<-stopped
+		if ctx.Err() != nil {
+			say("ddprun: stopped (%v); mpirun stopped every worker", context.Cause(ctx))
+			return 130
+		}
+		if err == nil {
+			return 0
+		}
+		code := 1
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && ee.ExitCode() > 0 {
+			code = ee.ExitCode()
+		}
+		if attempt < c.MaxRestarts {
+			say("ddprun: mpirun failed (%v); restarting (restart %d of %d)", err, attempt+1, c.MaxRestarts)
+			continue
+		}
+		say("ddprun: mpirun failed (%v); every worker was stopped", err)
+		return code
+	}
+}

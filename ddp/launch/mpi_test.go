@@ -1,0 +1,79 @@
+package launch
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestBackendFlag: --backend, else $XLADDP_BACKEND (or PET_BACKEND),
+// else tcp; anything else is refused.
+func TestBackendFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args          []string
+		env           map[string]string
+		want, wantErr string
+	}{
+		{want: "tcp"},
+		{args: []string{"--backend=MPI"}, want: "mpi"},
+		{env: map[string]string{"XLADDP_BACKEND": "mpi"}, want: "mpi"},
+		{args: []string{"--backend", "tcp"}, env: map[string]string{"XLADDP_BACKEND": "mpi"}, want: "tcp"},
+		{env: map[string]string{"PET_BACKEND": "mpi"}, want: "mpi"},
+		{args: []string{"--backend=nccl"}, wantErr: `--backend="nccl": want tcp (the default) or mpi`},
+		{env: map[string]string{"XLADDP_BACKEND": "gloo"}, wantErr: `--backend="gloo"`},
+	} {
+		c, err := ParseArgs(append(tc.args, "./train"), envOf(tc.env), io.Discard)
+		if tc.wantErr != "" {
+			assert.ErrorContains(t, err, tc.wantErr, "%v %v", tc.args, tc.env)
+			continue
+		}
+		require.NoError(t, err, "%v %v", tc.args, tc.env)
+		assert.Equal(t, tc.want, c.Backend, "%v %v", tc.args, tc.env)
+	}
+}
+
+// TestMPIBackendRefusals: what ddprun cannot do under mpirun is refused
+// with what to do instead, before anything starts.
+func TestMPIBackendRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--nnodes=2", "--node_rank=0", "--master_addr=127.0.0.1"}, "a job across nodes is started by mpirun itself"},
+		{[]string{"--nnodes=1:2"}, "a job across nodes is started by mpirun itself"},
+		{[]string{"--log_dir=/tmp/x", "--tee=3"}, "--log_dir, --redirects, --tee and --local_ranks_filter are not available"},
+	} {
+		c, err := ParseArgs(append(append(tc.args, "--backend=mpi", "--nproc_per_node=2"), "./train"), noEnv, io.Discard)
+		require.NoError(t, err, "%v", tc.args)
+		var out, errb bytes.Buffer
+		assert.Equal(t, 1, Run(context.Background(), c, nil, &out, &errb), "%v", tc.args)
+		assert.Contains(t, errb.String(), tc.want, "%v", tc.args)
+	}
+}
+
+// TestMPIDryRun shows the mpirun command and what the workers' environment
+// gains; the per-rank variables of an enclosing job are dropped (MPI gives
+// the ranks).
+func TestMPIDryRun(t *testing.T) {
+	c, err := ParseArgs([]string{"--backend=mpi", "--nproc_per_node=3", "--dry_run", "./train", "--lr", "1"}, noEnv, io.Discard)
+	require.NoError(t, err)
+	var out bytes.Buffer
+	DryRun(&out, c, nil)
+	s := out.String()
+	assert.Contains(t, s, `"mpirun" "-np" "3" "--oversubscribe" "--bind-to" "none"`)
+	assert.Contains(t, s, `"./train" "--lr" "1"]`)
+	assert.Contains(t, s, "XLADDP_BACKEND=mpi")
+	assert.Contains(t, s, "OMP_NUM_THREADS=1")
+
+	_, added := mpirunCommand(c, nil, 2)
+	env := mpirunEnv([]string{"RANK=5", "WORLD_SIZE=9", "LOCAL_RANK=1", "XLADDP_BACKEND=tcp", "HOME=/root", "PATH=/bin"}, added)
+	assert.Subset(t, env, []string{"HOME=/root", "PATH=/bin", "XLADDP_BACKEND=mpi", "TORCHELASTIC_RESTART_COUNT=2"})
+	for _, kv := range env {
+		assert.False(t, slices.Contains([]string{"RANK=5", "WORLD_SIZE=9", "LOCAL_RANK=1", "XLADDP_BACKEND=tcp"}, kv), kv)
+	}
+}
