@@ -54,7 +54,7 @@ func (g *ProcessGroup) AllReduce(ctx context.Context, buf Buffer, op ReduceOp) e
 		if err := firstError(checkBuffer("AllReduce", buf), checkOp("AllReduce", op)); err != nil {
 			return err
 		}
-		return g.engineRun(ctx, "AllReduce", &engineCall{kind: opAllReduce, buf: buf, op: op}, g.avgOf(buf, op))
+		return g.engineRun(ctx, "AllReduce", engineCall{kind: opAllReduce, buf: buf, op: op}, g.avgOf(buf, op))
 	}
 	if g.smallPath(buf) && !g.debug && checkBuffer("AllReduce", buf) == nil && checkOp("AllReduce", op) == nil {
 		if ran, err := g.runInline(ctx, "AllReduce", func(seq uint64, deadline time.Time) error {
@@ -78,7 +78,7 @@ func (g *ProcessGroup) AllReduceAsync(buf Buffer, op ReduceOp) *Work {
 		return finished("AllReduce", err)
 	}
 	if g.engine != nil {
-		return g.engineOp(nil, "AllReduce", &engineCall{kind: opAllReduce, buf: buf, op: op}, g.avgOf(buf, op))
+		return g.engineOp(nil, "AllReduce", engineCall{kind: opAllReduce, buf: buf, op: op}, g.avgOf(buf, op))
 	}
 	return g.submit("AllReduce", func(seq uint64, deadline time.Time) error {
 		if g.smallPath(buf) {
@@ -232,7 +232,7 @@ func (g *ProcessGroup) broadcast(ctx context.Context, buf Buffer, root int) *Wor
 		return finished("Broadcast", err)
 	}
 	if g.engine != nil {
-		return g.engineOp(ctx, "Broadcast", &engineCall{kind: opBroadcast, buf: buf, root: root}, nil)
+		return g.engineOp(ctx, "Broadcast", engineCall{kind: opBroadcast, buf: buf, root: root}, nil)
 	}
 	return g.submit("Broadcast", func(seq uint64, deadline time.Time) error {
 		if err := g.checkSame(seq, fmt.Sprintf("Broadcast(root %d, %s)", root, buf), deadline); err != nil {
@@ -328,7 +328,7 @@ func (g *ProcessGroup) allGather(ctx context.Context, out, in Buffer) *Work {
 		return finished("AllGather", err)
 	}
 	if g.engine != nil {
-		return g.engineOp(ctx, "AllGather", &engineCall{kind: opAllGather, in: in, out: out}, nil)
+		return g.engineOp(ctx, "AllGather", engineCall{kind: opAllGather, in: in, out: out}, nil)
 	}
 	return g.submit("AllGather", func(seq uint64, deadline time.Time) error {
 		if err := g.checkSame(seq, fmt.Sprintf("AllGather(%s)", in), deadline); err != nil {
@@ -368,7 +368,7 @@ func (g *ProcessGroup) reduceScatter(ctx context.Context, out, in Buffer, op Red
 		return finished("ReduceScatter", err)
 	}
 	if g.engine != nil {
-		return g.engineOp(ctx, "ReduceScatter", &engineCall{kind: opReduceScatter, in: in, out: out, op: op}, g.avgOf(out, op))
+		return g.engineOp(ctx, "ReduceScatter", engineCall{kind: opReduceScatter, in: in, out: out, op: op}, g.avgOf(out, op))
 	}
 	return g.submit("ReduceScatter", func(seq uint64, deadline time.Time) error {
 		if err := g.checkSame(seq, fmt.Sprintf("ReduceScatter(%s, %s)", op, in), deadline); err != nil {

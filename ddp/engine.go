@@ -28,12 +28,14 @@ const (
 // group validates each operation, orders, names and times it; the engine
 // only maps it onto the library.
 type engine interface {
-	// run performs collective c and returns when it is done.
-	run(c *engineCall) error
+	// run performs collective c and returns when it is done. Calls take
+	// an engineCall by value: a pointer given to an interface method
+	// escapes, costing an allocation per operation.
+	run(c engineCall) error
 	// start begins point-to-point operation c without waiting for it.
-	start(c *engineCall) (engineRequest, error)
-	// callName is the library call c maps to, for messages.
-	callName(c *engineCall, async bool) string
+	start(c engineCall) (engineRequest, error)
+	// callName is the library call an operation maps to, for messages.
+	callName(kind opKind, async bool) string
 	// abort ends the whole job (every process) with exit code 1.
 	abort()
 	// leave tells every peer this rank leaves the group (Destroy) after
@@ -132,7 +134,8 @@ type engineState struct {
 type inFlight struct {
 	name     string
 	seq      uint64
-	call     string
+	kind     opKind
+	async    bool
 	deadline time.Time
 	ctx      context.Context // the caller's, for an inline collective
 	req      engineRequest
@@ -140,8 +143,8 @@ type inFlight struct {
 	peer     int // a point-to-point operation's other rank
 }
 
-func (op *inFlight) label() string {
-	return fmt.Sprintf("%s #%d (%s)", op.name, op.seq, op.call)
+func (g *ProcessGroup) label(op *inFlight) string {
+	return fmt.Sprintf("%s #%d (%s)", op.name, op.seq, g.engine.eng.callName(op.kind, op.async))
 }
 
 // initEngineGroup makes a group whose operations run on o.Backend's engine.
@@ -227,7 +230,7 @@ func (g *ProcessGroup) engineDebugCheck(seq uint64, c *engineCall) error {
 	mine := make([]int64, fingerprintSize/8)
 	copy(int64Bytes(mine), fmt.Sprintf("#%d %s", seq, describe(c)))
 	all := make([]int64, len(mine)*g.size)
-	if err := g.engine.eng.run(&engineCall{kind: opAllGather, in: Int64s(mine), out: Int64s(all)}); err != nil {
+	if err := g.engine.eng.run(engineCall{kind: opAllGather, in: Int64s(mine), out: Int64s(all)}); err != nil {
 		return err
 	}
 	parts := make([][]byte, g.size)
@@ -239,55 +242,64 @@ func (g *ProcessGroup) engineDebugCheck(seq uint64, c *engineCall) error {
 
 func int64Bytes(x []int64) []byte { return Int64s(x).bytes }
 
-// engineCollective is the run function of collective c: the debug
-// check, the engine's blocking call under the watchdog (with the caller's
-// ctx when it runs inline), and then finish (may be nil).
-func (g *ProcessGroup) engineCollective(name string, c *engineCall, finish func(), callerCtx context.Context) func(uint64, time.Time) error {
-	return func(seq uint64, deadline time.Time) error {
-		if err := g.engineDebugCheck(seq, c); err != nil {
-			return err
-		}
-		s := g.engine
-		s.mu.Lock()
-		if !s.deadlineCap.IsZero() && deadline.After(s.deadlineCap) {
-			deadline = s.deadlineCap
-		}
-		s.running = inFlight{name: name, seq: seq, call: s.eng.callName(c, false), deadline: deadline, ctx: callerCtx}
-		s.isRunning = true
-		s.mu.Unlock()
-		err := s.eng.run(c)
-		s.mu.Lock()
-		s.isRunning = false
-		s.running.ctx = nil
-		s.mu.Unlock()
-		if err == nil && finish != nil {
-			finish()
-		}
+// runEngineCollective runs collective seq, c, with the debug check, as
+// the engine's blocking call under the watchdog (with the caller's ctx
+// when it runs inline), and then finish (may be nil). A zero deadline is
+// set by the watchdog when it first sees the operation, within
+// engineTick: reading the clock costs a small all-reduce more than
+// anything else the group does.
+func (g *ProcessGroup) runEngineCollective(name string, c engineCall, finish func(), callerCtx context.Context, seq uint64, deadline time.Time) error {
+	if err := g.engineDebugCheck(seq, &c); err != nil {
 		return err
 	}
+	s := g.engine
+	s.mu.Lock()
+	if !s.deadlineCap.IsZero() && (deadline.IsZero() || deadline.After(s.deadlineCap)) {
+		deadline = s.deadlineCap
+	}
+	s.running = inFlight{name: name, seq: seq, kind: c.kind, deadline: deadline, ctx: callerCtx}
+	s.isRunning = true
+	s.mu.Unlock()
+	err := s.eng.run(c)
+	s.mu.Lock()
+	s.isRunning = false
+	s.running.ctx = nil
+	s.mu.Unlock()
+	if err == nil && finish != nil {
+		finish()
+	}
+	return err
 }
 
 // engineRun runs collective c in its place in the group's order: on the
-// caller's goroutine when nothing is queued, else on the executor.
-func (g *ProcessGroup) engineRun(ctx context.Context, name string, c *engineCall, finish func()) error {
-	if ran, err := g.runInline(ctx, name, g.engineCollective(name, c, finish, ctx)); ran {
-		return err
+// caller's goroutine when nothing is queued (no allocation), else on the
+// executor.
+func (g *ProcessGroup) engineRun(ctx context.Context, name string, c engineCall, finish func()) error {
+	if seq, ok := g.beginInline(); ok {
+		return g.endInline(name, seq, g.runEngineCollective(name, c, finish, ctx, seq, time.Time{}))
 	}
-	return g.submit(name, g.engineCollective(name, c, finish, nil)).Wait(ctx)
+	return g.engineQueue(name, c, finish).Wait(ctx)
+}
+
+// engineQueue queues collective c for the executor.
+func (g *ProcessGroup) engineQueue(name string, c engineCall, finish func()) *Work {
+	return g.submit(name, func(seq uint64, deadline time.Time) error {
+		return g.runEngineCollective(name, c, finish, nil, seq, deadline)
+	})
 }
 
 // engineOp is engineRun for the operations whose Async variant shares
 // their code: a nil ctx (the Async variant) queues c and returns at once.
-func (g *ProcessGroup) engineOp(ctx context.Context, name string, c *engineCall, finish func()) *Work {
+func (g *ProcessGroup) engineOp(ctx context.Context, name string, c engineCall, finish func()) *Work {
 	if ctx == nil {
-		return g.submit(name, g.engineCollective(name, c, finish, nil))
+		return g.engineQueue(name, c, finish)
 	}
 	return finished(name, g.engineRun(ctx, name, c, finish))
 }
 
 // engineP2P starts a Send or Recv as the engine's nonblocking call; the
 // watchdog completes its Work. They are numbered apart from collectives.
-func (g *ProcessGroup) engineP2P(name string, c *engineCall) *Work {
+func (g *ProcessGroup) engineP2P(name string, c engineCall) *Work {
 	g.mu.Lock()
 	if g.closed || g.broken != nil {
 		err := g.broken
@@ -309,7 +321,7 @@ func (g *ProcessGroup) engineP2P(name string, c *engineCall) *Work {
 		return finished(label, err)
 	}
 	w := &Work{name: label, group: g, done: make(chan struct{})}
-	op := &inFlight{name: name + " (point-to-point)", seq: seq, call: s.eng.callName(c, true),
+	op := &inFlight{name: name + " (point-to-point)", seq: seq, kind: c.kind, async: true,
 		deadline: time.Now().Add(g.timeout), req: req, work: w, peer: c.root}
 	s.mu.Lock()
 	s.p2p = append(s.p2p, op)
@@ -337,6 +349,9 @@ func (g *ProcessGroup) watchEngine() {
 		ops := slices.Clone(s.p2p)
 		var running *inFlight
 		if s.isRunning {
+			if s.running.deadline.IsZero() {
+				s.running.deadline = time.Now().Add(g.timeout)
+			}
 			r := s.running
 			running = &r
 		}
@@ -441,7 +456,7 @@ func (s *engineState) expedite(by time.Time) {
 	}
 	if s.isRunning {
 		s.running.ctx = nil
-		if s.running.deadline.After(by) {
+		if s.running.deadline.IsZero() || s.running.deadline.After(by) {
 			s.running.deadline = by
 		}
 	}
@@ -458,13 +473,13 @@ func (g *ProcessGroup) abortJob(op *inFlight, cause string) {
 	why := g.broken
 	g.mu.Unlock()
 	msg := fmt.Sprintf("ddp: rank %d: %s did not finish within the %v timeout; it cannot be cancelled, so the job "+
-		"is aborted (is a rank stalled, or did the ranks call different collectives? XLADDP_DEBUG=1 checks)", g.rank, op.label(), g.timeout)
+		"is aborted (is a rank stalled, or did the ranks call different collectives? XLADDP_DEBUG=1 checks)", g.rank, g.label(op), g.timeout)
 	switch {
 	case cause != "":
-		msg = fmt.Sprintf("ddp: rank %d: %s cannot finish: %s; the job is aborted", g.rank, op.label(), cause)
+		msg = fmt.Sprintf("ddp: rank %d: %s cannot finish: %s; the job is aborted", g.rank, g.label(op), cause)
 	case why != nil:
 		msg = fmt.Sprintf("ddp: rank %d: %s was still running %v after the group failed (%v); it cannot be "+
-			"cancelled, so the job is aborted", g.rank, op.label(), engineAbortGrace, why)
+			"cancelled, so the job is aborted", g.rank, g.label(op), engineAbortGrace, why)
 	}
 	fmt.Fprintln(os.Stderr, msg)
 	g.engine.eng.abort()

@@ -189,21 +189,23 @@ func (e *mpiEngine) release() error {
 	return err
 }
 
-var mpiDatatypes = map[DType]mpi.Datatype{Float32: mpi.Float32, Float64: mpi.Float64, BFloat16: mpi.BFloat16,
+// mpiDatatypes and mpiOps are indexed by ddp's (checked) values: arrays,
+// not maps, on the per-call path.
+var mpiDatatypes = [...]mpi.Datatype{Float32: mpi.Float32, Float64: mpi.Float64, BFloat16: mpi.BFloat16,
 	Int32: mpi.Int32, Int64: mpi.Int64}
 
 // mpiOps: Avg is reduced as a sum, which the group divides.
-var mpiOps = map[ReduceOp]mpi.Op{Sum: mpi.Sum, Avg: mpi.Sum, Min: mpi.Min, Max: mpi.Max, Product: mpi.Prod}
+var mpiOps = [...]mpi.Op{Sum: mpi.Sum, Avg: mpi.Sum, Min: mpi.Min, Max: mpi.Max, Product: mpi.Prod}
 
 var mpiCallNames = map[opKind]string{opAllReduce: "Allreduce", opBroadcast: "Bcast", opAllGather: "Allgather",
 	opReduceScatter: "Reduce_scatter_block", opAllToAll: "Alltoallv", opGather: "Gather", opScatter: "Scatter",
 	opBarrier: "Barrier", opSend: "Send", opRecv: "Recv"}
 
-func (e *mpiEngine) callName(c *engineCall, async bool) string {
+func (e *mpiEngine) callName(kind opKind, async bool) string {
 	if async {
-		return "MPI_I" + lowerFirst(mpiCallNames[c.kind])
+		return "MPI_I" + lowerFirst(mpiCallNames[kind])
 	}
-	return "MPI_" + mpiCallNames[c.kind]
+	return "MPI_" + mpiCallNames[kind]
 }
 
 func lowerFirst(s string) string { return string(s[0]|0x20) + s[1:] }
@@ -215,9 +217,9 @@ var mpiChunkElements = mpi.MaxCount
 
 // tooLarge explains a buffer past MPI's int counts for an operation that
 // cannot be split into independent calls.
-func tooLarge(c *engineCall, elements int) error {
+func tooLarge(c engineCall, elements int) error {
 	return fmt.Errorf("%d elements per rank is more than MPI's int counts allow (%d) for %s: split it into several calls",
-		elements, mpi.MaxCount, describe(c))
+		elements, mpi.MaxCount, describe(&c))
 }
 
 // chunks calls f on buf's pieces of at most mpiChunkElements elements
@@ -235,9 +237,12 @@ func chunks(buf Buffer, f func(Buffer) error) error {
 	return nil
 }
 
-func (e *mpiEngine) run(c *engineCall) error {
+func (e *mpiEngine) run(c engineCall) error {
 	switch c.kind {
 	case opAllReduce:
+		if c.buf.Len() <= mpiChunkElements { // without the closure chunks takes
+			return e.comm.Allreduce(c.buf.bytes, mpiDatatypes[c.buf.DType], mpiOps[c.op])
+		}
 		return chunks(c.buf, func(b Buffer) error { return e.comm.Allreduce(b.bytes, mpiDatatypes[b.DType], mpiOps[c.op]) })
 	case opBroadcast:
 		return chunks(c.buf, func(b Buffer) error { return e.comm.Bcast(b.bytes, mpiDatatypes[b.DType], c.root) })
@@ -259,12 +264,12 @@ func (e *mpiEngine) run(c *engineCall) error {
 	case opScatter:
 		return e.comm.Scatter(c.out.bytes, c.in.bytes, mpiDatatypes[c.out.DType], c.root)
 	}
-	return fmt.Errorf("ddp: backend mpi has no blocking %s", describe(c))
+	return fmt.Errorf("ddp: backend mpi has no blocking %s", describe(&c))
 }
 
 // checkCounts refuses an operation whose counts or displacements do not
 // fit MPI's ints, and a tag above MPI_TAG_UB.
-func (e *mpiEngine) checkCounts(c *engineCall) error {
+func (e *mpiEngine) checkCounts(c engineCall) error {
 	if n := max(c.buf.Len(), c.in.Len(), c.out.Len()); n > mpi.MaxCount {
 		return tooLarge(c, n)
 	}
@@ -280,7 +285,7 @@ type mpiRequest struct{ r *mpi.Request }
 func (m mpiRequest) test() (bool, error) { return m.r.Test() }
 
 // start begins a Send or Recv (collectives run blocking: see engineState).
-func (e *mpiEngine) start(c *engineCall) (engineRequest, error) {
+func (e *mpiEngine) start(c engineCall) (engineRequest, error) {
 	if err := e.checkCounts(c); err != nil {
 		return nil, err
 	}
@@ -292,7 +297,7 @@ func (e *mpiEngine) start(c *engineCall) (engineRequest, error) {
 	case opRecv:
 		r, err = e.comm.Irecv(c.buf.bytes, mpiDatatypes[c.buf.DType], c.root, int(c.tag))
 	default:
-		return nil, fmt.Errorf("ddp: backend mpi starts only point-to-point operations, not %s", describe(c))
+		return nil, fmt.Errorf("ddp: backend mpi starts only point-to-point operations, not %s", describe(&c))
 	}
 	if err != nil {
 		return nil, err

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/xladdp/xladdp/ddp/mpi"
 	"github.com/xladdp/xladdp/xla/xlatest"
 )
 
@@ -460,4 +461,36 @@ func TestMPIWrapHostile(t *testing.T) {
 			}
 		})
 	}
+}
+
+// BenchmarkMPIAllReduceOverhead: a 4 KiB all-reduce in a one-rank MPI job
+// (a singleton: no mpirun needed), through the group and through the
+// binding directly; the difference is what the group adds per call.
+func BenchmarkMPIAllReduceOverhead(b *testing.B) {
+	if os.Getenv("OMPI_COMM_WORLD_SIZE") != "" {
+		b.Skip("runs as an MPI singleton, not under mpirun")
+	}
+	b.Setenv(EnvRank, "")
+	b.Setenv(EnvWorldSize, "")
+	o := NewOptions()
+	o.Backend = BackendMPI
+	g, err := InitProcessGroup(b.Context(), o)
+	require.NoError(b, err)
+	defer g.Destroy()
+	buf := Float32s(make([]float32, 1024))
+	b.Run("group", func(b *testing.B) {
+		for b.Loop() {
+			if err := g.AllReduce(b.Context(), buf, Sum); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	comm := g.engine.eng.(*mpiEngine).comm
+	b.Run("binding", func(b *testing.B) {
+		for b.Loop() {
+			if err := comm.Allreduce(buf.bytes, mpi.Float32, mpi.Sum); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

@@ -180,31 +180,47 @@ func (g *ProcessGroup) enqueue(name string, collective bool, run func(seq uint64
 // queued or running, in its place in the order; ran is false when it
 // must be queued instead (busy, closed or broken: the queue reports those).
 func (g *ProcessGroup) runInline(ctx context.Context, name string, run func(seq uint64, deadline time.Time) error) (ran bool, err error) {
+	seq, ok := g.beginInline()
+	if !ok {
+		return false, nil
+	}
+	return true, g.endInline(name, seq, run(seq, time.Now().Add(g.timeout)))
+}
+
+// beginInline claims the next collective for the caller's goroutine when
+// nothing is queued or running (ok false otherwise); endInline must
+// follow with its outcome.
+func (g *ProcessGroup) beginInline() (seq uint64, ok bool) {
 	g.submitMu.RLock()
 	g.mu.Lock()
 	if g.closed || g.broken != nil || g.inFlight > 0 {
 		g.mu.Unlock()
 		g.submitMu.RUnlock()
-		return false, nil
+		return 0, false
 	}
 	g.seq++
-	seq := g.seq
+	seq = g.seq
 	g.inFlight++
 	g.tails.Add(1) // Destroy waits for it
 	g.mu.Unlock()
 	g.submitMu.RUnlock()
-	defer g.tails.Done()
 	g.runMu.Lock()
-	err = run(seq, time.Now().Add(g.timeout))
+	return seq, true
+}
+
+// endInline ends collective seq, which beginInline claimed; a failure is
+// attributed to it and breaks the group.
+func (g *ProcessGroup) endInline(name string, seq uint64, err error) error {
 	g.runMu.Unlock()
 	g.mu.Lock()
 	g.inFlight--
 	g.mu.Unlock()
+	g.tails.Done()
 	if err != nil {
 		err = g.attribute(fmt.Sprintf("%s #%d", name, seq), err)
 		g.fail(err)
 	}
-	return true, err
+	return err
 }
 
 func (g *ProcessGroup) executor() {

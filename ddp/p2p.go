@@ -71,7 +71,7 @@ func (g *ProcessGroup) allToAllSingle(ctx context.Context, out, in Buffer, outSp
 		return finished(op, err)
 	}
 	if g.engine != nil {
-		return g.engineOp(ctx, op, &engineCall{kind: opAllToAll, in: in, out: out, inSplits: inS, outSplits: outS}, nil)
+		return g.engineOp(ctx, op, engineCall{kind: opAllToAll, in: in, out: out, inSplits: inS, outSplits: outS}, nil)
 	}
 	inO, outO := offsets(inS), offsets(outS)
 	return g.submit(op, func(seq uint64, deadline time.Time) error {
@@ -119,7 +119,7 @@ func (g *ProcessGroup) gather(ctx context.Context, out, in Buffer, root int) *Wo
 		return finished(op, err)
 	}
 	if g.engine != nil {
-		return g.engineOp(ctx, op, &engineCall{kind: opGather, in: in, out: out, root: root}, nil)
+		return g.engineOp(ctx, op, engineCall{kind: opGather, in: in, out: out, root: root}, nil)
 	}
 	return g.submit(op, func(seq uint64, deadline time.Time) error {
 		if err := g.checkSame(seq, fmt.Sprintf("Gather(root %d, %s)", root, in), deadline); err != nil {
@@ -170,7 +170,7 @@ func (g *ProcessGroup) scatter(ctx context.Context, out, in Buffer, root int) *W
 		return finished(op, err)
 	}
 	if g.engine != nil {
-		return g.engineOp(ctx, op, &engineCall{kind: opScatter, in: in, out: out, root: root}, nil)
+		return g.engineOp(ctx, op, engineCall{kind: opScatter, in: in, out: out, root: root}, nil)
 	}
 	return g.submit(op, func(seq uint64, deadline time.Time) error {
 		if err := g.checkSame(seq, fmt.Sprintf("Scatter(root %d, %s)", root, out), deadline); err != nil {
@@ -200,7 +200,7 @@ func (g *ProcessGroup) scatter(ctx context.Context, out, in Buffer, root int) *W
 // Barrier returns once every rank has called it.
 func (g *ProcessGroup) Barrier(ctx context.Context) error {
 	if g.engine != nil {
-		return g.engineRun(ctx, "Barrier", &engineCall{kind: opBarrier}, nil)
+		return g.engineRun(ctx, "Barrier", engineCall{kind: opBarrier}, nil)
 	}
 	return g.BarrierAsync().Wait(ctx)
 }
@@ -208,7 +208,7 @@ func (g *ProcessGroup) Barrier(ctx context.Context) error {
 // BarrierAsync is Barrier without waiting.
 func (g *ProcessGroup) BarrierAsync() *Work {
 	if g.engine != nil {
-		return g.engineOp(nil, "Barrier", &engineCall{kind: opBarrier}, nil)
+		return g.engineOp(nil, "Barrier", engineCall{kind: opBarrier}, nil)
 	}
 	return g.submit("Barrier", func(seq uint64, deadline time.Time) error {
 		if err := g.checkSame(seq, "Barrier", deadline); err != nil {
@@ -236,7 +236,7 @@ func (g *ProcessGroup) SendAsync(buf Buffer, dst int, tagValue uint32) *Work {
 		return finished(op, fmt.Errorf("ddp: Send to itself (rank %d)", dst))
 	}
 	if g.engine != nil {
-		return g.engineP2P(op, &engineCall{kind: opSend, buf: buf, root: dst, tag: tagValue})
+		return g.engineP2P(op, engineCall{kind: opSend, buf: buf, root: dst, tag: tagValue})
 	}
 	return g.enqueue(op, false, func(_ uint64, deadline time.Time) (func() error, error) {
 		job := g.peers[dst].send(kindP2P, uint64(tagValue), p2pDescriptor(buf), buf.bytes, deadline)
@@ -260,7 +260,7 @@ func (g *ProcessGroup) RecvAsync(buf Buffer, src int, tagValue uint32) *Work {
 		return finished(op, fmt.Errorf("ddp: Recv from itself (rank %d)", src))
 	}
 	if g.engine != nil {
-		return g.engineP2P(op, &engineCall{kind: opRecv, buf: buf, root: src, tag: tagValue})
+		return g.engineP2P(op, engineCall{kind: opRecv, buf: buf, root: src, tag: tagValue})
 	}
 	return g.enqueue(op, false, func(_ uint64, deadline time.Time) (func() error, error) {
 		if err := g.peers[src].recv(kindP2P, uint64(tagValue), p2pDescriptor(buf), buf.bytes, deadline); err != nil {

@@ -150,6 +150,9 @@ func (c Comm) Allreduce(buf []byte, d Datatype, op Op) error {
 	if err != nil {
 		return err
 	}
+	if direct { // the hot path, without do's closure
+		return check("MPI_Allreduce", C.xw_allreduce_in_place(ptr(buf), n, d.mpi(), op.mpi(d), c.c))
+	}
 	return do("MPI_Allreduce", func() C.int { return C.xw_allreduce_in_place(ptr(buf), n, d.mpi(), op.mpi(d), c.c) })
 }
 

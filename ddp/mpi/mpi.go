@@ -326,19 +326,16 @@ var sizes = map[Datatype]int{Float32: 4, Float64: 8, BFloat16: 2, Int32: 4, Int6
 // Size is the element size in bytes.
 func (d Datatype) Size() int { return sizes[d] }
 
-func (d Datatype) mpi() C.MPI_Datatype {
-	switch d {
-	case Float32:
-		return C.xw_float()
-	case Float64:
-		return C.xw_double()
-	case Int32:
-		return C.xw_int32()
-	case Int64:
-		return C.xw_int64()
-	}
-	return C.xw_uint16()
-}
+// The handles of MPI's predefined types and operations, read once: in
+// Open MPI they are addresses of its globals, and a cgo call per use
+// would cost more than the rest of a small all-reduce's overhead.
+var (
+	datatypeHandles = [...]C.MPI_Datatype{Float32: C.xw_float(), Float64: C.xw_double(), BFloat16: C.xw_uint16(),
+		Int32: C.xw_int32(), Int64: C.xw_int64()}
+	opHandles = [...]C.MPI_Op{Sum: C.xw_sum(), Min: C.xw_min(), Max: C.xw_max(), Prod: C.xw_prod()}
+)
+
+func (d Datatype) mpi() C.MPI_Datatype { return datatypeHandles[d] }
 
 // Op is a reduction.
 type Op int
@@ -357,15 +354,7 @@ func (op Op) mpi(d Datatype) C.MPI_Op {
 	if d == BFloat16 {
 		return bf16Ops[op-1]
 	}
-	switch op {
-	case Min:
-		return C.xw_min()
-	case Max:
-		return C.xw_max()
-	case Prod:
-		return C.xw_prod()
-	}
-	return C.xw_sum()
+	return opHandles[op]
 }
 
 // MaxCount is the most elements one call moves: MPI's counts are C ints.

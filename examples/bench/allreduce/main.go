@@ -6,10 +6,17 @@
 //
 // Bus bandwidth is 2(n-1)/n × bytes / time, what a ring moves per rank, so
 // it compares across process counts and with the physical limits.
+//
+// With --compare-mpi, built with -tags mpi, it sets the mpi backend (under
+// mpirun) beside the default backend and raw MPI_Allreduce from C (the
+// program in c/, built with mpicc), their runs alternated (compare.go):
+//
+//	go build -tags mpi -o benchallreduce ./examples/bench/allreduce
+//	mpicc -O2 -o mpi_allreduce examples/bench/allreduce/c/mpi_allreduce.c
+//	./benchallreduce --compare-mpi ./mpi_allreduce --procs 2,4 --rounds 5
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -49,8 +56,13 @@ func main() {
 	flags := pflag.NewFlagSet("allreduce", pflag.ContinueOnError)
 	procs := flags.String("procs", "2,4", "comma-separated process counts")
 	maxMiB := flags.Int("max-mib", 256, "largest buffer in MiB")
+	compareWith := flags.String("compare-mpi", "", "raw C MPI_Allreduce program (c/mpi_allreduce.c, built): compare the backends with it")
+	rounds := flags.Int("rounds", 5, "with --compare-mpi: alternated rounds of each")
+	sizeList := flags.String("sizes", "4096,1048576,67108864", "with --compare-mpi: buffer sizes in bytes")
 	err := flags.Parse(os.Args[1:])
-	if err == nil {
+	if err == nil && *compareWith != "" {
+		err = compare(*compareWith, *procs, *sizeList, *rounds, os.Stdout)
+	} else if err == nil {
 		err = run(*procs, *maxMiB, os.Stdout)
 	}
 	cli.Exit("allreduce bench", err)
@@ -76,7 +88,7 @@ func run(procList string, maxMiB int, out io.Writer) error {
 		if err != nil || n < 2 {
 			return fmt.Errorf("--procs %q: want counts of at least 2", procList)
 		}
-		results, err := launch(n, maxMiB)
+		results, err := launch(n, fmt.Sprintf("XLADDP_BENCH_MAX_MIB=%d", maxMiB))
 		if err != nil {
 			return err
 		}
@@ -155,7 +167,9 @@ func loopbackBandwidth() (float64, error) {
 	return 128 * float64(len(buf)) / time.Since(start).Seconds(), nil
 }
 
-func launch(n, maxMiB int) ([]result, error) {
+// launch runs n ranks of the default backend, started as ddprun would,
+// with env added, and returns rank 0's results.
+func launch(n int, env ...string) ([]result, error) {
 	port, err := freeport.Pick("127.0.0.1")
 	if err != nil {
 		return nil, err
@@ -165,7 +179,8 @@ func launch(n, maxMiB int) ([]result, error) {
 	for r := range n {
 		cmd := exec.Command(os.Args[0])
 		cmd.Env = append(os.Environ(), childEnv+"=1", fmt.Sprintf("%s=%d", ddp.EnvRank, r), fmt.Sprintf("%s=%d", ddp.EnvWorldSize, n),
-			ddp.EnvMasterAddr+"=127.0.0.1", fmt.Sprintf("%s=%d", ddp.EnvMasterPort, port), fmt.Sprintf("XLADDP_BENCH_MAX_MIB=%d", maxMiB))
+			ddp.EnvMasterAddr+"=127.0.0.1", fmt.Sprintf("%s=%d", ddp.EnvMasterPort, port), ddp.EnvBackend+"=tcp")
+		cmd.Env = append(cmd.Env, env...)
 		cmd.Stderr = os.Stderr
 		if r == 0 {
 			if rank0, err = cmd.StdoutPipe(); err != nil {
@@ -177,14 +192,7 @@ func launch(n, maxMiB int) ([]result, error) {
 		}
 		cmds[r] = cmd
 	}
-	var results []result
-	sc := bufio.NewScanner(rank0)
-	for sc.Scan() {
-		var r result
-		if err := json.Unmarshal(sc.Bytes(), &r); err == nil {
-			results = append(results, r)
-		}
-	}
+	results := readResults(rank0)
 	for r, cmd := range cmds {
 		if err := cmd.Wait(); err != nil {
 			return nil, fmt.Errorf("rank %d: %w", r, err)
@@ -205,7 +213,13 @@ func child() error {
 	}
 	defer g.Destroy()
 	maxMiB, _ := strconv.Atoi(os.Getenv("XLADDP_BENCH_MAX_MIB"))
-	for _, size := range sizes(maxMiB) {
+	todo := sizes(maxMiB)
+	if list := os.Getenv(sizesEnv); list != "" {
+		if todo, err = parseSizes(list); err != nil {
+			return err
+		}
+	}
+	for _, size := range todo {
 		buf := make([]float32, size/4)
 		for i := range buf {
 			buf[i] = 1
@@ -215,7 +229,7 @@ func child() error {
 			return err
 		}
 		var sharedSec float64
-		if shared, err := g.SharedBuffer(ddp.Float32, size/4); err == nil && size <= 64<<20 {
+		if shared, err := g.SharedBuffer(ddp.Float32, size/4); err == nil && g.HasSharedMemory() && size <= 64<<20 {
 			if sharedSec, err = timeAllReduce(ctx, g, shared); err != nil {
 				return err
 			}

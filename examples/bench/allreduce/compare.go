@@ -1,0 +1,135 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/xladdp/xladdp/ddp"
+	"github.com/xladdp/xladdp/examples/bench/internal/stats"
+)
+
+// sizesEnv lists the sizes a child times, in bytes (default: sizes()).
+const sizesEnv = "XLADDP_BENCH_SIZES"
+
+func parseSizes(list string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 4 || n%4 != 0 {
+			return nil, fmt.Errorf("size %q: want a byte count, a positive multiple of 4", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// compare times, for each process count, the default backend (TCP and
+// shared memory, started as ddprun would), ddp's mpi backend and raw
+// MPI_Allreduce from C (both under mpirun), alternating them for rounds
+// rounds, and prints the medians and the mpi backend's ratio to raw C.
+func compare(rawC, procList, sizeList string, rounds int, out io.Writer) error {
+	if _, err := os.Stat(rawC); err != nil {
+		return fmt.Errorf("--compare-mpi: %w (build it: mpicc -O2 -o mpi_allreduce examples/bench/allreduce/c/mpi_allreduce.c)", err)
+	}
+	mpirun, err := exec.LookPath("mpirun")
+	if err != nil {
+		return fmt.Errorf("--compare-mpi needs Open MPI's mpirun: %w", err)
+	}
+	szs, err := parseSizes(sizeList)
+	if err != nil {
+		return err
+	}
+	if rounds < 1 {
+		return fmt.Errorf("--rounds %d: want at least 1", rounds)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	mpirunArgs := func(n int, prog ...string) []string {
+		args := []string{"--oversubscribe", "-np", strconv.Itoa(n)}
+		if os.Geteuid() == 0 {
+			args = append(args, "--allow-run-as-root")
+		}
+		return append(args, prog...)
+	}
+	for _, p := range strings.Split(procList, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil || n < 2 {
+			return fmt.Errorf("--procs %q: want counts of at least 2", procList)
+		}
+		times := map[string]map[int][]float64{"tcp": {}, "mpi": {}, "c": {}}
+		for range rounds {
+			tcp, err := launch(n, sizesEnv+"="+sizeList)
+			if err != nil {
+				return fmt.Errorf("tcp backend: %w", err)
+			}
+			viaMPI, err := timed(exec.Command(mpirun, mpirunArgs(n, self)...), childEnv+"=1", ddp.EnvBackend+"=mpi",
+				sizesEnv+"="+sizeList, ddp.EnvRank+"=", ddp.EnvWorldSize+"=")
+			if err != nil {
+				return fmt.Errorf("mpi backend (is this binary built with -tags mpi?): %w", err)
+			}
+			args := mpirunArgs(n, rawC)
+			for _, s := range szs {
+				args = append(args, strconv.Itoa(s))
+			}
+			raw, err := timed(exec.Command(mpirun, args...))
+			if err != nil {
+				return fmt.Errorf("raw C MPI_Allreduce: %w", err)
+			}
+			for name, rs := range map[string][]result{"tcp": tcp, "mpi": viaMPI, "c": raw} {
+				for _, r := range rs {
+					times[name][r.Bytes] = append(times[name][r.Bytes], r.Seconds)
+				}
+			}
+		}
+		fmt.Fprintf(out, "\n%d processes, median of %d alternated rounds (bus GB/s, time per all-reduce)\n", n, rounds)
+		fmt.Fprintf(out, "%10s | %22s | %22s | %22s | %s\n", "size", "ddp tcp/shm", "ddp mpi", "raw C MPI_Allreduce", "mpi/raw C time")
+		for _, s := range szs {
+			cell := func(name string) (string, float64) {
+				sec := stats.Median(times[name][s])
+				bus := 2 * float64(n-1) / float64(n) * float64(s) / sec
+				return fmt.Sprintf("%8.3f GB/s %10s", bus/1e9, time.Duration(sec*1e9).Round(100*time.Nanosecond)), sec
+			}
+			tcp, _ := cell("tcp")
+			mpi, mpiSec := cell("mpi")
+			raw, rawSec := cell("c")
+			fmt.Fprintf(out, "%10s | %s | %s | %s | %.3f\n", human(s), tcp, mpi, raw, mpiSec/rawSec)
+		}
+	}
+	return nil
+}
+
+// timed runs cmd (a whole job under mpirun) and reads rank 0's results.
+func timed(cmd *exec.Cmd, env ...string) ([]result, error) {
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	results := readResults(stdout)
+	return results, cmd.Wait()
+}
+
+func readResults(r io.Reader) []result {
+	var results []result
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		var res result
+		if err := json.Unmarshal(sc.Bytes(), &res); err == nil && res.Bytes > 0 {
+			results = append(results, res)
+		}
+	}
+	return results
+}
