@@ -125,6 +125,10 @@ type engineState struct {
 	// deadlineCap, once set (by a failure or Destroy), bounds the
 	// deadline of every operation, those still queued included.
 	deadlineCap time.Time
+	// departed is the first peer known to have left the group (Destroy),
+	// after its collective departedAfter; -1 while none has.
+	departed      int
+	departedAfter uint64
 	wake        chan struct{}
 	stop        chan struct{}
 	stopped     chan struct{}
@@ -160,7 +164,8 @@ func initEngineGroup(o Options) (*ProcessGroup, error) {
 	}
 	g := &ProcessGroup{rank: world.rank, size: world.size, localRank: world.localRank, localWorldSize: world.localSize,
 		timeout: o.Timeout, debug: o.Debug, peers: make([]*peer, world.size), ops: make(chan *Work, 1024),
-		engine: &engineState{eng: eng, wake: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})}}
+		engine: &engineState{eng: eng, wake: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
+			departed: -1}}
 	if o.BindCPUs {
 		if err := bindLocalCPUs(g.localRank, g.localWorldSize); err != nil {
 			return nil, errors.Join(err, eng.close())
@@ -254,6 +259,12 @@ func (g *ProcessGroup) runEngineCollective(name string, c engineCall, finish fun
 	}
 	s := g.engine
 	s.mu.Lock()
+	if s.departed >= 0 && seq > s.departedAfter {
+		// It could never finish: fail it before MPI sees it.
+		err := s.departure()
+		s.mu.Unlock()
+		return err
+	}
 	if !s.deadlineCap.IsZero() && (deadline.IsZero() || deadline.After(s.deadlineCap)) {
 		deadline = s.deadlineCap
 	}
@@ -314,7 +325,16 @@ func (g *ProcessGroup) engineP2P(name string, c engineCall) *Work {
 	g.mu.Unlock()
 	label := fmt.Sprintf("%s (point-to-point #%d)", name, seq)
 	s := g.engine
-	req, err := s.eng.start(c)
+	s.mu.Lock()
+	gone := s.departed == c.root
+	s.mu.Unlock()
+	var req engineRequest
+	var err error
+	if gone {
+		err = &PeerError{Rank: c.root, Err: errors.New("left the group (Destroy)")}
+	} else {
+		req, err = s.eng.start(c)
+	}
 	if err != nil {
 		err = g.attribute(label, err)
 		g.fail(err)
@@ -403,23 +423,43 @@ func (g *ProcessGroup) complete(op *inFlight, err error) {
 }
 
 // noticeDepartures acts on peers that left the group (their Destroy), as
-// closed connections do on TCP: a collective numbered past a peer's last
-// can never finish, so the job is aborted at once naming that rank;
-// otherwise the group is broken, so later operations fail promptly, and
-// point-to-point operations with the peer get engineAbortGrace (a
-// message it sent before leaving may still be arriving).
+// closed connections do on TCP. A collective numbered past a peer's last
+// can never finish: one already running aborts the job at once naming
+// that rank, later ones fail before they start (runEngineCollective);
+// collectives up to its last still run, since this rank may not have
+// reached them yet. Point-to-point operations with the peer get
+// engineAbortGrace (a message it sent before leaving may still be
+// arriving); new ones fail.
 func (g *ProcessGroup) noticeDepartures(ops []*inFlight, running *inFlight) {
+	s := g.engine
 	for {
-		r, last, ok := g.engine.eng.departed()
+		r, last, ok := s.eng.departed()
 		if !ok {
 			return
 		}
-		left := fmt.Errorf("left the group (Destroy) after collective #%d", last)
-		if running != nil && running.seq > last {
-			g.abortJob(running, fmt.Sprintf("rank %d %v, so it never joins this one", r, left))
+		s.mu.Lock()
+		if s.departed < 0 || last < s.departedAfter {
+			s.departed, s.departedAfter = r, last
 		}
-		g.fail(&PeerError{Rank: r, Err: left})
+		s.mu.Unlock()
+		if running != nil && running.seq > last {
+			g.abortJob(running, fmt.Sprintf("rank %d left the group (Destroy) after collective #%d, so it never joins this one", r, last))
+		}
+		by := time.Now().Add(engineAbortGrace)
+		s.mu.Lock()
+		for _, op := range s.p2p {
+			if op.peer == r && op.deadline.After(by) {
+				op.deadline = by
+			}
+		}
+		s.mu.Unlock()
 	}
+}
+
+// departure is the error of an operation a departed peer never joins
+// (s.mu held).
+func (s *engineState) departure() error {
+	return &PeerError{Rank: s.departed, Err: fmt.Errorf("left the group (Destroy) after collective #%d", s.departedAfter)}
 }
 
 // enforceDeadlines aborts the job for an operation past its deadline; an

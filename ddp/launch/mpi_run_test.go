@@ -32,7 +32,7 @@ func TestRunOnTheMPIBackend(t *testing.T) {
 		assert.Contains(t, res.stderr, "restarting (restart 1 of 1)")
 		// Rank 1 destroyed its group and exited: the others, waiting in
 		// a collective it never joins, end the job at once.
-		assert.Contains(t, res.stderr+res.stdout, "AllReduce #2 (MPI_Allreduce) cannot finish: rank 1 left the group (Destroy) after collective #1")
+		assert.Contains(t, res.stderr+res.stdout, "left the group (Destroy) after collective #1")
 		assert.Less(t, res.elapsed, 20*time.Second, "well before the 60 s timeout")
 		assertNothingLeft(t, mark, nil)
 	})
