@@ -129,9 +129,9 @@ type engineState struct {
 	// after its collective departedAfter; -1 while none has.
 	departed      int
 	departedAfter uint64
-	wake        chan struct{}
-	stop        chan struct{}
-	stopped     chan struct{}
+	wake          chan struct{}
+	stop          chan struct{}
+	stopped       chan struct{}
 }
 
 // inFlight is an operation the watchdog watches.
