@@ -32,8 +32,10 @@ func parseSizes(list string) ([]int, error) {
 
 // compare times, for each process count, the default backend (TCP and
 // shared memory, started as ddprun would), ddp's mpi backend and raw
-// MPI_Allreduce from C (both under mpirun), alternating them for rounds
-// rounds, and prints the medians and the mpi backend's ratio to raw C.
+// MPI_Allreduce from C (under mpirun, initialised as the backend does,
+// with MPI_THREAD_MULTIPLE, and plainly with MPI_Init), alternating them
+// for rounds rounds, and prints the medians and the mpi backend's time
+// over raw C's at the same thread level.
 func compare(rawC, procList, sizeList string, rounds int, out io.Writer) error {
 	if _, err := os.Stat(rawC); err != nil {
 		return fmt.Errorf("--compare-mpi: %w (build it: mpicc -O2 -o mpi_allreduce examples/bench/allreduce/c/mpi_allreduce.c)", err)
@@ -65,14 +67,15 @@ func compare(rawC, procList, sizeList string, rounds int, out io.Writer) error {
 		if err != nil || n < 2 {
 			return fmt.Errorf("--procs %q: want counts of at least 2", procList)
 		}
-		times := map[string]map[int][]float64{"tcp": {}, "mpi": {}, "c": {}}
+		times := map[string]map[int][]float64{"tcp": {}, "mpi": {}, "c": {}, "c-single": {}}
+		inJob := map[int][]float64{} // ddp / raw C time, alternated in one job
 		for range rounds {
 			tcp, err := launch(n, sizesEnv+"="+sizeList)
 			if err != nil {
 				return fmt.Errorf("tcp backend: %w", err)
 			}
 			viaMPI, err := timed(exec.Command(mpirun, mpirunArgs(n, self)...), childEnv+"=1", ddp.EnvBackend+"=mpi",
-				sizesEnv+"="+sizeList, ddp.EnvRank+"=", ddp.EnvWorldSize+"=")
+				sizesEnv+"="+sizeList, ddp.EnvRank+"=", ddp.EnvWorldSize+"=", inJobEnv+"=3")
 			if err != nil {
 				return fmt.Errorf("mpi backend (is this binary built with -tags mpi?): %w", err)
 			}
@@ -80,18 +83,28 @@ func compare(rawC, procList, sizeList string, rounds int, out io.Writer) error {
 			for _, s := range szs {
 				args = append(args, strconv.Itoa(s))
 			}
-			raw, err := timed(exec.Command(mpirun, args...))
+			raw, err := timed(exec.Command(mpirun, args...), "XLADDP_BENCH_MPI_THREADS=multiple")
 			if err != nil {
 				return fmt.Errorf("raw C MPI_Allreduce: %w", err)
 			}
-			for name, rs := range map[string][]result{"tcp": tcp, "mpi": viaMPI, "c": raw} {
+			rawSingle, err := timed(exec.Command(mpirun, args...), "XLADDP_BENCH_MPI_THREADS=")
+			if err != nil {
+				return fmt.Errorf("raw C MPI_Allreduce: %w", err)
+			}
+			for name, rs := range map[string][]result{"tcp": tcp, "mpi": viaMPI, "c": raw, "c-single": rawSingle} {
 				for _, r := range rs {
 					times[name][r.Bytes] = append(times[name][r.Bytes], r.Seconds)
 				}
 			}
+			for _, r := range viaMPI {
+				for _, pair := range r.InJob {
+					inJob[r.Bytes] = append(inJob[r.Bytes], pair[0]/pair[1])
+				}
+			}
 		}
 		fmt.Fprintf(out, "\n%d processes, median of %d alternated rounds (bus GB/s, time per all-reduce)\n", n, rounds)
-		fmt.Fprintf(out, "%10s | %22s | %22s | %22s | %s\n", "size", "ddp tcp/shm", "ddp mpi", "raw C MPI_Allreduce", "mpi/raw C time")
+		fmt.Fprintf(out, "%10s | %22s | %22s | %22s | %22s | %s | %s\n", "size", "ddp tcp/shm", "ddp mpi",
+			"raw C, THREAD_MULTIPLE", "raw C, MPI_Init", "ddp mpi / raw C (multiple)", "same job: ddp / raw C (median of pairs)")
 		for _, s := range szs {
 			cell := func(name string) (string, float64) {
 				sec := stats.Median(times[name][s])
@@ -101,7 +114,9 @@ func compare(rawC, procList, sizeList string, rounds int, out io.Writer) error {
 			tcp, _ := cell("tcp")
 			mpi, mpiSec := cell("mpi")
 			raw, rawSec := cell("c")
-			fmt.Fprintf(out, "%10s | %s | %s | %s | %.3f\n", human(s), tcp, mpi, raw, mpiSec/rawSec)
+			single, _ := cell("c-single")
+			fmt.Fprintf(out, "%10s | %s | %s | %s | %s | %26.3f | %.3f (%d pairs)\n", human(s), tcp, mpi, raw, single, mpiSec/rawSec,
+				stats.Median(inJob[s]), len(inJob[s]))
 		}
 	}
 	return nil

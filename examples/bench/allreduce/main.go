@@ -43,7 +43,18 @@ type result struct {
 	// SharedSeconds is per all-reduce of a ddp.SharedBuffer (in place
 	// through shared memory; 0 when the group has none).
 	SharedSeconds float64
+	// InJob are alternated pairs, in one mpi-backend job, of ddp's time
+	// and raw MPI_Allreduce's from C on the same buffer (rawAllreduce).
+	InJob [][2]float64 `json:",omitempty"`
 }
+
+// rawAllreduce times raw MPI_Allreduce from C in this process (set in
+// builds with -tags mpi: compare_mpi.go).
+var rawAllreduce func(buf []float32) float64
+
+// inJobEnv asks a child of the mpi backend for this many alternated
+// pairs of ddp's and raw C's all-reduce per size.
+const inJobEnv = "XLADDP_BENCH_IN_JOB"
 
 func main() {
 	if os.Getenv(childEnv) == "1" {
@@ -234,8 +245,20 @@ func child() error {
 				return err
 			}
 		}
+		res := result{Bytes: size, Seconds: plain, SharedSeconds: sharedSec}
+		pairs, _ := strconv.Atoi(os.Getenv(inJobEnv))
+		if pairs > 0 && (rawAllreduce == nil || g.Backend() != ddp.BackendMPI) {
+			return fmt.Errorf("$%s needs the mpi backend in a build with -tags mpi", inJobEnv)
+		}
+		for range pairs {
+			viaDDP, err := timeAllReduce(ctx, g, ddp.Float32s(buf))
+			if err != nil {
+				return err
+			}
+			res.InJob = append(res.InJob, [2]float64{viaDDP, rawAllreduce(buf)})
+		}
 		if g.Rank() == 0 {
-			out, _ := json.Marshal(result{Bytes: size, Seconds: plain, SharedSeconds: sharedSec})
+			out, _ := json.Marshal(res)
 			fmt.Println(string(out))
 		}
 	}
