@@ -145,14 +145,18 @@ deps-libpython:
 	$(APT_INSTALL)
 	apt_install "$$lib" "libpython$$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
 
+# The commands link Open MPI's library (the mpi backend, -tags mpi) where
+# it is installed; they run without it as ever, on the default backend.
+MPI_TAGS = $(shell pkg-config --exists ompi-c 2>/dev/null && echo mpi)
+
 build:
-	$(GO) build -o $(BIN)/ ./backend/cmd/... ./ddp/cmd/... ./examples/...
+	$(GO) build -tags "$(MPI_TAGS)" -o $(BIN)/ ./backend/cmd/... ./ddp/cmd/... ./examples/...
 
 vet:
 	@unformatted="$$(gofmt -l .)"
 	if [[ -n "$$unformatted" ]]; then echo "gofmt needed on: $$unformatted" >&2; exit 1; fi
 	$(GO) vet ./...
-	if pkg-config --exists ompi-c 2>/dev/null; then $(GO) vet -tags mpi ./ddp/mpi/...; fi
+	if pkg-config --exists ompi-c 2>/dev/null; then $(GO) vet -tags mpi ./ddp/... ./examples/...; fi
 	# backend/internal/pjrtx compiles against its own copy of the PJRT C API
 	# header; it must be the one go-xla's structs were generated from.
 	goxla="$$($(GO) list -m -f '{{.Dir}}' github.com/gomlx/go-xla)"
@@ -171,7 +175,9 @@ FUZZ_TARGETS := FuzzDecodeRequest:./ddp/store:150000x FuzzDecode:./xla/safetenso
 test: deps vet
 	$(GO) test -timeout 9m ./...
 	if pkg-config --exists ompi-c 2>/dev/null; then
-		$(GO) test -tags mpi -timeout 5m ./ddp/mpi/...
+		# The mpi backend's tests under mpirun: the binding, the collective
+		# suite, DDP and the hostile cases, ddprun --backend mpi, examples.
+		$(GO) test -tags mpi -timeout 6m -run 'MPI|Mpirun|Backend' ./ddp/... ./examples/collectives/ ./examples/linear/
 	else
 		echo "test: libopenmpi-dev is missing, so the mpi backend's tests do not run (make deps installs it as root)" >&2
 	fi
@@ -210,6 +216,14 @@ bench: deps
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./...
 	@echo "== ddp all-reduce across processes (bus bandwidth vs memcpy and loopback TCP)"
 	$(GO) run ./examples/bench/allreduce --procs 2,4
+	if pkg-config --exists ompi-c 2>/dev/null; then
+		echo "== the mpi backend beside the tcp/shm backend and raw MPI_Allreduce from C, alternated"
+		mkdir -p $(BIN)
+		$(GO) build -tags mpi -o $(BIN)/benchallreduce ./examples/bench/allreduce
+		mpicc -O2 -o $(BIN)/mpi_allreduce examples/bench/allreduce/c/mpi_allreduce.c
+		$(BIN)/benchallreduce --compare-mpi $(BIN)/mpi_allreduce --procs 2,4 --rounds 7
+		$(GO) test -tags mpi -run '^$$' -bench MPIAllReduceOverhead -benchtime 2s ./ddp/
+	fi
 	echo "== training steps side by side with JAX, torch-xla and PyTorch (docs/BENCHMARKS.md)"
 	bash examples/bench/peers/install.sh
 	mkdir -p $(BIN)

@@ -50,4 +50,15 @@
 // fingerprint of each collective before running it, and the error lists
 // each rank's call. Point-to-point operations are numbered apart from the
 // collectives, which every rank numbers alike.
+//
+// # Backends
+//
+// The transport above is the default backend, "tcp". With Options.Backend
+// "mpi" ($XLADDP_BACKEND; a build with -tags mpi, started by mpirun) every
+// operation runs through MPI instead (engine.go, engine_mpi.go over
+// package ddp/mpi): the ranks come from MPI, collectives are MPI's
+// blocking calls in issue order (inline, or on the executor for the Async
+// variants), Send and Recv are MPI_Isend and MPI_Irecv, and a watchdog
+// aborts the job (MPI_Abort) when an operation outlives its timeout or a
+// peer that left the group leaves it unable to finish.
 package ddp

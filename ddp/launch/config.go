@@ -77,7 +77,9 @@ LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_*), meets the other
 nodes' agents at the rendezvous endpoint, and stops every worker on every
 node when one fails. Every option is also read from PET_<OPTION> (Kubeflow's
 PyTorchJob), and what is left out is detected from SageMaker, SLURM, PBS or
-Open MPI variables. Options take - or _ alike (--nproc-per-node).
+Open MPI variables. Options take - or _ alike (--nproc-per-node). With
+--backend=mpi the workers run under mpirun instead, on one node, and meet
+through MPI.
 
 options:
 `

@@ -5,6 +5,7 @@
 // applies the failure policy (stop every worker on every node, then
 // restart the group or exit with the failed worker's status), and fills
 // what the command line leaves out from the cluster's environment
-// (SageMaker, SLURM, PBS, Kubeflow, Open MPI). Command ddprun
+// (SageMaker, SLURM, PBS, Kubeflow, Open MPI); with the mpi backend it
+// runs one node's workers under mpirun instead (mpi.go). Command ddprun
 // (ddp/cmd/ddprun) is its command line, which accepts torchrun's.
 package launch
