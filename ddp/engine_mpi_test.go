@@ -30,6 +30,7 @@ func init() {
 	scenarios["mpi-leave"] = leaveScenario
 	scenarios["mpi-late-broadcast"] = lateBroadcastScenario
 	groupScenarios["mpi-errors"] = mpiErrorsScenario
+	groupScenarios["mpi-two-groups"] = twoGroupsScenario
 }
 
 // mpirunResult is what an mpirun job left: each rank's report (nil for a
@@ -98,9 +99,20 @@ func TestMPICollectives(t *testing.T) {
 	}
 }
 
-// chunkedScenario: all-reduces and broadcasts larger than one MPI call
-// (the chunk made small) are split into several, blocking and async.
+// chunkedScenario: empty buffers on every collective; then all-reduces
+// and broadcasts larger than one MPI call (the chunk made small) are split
+// into several, blocking and async.
 func chunkedScenario(ctx context.Context, g *ProcessGroup, rep *report) {
+	empty := Float64s(nil)
+	for i, err := range []error{
+		g.AllReduce(ctx, empty, Avg), g.AllReduceAsync(empty, Max).Wait(ctx), g.Broadcast(ctx, empty, 0),
+		g.AllGather(ctx, empty, empty), g.ReduceScatter(ctx, empty, empty, Sum), g.AllToAllSingle(ctx, empty, empty, nil, nil),
+		g.Gather(ctx, empty, empty, 0), g.Scatter(ctx, empty, empty, 0),
+	} {
+		if err != nil {
+			rep.Failures = append(rep.Failures, fmt.Sprintf("empty collective %d: %v", i, err))
+		}
+	}
 	mpiChunkElements = 1000
 	const n = 2501
 	for i, async := range []bool{false, true} {
@@ -136,8 +148,9 @@ func chunkedScenario(ctx context.Context, g *ProcessGroup, rep *report) {
 	}
 }
 
-// TestMPIChunkedOperations: buffers past MPI's int counts are split into
-// several MPI calls (here past a chunk of 1000 elements).
+// TestMPIChunkedOperations: empty buffers work on every collective, and
+// buffers past MPI's int counts are split into several MPI calls (here
+// past a chunk of 1000 elements).
 func TestMPIChunkedOperations(t *testing.T) {
 	res := mpirunJob(t, "mpi-chunked", 3, nil, "XLADDP_TEST_TIMEOUT=60s")
 	require.NoError(t, res.err, "%s", res.output)
@@ -220,6 +233,63 @@ func mpiErrorsScenario(rep *report) {
 		rep.Error = err.Error()
 	}
 	rep.Errors = append(rep.Errors, fmt.Sprint(last.AllReduce(ctx, Int64s(x), Sum)), fmt.Sprint(last.BarrierAsync().Wait(ctx)))
+}
+
+// twoGroupsScenario: two groups, each driven by its own goroutine at the
+// same time, all-reduce 300 times each: concurrent MPI calls on two
+// communicators (MPI_THREAD_MULTIPLE), each group's results its own.
+func twoGroupsScenario(rep *report) {
+	ctx := context.Background()
+	var groups [2]*ProcessGroup
+	for i := range groups {
+		g, err := InitProcessGroup(ctx, workerOptions())
+		if err != nil {
+			rep.Error = err.Error()
+			return
+		}
+		defer g.Destroy()
+		groups[i] = g
+	}
+	errs := make(chan error, 2)
+	for i, g := range groups {
+		go func() {
+			for step := range 300 {
+				x := []int64{int64(1000*i + step + g.Rank())}
+				var err error
+				if step%3 == 0 {
+					err = g.AllReduceAsync(Int64s(x), Sum).Wait(ctx)
+				} else {
+					err = g.AllReduce(ctx, Int64s(x), Sum)
+				}
+				n := int64(g.WorldSize())
+				if want := n*int64(1000*i+step) + n*(n-1)/2; err == nil && x[0] != want {
+					err = fmt.Errorf("group %d step %d: %d, want %d", i, step, x[0], want)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range groups {
+		if err := <-errs; err != nil {
+			rep.Failures = append(rep.Failures, err.Error())
+		}
+	}
+}
+
+// TestMPITwoGroupsConcurrently: groups are independent communicators, safe
+// to drive from different goroutines at once.
+func TestMPITwoGroupsConcurrently(t *testing.T) {
+	res := mpirunJob(t, "mpi-two-groups", 3, nil, "XLADDP_TEST_TIMEOUT=60s")
+	require.NoError(t, res.err, "%s", res.output)
+	for r, rep := range res.reps {
+		require.NotNil(t, rep, "rank %d: %s", r, res.output)
+		assert.Empty(t, rep.Error, "rank %d", r)
+		assert.Empty(t, rep.Failures, "rank %d", r)
+	}
 }
 
 // TestMPIErrorsAreGoErrors: what MPI refuses comes back as a Go error
