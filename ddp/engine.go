@@ -376,7 +376,7 @@ func (g *ProcessGroup) watchEngine() {
 			running = &r
 		}
 		s.mu.Unlock()
-		g.noticeDepartures(ops, running)
+		g.noticeDepartures()
 		g.enforceDeadlines(ops, running)
 		progressed := false
 		for _, op := range ops {
@@ -430,29 +430,34 @@ func (g *ProcessGroup) complete(op *inFlight, err error) {
 // reached them yet. Point-to-point operations with the peer get
 // engineAbortGrace (a message it sent before leaving may still be
 // arriving); new ones fail.
-func (g *ProcessGroup) noticeDepartures(ops []*inFlight, running *inFlight) {
+func (g *ProcessGroup) noticeDepartures() {
 	s := g.engine
 	for {
 		r, last, ok := s.eng.departed()
 		if !ok {
 			return
 		}
+		// Recorded and checked against the collective running now under
+		// one lock: one that starts after sees the departure itself.
 		s.mu.Lock()
 		if s.departed < 0 || last < s.departedAfter {
 			s.departed, s.departedAfter = r, last
 		}
-		s.mu.Unlock()
-		if running != nil && running.seq > last {
-			g.abortJob(running, fmt.Sprintf("rank %d left the group (Destroy) after collective #%d, so it never joins this one", r, last))
+		var doomed *inFlight
+		if s.isRunning && s.running.seq > last {
+			running := s.running
+			doomed = &running
 		}
 		by := time.Now().Add(engineAbortGrace)
-		s.mu.Lock()
 		for _, op := range s.p2p {
 			if op.peer == r && op.deadline.After(by) {
 				op.deadline = by
 			}
 		}
 		s.mu.Unlock()
+		if doomed != nil {
+			g.abortJob(doomed, fmt.Sprintf("rank %d left the group (Destroy) after collective #%d, so it never joins this one", r, last))
+		}
 	}
 }
 

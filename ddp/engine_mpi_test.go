@@ -46,10 +46,16 @@ type mpirunResult struct {
 // started (may be nil) runs while they do, given the report directory.
 func mpirunJob(t *testing.T, scenario string, np int, started func(dir string), env ...string) mpirunResult {
 	t.Helper()
+	return mpirunJobWithin(t, 3*time.Minute, scenario, np, started, env...)
+}
+
+// mpirunJobWithin is mpirunJob stopping mpirun after limit.
+func mpirunJobWithin(t *testing.T, limit time.Duration, scenario string, np int, started func(dir string), env ...string) mpirunResult {
+	t.Helper()
 	mpirun, err := exec.LookPath("mpirun")
 	require.NoError(t, err, "the mpi backend's tests need Open MPI's mpirun (make deps installs it)")
 	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, mpirun, "--allow-run-as-root", "--oversubscribe", "-np", strconv.Itoa(np), os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), workerEnv+"="+scenario, reportDirEnv+"="+dir, EnvBackend+"="+BackendMPI,
@@ -350,6 +356,9 @@ func TestMPIStalledRankAbortsTheJob(t *testing.T) {
 // leaveScenario: after one all-reduce, rank 1 destroys its group and
 // exits; the others start a second one, which it never joins.
 func leaveScenario(ctx context.Context, g *ProcessGroup, rep *report) {
+	if dir := os.Getenv(reportDirEnv); dir != "" {
+		_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("pid-%d", g.Rank())), []byte(strconv.Itoa(os.Getpid())), 0o644)
+	}
 	x := []int64{1}
 	if err := g.AllReduce(ctx, Int64s(x), Sum); err != nil {
 		rep.Error = err.Error()
@@ -388,15 +397,57 @@ func TestMPILateRankStillFinishesWhatTheLeaverJoined(t *testing.T) {
 // will never join is named at once, as a closed connection is on TCP,
 // instead of leaving them to the timeout: a rank already inside the
 // collective aborts the job; one that had not started it gets an error.
+//
+// Every rank's process must end within 10 s. mpirun itself (Open MPI
+// 4.1.4) sometimes never exits after a job where one rank finalized and
+// the others then ended abnormally, all of them gone (about 1 run in 10
+// here, with MPI_Abort or a plain exit alike): the test stops it and
+// says so rather than fail on it.
 func TestMPIRankThatLeftEndsTheJob(t *testing.T) {
-	res := mpirunJob(t, "mpi-leave", 3, nil, "XLADDP_TEST_TIMEOUT=60s")
+	var dir string
+	ended := make(chan time.Duration, 1)
+	res := mpirunJobWithin(t, 20*time.Second, "mpi-leave", 3, func(d string) {
+		dir = d
+		go func() {
+			start := time.Now()
+			for time.Since(start) < 20*time.Second {
+				if ranksGone(dir, 3) {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			ended <- time.Since(start)
+		}()
+	}, "XLADDP_TEST_TIMEOUT=60s")
+	assert.Less(t, <-ended, 10*time.Second, "the ranks' processes outlived the failure: %s", res.output)
+	named := strings.Contains(res.output, "AllReduce #2 (MPI_Allreduce) cannot finish: rank 1 left the group (Destroy) after collective #1")
 	for _, r := range []int{0, 2} {
-		aborted := strings.Contains(res.output, fmt.Sprintf("rank %d: AllReduce #2 (MPI_Allreduce) cannot finish: "+
-			"rank 1 left the group (Destroy) after collective #1", r))
-		failed := res.reps[r] != nil && strings.Contains(res.reps[r].Error, "AllReduce #2: rank 1: left the group (Destroy) after collective #1")
-		assert.True(t, aborted || failed, "rank %d neither aborted nor failed naming rank 1: %s", r, res.output)
+		// A rank that was not killed by another's abort reports the cause.
+		if rep := res.reps[r]; rep != nil {
+			assert.Contains(t, rep.Error, "AllReduce #2: rank 1: left the group (Destroy) after collective #1", "rank %d", r)
+			named = true
+		}
 	}
-	assert.Less(t, res.elapsed, 10*time.Second)
+	assert.True(t, named, "no rank named rank 1: %s", res.output)
+	if res.elapsed > 15*time.Second {
+		t.Logf("mpirun outlived its ranks (Open MPI's own hang; stopped after %v)", res.elapsed.Round(time.Second))
+	}
+}
+
+// ranksGone reports whether the n ranks that wrote pid-R files in dir
+// have all ended (exited, or zombies awaiting mpirun).
+func ranksGone(dir string, n int) bool {
+	for r := range n {
+		b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("pid-%d", r)))
+		if err != nil {
+			return false
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", string(b), "stat"))
+		if err == nil && !strings.Contains(string(stat), ") Z ") {
+			return false
+		}
+	}
+	return true
 }
 
 // TestMPIMismatchInDebugMode: with XLADDP_DEBUG=1 ranks compare every
