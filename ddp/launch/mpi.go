@@ -25,6 +25,63 @@ const (
 // SIGTERM before it is killed.
 const mpirunStopGrace = 5 * time.Second
 
+// mpirunOrphanGrace is how long mpirun may outlive all its workers.
+const mpirunOrphanGrace = 5 * time.Second
+
+// watchWorkersOf closes orphaned when the processes mpirun (pid) started
+// have all ended (gone, or zombies it does not reap) for
+// mpirunOrphanGrace while mpirun still runs; it returns when done closes.
+func watchWorkersOf(pid int, done <-chan struct{}, orphaned chan<- struct{}) {
+	ticker := time.NewTicker(250 * time.Millisecond)
+	defer ticker.Stop()
+	sawWorkers := false
+	var allEnded time.Time
+	for {
+		select {
+		case <-done:
+			return
+		case <-ticker.C:
+		}
+		live, ended := childrenOf(pid)
+		sawWorkers = sawWorkers || live+ended > 0
+		switch {
+		case !sawWorkers || live > 0:
+			allEnded = time.Time{}
+		case allEnded.IsZero():
+			allEnded = time.Now()
+		case time.Since(allEnded) > mpirunOrphanGrace:
+			close(orphaned)
+			return
+		}
+	}
+}
+
+// childrenOf counts pid's child processes that run and those that ended
+// (zombies), from /proc.
+func childrenOf(pid int) (live, ended int) {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(fields) < 2 || fields[1] != strconv.Itoa(pid) {
+			continue
+		}
+		if fields[0] == "Z" {
+			ended++
+		} else {
+			live++
+		}
+	}
+	return live, ended
+}
+
 // parseBackend checks --backend (empty: $XLADDP_BACKEND, else tcp).
 func parseBackend(flag string, getenv func(string) string) (string, error) {
 	b := strings.ToLower(strings.TrimSpace(flag))
@@ -119,6 +176,7 @@ func runMPI(ctx context.Context, c Config, environ []string, stdout, stderr io.W
 		}
 		done := make(chan struct{})
 		stopped := make(chan struct{})
+		orphaned := make(chan struct{})
 		go func() {
 			defer close(stopped)
 			select {
@@ -131,8 +189,13 @@ func runMPI(ctx context.Context, c Config, environ []string, stdout, stderr io.W
 				case <-time.After(mpirunStopGrace):
 					_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 				}
+			case <-orphaned:
+				say("ddprun: every worker has ended but mpirun did not exit within %v (Open MPI 4.1's mpirun can hang "+
+					"after a failed job); stopping it", mpirunOrphanGrace)
+				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			}
 		}()
+		go watchWorkersOf(cmd.Process.Pid, done, orphaned)
 		err = cmd.Wait()
 		close(done)
 		<-stopped

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"os/exec"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -76,4 +78,41 @@ func TestMPIDryRun(t *testing.T) {
 	for _, kv := range env {
 		assert.False(t, slices.Contains([]string{"RANK=5", "WORLD_SIZE=9", "LOCAL_RANK=1", "XLADDP_BACKEND=tcp"}, kv), kv)
 	}
+}
+
+// TestHungLauncherIsStopped: a parent whose children have
+// all ended but which never exits (as Open MPI 4.1's mpirun sometimes
+// does after a failed job) is noticed after mpirunOrphanGrace; one whose
+// child still runs is not.
+func TestHungLauncherIsStopped(t *testing.T) {
+	start := func(script string) *exec.Cmd {
+		cmd := exec.Command("sh", "-c", script)
+		require.NoError(t, cmd.Start())
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		return cmd
+	}
+	// sleep 0.1 exits and is never reaped: exec'd sleep is its parent now.
+	hung := start("sleep 0.1 & exec sleep 60")
+	busy := start("sleep 60 & exec sleep 60")
+	watch := func(pid int) chan struct{} {
+		done, orphaned := make(chan struct{}), make(chan struct{})
+		t.Cleanup(func() { close(done) })
+		go watchWorkersOf(pid, done, orphaned)
+		return orphaned
+	}
+	hungSeen, busySeen := watch(hung.Process.Pid), watch(busy.Process.Pid)
+	began := time.Now()
+	select {
+	case <-hungSeen:
+		assert.GreaterOrEqual(t, time.Since(began), mpirunOrphanGrace)
+	case <-time.After(mpirunOrphanGrace + 5*time.Second):
+		t.Fatal("a parent of only ended children was not noticed")
+	}
+	select {
+	case <-busySeen:
+		t.Fatal("a parent with a running child was taken for hung")
+	default:
+	}
+	live, ended := childrenOf(hung.Process.Pid)
+	assert.Equal(t, [2]int{0, 1}, [2]int{live, ended})
 }
