@@ -79,6 +79,18 @@ func mpirunJobWithin(t *testing.T, limit time.Duration, scenario string, np int,
 	return res
 }
 
+// requireClean requires the job to succeed with every rank reporting no
+// error and no failed check.
+func requireClean(t *testing.T, res mpirunResult) {
+	t.Helper()
+	require.NoError(t, res.err, "%s", res.output)
+	for r, rep := range res.reps {
+		require.NotNil(t, rep, "rank %d wrote no report: %s", r, res.output)
+		assert.Empty(t, rep.Error, "rank %d", r)
+		assert.Empty(t, rep.Failures, "rank %d", r)
+	}
+}
+
 // TestMPICollectives runs the TCP transport's collective suite
 // (collectivesScenario: every collective, dtype and reduce op, blocking
 // and async, against float64 references) on the mpi backend in 1 to 4
@@ -92,11 +104,8 @@ func TestMPICollectives(t *testing.T) {
 	}{{1, "multiple"}, {2, "multiple"}, {3, "multiple"}, {4, "multiple"}, {3, "serialized"}} {
 		t.Run(fmt.Sprintf("np %d %s", tc.np, tc.threads), func(t *testing.T) {
 			res := mpirunJob(t, "collectives", tc.np, nil, "XLADDP_TEST_TIMEOUT=60s", EnvMPIThreads+"="+tc.threads)
-			require.NoError(t, res.err, "%s", res.output)
+			requireClean(t, res)
 			for r, rep := range res.reps {
-				require.NotNil(t, rep, "rank %d wrote no report: %s", r, res.output)
-				assert.Empty(t, rep.Error, "rank %d", r)
-				assert.Empty(t, rep.Failures, "rank %d", r)
 				assert.Equal(t, BackendMPI, rep.Transport, "rank %d", r)
 				assert.Equal(t, res.reps[0].Hashes, rep.Hashes, "rank %d's results differ from rank 0's", r)
 			}
@@ -159,12 +168,7 @@ func chunkedScenario(ctx context.Context, g *ProcessGroup, rep *report) {
 // past a chunk of 1000 elements).
 func TestMPIChunkedOperations(t *testing.T) {
 	res := mpirunJob(t, "mpi-chunked", 3, nil, "XLADDP_TEST_TIMEOUT=60s")
-	require.NoError(t, res.err, "%s", res.output)
-	for r, rep := range res.reps {
-		require.NotNil(t, rep, "rank %d: %s", r, res.output)
-		assert.Empty(t, rep.Error, "rank %d", r)
-		assert.Empty(t, rep.Failures, "rank %d", r)
-	}
+	requireClean(t, res)
 }
 
 // mpiErrorsScenario: errors MPI returns, and ours before MPI sees a call,
@@ -290,12 +294,7 @@ func twoGroupsScenario(rep *report) {
 // to drive from different goroutines at once.
 func TestMPITwoGroupsConcurrently(t *testing.T) {
 	res := mpirunJob(t, "mpi-two-groups", 3, nil, "XLADDP_TEST_TIMEOUT=60s")
-	require.NoError(t, res.err, "%s", res.output)
-	for r, rep := range res.reps {
-		require.NotNil(t, rep, "rank %d: %s", r, res.output)
-		assert.Empty(t, rep.Error, "rank %d", r)
-		assert.Empty(t, rep.Failures, "rank %d", r)
-	}
+	requireClean(t, res)
 }
 
 // TestMPIErrorsAreGoErrors: what MPI refuses comes back as a Go error

@@ -145,8 +145,9 @@ func runAttempt(ctx context.Context, c Config, r *rendezvous, a assignment, atte
 				set.stop()
 				if r != nil {
 					// Our worker may have failed because another node's
-					// did: name the first failure.
-					if first := r.firstFailure(context.WithoutCancel(ctx), attempt, a.node, a.nnodes, seen, 300*time.Millisecond); first != "" {
+					// did: name the first failure. A loaded node may take
+					// most of a second to post its own (300 ms was short).
+					if first := r.firstFailure(context.WithoutCancel(ctx), attempt, a.node, a.nnodes, seen, time.Second); first != "" {
 						return outcome{remote: first + " (then here: " + e.String() + ")"}
 					}
 				}
