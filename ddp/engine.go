@@ -312,11 +312,7 @@ func (g *ProcessGroup) engineOp(ctx context.Context, name string, c engineCall, 
 // watchdog completes its Work. They are numbered apart from collectives.
 func (g *ProcessGroup) engineP2P(name string, c engineCall) *Work {
 	g.mu.Lock()
-	if g.closed || g.broken != nil {
-		err := g.broken
-		if g.closed {
-			err = ErrGroupClosed
-		}
+	if err := g.refusal(); err != nil {
 		g.mu.Unlock()
 		return finished(name, err)
 	}
@@ -365,19 +361,28 @@ func (g *ProcessGroup) watchEngine() {
 	defer timer.Stop()
 	idle := 0
 	for {
+		// Deadlines are read under s.mu: failures and departures move
+		// them from other goroutines.
+		now := time.Now()
 		s.mu.Lock()
 		ops := slices.Clone(s.p2p)
-		var running *inFlight
+		var running, late *inFlight
 		if s.isRunning {
 			if s.running.deadline.IsZero() {
-				s.running.deadline = time.Now().Add(g.timeout)
+				s.running.deadline = now.Add(g.timeout)
 			}
 			r := s.running
 			running = &r
 		}
+		for _, op := range ops {
+			if late == nil && now.After(op.deadline) {
+				l := *op
+				late = &l
+			}
+		}
 		s.mu.Unlock()
 		g.noticeDepartures()
-		g.enforceDeadlines(ops, running)
+		g.enforceDeadlines(now, running, late)
 		progressed := false
 		for _, op := range ops {
 			if done, err := op.req.test(); done {
@@ -467,11 +472,11 @@ func (s *engineState) departure() error {
 	return &PeerError{Rank: s.departed, Err: fmt.Errorf("left the group (Destroy) after collective #%d", s.departedAfter)}
 }
 
-// enforceDeadlines aborts the job for an operation past its deadline; an
-// inline collective whose caller's ctx ended breaks the group, which
-// gives it engineAbortGrace more.
-func (g *ProcessGroup) enforceDeadlines(ops []*inFlight, running *inFlight) {
-	now := time.Now()
+// enforceDeadlines aborts the job for the running collective past its
+// deadline, or for late, a point-to-point operation past its own (both
+// copies taken under s.mu); an inline collective whose caller's ctx ended
+// breaks the group, which gives it engineAbortGrace more.
+func (g *ProcessGroup) enforceDeadlines(now time.Time, running, late *inFlight) {
 	if running != nil && running.ctx != nil && running.ctx.Err() != nil {
 		g.fail(fmt.Errorf("ddp: rank %d stopped waiting for %s #%d: %w", g.rank, running.name, running.seq, context.Cause(running.ctx)))
 		return
@@ -479,10 +484,8 @@ func (g *ProcessGroup) enforceDeadlines(ops []*inFlight, running *inFlight) {
 	if running != nil && now.After(running.deadline) {
 		g.abortJob(running, "")
 	}
-	for _, op := range ops {
-		if now.After(op.deadline) {
-			g.abortJob(op, "")
-		}
+	if late != nil {
+		g.abortJob(late, "")
 	}
 }
 

@@ -149,12 +149,7 @@ func (g *ProcessGroup) enqueue(name string, collective bool, run func(seq uint64
 	g.submitMu.RLock()
 	defer g.submitMu.RUnlock()
 	g.mu.Lock()
-	if g.closed {
-		g.mu.Unlock()
-		return finished(name, ErrGroupClosed)
-	}
-	if g.broken != nil {
-		err := g.broken
+	if err := g.refusal(); err != nil {
 		g.mu.Unlock()
 		return finished(name, err)
 	}
@@ -174,6 +169,15 @@ func (g *ProcessGroup) enqueue(name string, collective bool, run func(seq uint64
 	w.run = func(deadline time.Time) (func() error, error) { return run(seq, deadline) }
 	g.ops <- w
 	return w
+}
+
+// refusal is why the group takes no more operations (nil while it does):
+// ErrGroupClosed after Destroy, else its first failure. g.mu held.
+func (g *ProcessGroup) refusal() error {
+	if g.closed {
+		return ErrGroupClosed
+	}
+	return g.broken
 }
 
 // runInline runs a collective on the caller's goroutine when nothing is

@@ -220,9 +220,6 @@ func onMain(f func()) {
 	<-done
 }
 
-// Level is the thread level MPI provided (0 before Init).
-func Level() ThreadLevel { return level }
-
 // Initialized reports whether MPI_Init ran and MPI_Finalize did not.
 func Initialized() bool {
 	var init, fin C.int
