@@ -74,8 +74,8 @@ func lookupTarget(t Target) (targetSpec, error) {
 		if bootstrapOf(Neuron) != nil {
 			return neuronSpec, nil
 		}
-		return targetSpec{}, fmt.Errorf("%w: the neuron target is prepared by package neuron: import "+
-			"github.com/xladdp/xladdp/neuron in the program (xladevices does); it needs a Trainium (Trn1/Trn2) instance "+
+		return targetSpec{}, fmt.Errorf("%w: the neuron target is prepared by package neuron, which every program using package xla links; "+
+			"a program that opens a backend without xla adds import _ \"github.com/xladdp/xladdp/neuron\"; it needs a Trainium (Trn1/Trn2) instance "+
 			"with the Neuron SDK's libneuronxla; to run the same program here use the cpu target (XLADDP_DEVICE=cpu)",
 			ErrTargetUnavailable)
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/xladdp/xladdp/backend"
 	"github.com/xladdp/xladdp/internal/cli"
+	_ "github.com/xladdp/xladdp/neuron" // --device neuron
 )
 
 func main() {
