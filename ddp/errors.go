@@ -29,5 +29,9 @@ var ErrTimeout = errors.New("timed out")
 // ErrMismatch: ranks called different collectives (debug mode).
 var ErrMismatch = errors.New("ddp: ranks called different collectives")
 
+// ErrNoLauncher: a process meant to be one rank of a job was started on
+// its own (no RANK, WORLD_SIZE or mpirun variables).
+var ErrNoLauncher = errors.New("no launcher started this process")
+
 // ErrGroupClosed: the group was destroyed or broke earlier.
 var ErrGroupClosed = errors.New("ddp: process group is not usable")

@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -129,6 +130,10 @@ func (o *Options) resolve() error {
 				return err
 			}
 		}
+		if !ok && f.required && !o.launched() {
+			return fmt.Errorf("ddp: %s is not set: %w: start it with ddprun, torchrun or mpirun (e.g. %s), "+
+				"or set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT yourself", f.env, ErrNoLauncher, launcherExample())
+		}
 		if !ok && f.required {
 			return fmt.Errorf("ddp: %s is not set: set $%s (or Options) for every process, as torchrun does", f.env, f.env)
 		}
@@ -154,6 +159,25 @@ func (o *Options) resolve() error {
 		o.InitMethod = "env://"
 	}
 	return nil
+}
+
+// launched reports whether anything says a launcher started this process:
+// a rank or world size in Options or in torch's or Open MPI's variables.
+func (o *Options) launched() bool {
+	if o.Rank != -1 || o.WorldSize != -1 {
+		return true
+	}
+	for _, name := range []string{EnvRank, EnvWorldSize, openMPIEnv[EnvRank], openMPIEnv[EnvWorldSize]} {
+		if os.Getenv(name) != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// launcherExample is the ddprun command line that starts this program.
+func launcherExample() string {
+	return "ddprun --nproc_per_node=2 " + filepath.Base(os.Args[0])
 }
 
 // resolveBackend normalizes and checks Backend ("" is tcp).

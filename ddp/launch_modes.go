@@ -65,6 +65,10 @@ func Launch(ctx context.Context, fn func(ctx context.Context, w Worker) error, o
 		opts.Backend = o.GroupBackend
 	}
 	if err := Init(ctx, opts); err != nil {
+		if errors.Is(err, ErrNoLauncher) {
+			return fmt.Errorf("ddp: RANK is not set: %w: use --spawn (one process, a replica per local device), "+
+				"or start it with ddprun, torchrun or mpirun (e.g. %s)", ErrNoLauncher, launcherExample())
+		}
 		return err
 	}
 	defer func() { err = errors.Join(err, Destroy()) }()

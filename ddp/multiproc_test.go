@@ -187,7 +187,8 @@ func TestRendezvousErrors(t *testing.T) {
 	}{
 		{[]string{EnvRank + "=3", EnvWorldSize + "=3"}, "RANK=3 but WORLD_SIZE=3: ranks run from 0 to 2"},
 		{[]string{EnvRank + "=0", EnvWorldSize + "=x"}, `$WORLD_SIZE="x" is not an integer`},
-		{[]string{EnvRank + "=", EnvWorldSize + "=2"}, "RANK is not set"},
+		{[]string{EnvRank + "=", EnvWorldSize + "=2"}, "RANK is not set: set $RANK"},
+		{[]string{EnvRank + "=", EnvWorldSize + "=", "OMPI_COMM_WORLD_RANK=", "OMPI_COMM_WORLD_SIZE="}, "no launcher started this process"},
 		{[]string{EnvRank + "=0", EnvWorldSize + "=1", EnvMasterAddr + "="}, "env:// needs $MASTER_ADDR and $MASTER_PORT"},
 		{[]string{EnvRank + "=0", EnvWorldSize + "=1", EnvMasterAddr + "=127.0.0.1", EnvMasterPort + "=99999"}, `master port "99999" is not a port number`},
 		// A bad value used to be ignored silently.

@@ -74,7 +74,7 @@ func TestNeedsALauncher(t *testing.T) {
 		t.Setenv(k, "")
 	}
 	var out bytes.Buffer
-	assert.ErrorContains(t, run(context.Background(), nil, &out), "RANK is not set")
+	assert.ErrorContains(t, run(context.Background(), nil, &out), "RANK is not set: no launcher started this process: start it with ddprun, torchrun or mpirun")
 	assert.ErrorContains(t, run(context.Background(), []string{"--init-method", "mpi://"}, &out), "want env://")
 	assert.ErrorContains(t, run(context.Background(), []string{"--backend", "nccl"}, &out), `backend "nccl": want tcp (the default) or mpi`)
 }

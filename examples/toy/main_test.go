@@ -73,7 +73,7 @@ func TestToyRefusesBadLaunches(t *testing.T) {
 	}{
 		{[]string{"--spawn", "--device", "tpu"}, `unknown device target "tpu"`},
 		{[]string{"--init-method", "ftp://x"}, "ftp://x"},
-		{nil, "RANK is not set"},
+		{nil, "no launcher started this process: use --spawn (one process, a replica per local device), or start it with ddprun, torchrun or mpirun"},
 		{[]string{"--spawn", "--cpu-devices", "0"}, "want a count from 1 to"},
 	}
 	for _, c := range cases {
