@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -221,6 +222,11 @@ func TestFailurePolicy(t *testing.T) {
 	}{
 		{"fail", 3, []string{"rank 1 (local rank 1): exit code 3", "rank 1 gives up"}, 5 * time.Second},
 		{"kill", 128 + 9, []string{"rank 1 (local rank 1): signal SIGKILL"}, 5 * time.Second},
+		// Rank 1 fails leaving a child that holds its stdout and stderr
+		// (in its process group, or escaped from it with setsid): the
+		// failure is seen at once, not when the child ends (40 s).
+		{"orphan", 3, []string{"rank 1 (local rank 1): exit code 3", "rank 1 gives up"}, 5 * time.Second},
+		{"orphan-setsid", 3, []string{"rank 1 (local rank 1): exit code 3", "rank 1 gives up"}, 5 * time.Second},
 		// Rank 1 stops (SIGSTOP): the others' collective times out (3 s)
 		// and names it.
 		{"stop", 4, []string{"exit code 4", "rank 1"}, 15 * time.Second},
@@ -236,6 +242,15 @@ func TestFailurePolicy(t *testing.T) {
 				assert.Contains(t, res.stderr, s)
 			}
 			assert.Less(t, res.elapsed, c.within)
+			if c.scenario == "orphan-setsid" {
+				// It left the worker's process group: not ddprun's to
+				// stop (nor torchrun's); the test cleans it up.
+				procs, _ := leftovers(t, mark)
+				for _, pid := range procs {
+					n, _ := strconv.Atoi(pid)
+					_ = syscall.Kill(n, syscall.SIGKILL)
+				}
+			}
 			assertNothingLeft(t, mark, before)
 		})
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -76,6 +77,19 @@ func runScenario(name string) int {
 	if rank == 1 {
 		switch name {
 		case "fail":
+			fmt.Println("rank 1 gives up")
+			return 3
+		case "orphan", "orphan-setsid":
+			// A child (a log shipper, a data daemon) keeps this rank's
+			// stdout and stderr open after it fails; with setsid it
+			// also leaves the rank's process group.
+			child := exec.Command("sleep", "40")
+			child.Stdout, child.Stderr = os.Stdout, os.Stderr
+			child.SysProcAttr = &syscall.SysProcAttr{Setsid: name == "orphan-setsid"}
+			if err := child.Start(); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 2
+			}
 			fmt.Println("rank 1 gives up")
 			return 3
 		case "kill":

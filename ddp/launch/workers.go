@@ -17,6 +17,10 @@ import (
 // stopGrace is how long stopped workers get between SIGTERM and SIGKILL.
 const stopGrace = 3 * time.Second
 
+// outputDrain is how long a reaped worker's output is read on while a
+// process it started keeps the pipes open.
+const outputDrain = 500 * time.Millisecond
+
 // tailLines is how much of a failed worker's output the summary quotes.
 const tailLines = 20
 
@@ -26,6 +30,7 @@ type worker struct {
 	cmd             *exec.Cmd
 	tail            *tail
 	done            chan struct{} // closed once the process is reaped
+	drained         chan struct{} // closed once its output is read (or abandoned)
 	state           *os.ProcessState
 	waitErr         error
 	copying         sync.WaitGroup
@@ -80,33 +85,48 @@ func startWorkers(spec workerSpec) (*workerSet, error) {
 		cmd := exec.Command(c.Program, c.Args...)
 		cmd.Env = env
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-		w := &worker{localRank: lr, rank: rank, cmd: cmd, tail: &tail{max: tailLines}, done: make(chan struct{})}
+		w := &worker{localRank: lr, rank: rank, cmd: cmd, tail: &tail{max: tailLines}, done: make(chan struct{}),
+			drained: make(chan struct{})}
 		outs, errs, err := set.streams(spec, w)
 		if err != nil {
 			set.stop()
 			return nil, err
 		}
-		stdoutPipe, err1 := cmd.StdoutPipe()
-		stderrPipe, err2 := cmd.StderrPipe()
+		// Our own pipes, not cmd.StdoutPipe: Wait then reaps the worker
+		// without waiting for its output, which a child of the worker
+		// may hold open long after the worker exited.
+		stdoutR, stdoutW, err1 := os.Pipe()
+		stderrR, stderrW, err2 := os.Pipe()
 		if err := errors.Join(err1, err2); err != nil {
+			closeAll(stdoutR, stdoutW, stderrR, stderrW)
 			set.stop()
-			return nil, err
+			return nil, fmt.Errorf("worker rank %d's output pipes: %w", rank, err)
 		}
-		if err := cmd.Start(); err != nil {
+		cmd.Stdout, cmd.Stderr = stdoutW, stderrW
+		err = cmd.Start()
+		closeAll(stdoutW, stderrW) // the worker holds them now
+		if err != nil {
+			closeAll(stdoutR, stderrR)
 			set.stop()
 			return nil, fmt.Errorf("starting worker rank %d (%s): %w", rank, c.Program, err)
 		}
 		w.copying.Add(2)
-		go copyLines(&w.copying, stdoutPipe, outs)
-		go copyLines(&w.copying, stderrPipe, errs)
+		go copyLines(&w.copying, stdoutR, outs)
+		go copyLines(&w.copying, stderrR, errs)
 		set.workers = append(set.workers, w)
 		go func() {
-			// Reap only after the output is drained: Wait closes the pipes.
-			w.copying.Wait()
 			w.waitErr = cmd.Wait()
 			w.state = cmd.ProcessState
 			close(w.done)
 			set.exits <- w
+			// What the worker wrote before exiting is in the pipes: read
+			// it until EOF, or for outputDrain if a child of the worker
+			// still holds them, then abandon them.
+			_ = stdoutR.SetReadDeadline(time.Now().Add(outputDrain))
+			_ = stderrR.SetReadDeadline(time.Now().Add(outputDrain))
+			w.copying.Wait()
+			closeAll(stdoutR, stderrR)
+			close(w.drained)
 		}()
 	}
 	return set, nil
@@ -204,7 +224,14 @@ func (p *linePrefixer) Write(line []byte) (int, error) {
 	return len(line), nil
 }
 
-// copyLines copies r to w one whole line per Write.
+func closeAll(files ...*os.File) {
+	for _, f := range files {
+		_ = f.Close()
+	}
+}
+
+// copyLines copies r to w one whole line per Write, until EOF or r's read
+// deadline.
 func copyLines(wg *sync.WaitGroup, r io.Reader, w io.Writer) {
 	defer wg.Done()
 	sc := bufio.NewScanner(r)
@@ -242,6 +269,9 @@ func (set *workerSet) stop() {
 		_ = syscall.Kill(-w.cmd.Process.Pid, syscall.SIGKILL)
 		<-w.done
 	}
+	for _, w := range set.workers {
+		<-w.drained // the copiers write to the log files closed below
+	}
 	for _, l := range set.logs {
 		_ = l.Close()
 	}
@@ -257,13 +287,14 @@ func (w *worker) exited() bool {
 	}
 }
 
-// describe turns a reaped worker into an exit (nil for success).
+// describe turns a reaped worker into an exit (nil for success); a
+// failure's tail is read once its output is drained (at most outputDrain).
 func (w *worker) describe(node int) *exit {
 	st := w.state
 	if st == nil {
 		return &exit{node: node, rank: w.rank, localRank: w.localRank, code: 1, tail: fmt.Sprint(w.waitErr)}
 	}
-	e := &exit{node: node, rank: w.rank, localRank: w.localRank, code: st.ExitCode(), tail: w.tail.String()}
+	e := &exit{node: node, rank: w.rank, localRank: w.localRank, code: st.ExitCode()}
 	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		e.signal = unixSignalName(ws.Signal())
 		e.code = 128 + int(ws.Signal())
@@ -271,6 +302,8 @@ func (w *worker) describe(node int) *exit {
 	if e.code == 0 {
 		return nil
 	}
+	<-w.drained
+	e.tail = w.tail.String()
 	return e
 }
 
