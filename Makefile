@@ -173,7 +173,7 @@ vet:
 # Fuzz budgets are execution counts (about 5 s each here), not durations:
 # Go 1.26's coordinator can report a spurious "context deadline exceeded"
 # when a -fuzztime duration ends under load (go.dev/issue/75804).
-FUZZ_TARGETS := FuzzDecodeRequest:./ddp/store:150000x FuzzDecode:./xla/safetensors:90000x
+FUZZ_TARGETS := FuzzDecodeRequest:./ddp/store:150000x FuzzDecode:./xla/safetensors:90000x FuzzExpand:./ddp/launch/internal/nodelist:100000x
 
 # The engine's tests run a second time with the CPU client asynchronous,
 # the way the GPU and Neuron plugins always execute.

@@ -226,25 +226,13 @@ func TestDetectRefusesMalformed(t *testing.T) {
 	}
 }
 
-// TestExpandNodeList: scontrol show hostnames' expansion.
-func TestExpandNodeList(t *testing.T) {
-	cases := map[string][]string{
-		"node1":                  {"node1"},
-		"a,b":                    {"a", "b"},
-		"node[01-03,07]":         {"node01", "node02", "node03", "node07"},
-		"gpu-[1-2]-ib,cpu[9-10]": {"gpu-1-ib", "gpu-2-ib", "cpu9", "cpu10"},
-		"r[1-2]n[1-2]":           {"r1n1", "r1n2", "r2n1", "r2n2"},
-		"x[5]":                   {"x5"},
-	}
-	for in, want := range cases {
-		got, err := ExpandNodeList(in)
-		require.NoError(t, err, in)
-		assert.Equal(t, want, got, in)
-	}
-	for _, bad := range []string{"", "a,,b", "n[", "n]", "n[a-b]", "n[2-1]", "n[-1]"} {
-		_, err := ExpandNodeList(bad)
-		assert.Error(t, err, bad)
-	}
+// TestHugeNodeListNamesTheVariable: a SLURM list past the bound (here a
+// range whose count overflows) is refused naming the variable.
+func TestHugeNodeListNamesTheVariable(t *testing.T) {
+	cfg, err := ParseArgs([]string{"--nproc_per_node=1", "--dry_run", "./train"}, noEnv, io.Discard)
+	require.NoError(t, err)
+	err = Detect(&cfg, envOf(map[string]string{"SLURM_JOB_NODELIST": "n[0-9223372036854775807]", "SLURM_NODEID": "0"}))
+	assert.ErrorContains(t, err, `$SLURM_JOB_NODELIST="n[0-9223372036854775807]": `)
 }
 
 // TestDryRun prints the settings with their sources and each worker's

@@ -8,6 +8,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/xladdp/xladdp/ddp/launch/internal/nodelist"
+	"github.com/xladdp/xladdp/internal/quote"
 )
 
 // Detect fills what the command line (and PET_ variables) left out from
@@ -56,8 +59,8 @@ func Detect(c *Config, getenv func(string) string) error {
 			env = "SLURM_NODELIST"
 		}
 		var err error
-		if hosts, err = ExpandNodeList(getenv(env)); err != nil {
-			return fmt.Errorf("$%s=%q: %w", env, getenv(env), err)
+		if hosts, err = nodelist.Expand(getenv(env)); err != nil {
+			return fmt.Errorf("$%s=%s: %w", env, quote.Short(getenv(env)), err)
 		}
 		if v := getenv("SLURM_NNODES"); v != "" {
 			if n, err := strconv.Atoi(v); err != nil || n != len(hosts) {
@@ -145,95 +148,4 @@ func readNodeFile(path string) ([]string, error) {
 		return nil, fmt.Errorf("no hosts in %s", path)
 	}
 	return hosts, nil
-}
-
-// ExpandNodeList expands a SLURM host list as `scontrol show hostnames`
-// does: "node[01-03,07],gpu-a" is node01, node02, node03, node07, gpu-a;
-// several bracket groups in one name multiply; zero padding is kept.
-func ExpandNodeList(s string) ([]string, error) {
-	var out []string
-	for _, item := range splitTopLevel(s) {
-		if item == "" {
-			return nil, fmt.Errorf("an empty host name")
-		}
-		names, err := expandItem(item)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, names...)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("no hosts")
-	}
-	return out, nil
-}
-
-// splitTopLevel splits at commas outside brackets.
-func splitTopLevel(s string) []string {
-	var out []string
-	depth, start := 0, 0
-	for i, ch := range s {
-		switch ch {
-		case '[':
-			depth++
-		case ']':
-			depth--
-		case ',':
-			if depth == 0 {
-				out = append(out, strings.TrimSpace(s[start:i]))
-				start = i + 1
-			}
-		}
-	}
-	return append(out, strings.TrimSpace(s[start:]))
-}
-
-// maxExpandedHosts bounds one list (a typo like [1-99999999] must not
-// allocate without bound).
-const maxExpandedHosts = 1 << 16
-
-func expandItem(item string) ([]string, error) {
-	open := strings.IndexByte(item, '[')
-	if open < 0 {
-		if strings.ContainsAny(item, "]") {
-			return nil, fmt.Errorf("unbalanced ']' in %q", item)
-		}
-		return []string{item}, nil
-	}
-	closing := strings.IndexByte(item[open:], ']')
-	if closing < 0 {
-		return nil, fmt.Errorf("unbalanced '[' in %q", item)
-	}
-	closing += open
-	prefix, body, rest := item[:open], item[open+1:closing], item[closing+1:]
-	tails, err := expandItem(rest)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, part := range strings.Split(body, ",") {
-		lo, hi, ranged := strings.Cut(part, "-")
-		a, err1 := strconv.Atoi(lo)
-		b := a
-		var err2 error
-		if ranged {
-			b, err2 = strconv.Atoi(hi)
-		}
-		if lo == "" || err1 != nil || err2 != nil || a < 0 || b < a {
-			return nil, fmt.Errorf("bad range %q in %q", part, item)
-		}
-		if (b-a+1)*len(tails)+len(out) > maxExpandedHosts {
-			return nil, fmt.Errorf("%q expands to more than %d hosts", item, maxExpandedHosts)
-		}
-		for n := a; n <= b; n++ {
-			num := strconv.Itoa(n)
-			if len(num) < len(lo) {
-				num = strings.Repeat("0", len(lo)-len(num)) + num
-			}
-			for _, t := range tails {
-				out = append(out, prefix+num+t)
-			}
-		}
-	}
-	return out, nil
 }

@@ -1,0 +1,25 @@
+package quote
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestShort(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{"", `""`},
+		{"n[1-2]", `"n[1-2]"`},
+		{"line\nforged", `"line\nforged"`},
+		{strings.Repeat("a", MaxBytes), `"` + strings.Repeat("a", MaxBytes) + `"`},
+		{strings.Repeat("a", 64<<20), `"` + strings.Repeat("a", MaxBytes) + `"… (67108864 bytes)`},
+		// A cut never splits a rune: é is 2 bytes, so 79 bytes of a's and
+		// then é would straddle the limit.
+		{strings.Repeat("a", MaxBytes-1) + "éé", `"` + strings.Repeat("a", MaxBytes-1) + `"… (83 bytes)`},
+	}
+	for _, c := range cases {
+		assert.Equal(t, c.want, Short(c.in))
+		assert.Equal(t, c.want, Bytes([]byte(c.in)))
+	}
+}
