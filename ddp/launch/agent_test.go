@@ -50,9 +50,19 @@ type agentRun struct {
 // program running scenario, marked so leftovers can be found.
 func runAgent(ctx context.Context, t *testing.T, mark, scenario string, args []string, env ...string) agentRun {
 	t.Helper()
+	return runAgentWith(ctx, t, mark, scenario, args, nil, env...)
+}
+
+// runAgentWith is runAgent with the parsed config changed by edit first.
+func runAgentWith(ctx context.Context, t *testing.T, mark, scenario string, args []string, edit func(*Config),
+	env ...string) agentRun {
+	t.Helper()
 	args = append(args, os.Args[0], "-test.run=^$")
 	c, err := ParseArgs(args, func(string) string { return "" }, os.Stderr)
 	require.NoError(t, err)
+	if edit != nil {
+		edit(&c)
+	}
 	environ := append(os.Environ(), workerEnvName+"="+scenario, "XLADDP_LAUNCH_TEST_MARK="+mark, "MASTER_ADDR=", "MASTER_PORT=",
 		"RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "LOCAL_WORLD_SIZE=")
 	environ = append(environ, env...)
@@ -473,6 +483,45 @@ func TestElasticNodeRange(t *testing.T) {
 	require.Equal(t, 0, res.code, res.stderr)
 	assert.Contains(t, res.stdout, "[rank1]:sum 1\n")
 	assert.GreaterOrEqual(t, res.elapsed, time.Second, "closed before join_timeout")
+}
+
+// TestElasticClosesAfterLastCall: with --nnodes=1:2 and one node, the
+// rendezvous closes last_call_timeout after the minimum joined, as
+// torchrun's does, not after join_timeout (600 s by default).
+func TestElasticClosesAfterLastCall(t *testing.T) {
+	port := freeTestPort(t)
+	res := runAgent(t.Context(), t, "last-call", "ok", []string{"--nnodes=1:2", "--nproc_per_node=2", "--rdzv_backend=c10d",
+		fmt.Sprintf("--rdzv_endpoint=127.0.0.1:%d", port), "--rdzv_conf=last_call_timeout=1,join_timeout=60"})
+	require.Equal(t, 0, res.code, res.stderr)
+	assert.Contains(t, res.stdout, "[rank1]:sum 1\n")
+	assert.GreaterOrEqual(t, res.elapsed, time.Second, "closed before last_call_timeout")
+	assert.Less(t, res.elapsed, 15*time.Second, "waited for join_timeout")
+}
+
+// TestRendezvousSaysWhatItWaitsFor: a rendezvous still waiting prints a
+// line every ReportInterval naming what it waits for, and one short of
+// its minimum fails at join_timeout naming the count.
+func TestRendezvousSaysWhatItWaitsFor(t *testing.T) {
+	every := func(c *Config) { c.ReportInterval = 200 * time.Millisecond }
+	t.Run("c10d", func(t *testing.T) {
+		port := freeTestPort(t)
+		res := runAgentWith(t.Context(), t, "report-c10d", "ok", []string{"--nnodes=2:3", "--nproc_per_node=1",
+			"--rdzv_backend=c10d", fmt.Sprintf("--rdzv_endpoint=127.0.0.1:%d", port), "--rdzv_conf=join_timeout=1.5"}, every)
+		assert.Equal(t, 1, res.code)
+		assert.Contains(t, res.stderr, fmt.Sprintf("ddprun: rendezvous: still waiting after 0s: 1 of --nnodes=2:3 nodes joined at 127.0.0.1:%d (this is node 0)", port))
+		assert.Contains(t, res.stderr, "1 of the 2 nodes needed joined within join_timeout (1.5s)")
+		assert.Less(t, res.elapsed, 10*time.Second)
+	})
+	t.Run("static", func(t *testing.T) {
+		port := freeTestPort(t)
+		ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
+		defer cancel()
+		res := runAgentWith(ctx, t, "report-static", "ok", []string{"--nnodes=2", "--node_rank=1", "--nproc_per_node=1",
+			"--master_addr=127.0.0.1", fmt.Sprintf("--master_port=%d", port)}, every)
+		assert.NotEqual(t, 0, res.code)
+		assert.Contains(t, res.stderr, fmt.Sprintf("cannot reach node 0's rendezvous store (--master_addr:--master_port; "+
+			"is ddprun --node_rank=0 running there?) at 127.0.0.1:%d yet", port))
+	})
 }
 
 // TestCompileOnlyFillsTheCache: `ddprun --compile_only` runs the 2-worker

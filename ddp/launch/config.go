@@ -31,9 +31,14 @@ type Config struct {
 	RdzvBackend  string
 	RdzvEndpoint string
 	RdzvID       string
-	// RdzvTimeout bounds the whole rendezvous; JoinTimeout how long an
-	// elastic job waits for more than NNodesMin nodes.
-	RdzvTimeout, JoinTimeout time.Duration
+	// RdzvTimeout bounds the whole rendezvous; JoinTimeout how long the
+	// rendezvous waits for NNodesMin nodes; once they joined, an elastic
+	// job (--nnodes=MIN:MAX) waits LastCallTimeout more for others
+	// (torchrun's join_timeout, 600 s, and last_call_timeout, 30 s).
+	RdzvTimeout, JoinTimeout, LastCallTimeout time.Duration
+	// ReportInterval is how often a rendezvous still waiting says what
+	// for (default 30 s).
+	ReportInterval time.Duration
 	Standalone               bool
 	MaxRestarts              int
 	MonitorInterval          time.Duration
@@ -150,7 +155,7 @@ func ParseArgs(args []string, getenv func(string) string, stderr io.Writer) (Con
 	c := Config{NodeRank: *nodeRank, MasterAddr: *masterAddr, MasterPort: *masterPort, RdzvBackend: *rdzvBackend,
 		RdzvEndpoint: *rdzvEndpoint, RdzvID: *rdzvID, Standalone: *standalone, MaxRestarts: *maxRestarts,
 		LogDir: *logDir, Role: *role, DryRun: *dryRun, CompileOnly: *compileOnly, RdzvTimeout: 900 * time.Second, JoinTimeout: 600 * time.Second,
-		Sources: sources}
+		LastCallTimeout: 30 * time.Second, ReportInterval: defaultReportInterval, Sources: sources}
 	backendName, err := parseBackend(*backend, getenv)
 	if err != nil {
 		return Config{}, err
@@ -191,10 +196,9 @@ func validate(c Config, rest []string, nnodes, nproc, rdzvConf string, monitor f
 	if err := parseRdzvConf(rdzvConf, &c); err != nil {
 		return Config{}, err
 	}
-	if monitor <= 0 || monitor > 3600 {
-		return Config{}, fmt.Errorf("--monitor_interval=%v: want seconds above 0 and at most 3600", monitor)
+	if c.MonitorInterval, err = seconds(monitor, 0.001, 3600); err != nil {
+		return Config{}, fmt.Errorf("--monitor_interval=%v: %w", monitor, err)
 	}
-	c.MonitorInterval = time.Duration(monitor * float64(time.Second))
 	if c.MaxRestarts < 0 {
 		return Config{}, fmt.Errorf("--max_restarts=%d: cannot be negative", c.MaxRestarts)
 	}
@@ -303,6 +307,15 @@ func countDevices(dir, prefix string) int {
 	return n
 }
 
+// seconds turns a count of seconds into a duration, refusing NaN, the
+// infinities and anything outside [lo, hi].
+func seconds(secs, lo, hi float64) (time.Duration, error) {
+	if !(secs >= lo && secs <= hi) { // false for NaN
+		return 0, fmt.Errorf("want seconds from %v to %v", lo, hi)
+	}
+	return time.Duration(secs * float64(time.Second)), nil
+}
+
 func parseRdzvConf(s string, c *Config) error {
 	if s == "" {
 		return nil
@@ -315,15 +328,20 @@ func parseRdzvConf(s string, c *Config) error {
 			return fmt.Errorf("--rdzv_conf: unknown setting %q (known: timeout, join_timeout, last_call_timeout, read_timeout, close_timeout, heartbeat_timeout)", k)
 		}
 		secs, err := strconv.ParseFloat(v, 64)
-		if !ok || err != nil || secs <= 0 || secs > 86400*7 {
-			return fmt.Errorf("--rdzv_conf=%q: want timeout=SECONDS,join_timeout=SECONDS (positive)", s)
+		var d time.Duration
+		if err == nil {
+			d, err = seconds(secs, 0.001, 7*86400)
 		}
-		d := time.Duration(secs * float64(time.Second))
+		if !ok || err != nil {
+			return fmt.Errorf("--rdzv_conf=%q: %s: want SECONDS from 0.001 to 604800, e.g. timeout=900,join_timeout=600", s, k)
+		}
 		switch k {
 		case "timeout":
 			c.RdzvTimeout = d
-		case "join_timeout", "last_call_timeout":
+		case "join_timeout":
 			c.JoinTimeout = d
+		case "last_call_timeout":
+			c.LastCallTimeout = d
 		default:
 			// read_timeout, close_timeout, heartbeat_timeout: torch's c10d
 			// settings, accepted; the store bounds its own reads.

@@ -116,6 +116,33 @@ func TestParseArgsRefusesBadValues(t *testing.T) {
 	}
 }
 
+// TestDurationsRefuseNonsense: every duration ddprun takes, from a flag
+// or a PET_ variable, refuses NaN, the infinities, 0, negatives, values
+// that round to less than a millisecond and huge ones with a message
+// (--monitor_interval=NaN or 1e-300 panicked in NewTicker).
+func TestDurationsRefuseNonsense(t *testing.T) {
+	bad := []string{"NaN", "nan", "Inf", "+Inf", "-Inf", "0", "-0", "-1", "1e-300", "0.0000001", "1e300", "9223372036854775807"}
+	for _, v := range bad {
+		_, err := ParseArgs([]string{"--monitor_interval=" + v, "x"}, noEnv, io.Discard)
+		assert.ErrorContains(t, err, "--monitor_interval", v)
+		_, err = ParseArgs([]string{"x"}, envOf(map[string]string{"PET_MONITOR_INTERVAL": v}), io.Discard)
+		assert.ErrorContains(t, err, "$PET_MONITOR_INTERVAL", v)
+		for _, key := range []string{"timeout", "join_timeout", "last_call_timeout", "read_timeout"} {
+			_, err = ParseArgs([]string{"--rdzv_conf=" + key + "=" + v, "x"}, noEnv, io.Discard)
+			assert.ErrorContains(t, err, "--rdzv_conf", "%s=%s", key, v)
+		}
+	}
+	c, err := ParseArgs([]string{"--monitor_interval=0.001", "--rdzv_conf=timeout=604800,last_call_timeout=0.5", "x"}, noEnv, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, time.Millisecond, c.MonitorInterval)
+	assert.Equal(t, 7*24*time.Hour, c.RdzvTimeout)
+	assert.Equal(t, 500*time.Millisecond, c.LastCallTimeout)
+	assert.Equal(t, 600*time.Second, c.JoinTimeout, "torchrun's default join_timeout")
+	c, err = ParseArgs([]string{"x"}, noEnv, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, 30*time.Second, c.LastCallTimeout, "torchrun's default last_call_timeout")
+}
+
 // TestNProcPerNodeKinds: cpu is the core count; neuron reads the Neuron
 // variables; auto falls back to the cores.
 func TestNProcPerNodeKinds(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/xladdp/xladdp/ddp/store"
@@ -33,6 +34,8 @@ type rendezvous struct {
 	token  string
 	// endpointHost is the host the others reach the store at.
 	endpointHost string
+	addr         string // host:port of the store
+	say          func(string, ...any)
 }
 
 // heartbeatTimeout is how long a node's agent may go silent before the
@@ -57,7 +60,7 @@ func openRendezvous(ctx context.Context, c Config, token string, say func(string
 	if err != nil || perr != nil || port < 0 || port > 65535 {
 		return nil, fmt.Errorf("--rdzv_endpoint=%q: want HOST:PORT", endpoint)
 	}
-	r := &rendezvous{cfg: c, token: token, endpointHost: host}
+	r := &rendezvous{cfg: c, token: token, endpointHost: host, say: say}
 	// Host the store if the endpoint is this machine's and nobody else
 	// does (static: node 0 hosts it).
 	mayHost := isLocal(host) && (c.RdzvBackend == "c10d" || c.NodeRank == 0 || c.NNodesMax == 1)
@@ -77,7 +80,17 @@ func openRendezvous(ctx context.Context, c Config, token string, say func(string
 	}
 	dialCtx, cancel := context.WithTimeout(ctx, c.RdzvTimeout)
 	defer cancel()
-	r.client, err = store.Dial(dialCtx, net.JoinHostPort(host, strconv.Itoa(port)), token)
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	stopReport := c.reportWaiting(say, func() string {
+		who := "the rendezvous store (--rdzv_endpoint's host runs it)"
+		if c.RdzvBackend == "static" {
+			who = "node 0's rendezvous store (--master_addr:--master_port; is ddprun --node_rank=0 running there?)"
+		}
+		return fmt.Sprintf("cannot reach %s at %s yet", who, addr)
+	})
+	r.client, err = store.Dial(dialCtx, addr, token)
+	stopReport()
+	r.addr = addr
 	if err != nil {
 		r.close()
 		return nil, fmt.Errorf("rendezvous at %s: %w", endpoint, err)
@@ -159,6 +172,14 @@ func (r *rendezvous) join(ctx context.Context, round int, me string) (assignment
 	if err := r.client.Set(ctx, r.key(round, "nproc", node), []byte(strconv.Itoa(c.NProcPerNode))); err != nil {
 		return assignment{}, err
 	}
+	stopReport := c.reportWaiting(r.say, func() string {
+		qctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		n, _ := r.client.Add(qctx, r.key(round, "joined"), 0)
+		return fmt.Sprintf("%d of --nnodes=%s nodes joined at %s (this is node %d)", n, c.nodesWanted(),
+			r.addr, node)
+	})
+	defer stopReport()
 	if node == 0 {
 		if err := r.close0(ctx, round); err != nil {
 			return assignment{}, err
@@ -168,6 +189,7 @@ func (r *rendezvous) join(ctx context.Context, round int, me string) (assignment
 	if err != nil {
 		return assignment{}, err
 	}
+	stopReport()
 	nnodes, _ := strconv.Atoi(string(closed))
 	if node >= nnodes {
 		return assignment{}, fmt.Errorf("node rank %d arrived after the rendezvous closed with %d nodes", node, nnodes)
@@ -226,20 +248,31 @@ func (r *rendezvous) conflict(ctx context.Context, round int, msg string) error 
 	return errors.New("rendezvous: " + msg)
 }
 
-// close0 is node 0's: wait for NNodesMax nodes, or after JoinTimeout for
-// at least NNodesMin, then close the round with the count.
+// close0 is node 0's, as torchrun's c10d rendezvous: close the round at
+// NNodesMax nodes, or LastCallTimeout after NNodesMin joined; fail if
+// fewer than NNodesMin joined within JoinTimeout. (torchrun also fails
+// when JoinTimeout ends during the last call; we close with the nodes we
+// have, which are enough.)
 func (r *rendezvous) close0(ctx context.Context, round int) error {
 	c := r.cfg
 	joinBy := time.Now().Add(c.JoinTimeout)
+	var lastCall time.Time
 	for {
 		n, err := r.client.Add(ctx, r.key(round, "joined"), 0)
 		if err != nil {
 			return err
 		}
-		enough := int(n) >= c.NNodesMax || (int(n) >= c.NNodesMin && time.Now().After(joinBy))
-		if enough {
+		now := time.Now()
+		if int(n) >= c.NNodesMin && lastCall.IsZero() {
+			lastCall = now.Add(c.LastCallTimeout)
+		}
+		if int(n) >= c.NNodesMax || (!lastCall.IsZero() && (now.After(lastCall) || now.After(joinBy))) {
 			count := min(int(n), c.NNodesMax)
 			return r.client.Set(ctx, r.key(round, "closed"), []byte(strconv.Itoa(count)))
+		}
+		if lastCall.IsZero() && now.After(joinBy) {
+			return r.conflict(ctx, round, fmt.Sprintf("%d of the %d nodes needed joined within join_timeout (%v); "+
+				"start ddprun on every node, or lower --nnodes", n, c.NNodesMin, c.JoinTimeout))
 		}
 		if msg, _ := r.conflictMessage(ctx, round); msg != "" {
 			return errors.New("rendezvous: " + msg)
@@ -250,6 +283,44 @@ func (r *rendezvous) close0(ctx context.Context, round int) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// defaultReportInterval is Config.ReportInterval's default.
+const defaultReportInterval = 30 * time.Second
+
+// nodesWanted is --nnodes as given: N, or MIN:MAX.
+func (c Config) nodesWanted() string {
+	if c.NNodesMin == c.NNodesMax {
+		return strconv.Itoa(c.NNodesMax)
+	}
+	return fmt.Sprintf("%d:%d", c.NNodesMin, c.NNodesMax)
+}
+
+// reportWaiting says every c.ReportInterval, until stopped, that the
+// rendezvous still waits and what for; stop (idempotent) returns once it
+// has stopped.
+func (c Config) reportWaiting(say func(string, ...any), what func() string) (stop func()) {
+	done, ended := make(chan struct{}), make(chan struct{})
+	start := time.Now()
+	go func() {
+		defer close(ended)
+		every := c.ReportInterval
+		if every <= 0 {
+			every = defaultReportInterval
+		}
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				say("ddprun: rendezvous: still waiting after %v: %s", time.Since(start).Round(time.Second), what())
+			}
+		}
+	}()
+	var once sync.Once
+	return func() { once.Do(func() { close(done); <-ended }) }
 }
 
 func (r *rendezvous) conflictMessage(ctx context.Context, round int) (string, error) {

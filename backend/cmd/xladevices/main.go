@@ -34,6 +34,9 @@ func run(args []string, out io.Writer) error {
 	if flags.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q: xladevices takes only flags (see --help)", flags.Args())
 	}
+	if *timeout < time.Millisecond {
+		return fmt.Errorf("--timeout=%v: give a positive duration of at least 1ms, e.g. 2m", *timeout)
+	}
 	if flags.Changed("cpu-devices") && *cpuDevices < 1 {
 		return fmt.Errorf("--cpu-devices=%d: give a count from 1 to %d", *cpuDevices, backend.MaxCPUDevices)
 	}

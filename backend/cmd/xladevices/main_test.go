@@ -38,6 +38,10 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"--device", "neuron"}, "target not available on this machine"},
 		{[]string{"extra"}, "unexpected arguments [\"extra\"]"},
 		{[]string{"--plugin", "/nonexistent/plugin.so"}, "\"/nonexistent/plugin.so\" does not exist"},
+		{[]string{"--timeout", "0"}, "--timeout=0s: give a positive duration"},
+		{[]string{"--timeout", "-1s"}, "--timeout=-1s: give a positive duration"},
+		{[]string{"--timeout", "NaN"}, "invalid argument \"NaN\""},
+		{[]string{"--timeout", "1ns"}, "--timeout=1ns: give a positive duration"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.wantErr, func(t *testing.T) {
