@@ -38,10 +38,10 @@ type Config struct {
 	RdzvTimeout, JoinTimeout, LastCallTimeout time.Duration
 	// ReportInterval is how often a rendezvous still waiting says what
 	// for (default 30 s).
-	ReportInterval time.Duration
-	Standalone               bool
-	MaxRestarts              int
-	MonitorInterval          time.Duration
+	ReportInterval  time.Duration
+	Standalone      bool
+	MaxRestarts     int
+	MonitorInterval time.Duration
 	// LogDir, when set, receives each worker's output (per attempt and rank).
 	LogDir string
 	// Redirects and Tee: per local rank, which streams go to the log file
