@@ -19,6 +19,7 @@ type DistributedSampler struct {
 	shuffle, dropLast bool
 	seed              uint64
 	epoch             int
+	replicaSet        bool // an option named the replica
 }
 
 // SamplerOption configures NewDistributedSampler; the defaults are torch's.
@@ -27,7 +28,7 @@ type SamplerOption func(*DistributedSampler)
 // SamplerReplicas sets the replica count and this sampler's replica
 // (torch's num_replicas and rank).
 func SamplerReplicas(replicas, rank int) SamplerOption {
-	return func(s *DistributedSampler) { s.replicas, s.rank = replicas, rank }
+	return func(s *DistributedSampler) { s.replicas, s.rank, s.replicaSet = replicas, rank, true }
 }
 
 // SamplerForDevice makes the sampler global replica dev's: with local
@@ -37,7 +38,7 @@ func SamplerForDevice(dev *xla.Device) SamplerOption {
 	return func(s *DistributedSampler) {
 		index, count := dev.Replica()
 		rank, size := processRank()
-		s.replicas, s.rank = size*count, rank*count+index
+		s.replicas, s.rank, s.replicaSet = size*count, rank*count+index, true
 	}
 }
 
@@ -52,7 +53,12 @@ func DropLast() SamplerOption { return func(s *DistributedSampler) { s.dropLast 
 
 // NewDistributedSampler returns the sampler of a dataset of n samples. The
 // replica count and this replica's index default to the default process
-// group's world size and rank (1 and 0 without one).
+// group's world size and rank (1 and 0 without one). Inside local
+// replicas (--spawn: one process drives several devices) a process is not
+// a replica, so the sampler must be told which one it serves:
+// SamplerForDevice(w.Device), or SamplerReplicas(w.WorldSize, w.Rank).
+// Without either it is an error, not every replica reading the process's
+// whole share.
 func NewDistributedSampler(n int, opts ...SamplerOption) (*DistributedSampler, error) {
 	rank, size := processRank()
 	s := &DistributedSampler{n: n, replicas: size, rank: rank, shuffle: true}
@@ -61,6 +67,11 @@ func NewDistributedSampler(n int, opts ...SamplerOption) (*DistributedSampler, e
 	}
 	if n < 0 {
 		return nil, fmt.Errorf("ddp: DistributedSampler of %d samples: the dataset length cannot be negative", n)
+	}
+	if !s.replicaSet && xla.ReplicasRunning() {
+		return nil, fmt.Errorf("ddp: DistributedSampler of %d samples inside local replicas (one process drives several "+
+			"devices): say which replica it serves with ddp.SamplerForDevice(w.Device) (or SamplerReplicas(w.WorldSize, w.Rank)); "+
+			"counting processes, every replica would read the whole dataset", n)
 	}
 	if s.replicas < 1 || s.rank < 0 || s.rank >= s.replicas {
 		return nil, fmt.Errorf("ddp: DistributedSampler for replica %d of %d: want 0 <= replica < count", s.rank, s.replicas)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/xladdp/xladdp/backend"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/data"
 	"github.com/xladdp/xladdp/xla/xlatest"
@@ -145,6 +146,39 @@ func TestDistributedSamplerRefusesBadArguments(t *testing.T) {
 	assert.Equal(t, 10, s.Len(), "without a process group: one replica")
 	s.SetEpoch(4)
 	assert.Equal(t, 4, s.Epoch())
+}
+
+// TestDistributedSamplerInsideReplicasNamesItsReplica: in one process
+// driving 2 replicas (--spawn), a sampler built without saying which
+// replica it serves is refused (counting processes, each replica read the
+// whole dataset); Spawn's workers split the dataset as torch's ranks do.
+func TestDistributedSamplerInsideReplicasNamesItsReplica(t *testing.T) {
+	const n = 10
+	t.Setenv("XLADDP_CPU_DEVICES", "")
+	indices := make([][]int, 2)
+	err := Spawn(xlatest.Context(t), func(ctx context.Context, w Worker) error {
+		if _, err := NewDistributedSampler(n); err == nil {
+			return fmt.Errorf("replica %d: a sampler without its replica was accepted", w.Rank)
+		} else if !strings.Contains(err.Error(), "ddp.SamplerForDevice(w.Device)") {
+			return fmt.Errorf("replica %d: %w", w.Rank, err)
+		}
+		s, err := NewDistributedSampler(n, SamplerForDevice(w.Device))
+		if err != nil {
+			return err
+		}
+		indices[w.Rank] = s.Indices(0)
+		return nil
+	}, SpawnOptions{Devices: 2, Backend: backend.Options{Target: backend.CPU, CPUDevices: 2}})
+	require.NoError(t, err)
+	for r := range 2 {
+		want, err := NewDistributedSampler(n, SamplerReplicas(2, r))
+		require.NoError(t, err)
+		assert.Equal(t, want.Indices(0), indices[r], "replica %d", r)
+	}
+	assert.ElementsMatch(t, []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, append(indices[0], indices[1]...))
+	s, err := NewDistributedSampler(n)
+	require.NoError(t, err, "outside replicas, the process is the replica")
+	assert.Equal(t, n, s.Len())
 }
 
 // TestDistributedSamplerInLoader: under RunReplicas without a process

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 )
 
 // Replica is one of the local replicas RunReplicas started: it drives one
@@ -81,6 +82,10 @@ func (e *Engine) RunReplicas(ctx context.Context, n int, fn func(ctx context.Con
 		d.group = g
 	}
 	e.mu.Unlock()
+	if n > 1 {
+		replicatedRuns.Add(1)
+		defer replicatedRuns.Add(-1)
+	}
 	defer func() {
 		e.mu.Lock()
 		for _, d := range devices {
@@ -126,6 +131,15 @@ func (e *Engine) RunReplicas(ctx context.Context, n int, fn func(ctx context.Con
 	defer g.mu.Unlock()
 	return g.broken
 }
+
+// replicatedRuns counts the RunReplicas calls of more than one replica
+// running in this process.
+var replicatedRuns atomic.Int64
+
+// ReplicasRunning reports whether a RunReplicas of more than one replica
+// is running in this process: code that splits work by process (ddp's
+// DistributedSampler) must then be told which replica it serves.
+func ReplicasRunning() bool { return replicatedRuns.Load() > 0 }
 
 // ReplicaError is an error of one replica: its function failed or
 // panicked, or its trace carried an op error at a MarkStep.
