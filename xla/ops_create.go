@@ -57,6 +57,9 @@ func (d *Device) Hyperparameter(v float64, dtype DType) *Tensor {
 	if err := checkShape("Hyperparameter", shapeOf(dtype)); err != nil {
 		return d.failed(shapeOf(dtype), err)
 	}
+	if lo, hi := integerRange(dtype); isInteger(dtype) && !(v >= lo && v < hi) { // !(...) is true for NaN
+		return d.failed(shapeOf(dtype), fmt.Errorf("xla: the scalar %g does not fit %s (from %g to below %g)", v, dtype, lo, hi))
+	}
 	key := scalarKey{dtype: dtype, value: v}
 	if dd, ok := d.scalars[key]; ok {
 		return d.noteCreated(&Tensor{dev: d, shape: dd.shape, data: &deviceData{tensor: dd.tensor, shape: dd.shape}})

@@ -1,6 +1,7 @@
 package xla
 
 import (
+	"math"
 	"slices"
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
@@ -146,19 +147,63 @@ func (t *Tensor) Greater(o *Tensor) *Tensor { return binaryOp(opGreater, t, o, t
 func (t *Tensor) GreaterEqual(o *Tensor) *Tensor { return binaryOp(opGreaterEqual, t, o, true) }
 
 // AddScalar returns t + v.
-func (t *Tensor) AddScalar(v float64) *Tensor { return t.Add(t.dev.scalar(v, t.DType())) }
+func (t *Tensor) AddScalar(v float64) *Tensor { return t.withScalar("AddScalar", v, (*Tensor).Add) }
 
 // SubScalar returns t - v.
-func (t *Tensor) SubScalar(v float64) *Tensor { return t.Sub(t.dev.scalar(v, t.DType())) }
+func (t *Tensor) SubScalar(v float64) *Tensor { return t.withScalar("SubScalar", v, (*Tensor).Sub) }
 
 // MulScalar returns t * v.
-func (t *Tensor) MulScalar(v float64) *Tensor { return t.Mul(t.dev.scalar(v, t.DType())) }
+func (t *Tensor) MulScalar(v float64) *Tensor { return t.withScalar("MulScalar", v, (*Tensor).Mul) }
 
-// DivScalar returns t / v.
-func (t *Tensor) DivScalar(v float64) *Tensor { return t.Div(t.dev.scalar(v, t.DType())) }
+// DivScalar returns t / v (truncated toward zero on integer tensors).
+func (t *Tensor) DivScalar(v float64) *Tensor { return t.withScalar("DivScalar", v, (*Tensor).Div) }
 
 // PowScalar returns t ** v.
-func (t *Tensor) PowScalar(v float64) *Tensor { return t.Pow(t.dev.scalar(v, t.DType())) }
+func (t *Tensor) PowScalar(v float64) *Tensor { return t.withScalar("PowScalar", v, (*Tensor).Pow) }
+
+// withScalar applies op to t and v as a scalar of t's dtype. On an integer
+// tensor a v the dtype cannot hold exactly (fractional, NaN, infinite, out
+// of range), a division by 0 or a negative power is an error: torch would
+// promote to a float tensor or raise, and a truncated operand would be a
+// silently wrong answer.
+func (t *Tensor) withScalar(name string, v float64, op func(t, s *Tensor) *Tensor) *Tensor {
+	if t.err == nil && isInteger(t.DType()) {
+		if err := checkIntegerOperand(name, v, t.DType()); err != nil {
+			return t.dev.failed(t.shape, err)
+		}
+	}
+	return op(t, t.dev.scalar(v, t.DType()))
+}
+
+func checkIntegerOperand(name string, v float64, dt DType) error {
+	lo, hi := integerRange(dt)
+	switch {
+	case math.IsNaN(v) || math.IsInf(v, 0) || v != math.Trunc(v) || v < lo || v >= hi:
+		return opError(name, "a %s tensor cannot hold the scalar %g, and truncating it would give a wrong answer; "+
+			"for torch's float result convert the tensor first (t.Cast(xla.Float32))", dt, v)
+	case name == "DivScalar" && v == 0:
+		return opError(name, "integer division by zero on a %s tensor", dt)
+	case name == "PowScalar" && v < 0:
+		return opError(name, "a %s tensor to the negative power %g (torch refuses it too); cast it to a float dtype first", dt, v)
+	}
+	return nil
+}
+
+// isInteger reports whether dt is an integer dtype (Bool is not).
+func isInteger(dt DType) bool { return dt == Int32 || dt == Int64 || dt == Uint64 }
+
+// integerRange is the values an integer dtype holds, as [lo, hi).
+func integerRange(dt DType) (lo, hi float64) {
+	switch dt {
+	case Int32:
+		return math.MinInt32, -math.MinInt32
+	case Int64:
+		return math.MinInt64, -math.MinInt64
+	case Uint64:
+		return 0, 2 * -float64(math.MinInt64)
+	}
+	return math.Inf(-1), math.Inf(1)
+}
 
 var opWhere = &opDef{name: "where", replay: func(_ *replayContext, n *node, in []*graph.Node) *graph.Node {
 	dims := n.attrs.ints
