@@ -87,6 +87,7 @@ type DistributedDataParallel struct {
 	ctx         context.Context
 	dev         *xla.Device
 	params      []nn.Named
+	paramSet    map[*xla.Tensor]struct{} // the tensors of params, for the backward hook
 	buffers     []nn.Named
 	collectives ReplicaCollectives
 	noSync      bool
@@ -182,17 +183,33 @@ func Wrap(ctx context.Context, module nn.Module, opts ...Option) (*DistributedDa
 	if err := m.collectives.BroadcastFromFirst(ctx, m.dev, append(append([]nn.Named(nil), m.params...), m.buffers...)); err != nil {
 		return nil, fmt.Errorf("ddp: Wrap: %w", err)
 	}
+	m.paramSet = make(map[*xla.Tensor]struct{}, len(m.params))
+	for _, p := range m.params {
+		m.paramSet[p.Tensor] = struct{}{}
+	}
 	m.unhook = m.dev.RegisterBackwardHook(m.averageGradients)
 	return m, nil
 }
 
-// averageGradients is the backward hook: each of the module's gradients
-// becomes its mean over the replicas.
-func (m *DistributedDataParallel) averageGradients([]*xla.Tensor) error {
-	if m.noSync || m.cfg.manualSync {
+// averageGradients is the backward hook: after a Backward that gave the
+// module's parameters gradients, each of them becomes its mean over the
+// replicas. A Backward that reached none of them (an unwrapped model, a
+// saliency map) syncs nothing, as torch's per-parameter hooks never fire.
+func (m *DistributedDataParallel) averageGradients(leaves []*xla.Tensor) error {
+	if m.noSync || m.cfg.manualSync || !m.ownsAny(leaves) {
 		return nil
 	}
 	return m.SyncGradients(m.ctx)
+}
+
+// ownsAny reports whether one of leaves is a parameter of the module.
+func (m *DistributedDataParallel) ownsAny(leaves []*xla.Tensor) bool {
+	for _, l := range leaves {
+		if _, ok := m.paramSet[l]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // SyncGradients replaces each of the module's gradients by its mean over

@@ -46,6 +46,45 @@ var wrapHostileCases = map[string]func(ctx context.Context, d *xla.Device, rank 
 		_, err = step.Run(ctx, d)
 		return err
 	},
+	// Rank 1 also takes the gradient of a tensor unrelated to the
+	// wrapped model (a saliency map): no collective may follow from it.
+	"unrelated-backward": func(ctx context.Context, d *xla.Device, rank int) error {
+		m, err := wrapToy(ctx, d)
+		if err != nil {
+			return err
+		}
+		defer m.Close()
+		opt, err := optim.NewSGD(nn.Parameters(m), optim.SGDConfig{LR: 0.1})
+		if err != nil {
+			return err
+		}
+		for range 4 {
+			opt.ZeroGrad()
+			loss, err := lossOn(d, m, "toy", 0, 4)
+			if err != nil {
+				return err
+			}
+			if err := loss.Backward(); err != nil {
+				return err
+			}
+			if rank == 1 {
+				x := d.RandN(xla.Float32, 3, 3)
+				if err := x.SetRequiresGrad(true); err != nil {
+					return err
+				}
+				if err := x.Mul(x).Sum().Backward(); err != nil {
+					return err
+				}
+			}
+			if err := opt.Step(); err != nil {
+				return err
+			}
+			if err := d.MarkStep(ctx); err != nil {
+				return err
+			}
+		}
+		return nil
+	},
 	// The ranks wrap different models.
 	"different-models": func(ctx context.Context, d *xla.Device, rank int) error {
 		model, err := newModel(d, []string{"toy", "cnn"}[rank], 1, nil)
@@ -187,6 +226,7 @@ func TestWrapHostileAcrossProcesses(t *testing.T) {
 			"rank 1: WithCollectives(InGraph{})"}, false},
 		{"cancelled", [2]string{"the user gave up", "the user gave up"}, false},
 		{"different-models", [2]string{"ranks called different collectives", "ranks called different collectives"}, true},
+		{"unrelated-backward", [2]string{"", ""}, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
