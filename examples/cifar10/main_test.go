@@ -66,6 +66,9 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"--resume"}, "--resume needs --checkpoint"},
 		{[]string{"--no-ddp", "--spawn"}, "leave out --spawn"},
 		{[]string{"x"}, `unexpected argument "x"`},
+		{[]string{"--spawn", "--synthetic", "--synthetic-samples", "100", "--batch-size", "64"},
+			"each of the 2 replicas reads 50 of the 100 training samples, less than one batch of 64: no step would run"},
+		{[]string{"--spawn", "--synthetic", "--plot", "/nonexistent/curves.png"}, "--plot /nonexistent/curves.png: its directory"},
 	} {
 		_, err := run(context.Background(), tc.args, &bytes.Buffer{})
 		assert.ErrorContains(t, err, tc.want, "%v", tc.args)

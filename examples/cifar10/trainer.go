@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/xladdp/xladdp/ddp"
+	"github.com/xladdp/xladdp/examples/internal/cmdline"
 	"github.com/xladdp/xladdp/examples/internal/report"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/data"
@@ -25,6 +26,7 @@ type Trainer struct {
 	model                            nn.Module // net, wrapped by DDP unless --no-ddp
 	opt                              optim.Optimizer
 	sampler                          *ddp.DistributedSampler
+	stepsPerEpoch                    int
 	loader                           *data.Loader
 	testSet                          data.Dataset
 	epochsRun                        int
@@ -54,6 +56,9 @@ func newTrainer(ctx context.Context, c config, w ddp.Worker, trainSet, testSet d
 	if t.sampler, err = ddp.NewDistributedSampler(trainSet.Len(), ddp.SamplerReplicas(w.WorldSize, w.Rank), ddp.SamplerSeed(c.seed)); err != nil {
 		return nil, err
 	}
+	if t.stepsPerEpoch, err = cmdline.StepsPerEpoch(trainSet.Len(), t.sampler.Len(), w.WorldSize, c.batchSize); err != nil {
+		return nil, err
+	}
 	if t.loader, err = data.NewLoader(trainSet, w.Device, data.LoaderConfig{BatchSize: c.batchSize, DropLast: true, Sampler: t.sampler}); err != nil {
 		return nil, err
 	}
@@ -76,7 +81,7 @@ func (t *Trainer) train(ctx context.Context) (res result, err error) {
 	curves := report.Curves{Title: "ResNet-18 on CIFAR-10"}
 	start, steps := time.Now(), 0
 	for epoch := t.epochsRun; epoch < t.cfg.epochs; epoch++ {
-		total := t.sampler.Len() / t.cfg.batchSize
+		total := t.stepsPerEpoch
 		if t.cfg.MaxSteps > 0 {
 			total = min(total, t.cfg.MaxSteps)
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/xladdp/xladdp/ddp"
+	"github.com/xladdp/xladdp/examples/internal/cmdline"
 	"github.com/xladdp/xladdp/examples/internal/report"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/data"
@@ -81,10 +82,9 @@ func (j *job) run(ctx context.Context) (res result, err error) {
 	if err != nil {
 		return res, err
 	}
-	steps := sampler.Len() / c.batchSize
-	if steps == 0 {
-		return res, fmt.Errorf("the %d training images give each of the %d replicas %d, less than one batch of %d: lower --batch-size",
-			j.train.Len(), w.WorldSize, sampler.Len(), c.batchSize)
+	steps, err := cmdline.StepsPerEpoch(j.train.Len(), sampler.Len(), w.WorldSize, c.batchSize)
+	if err != nil {
+		return res, err
 	}
 	if c.MaxSteps > 0 {
 		steps = min(steps, c.MaxSteps)

@@ -81,6 +81,8 @@ func parse(args []string, out io.Writer) (config, error) {
 		return c, fmt.Errorf("--epochs=%d and --batch-size=%d must be positive", c.epochs, c.batchSize)
 	case !(c.lr > 0):
 		return c, fmt.Errorf("--lr=%g: must be positive", c.lr)
+	case c.batchSize > dataSize:
+		return c, fmt.Errorf("--batch-size=%d: larger than the %d samples of the dataset; give at most %d", c.batchSize, dataSize, dataSize)
 	}
 	return c, nil
 }

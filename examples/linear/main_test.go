@@ -74,6 +74,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"--lr", "NaN"}, "--lr=NaN"},
 		{[]string{"more"}, `unexpected argument "more"`},
 		{[]string{"--spawn", "--device", "tpu"}, `"tpu"`},
+		{[]string{"--spawn", "--batch-size", "101"}, "--batch-size=101: larger than the 100 samples of the dataset"},
 	} {
 		_, err := run(context.Background(), tc.args, &bytes.Buffer{})
 		assert.ErrorContains(t, err, tc.want, "%v", tc.args)

@@ -126,6 +126,10 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 	if err != nil {
 		return res, err
 	}
+	stepsPerEpoch, err := cmdline.StepsPerEpoch(trainSet.Len(), sampler.Len(), w.WorldSize, perReplica)
+	if err != nil {
+		return res, err
+	}
 	loader, err := data.NewLoader(trainSet, d, data.LoaderConfig{BatchSize: perReplica, DropLast: true, Sampler: sampler})
 	if err != nil {
 		return res, err
@@ -149,7 +153,7 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 	start, steps := time.Now(), 0
 	for epoch := ck.Epoch; epoch < c.epochs; epoch++ {
 		nn.Train(model)
-		total := sampler.Len() / perReplica
+		total := stepsPerEpoch
 		if c.MaxSteps > 0 {
 			total = min(total, c.MaxSteps)
 		}

@@ -99,6 +99,13 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"--spawn", "--resume", "--checkpoint", "/nonexistent/c.safetensors", "--max-steps", "1"}, "c.safetensors"},
 		{[]string{"--spawn", "--resume", "--checkpoint", halfWritten, "--max-steps", "1"}, "half.safetensors"},
 		{[]string{"--spawn", "--max-steps", "1", "--plot", filepath.Join(t.TempDir(), "curves.jpg")}, "name a .png file"},
+		// Larger than the training set: 0 steps used to run, exit 0 and
+		// print "final loss 0.0000".
+		{[]string{"--spawn", "--batch-size", "100000"}, "each of the 2 replicas reads 30000 of the 60000 training samples, " +
+			"less than one batch of 50000: no step would run; lower --batch-size"},
+		// Refused before training, not when the plot is drawn at the end.
+		{[]string{"--spawn", "--plot", "/nonexistent/dir/curves.png"}, "--plot /nonexistent/dir/curves.png: its directory"},
+		{[]string{"--spawn", "--checkpoint", "/nonexistent/dir/c.safetensors"}, "--checkpoint /nonexistent/dir/c.safetensors: its directory"},
 	} {
 		_, err := run(context.Background(), tc.args, &bytes.Buffer{})
 		require.Error(t, err, tc.args)

@@ -12,6 +12,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/pflag"
@@ -72,13 +74,70 @@ func (r *Run) AddFlags(fs *pflag.FlagSet, logEvery int) {
 }
 
 // Check refuses what the shared flags cannot mean on their own (the
-// examples check --log-interval with their other sizes).
+// examples check --log-interval with their other sizes). On the process
+// that writes them (rank 0), the directories of --plot and --checkpoint
+// must exist and take files now, not after hours of training.
 func (r Run) Check() error {
 	switch {
 	case r.MaxSteps < 0:
 		return fmt.Errorf("--max-steps=%d: cannot be negative", r.MaxSteps)
 	case r.Resume && r.Checkpoint == "":
 		return errors.New("--resume needs --checkpoint FILE")
+	case r.Plot != "" && !strings.EqualFold(filepath.Ext(r.Plot), ".png"):
+		return fmt.Errorf("--plot %s: the plot is a PNG: name a .png file", r.Plot)
+	}
+	if !writesOutputs() {
+		return nil
+	}
+	for _, out := range []struct{ flag, path string }{{"--plot", r.Plot}, {"--checkpoint", r.Checkpoint}} {
+		if out.path == "" {
+			continue
+		}
+		if err := checkWritableDir(filepath.Dir(out.path)); err != nil {
+			return fmt.Errorf("%s %s: %w", out.flag, out.path, err)
+		}
 	}
 	return nil
+}
+
+// writesOutputs reports whether this process is the job's rank 0, which
+// writes the plot and the checkpoint: one started alone or with --spawn
+// (no rank set), or rank 0 of a launcher's job.
+func writesOutputs() bool {
+	for _, name := range []string{"RANK", "OMPI_COMM_WORLD_RANK"} {
+		if v := os.Getenv(name); v != "" && v != "0" {
+			return false
+		}
+	}
+	return true
+}
+
+// checkWritableDir makes sure a file can be created in dir.
+func checkWritableDir(dir string) error {
+	info, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("its directory: %w (create it first)", err)
+	}
+	if !info.IsDir() {
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	f, err := os.CreateTemp(dir, ".xladdp-write-check-*")
+	if err != nil {
+		return fmt.Errorf("cannot write in %s: %w", dir, err)
+	}
+	name := f.Name()
+	return errors.Join(f.Close(), os.Remove(name))
+}
+
+// StepsPerEpoch is how many whole batches of batch samples each of the
+// replicas reads per epoch from its share of the n training samples; none
+// is an error naming --batch-size (a run of 0 steps would end "successful"
+// with nothing trained).
+func StepsPerEpoch(n, share, replicas, batch int) (int, error) {
+	steps := share / batch
+	if steps == 0 {
+		return 0, fmt.Errorf("--batch-size: each of the %d replicas reads %d of the %d training samples, "+
+			"less than one batch of %d: no step would run; lower --batch-size", replicas, share, n, batch)
+	}
+	return steps, nil
 }
