@@ -31,18 +31,33 @@ func Dial(ctx context.Context, addr, token string) (*Client, error) {
 	return c, nil
 }
 
-// connect opens and authenticates one connection, retrying until ctx ends.
+// connect opens and authenticates one connection, retrying until ctx ends
+// (also when the server dropped the handshake: under a flood of silent
+// connections it closes the oldest pending ones).
 func (c *Client) connect(ctx context.Context) (net.Conn, error) {
-	conn, err := dialRetry(ctx, c.addr, "the store", "is MASTER_ADDR/MASTER_PORT right, and is rank 0 running?")
-	if err != nil {
-		return nil, err
-	}
-	if err := c.authenticate(ctx, conn); err != nil {
+	for {
+		conn, err := dialRetry(ctx, c.addr, "the store", "is MASTER_ADDR/MASTER_PORT right, and is rank 0 running?")
+		if err != nil {
+			return nil, err
+		}
+		err = c.authenticate(ctx, conn)
+		if err == nil {
+			return conn, nil
+		}
 		conn.Close()
-		return nil, err
+		if !errors.Is(err, errHandshakeDropped) || ctx.Err() != nil {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(dialRetryInterval):
+		}
 	}
-	return conn, nil
 }
+
+// errHandshakeDropped: the connection broke during the handshake.
+var errHandshakeDropped = errors.New("the server dropped the handshake")
 
 // dialRetry connects to addr, retrying a refused connection (the server
 // may still be starting) until ctx ends; what and hint name the server
@@ -75,18 +90,18 @@ func (c *Client) authenticate(ctx context.Context, conn net.Conn) error {
 	defer conn.SetDeadline(time.Time{})
 	nonce, err := readFrame(conn)
 	if err != nil {
-		return fmt.Errorf("store: handshake with %s: %w", c.addr, err)
+		return fmt.Errorf("store: handshake with %s: %w (%w)", c.addr, errHandshakeDropped, err)
 	}
 	answer := make([]byte, sha256Size)
 	if token != "" {
 		answer = proof([]byte(token), nonce)
 	}
 	if err := writeFrame(conn, answer); err != nil {
-		return fmt.Errorf("store: handshake with %s: %w", c.addr, err)
+		return fmt.Errorf("store: handshake with %s: %w (%w)", c.addr, errHandshakeDropped, err)
 	}
 	status, err := readFrame(conn)
 	if err != nil {
-		return fmt.Errorf("store: handshake with %s: %w", c.addr, err)
+		return fmt.Errorf("store: handshake with %s: %w (%w)", c.addr, errHandshakeDropped, err)
 	}
 	if len(status) == 0 || status[0] != statusOK {
 		return fmt.Errorf("store: %s refused the connection: %s", c.addr, string(status[min(1, len(status)):]))

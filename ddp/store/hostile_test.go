@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -76,9 +77,8 @@ func TestUnauthenticatedPeersCostLittle(t *testing.T) {
 	require.NoError(t, cl.Set(ctx, "k", []byte("v")))
 }
 
-// TestPendingHandshakesAreBounded: connections that never answer the
-// challenge are closed once maxPendingHandshakes wait, and every one ends
-// at the handshake timeout; clients that do answer are served meanwhile.
+// TestPendingHandshakesAreBounded: at most maxPendingHandshakes
+// connections wait in their handshake; a new one closes the oldest.
 func TestPendingHandshakesAreBounded(t *testing.T) {
 	srv, err := Listen("127.0.0.1:0", "")
 	require.NoError(t, err)
@@ -94,15 +94,110 @@ func TestPendingHandshakesAreBounded(t *testing.T) {
 			c.Close()
 		}
 	})
-	assert.Eventually(t, func() bool { return srv.pending.Load() <= maxPendingHandshakes }, 5*time.Second, 10*time.Millisecond)
-	closedAtOnce := 0
-	for _, c := range silent[maxPendingHandshakes:] {
-		_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
-		if _, err := readFrame(c); err != nil {
-			closedAtOnce++ // no nonce: closed without a handshake
+	assert.Eventually(t, func() bool { return srv.pendingCount() == maxPendingPerSource }, 5*time.Second, 10*time.Millisecond,
+		"one address holds at most %d", maxPendingPerSource)
+	for i, c := range silent {
+		_, _ = readFrame(c) // the nonce, sent to every connection
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+		_, err := c.Read(make([]byte, 1))
+		if i < len(silent)-maxPendingPerSource {
+			assert.ErrorIs(t, err, io.EOF, "connection %d (among the oldest) was closed", i)
+		} else {
+			assert.ErrorIs(t, err, os.ErrDeadlineExceeded, "connection %d (among the newest) still waits", i)
 		}
 	}
-	assert.Positive(t, closedAtOnce, "connections beyond the bound are closed")
+}
+
+// TestSilentConnectionsDoNotLockClientsOut: 1000 connections that never
+// send a byte (from the clients' own address) used to fill the pending
+// handshakes and lock real ranks out for the handshake timeout; now each
+// new connection evicts the oldest silent one, and a real client
+// completes 100 operations without an error, with or without a token.
+func TestSilentConnectionsDoNotLockClientsOut(t *testing.T) {
+	for _, token := range []string{"s3cret", ""} {
+		srv, err := Listen("127.0.0.1:0", token)
+		require.NoError(t, err)
+		var silent []net.Conn
+		for range 1000 {
+			c, err := net.Dial("tcp", srv.Addr())
+			require.NoError(t, err)
+			silent = append(silent, c)
+		}
+		ctx := ctxWithTimeout(t, 10*time.Second)
+		start := time.Now()
+		errs := 0
+		for i := range 100 {
+			cl, err := Dial(ctx, srv.Addr(), token)
+			if err != nil {
+				errs++
+				continue
+			}
+			if err := cl.Set(ctx, fmt.Sprint("k", i), []byte("v")); err != nil {
+				errs++
+			}
+			cl.Close()
+		}
+		assert.Zero(t, errs, "token %q", token)
+		assert.Less(t, time.Since(start), 5*time.Second, "token %q", token)
+		assert.LessOrEqual(t, srv.pendingCount(), maxPendingHandshakes)
+		for _, c := range silent {
+			c.Close()
+		}
+		require.NoError(t, srv.Close())
+	}
+}
+
+// TestClientsGetThroughAConnectionFlood: an attacker opening silent
+// connections without pause, from the clients' own address, all the
+// while 100 real operations run: an evicted handshake is retried, and
+// every operation succeeds.
+func TestClientsGetThroughAConnectionFlood(t *testing.T) {
+	srv, err := Listen("127.0.0.1:0", "s3cret")
+	require.NoError(t, err)
+	defer srv.Close()
+	stop := make(chan struct{})
+	flooded := make(chan int)
+	go func() {
+		var conns []net.Conn
+		defer func() {
+			for _, c := range conns {
+				c.Close()
+			}
+			flooded <- len(conns)
+		}()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if c, err := net.Dial("tcp", srv.Addr()); err == nil {
+				conns = append(conns, c)
+			}
+			if len(conns) > 4000 {
+				conns[0].Close()
+				conns = conns[1:]
+			}
+		}
+	}()
+	ctx := ctxWithTimeout(t, 30*time.Second)
+	errs := 0
+	for i := range 100 {
+		cl, err := Dial(ctx, srv.Addr(), "s3cret")
+		if err != nil {
+			t.Log(err)
+			errs++
+			continue
+		}
+		if err := cl.Set(ctx, fmt.Sprint("k", i), []byte("v")); err != nil {
+			t.Log(err)
+			errs++
+		}
+		cl.Close()
+	}
+	close(stop)
+	assert.Greater(t, <-flooded, 100, "the flood ran")
+	assert.Zero(t, errs)
 }
 
 // TestAcceptSurvivesRunningOutOfFiles runs a store in a child process

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"container/list"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -10,7 +11,6 @@ import (
 	"net"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -24,9 +24,12 @@ const (
 	handshakeTimeout = 10 * time.Second
 	// maxHandshakeMessage bounds the handshake answer (an HMAC-SHA256).
 	maxHandshakeMessage = 64
-	// maxPendingHandshakes bounds connections not yet authenticated; more
-	// are closed at once.
+	// maxPendingHandshakes bounds connections not yet authenticated, and
+	// maxPendingPerSource those from one address: a new connection over
+	// either bound closes the oldest one pending (of that address, for
+	// the second), so silent connections cannot lock real clients out.
 	maxPendingHandshakes = 256
+	maxPendingPerSource  = 64
 	// requestTimeout bounds reading the rest of a request once its length
 	// has arrived (an idle connection waits without limit).
 	requestTimeout = time.Minute
@@ -46,8 +49,17 @@ type Server struct {
 	conns   map[net.Conn]bool
 	closed  bool
 	wg      sync.WaitGroup
-	// pending counts connections still in their handshake.
-	pending atomic.Int64
+	// pending holds the connections still in their handshake, oldest
+	// first (*handshake), and pendingFrom how many come from each address.
+	pending     list.List
+	pendingFrom map[string]int
+}
+
+// handshake is a connection in its handshake.
+type handshake struct {
+	conn   net.Conn
+	source string
+	elem   *list.Element // in Server.pending; nil once out of it
 }
 
 // Listen starts a server on addr ("host:port"; port 0 picks one). A
@@ -57,7 +69,8 @@ func Listen(addr, token string) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: cannot listen on %s: %w (is another job or store using the port? pick another MASTER_PORT)", addr, err)
 	}
-	s := &Server{ln: ln, token: []byte(token), data: map[string][]byte{}, changed: make(chan struct{}), conns: map[net.Conn]bool{}}
+	s := &Server{ln: ln, token: []byte(token), data: map[string][]byte{}, changed: make(chan struct{}), conns: map[net.Conn]bool{},
+		pendingFrom: map[string]int{}}
 	s.wg.Add(1)
 	go s.accept()
 	return s, nil
@@ -101,22 +114,69 @@ func (s *Server) accept() {
 			continue
 		}
 		backoff = 5 * time.Millisecond
-		if s.pending.Load() >= maxPendingHandshakes {
-			c.Close() // too many unauthenticated connections at once
-			continue
-		}
-		s.pending.Add(1)
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
 			c.Close()
 			return
 		}
+		h := s.admit(c)
 		s.conns[c] = true
 		s.mu.Unlock()
 		s.wg.Add(1)
-		go s.serve(c)
+		go s.serve(h)
 	}
+}
+
+// admit records c as pending, first closing the oldest pending handshake
+// of its address if that address has maxPendingPerSource, and the oldest
+// of all if maxPendingHandshakes are pending. Called with mu held.
+func (s *Server) admit(c net.Conn) *handshake {
+	source := c.RemoteAddr().String()
+	if host, _, err := net.SplitHostPort(source); err == nil {
+		source = host
+	}
+	if s.pendingFrom[source] >= maxPendingPerSource {
+		for e := s.pending.Front(); e != nil; e = e.Next() {
+			if h := e.Value.(*handshake); h.source == source {
+				s.evict(h)
+				break
+			}
+		}
+	}
+	if s.pending.Len() >= maxPendingHandshakes {
+		s.evict(s.pending.Front().Value.(*handshake))
+	}
+	h := &handshake{conn: c, source: source}
+	h.elem = s.pending.PushBack(h)
+	s.pendingFrom[source]++
+	return h
+}
+
+// evict closes a pending handshake's connection; its serve goroutine
+// then fails the handshake and ends. Called with mu held.
+func (s *Server) evict(h *handshake) {
+	s.settled(h)
+	h.conn.Close()
+}
+
+// settled takes h out of the pending handshakes. Called with mu held.
+func (s *Server) settled(h *handshake) {
+	if h.elem == nil {
+		return
+	}
+	s.pending.Remove(h.elem)
+	h.elem = nil
+	if s.pendingFrom[h.source]--; s.pendingFrom[h.source] == 0 {
+		delete(s.pendingFrom, h.source)
+	}
+}
+
+// pendingCount is how many connections are in their handshake.
+func (s *Server) pendingCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pending.Len()
 }
 
 // proof is HMAC-SHA256(token, nonce): what an authenticated client sends.
@@ -126,7 +186,8 @@ func proof(token, nonce []byte) []byte {
 	return m.Sum(nil)
 }
 
-func (s *Server) serve(c net.Conn) {
+func (s *Server) serve(h *handshake) {
+	c := h.conn
 	defer s.wg.Done()
 	defer func() {
 		c.Close()
@@ -134,8 +195,10 @@ func (s *Server) serve(c net.Conn) {
 		delete(s.conns, c)
 		s.mu.Unlock()
 	}()
-	err := s.authenticate(c)
-	s.pending.Add(-1)
+	err := s.authenticate(h)
+	s.mu.Lock()
+	s.settled(h)
+	s.mu.Unlock()
 	if err != nil {
 		_ = writeFrame(c, append([]byte{statusError}, err.Error()...))
 		return
@@ -156,7 +219,8 @@ func (s *Server) serve(c net.Conn) {
 	}
 }
 
-func (s *Server) authenticate(c net.Conn) error {
+func (s *Server) authenticate(h *handshake) error {
+	c := h.conn
 	_ = c.SetDeadline(time.Now().Add(handshakeTimeout))
 	defer c.SetDeadline(time.Time{})
 	nonce := make([]byte, nonceSize)
@@ -172,6 +236,15 @@ func (s *Server) authenticate(c net.Conn) error {
 	}
 	if len(s.token) > 0 && !hmac.Equal(answer, proof(s.token, nonce)) {
 		return errors.New("store: authentication failed: the client's XLADDP_STORE_TOKEN does not match the server's")
+	}
+	// Out of the pending handshakes before the client hears it is in, so
+	// that no eviction closes an authenticated connection.
+	s.mu.Lock()
+	evicted := h.elem == nil
+	s.settled(h)
+	s.mu.Unlock()
+	if evicted {
+		return errors.New("store: handshake dropped: too many connections in their handshake")
 	}
 	return writeFrame(c, []byte{statusOK})
 }
