@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/xladdp/xladdp/ddp/store"
+	"github.com/xladdp/xladdp/internal/quote"
 )
 
 // Environment variables, named as torch.distributed names them.
@@ -301,7 +302,9 @@ func InitProcessGroup(ctx context.Context, o Options) (*ProcessGroup, error) {
 		} else {
 			g.closeAll()
 		}
-		if srv == nil && errors.Is(err, store.ErrConnectionLost) {
+		if _, agents := st.(*store.TorchClient); agents && errors.Is(err, store.ErrConnectionLost) {
+			err = fmt.Errorf("%w (the store is hosted by torchrun's agent on MASTER_PORT: did torchrun exit?)", err)
+		} else if srv == nil && errors.Is(err, store.ErrConnectionLost) {
 			err = fmt.Errorf("%w (the store is hosted by rank 0: did rank 0 exit?)", err)
 		}
 		return nil, err
@@ -344,7 +347,7 @@ func (g *ProcessGroup) rendezvous(ctx context.Context, o Options, routeTo string
 	}
 	if string(got) != identity {
 		err := fmt.Errorf("ddp: rank %d is claimed twice: by %s and by this process, %s: two processes were given RANK=%d "+
-			"(with file://, a stale init file also does this: delete it)", g.rank, got, identity, g.rank)
+			"(with file://, a stale init file also does this: delete it)", g.rank, quote.Bytes(got), identity, g.rank)
 		// Tell every rank, the first claimant included, instead of leaving
 		// them to wait out the timeout.
 		_, _ = st.CompareSet(ctx, rendezvousFailedKey, nil, []byte(err.Error()))
@@ -355,7 +358,7 @@ func (g *ProcessGroup) rendezvous(ctx context.Context, o Options, routeTo string
 		return fmt.Errorf("ddp: rank %d registering: %w", g.rank, err)
 	}
 	if string(ws) != strconv.Itoa(g.size) {
-		return fmt.Errorf("ddp: rank %d has WORLD_SIZE=%d but another rank registered WORLD_SIZE=%s", g.rank, g.size, ws)
+		return fmt.Errorf("ddp: rank %d has WORLD_SIZE=%d but another rank registered WORLD_SIZE=%s", g.rank, g.size, quote.Bytes(ws))
 	}
 	ln, err := net.Listen("tcp", ":0")
 	if err != nil {
@@ -441,7 +444,7 @@ func (g *ProcessGroup) waitForRanks(ctx context.Context, keys []string) error {
 			if err != nil {
 				return err
 			}
-			return fmt.Errorf("ddp: rank %d: the rendezvous failed: %s", g.rank, why)
+			return fmt.Errorf("ddp: rank %d: the rendezvous failed: %s", g.rank, quote.Text(why))
 		}
 	}
 }

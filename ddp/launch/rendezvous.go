@@ -14,6 +14,7 @@ import (
 
 	"github.com/xladdp/xladdp/ddp/store"
 	"github.com/xladdp/xladdp/internal/freeport"
+	"github.com/xladdp/xladdp/internal/quote"
 )
 
 // assignment is what a rendezvous round decides for this node.
@@ -237,7 +238,7 @@ func (r *rendezvous) claim(ctx context.Context, round, node int, me string) erro
 		return err
 	}
 	if string(got) != me {
-		return r.conflict(ctx, round, fmt.Sprintf("node rank %d claimed by two nodes: %s and %s (give each node its own --node_rank)", node, got, me))
+		return r.conflict(ctx, round, fmt.Sprintf("node rank %d claimed by two nodes: %s and %s (give each node its own --node_rank)", node, quote.Bytes(got), me))
 	}
 	return nil
 }
@@ -329,7 +330,7 @@ func (r *rendezvous) conflictMessage(ctx context.Context, round int) (string, er
 		return "", err
 	}
 	v, err := r.client.Get(ctx, r.key(round, "conflict"))
-	return string(v), err
+	return quote.Text(v), err
 }
 
 // waitKey waits for key, failing at once if the round has a conflict.
@@ -411,7 +412,7 @@ func (w *watch) tick(ctx context.Context) string {
 			return first
 		}
 		v, _ := r.client.Get(ctx, r.key(w.round, "failed"))
-		return string(v)
+		return quote.Text(v)
 	}
 	for n := range w.a.nnodes {
 		if n == w.a.node {
@@ -470,7 +471,7 @@ func (r *rendezvous) firstFailure(ctx context.Context, round, node, nnodes int, 
 			}
 			at, msg, _ := strings.Cut(string(v), " ")
 			if t, err := strconv.ParseInt(at, 10, 64); err == nil && t < bestAt {
-				best, bestAt = msg, t
+				best, bestAt = quote.Text([]byte(msg)), t
 			}
 		}
 		if best != "" || time.Now().After(deadline) {

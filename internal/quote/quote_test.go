@@ -23,3 +23,15 @@ func TestShort(t *testing.T) {
 		assert.Equal(t, c.want, Bytes([]byte(c.in)))
 	}
 }
+
+func TestText(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{"rank 1 is claimed twice: by host pid 7", "rank 1 is claimed twice: by host pid 7"},
+		{"forged\nddprun: all good", `"forged\nddprun: all good"`},
+		{"\xff\xfe", `"\xff\xfe"`},
+		{strings.Repeat("x", 64<<20), `"` + strings.Repeat("x", MaxTextBytes) + `"… (67108864 bytes)`},
+	}
+	for _, c := range cases {
+		assert.Equal(t, c.want, Text([]byte(c.in)))
+	}
+}
