@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os/exec"
 	"strconv"
 	"strings"
 	"time"
@@ -20,6 +21,21 @@ type outcome struct {
 	cancelled bool   // ddprun was stopped
 }
 
+// checkProgram refuses a training program that cannot be started, saying
+// why before any rendezvous: ddprun starts executables, where torchrun
+// starts Python scripts.
+func checkProgram(program string) error {
+	if _, err := exec.LookPath(program); err != nil {
+		hint := "give the path of an executable, e.g. a Go training binary (go build -o bin/train ./train)"
+		if strings.HasSuffix(program, ".py") {
+			hint = fmt.Sprintf("ddprun starts executables, not Python scripts: give the interpreter, "+
+				"ddprun [options] python3 %s [args]", program)
+		}
+		return fmt.Errorf("cannot start %s: %w; %s", program, err, hint)
+	}
+	return nil
+}
+
 // Run runs this node's part of the job: the rendezvous, the workers, the
 // failure policy and the restarts. It returns the status ddprun exits
 // with: 0, the failed worker's exit status (128+N for signal N), 1 for a
@@ -30,8 +46,15 @@ func Run(ctx context.Context, c Config, environ []string, stdout, stderr io.Writ
 		defer consoleMu.Unlock()
 		fmt.Fprintf(stderr, format+"\n", a...)
 	}
+	for _, note := range c.Notes {
+		say("ddprun: note: %s", note)
+	}
 	if c.Backend == backendMPI {
 		return runMPI(ctx, c, environ, stdout, stderr, say)
+	}
+	if err := checkProgram(c.Program); err != nil {
+		say("ddprun: %v", err)
+		return 1
 	}
 	token := ""
 	for _, kv := range environ {

@@ -61,6 +61,9 @@ type Config struct {
 	// Backend is the workers' process group backend: "tcp" (ddprun starts
 	// them) or "mpi" (ddprun runs them under mpirun, one node only).
 	Backend string
+	// Notes are what detection chose that the user may not expect;
+	// ddprun prints them before starting.
+	Notes []string
 	// Program and Args are the training binary and its arguments.
 	Program string
 	Args    []string

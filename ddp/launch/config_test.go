@@ -234,7 +234,11 @@ func TestDetectRefusesMalformed(t *testing.T) {
 		want string
 	}{
 		{map[string]string{"SM_HOSTS": `["algo-1"`, "SM_CURRENT_HOST": "algo-1"}, "$SM_HOSTS"},
-		{map[string]string{"SM_HOSTS": `[]`, "SM_CURRENT_HOST": "algo-1"}, "$SM_HOSTS"},
+		{map[string]string{"SM_HOSTS": `[]`, "SM_CURRENT_HOST": "algo-1"}, `$SM_HOSTS="[]": an empty list: want the job's host names`},
+		{map[string]string{"SM_HOSTS": `["algo-1","algo-1"]`, "SM_CURRENT_HOST": "algo-1"}, `the host "algo-1" is listed twice`},
+		{map[string]string{"SM_HOSTS": `["algo-1",""]`, "SM_CURRENT_HOST": "algo-1"}, "an empty host name"},
+		{map[string]string{"SM_HOSTS": `null`, "SM_CURRENT_HOST": "algo-1"}, "an empty list"},
+		{map[string]string{"SM_HOSTS": `{"a":1}`, "SM_CURRENT_HOST": "algo-1"}, "want a JSON list of host names"},
 		{map[string]string{"SM_HOSTS": `["algo-1"]`, "SM_CURRENT_HOST": "algo-9"}, "$SM_CURRENT_HOST"},
 		{map[string]string{"SM_HOSTS": `["algo-1"]`, "SM_CURRENT_HOST": "algo-1", "SM_NUM_GPUS": "x"}, "$SM_NUM_GPUS"},
 		{map[string]string{"SLURM_JOB_NODELIST": "n[1-", "SLURM_NODEID": "0"}, "$SLURM_JOB_NODELIST"},
@@ -250,6 +254,53 @@ func TestDetectRefusesMalformed(t *testing.T) {
 		cfg, err := ParseArgs([]string{"./train"}, noEnv, io.Discard)
 		require.NoError(t, err)
 		assert.ErrorContains(t, Detect(&cfg, envOf(c.env)), c.want, "%v", c.env)
+	}
+}
+
+// TestSageMakerWithoutDevicesSaysSo: SM_NUM_GPUS=0 (a CPU instance)
+// gives one worker per host, and ddprun says so and how to have more.
+func TestSageMakerWithoutDevicesSaysSo(t *testing.T) {
+	for _, env := range []map[string]string{
+		{"SM_HOSTS": `["algo-1"]`, "SM_CURRENT_HOST": "algo-1", "SM_NUM_GPUS": "0"},
+		{"SM_HOSTS": `["algo-1"]`, "SM_CURRENT_HOST": "algo-1", "SM_NUM_GPUS": "0", "SM_NUM_NEURONS": "0"},
+	} {
+		cfg, err := ParseArgs([]string{"./train"}, noEnv, io.Discard)
+		require.NoError(t, err)
+		require.NoError(t, Detect(&cfg, envOf(env)))
+		assert.Equal(t, 1, cfg.NProcPerNode)
+		require.Len(t, cfg.Notes, 1)
+		assert.Contains(t, cfg.Notes[0], "SageMaker gives no GPUs or NeuronCores here (SM_NUM_GPUS=0): one worker per host; "+
+			"for more on a CPU instance set PET_NPROC_PER_NODE")
+		var out bytes.Buffer
+		DryRun(&out, cfg, nil)
+		assert.Contains(t, out.String(), "note: SageMaker gives no GPUs")
+	}
+	cfg, err := ParseArgs([]string{"--nproc_per_node=4", "./train"}, noEnv, io.Discard)
+	require.NoError(t, err)
+	require.NoError(t, Detect(&cfg, envOf(map[string]string{"SM_HOSTS": `["algo-1"]`, "SM_CURRENT_HOST": "algo-1", "SM_NUM_GPUS": "0"})))
+	assert.Empty(t, cfg.Notes, "the user chose the worker count")
+}
+
+// TestPythonScriptIsExplained: ddprun main.py says that ddprun starts
+// executables and how to run a Python script, before any rendezvous.
+func TestPythonScriptIsExplained(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "main.py")
+	require.NoError(t, os.WriteFile(script, []byte("print('hi')\n"), 0o644))
+	for _, program := range []string{script, "main.py", filepath.Join(t.TempDir(), "missing")} {
+		cfg, err := ParseArgs([]string{"--nproc_per_node=2", program}, noEnv, io.Discard)
+		require.NoError(t, err)
+		var stderr bytes.Buffer
+		start := time.Now()
+		code := Run(t.Context(), cfg, nil, io.Discard, &stderr)
+		assert.Equal(t, 1, code)
+		assert.Less(t, time.Since(start), 2*time.Second)
+		assert.Contains(t, stderr.String(), "ddprun: cannot start "+program)
+		if strings.HasSuffix(program, ".py") {
+			assert.Contains(t, stderr.String(), "ddprun starts executables, not Python scripts: give the interpreter, "+
+				"ddprun [options] python3 "+program)
+		} else {
+			assert.Contains(t, stderr.String(), "give the path of an executable")
+		}
 	}
 }
 

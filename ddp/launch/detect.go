@@ -2,7 +2,9 @@ package launch
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -32,25 +34,32 @@ func Detect(c *Config, getenv func(string) string) error {
 	switch {
 	case getenv("SM_HOSTS") != "":
 		source = "SageMaker"
-		if err := json.Unmarshal([]byte(getenv("SM_HOSTS")), &hosts); err != nil || len(hosts) == 0 {
-			return fmt.Errorf("$SM_HOSTS=%q: want a JSON list of host names: %v", getenv("SM_HOSTS"), err)
+		if err := checkSageMakerHosts(getenv("SM_HOSTS"), &hosts); err != nil {
+			return fmt.Errorf("$SM_HOSTS=%s: %w", quote.Short(getenv("SM_HOSTS")), err)
 		}
 		current := getenv("SM_CURRENT_HOST")
 		node = slices.Index(hosts, current)
 		if node < 0 {
-			return fmt.Errorf("$SM_CURRENT_HOST=%q is not in $SM_HOSTS %v", current, hosts)
+			return fmt.Errorf("$SM_CURRENT_HOST=%s is not in $SM_HOSTS", quote.Short(current))
 		}
+		devices := false
 		for _, env := range []string{"SM_NUM_GPUS", "SM_NUM_NEURONS"} {
 			if v := getenv(env); v != "" {
 				n, err := strconv.Atoi(v)
 				if err != nil || n < 0 {
-					return fmt.Errorf("$%s=%q: want a device count", env, v)
+					return fmt.Errorf("$%s=%s: want a device count", env, quote.Short(v))
 				}
 				if n > 0 {
 					set("nproc_per_node", "$"+env, func() { c.NProcPerNode = n })
+					devices = true
 					break
 				}
 			}
+		}
+		if !devices && !given("nproc_per_node") {
+			c.Notes = append(c.Notes, fmt.Sprintf("SageMaker gives no GPUs or NeuronCores here (SM_NUM_GPUS=%s): "+
+				"one worker per host; for more on a CPU instance set PET_NPROC_PER_NODE (e.g. to $SM_NUM_CPUS)",
+				cmp.Or(getenv("SM_NUM_GPUS"), "unset")))
 		}
 	case getenv("SLURM_JOB_NODELIST") != "" || getenv("SLURM_NODELIST") != "":
 		source = "SLURM"
@@ -148,4 +157,26 @@ func readNodeFile(path string) ([]string, error) {
 		return nil, fmt.Errorf("no hosts in %s", path)
 	}
 	return hosts, nil
+}
+
+// checkSageMakerHosts reads $SM_HOSTS: a JSON list of distinct, non-empty
+// host names.
+func checkSageMakerHosts(v string, hosts *[]string) error {
+	if err := json.Unmarshal([]byte(v), hosts); err != nil {
+		return fmt.Errorf("want a JSON list of host names, e.g. [\"algo-1\",\"algo-2\"]: %w", err)
+	}
+	if len(*hosts) == 0 {
+		return errors.New("an empty list: want the job's host names, e.g. [\"algo-1\",\"algo-2\"]")
+	}
+	seen := map[string]bool{}
+	for _, h := range *hosts {
+		if strings.TrimSpace(h) == "" {
+			return errors.New("an empty host name")
+		}
+		if seen[h] {
+			return fmt.Errorf("the host %s is listed twice", quote.Short(h))
+		}
+		seen[h] = true
+	}
+	return nil
 }

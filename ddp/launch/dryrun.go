@@ -20,11 +20,7 @@ func DryRun(w io.Writer, c Config, environ []string) {
 		}
 		fmt.Fprintf(w, "  %-18s %-28v (%s)\n", name, v, src)
 	}
-	nnodes := strconv.Itoa(c.NNodesMin)
-	if c.NNodesMax != c.NNodesMin {
-		nnodes += ":" + strconv.Itoa(c.NNodesMax)
-	}
-	row("nnodes", nnodes)
+	row("nnodes", c.nodesWanted())
 	row("nproc_per_node", c.NProcPerNode)
 	row("node_rank", c.NodeRank)
 	row("master_addr", orLocal(c.MasterAddr))
@@ -37,6 +33,9 @@ func DryRun(w io.Writer, c Config, environ []string) {
 	row("compile_only", c.CompileOnly)
 	row("backend", c.Backend)
 	fmt.Fprintf(w, "  %-18s %q %q\n", "program", c.Program, c.Args)
+	for _, note := range c.Notes {
+		fmt.Fprintf(w, "note: %s\n", note)
+	}
 	if c.Backend == backendMPI {
 		if err := checkMPI(c); err != nil {
 			fmt.Fprintf(w, "error: %v\n", err)

@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -117,7 +118,10 @@ func checkMPI(c Config) error {
 func mpirunCommand(c Config, environ []string, attempt int) (args, added []string) {
 	args = []string{"mpirun", "-np", strconv.Itoa(c.NProcPerNode), "--oversubscribe",
 		// The workers bind themselves (XLADDP_BIND_CPUS), as under torchrun.
-		"--bind-to", "none"}
+		"--bind-to", "none",
+		// Each line tagged with its rank, which mpiOutput turns into
+		// ddprun's own [rankN]: prefix.
+		"--tag-output"}
 	if os.Geteuid() == 0 {
 		args = append(args, "--allow-run-as-root")
 	}
@@ -156,7 +160,7 @@ func mpirunEnv(environ, added []string) []string {
 // job up to MaxRestarts times, and returns mpirun's exit status (130
 // when ctx ended).
 func runMPI(ctx context.Context, c Config, environ []string, stdout, stderr io.Writer, say func(string, ...any)) int {
-	if err := checkMPI(c); err != nil {
+	if err := errors.Join(checkMPI(c), checkProgram(c.Program)); err != nil {
 		say("ddprun: %v", err)
 		return 1
 	}
@@ -168,9 +172,10 @@ func runMPI(ctx context.Context, c Config, environ []string, stdout, stderr io.W
 			return 1
 		}
 		cmd := exec.Command(path, args[1:]...)
-		cmd.Env, cmd.Stdout, cmd.Stderr = mpirunEnv(environ, added), stdout, stderr
+		cmd.Env = mpirunEnv(environ, added)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-		if err := cmd.Start(); err != nil {
+		output, err := startWithOutput(cmd, &mpiTagWriter{w: stdout}, &mpiTagWriter{w: stderr})
+		if err != nil {
 			say("ddprun: starting mpirun: %v", err)
 			return 1
 		}
@@ -199,6 +204,7 @@ func runMPI(ctx context.Context, c Config, environ []string, stdout, stderr io.W
 		err = cmd.Wait()
 		close(done)
 		<-stopped
+		output.drain()
 		if ctx.Err() != nil {
 			say("ddprun: stopped (%v); mpirun stopped every worker", context.Cause(ctx))
 			return 130
@@ -218,4 +224,36 @@ func runMPI(ctx context.Context, c Config, environ []string, stdout, stderr io.W
 		say("ddprun: mpirun failed (%v); every worker was stopped", err)
 		return code
 	}
+}
+
+// mpiTagWriter turns the tag mpirun --tag-output puts on each line of a
+// worker, "[JOB,RANK]<stdout>:", into ddprun's "[rankN]:"; mpirun's own
+// lines pass unchanged. It is given one whole line per Write.
+type mpiTagWriter struct{ w io.Writer }
+
+func (m *mpiTagWriter) Write(line []byte) (int, error) {
+	out := line
+	if rest, ok := bytes.CutPrefix(line, []byte("[")); ok {
+		if tag, text, ok := bytes.Cut(rest, []byte(">:")); ok {
+			ids, _, _ := bytes.Cut(tag, []byte("]<"))
+			if _, rank, ok := bytes.Cut(ids, []byte(",")); ok && len(rank) > 0 && isDigits(rank) {
+				out = append(append(append([]byte("[rank"), rank...), "]:"...), text...)
+			}
+		}
+	}
+	consoleMu.Lock()
+	defer consoleMu.Unlock()
+	if _, err := m.w.Write(out); err != nil {
+		return 0, err
+	}
+	return len(line), nil
+}
+
+func isDigits(b []byte) bool {
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }

@@ -22,6 +22,9 @@ func TestRunOnTheMPIBackend(t *testing.T) {
 		res := runAgent(t.Context(), t, mark, "ok", args)
 		assert.Equal(t, 0, res.code, res.stderr)
 		assert.Equal(t, 3, strings.Count(res.stdout, "sum 3\n"), res.stdout)
+		for _, line := range []string{"[rank0]:sum 3\n", "[rank1]:sum 3\n", "[rank2]:sum 3\n"} {
+			assert.Contains(t, res.stdout, line, "each worker's line carries its rank, as on the tcp backend")
+		}
 		assertNothingLeft(t, mark, nil)
 	})
 	t.Run("failure with a restart", func(t *testing.T) {

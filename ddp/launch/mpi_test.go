@@ -116,3 +116,26 @@ func TestHungLauncherIsStopped(t *testing.T) {
 	live, ended := childrenOf(hung.Process.Pid)
 	assert.Equal(t, [2]int{0, 1}, [2]int{live, ended})
 }
+
+// TestMPITagsBecomeRankPrefixes: mpirun --tag-output's "[JOB,RANK]<stdout>:"
+// becomes "[rankRANK]:"; mpirun's own lines, and lines that only look
+// tagged, pass unchanged.
+func TestMPITagsBecomeRankPrefixes(t *testing.T) {
+	cases := map[string]string{
+		"[1,0]<stdout>:sum 3\n":         "[rank0]:sum 3\n",
+		"[12345,17]<stderr>:oops\n":     "[rank17]:oops\n",
+		"[1,2]<stdout>:\n":              "[rank2]:\n",
+		"[1,2]<stdout>:a>:b\n":          "[rank2]:a>:b\n",
+		"mpirun noticed that ...\n":     "mpirun noticed that ...\n",
+		"[x,y]<stdout>:not a rank\n":    "[x,y]<stdout>:not a rank\n",
+		"[1,]<stdout>:empty\n":          "[1,]<stdout>:empty\n",
+		"[warn] something>: happened\n": "[warn] something>: happened\n",
+	}
+	for in, want := range cases {
+		var out bytes.Buffer
+		n, err := (&mpiTagWriter{w: &out}).Write([]byte(in))
+		require.NoError(t, err)
+		assert.Equal(t, len(in), n)
+		assert.Equal(t, want, out.String(), in)
+	}
+}

@@ -33,7 +33,6 @@ type worker struct {
 	drained         chan struct{} // closed once its output is read (or abandoned)
 	state           *os.ProcessState
 	waitErr         error
-	copying         sync.WaitGroup
 }
 
 // exit describes how a worker ended.
@@ -92,40 +91,18 @@ func startWorkers(spec workerSpec) (*workerSet, error) {
 			set.stop()
 			return nil, err
 		}
-		// Our own pipes, not cmd.StdoutPipe: Wait then reaps the worker
-		// without waiting for its output, which a child of the worker
-		// may hold open long after the worker exited.
-		stdoutR, stdoutW, err1 := os.Pipe()
-		stderrR, stderrW, err2 := os.Pipe()
-		if err := errors.Join(err1, err2); err != nil {
-			closeAll(stdoutR, stdoutW, stderrR, stderrW)
-			set.stop()
-			return nil, fmt.Errorf("worker rank %d's output pipes: %w", rank, err)
-		}
-		cmd.Stdout, cmd.Stderr = stdoutW, stderrW
-		err = cmd.Start()
-		closeAll(stdoutW, stderrW) // the worker holds them now
+		output, err := startWithOutput(cmd, outs, errs)
 		if err != nil {
-			closeAll(stdoutR, stderrR)
 			set.stop()
 			return nil, fmt.Errorf("starting worker rank %d (%s): %w", rank, c.Program, err)
 		}
-		w.copying.Add(2)
-		go copyLines(&w.copying, stdoutR, outs)
-		go copyLines(&w.copying, stderrR, errs)
 		set.workers = append(set.workers, w)
 		go func() {
 			w.waitErr = cmd.Wait()
 			w.state = cmd.ProcessState
 			close(w.done)
 			set.exits <- w
-			// What the worker wrote before exiting is in the pipes: read
-			// it until EOF, or for outputDrain if a child of the worker
-			// still holds them, then abandon them.
-			_ = stdoutR.SetReadDeadline(time.Now().Add(outputDrain))
-			_ = stderrR.SetReadDeadline(time.Now().Add(outputDrain))
-			w.copying.Wait()
-			closeAll(stdoutR, stderrR)
+			output.drain()
 			close(w.drained)
 		}()
 	}
@@ -222,6 +199,49 @@ func (p *linePrefixer) Write(line []byte) (int, error) {
 		return 0, err
 	}
 	return len(line), nil
+}
+
+// processOutput is a started process's stdout and stderr, copied line by
+// line by two goroutines.
+type processOutput struct {
+	readers [2]*os.File
+	copying sync.WaitGroup
+}
+
+// startWithOutput starts cmd with its stdout and stderr copied, a line per
+// Write, to stdout and stderr. They are our own pipes, not
+// cmd.StdoutPipe's, so that Wait reaps the process without waiting for
+// its output, which a child of it may hold open long after it exited.
+func startWithOutput(cmd *exec.Cmd, stdout, stderr io.Writer) (*processOutput, error) {
+	stdoutR, stdoutW, err1 := os.Pipe()
+	stderrR, stderrW, err2 := os.Pipe()
+	if err := errors.Join(err1, err2); err != nil {
+		closeAll(stdoutR, stdoutW, stderrR, stderrW)
+		return nil, fmt.Errorf("output pipes: %w", err)
+	}
+	cmd.Stdout, cmd.Stderr = stdoutW, stderrW
+	err := cmd.Start()
+	closeAll(stdoutW, stderrW) // the process holds them now
+	if err != nil {
+		closeAll(stdoutR, stderrR)
+		return nil, err
+	}
+	o := &processOutput{readers: [2]*os.File{stdoutR, stderrR}}
+	o.copying.Add(2)
+	go copyLines(&o.copying, stdoutR, stdout)
+	go copyLines(&o.copying, stderrR, stderr)
+	return o, nil
+}
+
+// drain, once the process has exited, reads what it wrote until EOF, or
+// for outputDrain if a child of it still holds the pipes, then abandons
+// them; the copying goroutines have ended when it returns.
+func (o *processOutput) drain() {
+	for _, r := range o.readers {
+		_ = r.SetReadDeadline(time.Now().Add(outputDrain))
+	}
+	o.copying.Wait()
+	closeAll(o.readers[:]...)
 }
 
 func closeAll(files ...*os.File) {
