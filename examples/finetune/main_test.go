@@ -2,12 +2,6 @@ package main
 
 import (
 	"bytes"
-	"fmt"
-	"image"
-	"image/color"
-	"image/jpeg"
-	"image/png"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,54 +23,6 @@ import (
 
 func TestMain(m *testing.M) { exampletest.Main(m, "finetune", main) }
 
-// writeFolder writes an ants/bees ImageFolder: train/ with perClass
-// images and val/ with half as many, of random sizes (36 to 71 pixels a
-// side), JPEG and PNG, the same on every call. Ants are dark red with noise, bees yellow with
-// black vertical stripes, so a network can tell them apart from any crop.
-func writeFolder(t *testing.T, root string, perClass int) {
-	t.Helper()
-	rng := rand.New(rand.NewPCG(3, 4))
-	draw := func(class string) image.Image {
-		w, h := 36+rng.IntN(36), 36+rng.IntN(36)
-		img := image.NewRGBA(image.Rect(0, 0, w, h))
-		period := 6 + rng.IntN(6)
-		for y := range h {
-			for x := range w {
-				n := rng.IntN(50)
-				c := color.RGBA{uint8(120 + n), uint8(30 + n), uint8(20 + n), 255}
-				if class == "bees" {
-					c = color.RGBA{uint8(200 + n), uint8(170 + n), uint8(20 + n), 255}
-					if x%period < period/2 {
-						c = color.RGBA{uint8(n), uint8(n), uint8(n), 255}
-					}
-				}
-				img.Set(x, y, c)
-			}
-		}
-		return img
-	}
-	for _, split := range []struct {
-		name string
-		n    int
-	}{{"train", perClass}, {"val", perClass / 2}} {
-		for _, class := range []string{"ants", "bees"} {
-			dir := filepath.Join(root, split.name, class)
-			require.NoError(t, os.MkdirAll(dir, 0o755))
-			for i := range split.n {
-				var b bytes.Buffer
-				name := fmt.Sprintf("%s_%d.png", class, i)
-				if i%2 == 0 {
-					name = fmt.Sprintf("%s_%d.jpg", class, i)
-					require.NoError(t, jpeg.Encode(&b, draw(class), &jpeg.Options{Quality: 90}))
-				} else {
-					require.NoError(t, png.Encode(&b, draw(class)))
-				}
-				require.NoError(t, os.WriteFile(filepath.Join(dir, name), b.Bytes(), 0o644))
-			}
-		}
-	}
-}
-
 // TestLearnsUnderSageMakerThenFineTunesUnderDdprun is the notebook's
 // path end to end on a fixture folder (chance: 50%):
 //  1. under a SageMaker environment alone (channels, hyperparameters,
@@ -91,7 +37,7 @@ func writeFolder(t *testing.T, root string, perClass int) {
 func TestLearnsUnderSageMakerThenFineTunesUnderDdprun(t *testing.T) {
 	exampletest.CleanEnv(t)
 	dir := t.TempDir()
-	writeFolder(t, dir, 24)
+	exampletest.ImageFolder(t, dir, 24)
 	modelDir, ckpt, plot := filepath.Join(dir, "model"), filepath.Join(dir, "ckpt.safetensors"), filepath.Join(dir, "curves.png")
 	t.Setenv("SM_CHANNEL_TRAIN", filepath.Join(dir, "train"))
 	t.Setenv("SM_CHANNEL_VAL", filepath.Join(dir, "val"))
@@ -233,15 +179,15 @@ func TestLoadPretrained(t *testing.T) {
 func TestBadInputs(t *testing.T) {
 	exampletest.CleanEnv(t)
 	root := t.TempDir()
-	writeFolder(t, root, 2)
+	exampletest.ImageFolder(t, root, 2)
 	tiny := filepath.Join(root, "train")
 	pth := filepath.Join(t.TempDir(), "resnet18.pth")
 	require.NoError(t, os.WriteFile(pth, []byte("PK\x03\x04\x14\x00\x08\x08\x08\x00archive/data.pkl"), 0o644))
 	otherClasses := t.TempDir()
-	writeFolder(t, otherClasses, 2)
+	exampletest.ImageFolder(t, otherClasses, 2)
 	require.NoError(t, os.Rename(filepath.Join(otherClasses, "val", "bees"), filepath.Join(otherClasses, "val", "wasps")))
 	corrupt := t.TempDir()
-	writeFolder(t, corrupt, 2)
+	exampletest.ImageFolder(t, corrupt, 2)
 	require.NoError(t, os.WriteFile(filepath.Join(corrupt, "train", "ants", "ants_0.jpg"), []byte("\xff\xd8 half a jpeg"), 0o644))
 	notADir := filepath.Join(t.TempDir(), "file")
 	require.NoError(t, os.WriteFile(notADir, nil, 0o644))

@@ -31,14 +31,17 @@ func Python(t testing.TB) string {
 // StandIn writes the stand-ins under dir and returns the environment
 // (KEY=VALUE) that points the bootstrap at them: libneuronxla version
 // 2.99.0 naming plugin, and a neuronx-cc first on PATH. When imported,
-// the package appends its process id to marker (if not "").
+// the package appends a line to marker (if not ""): the importing
+// process's id and command name (python3 for the bootstrap's probe, the
+// program's own for its embedded interpreter).
 func StandIn(t testing.TB, dir, plugin, marker string) []string {
 	t.Helper()
 	pkg := filepath.Join(dir, "site", "libneuronxla")
 	require.NoError(t, os.MkdirAll(pkg, 0o755))
 	init := "__version__ = '2.99.0'\n"
 	if marker != "" {
-		init = "import os\n" + init + "with open(" + strconv.Quote(marker) + ", 'a') as f:\n    f.write('%d\\n' % os.getpid())\n"
+		init = "import os\n" + init + "with open(" + strconv.Quote(marker) + ", 'a') as f:\n" +
+			"    f.write('%d %s\\n' % (os.getpid(), open('/proc/self/comm').read().strip()))\n"
 	}
 	require.NoError(t, os.WriteFile(filepath.Join(pkg, "__init__.py"), []byte(init), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(pkg, "libneuronpjrt_path.py"), []byte(

@@ -1,0 +1,122 @@
+package exampletest
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"image"
+	"image/color"
+	"image/jpeg"
+	"image/png"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/xladdp/xladdp/xla/data"
+	"github.com/xladdp/xladdp/xla/nn"
+	"github.com/xladdp/xladdp/xla/xlatest"
+)
+
+// MNISTSubset writes the first train training and test test images of
+// MNIST (make deps installs it) into a new MNIST directory and returns it:
+// real digits, at a fraction of the whole set's cost.
+func MNISTSubset(t testing.TB, train, test int) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, split := range []struct {
+		prefix string
+		n      int
+	}{{"train", train}, {"t10k", test}} {
+		for _, kind := range []struct {
+			suffix string
+			rank   int
+		}{{"-images-idx3-ubyte", 3}, {"-labels-idx1-ubyte", 1}} {
+			name := split.prefix + kind.suffix
+			src := filepath.Join(data.DefaultMNISTDir(), name)
+			if _, err := os.Stat(src); err != nil {
+				src += ".gz"
+			}
+			dims, values, err := data.ReadIDX(src, kind.rank)
+			require.NoError(t, err, "MNIST must be installed: run `make deps`")
+			require.LessOrEqual(t, split.n, dims[0], "%s has %d records", src, dims[0])
+			per := len(values) / dims[0]
+			dims[0] = split.n
+			require.NoError(t, os.WriteFile(filepath.Join(dir, name), idx(dims, values[:split.n*per]), 0o644))
+		}
+	}
+	return dir
+}
+
+// idx encodes unsigned bytes of dims in the idx format.
+func idx(dims []int, values []byte) []byte {
+	out := []byte{0, 0, 0x08, byte(len(dims))}
+	for _, d := range dims {
+		out = binary.BigEndian.AppendUint32(out, uint32(d))
+	}
+	return append(out, values...)
+}
+
+// ImageFolder writes an ants/bees ImageFolder under root: train/ with
+// perClass images a class and val/ with half as many, of random sizes (36
+// to 71 pixels a side), JPEG and PNG, the same on every call. Ants are dark
+// red with noise, bees yellow with black vertical stripes, so a network can
+// tell them apart from any crop.
+func ImageFolder(t testing.TB, root string, perClass int) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(3, 4))
+	draw := func(class string) image.Image {
+		w, h := 36+rng.IntN(36), 36+rng.IntN(36)
+		img := image.NewRGBA(image.Rect(0, 0, w, h))
+		period := 6 + rng.IntN(6)
+		for y := range h {
+			for x := range w {
+				n := rng.IntN(50)
+				c := color.RGBA{uint8(120 + n), uint8(30 + n), uint8(20 + n), 255}
+				if class == "bees" {
+					c = color.RGBA{uint8(200 + n), uint8(170 + n), uint8(20 + n), 255}
+					if x%period < period/2 {
+						c = color.RGBA{uint8(n), uint8(n), uint8(n), 255}
+					}
+				}
+				img.Set(x, y, c)
+			}
+		}
+		return img
+	}
+	for _, split := range []struct {
+		name string
+		n    int
+	}{{"train", perClass}, {"val", perClass / 2}} {
+		for _, class := range []string{"ants", "bees"} {
+			dir := filepath.Join(root, split.name, class)
+			require.NoError(t, os.MkdirAll(dir, 0o755))
+			for i := range split.n {
+				var b bytes.Buffer
+				name := fmt.Sprintf("%s_%d.png", class, i)
+				if i%2 == 0 {
+					name = fmt.Sprintf("%s_%d.jpg", class, i)
+					require.NoError(t, jpeg.Encode(&b, draw(class), &jpeg.Options{Quality: 90}))
+				} else {
+					require.NoError(t, png.Encode(&b, draw(class)))
+				}
+				require.NoError(t, os.WriteFile(filepath.Join(dir, name), b.Bytes(), 0o644))
+			}
+		}
+	}
+}
+
+// ResNet18Weights writes a freshly initialised ImageNet-shaped ResNet-18
+// (1000 classes) as a torchvision-named safetensors state dict, the form
+// --pretrained reads, and returns its path.
+func ResNet18Weights(t testing.TB) string {
+	t.Helper()
+	d := xlatest.NewEngine(t, 1).Device(0)
+	m, err := nn.NewResNet18(d, nn.NewRand(5), nn.ResNetConfig{NumClasses: 1000})
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "resnet18.safetensors")
+	require.NoError(t, nn.SaveStateDict(xlatest.Context(t), path, m, nil))
+	return path
+}

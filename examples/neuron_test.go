@@ -1,0 +1,234 @@
+package examples
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/xladdp/xladdp/backend"
+	"github.com/xladdp/xladdp/examples/internal/exampletest"
+	"github.com/xladdp/xladdp/internal/freeport"
+	"github.com/xladdp/xladdp/neuron/neurontest"
+	"github.com/xladdp/xladdp/xla"
+)
+
+// trn1Commands are the README's Trn1 command lines, verbatim; the test
+// runs each one with the stand-in Neuron plugin.
+var trn1Commands = []string{
+	"NEURON_NUM_DEVICES=2 bin/toy --spawn --device neuron",
+	"bin/ddprun --nproc_per_node=2 bin/toy --device neuron",
+	"XLADDP_DEVICE=neuron bin/ddprun --nproc_per_node=2 bin/toy",
+	"NEURON_NUM_DEVICES=2 bin/mnist --spawn --device neuron",
+	"bin/ddprun --nproc_per_node=2 bin/mnist --device neuron",
+	"NEURON_NUM_DEVICES=2 bin/cifar10 --spawn --device neuron",
+	"bin/ddprun --nproc_per_node=32 bin/cifar10 --device neuron",
+	"NEURON_NUM_DEVICES=2 bin/finetune --spawn --device neuron --data hymenoptera_data --pretrained resnet18.safetensors",
+	"bin/ddprun --nproc_per_node=2 bin/finetune --device neuron --data hymenoptera_data --pretrained resnet18.safetensors",
+	"NEURON_NUM_DEVICES=2 bin/linear --spawn --device neuron",
+	"bin/ddprun --nproc_per_node=2 bin/linear --device neuron",
+	"XLADDP_DEVICE=neuron bin/xladevices",
+}
+
+// shortRun is what each example gets appended so that the README's
+// command trains a few steps on fixture data and leaves its checkpoint.
+func shortRun(program string, f fixtures, ckpt string) []string {
+	switch program {
+	case "mnist":
+		return []string{"--data", f.mnist, "--max-steps", "2", "--test-batch-size", "100", "--checkpoint", ckpt}
+	case "cifar10":
+		return []string{"--synthetic", "--synthetic-samples", "256", "--batch-size", "8", "--max-steps", "2", "--checkpoint", ckpt}
+	case "finetune":
+		return []string{"--image-size", "32", "--batch-size", "4", "--epochs", "1", "--max-steps", "2", "--checkpoint", ckpt}
+	case "linear":
+		return []string{"--epochs", "2"}
+	}
+	return nil
+}
+
+// finalLoss finds the loss each example reports last.
+var finalLoss = map[string]*regexp.Regexp{
+	"toy":      regexp.MustCompile(`Loss after step 100: (\S+)`),
+	"mnist":    regexp.MustCompile(`last loss ([^,\s]+)`),
+	"cifar10":  regexp.MustCompile(`last loss ([^,\s]+)`),
+	"finetune": regexp.MustCompile(`last loss ([^,\s]+)`),
+	"linear":   regexp.MustCompile(`before training, (\S+) after`),
+}
+
+type fixtures struct {
+	bin, mnist, folder, weights string
+}
+
+// TestTrn1CommandsOnTheNeuronStandIn runs every Trn1 command line of the
+// README, spawned and under ddprun, with the real binaries a Trn1 user
+// runs (built here) and the neuron target's real road: the Python
+// lookup, the embedded interpreter importing libneuronxla, the Neuron
+// environment, the plugin libneuronxla names (the CPU plugin, the one
+// stand-in). Each example trains a few steps to a finite loss and writes
+// its checkpoint; each process imported libneuronxla; the two-node and
+// compile-ahead forms run as two agents on loopback.
+func TestTrn1CommandsOnTheNeuronStandIn(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	require.NoError(t, err)
+	f := fixtures{bin: t.TempDir(), mnist: exampletest.MNISTSubset(t, 512, 200), folder: t.TempDir(),
+		weights: exampletest.ResNet18Weights(t)}
+	exampletest.ImageFolder(t, f.folder, 8)
+	build := exec.Command("go", "build", "-o", f.bin+"/", "github.com/xladdp/xladdp/ddp/cmd/ddprun",
+		"github.com/xladdp/xladdp/backend/cmd/xladevices", "github.com/xladdp/xladdp/examples/toy",
+		"github.com/xladdp/xladdp/examples/mnist", "github.com/xladdp/xladdp/examples/cifar10",
+		"github.com/xladdp/xladdp/examples/finetune", "github.com/xladdp/xladdp/examples/linear")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	marker := filepath.Join(t.TempDir(), "imported-by")
+	env := standInEnv(t, marker)
+
+	for i, line := range trn1Commands {
+		t.Run(fmt.Sprintf("%02d-%s", i, strings.ReplaceAll(line, "/", "")), func(t *testing.T) {
+			require.Contains(t, string(readme), line, "the README no longer gives this command")
+			vars, argv := splitCommand(line)
+			program := filepath.Base(argv[len(argv)-1])
+			for i, a := range argv {
+				if strings.HasPrefix(a, "bin/") {
+					program = strings.TrimPrefix(a, "bin/")
+				}
+				argv[i] = strings.NewReplacer("bin/", f.bin+"/", "--nproc_per_node=32", "--nproc_per_node=2",
+					"hymenoptera_data", f.folder, "resnet18.safetensors", f.weights).Replace(a)
+			}
+			ckpt := filepath.Join(t.TempDir(), "ckpt.safetensors")
+			argv = append(argv, shortRun(program, f, ckpt)...)
+			require.NoError(t, os.WriteFile(marker, nil, 0o644))
+			out := runCommand(t, append(env, vars...), argv)
+			if program == "xladevices" {
+				assert.Contains(t, out, "neuron")
+				return
+			}
+			m := finalLoss[program].FindStringSubmatch(out)
+			require.NotNil(t, m, "no final loss in:\n%s", out)
+			loss, err := strconv.ParseFloat(m[1], 64)
+			require.NoError(t, err)
+			assert.False(t, math.IsNaN(loss) || math.IsInf(loss, 0), "loss %v", loss)
+			if slices.Contains(shortRun(program, f, ckpt), ckpt) {
+				assert.FileExists(t, ckpt)
+			}
+			assertImported(t, marker, program, strings.Contains(line, "ddprun"))
+		})
+	}
+}
+
+// TestTrn1MultiNodeCommandsOnTheNeuronStandIn: the README's two-node Trn1
+// commands (and the compile-ahead pass before the real run), as two
+// agents on loopback with 2 workers each.
+func TestTrn1MultiNodeCommandsOnTheNeuronStandIn(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	require.NoError(t, err)
+	bin := t.TempDir()
+	out, err := exec.Command("go", "build", "-o", bin+"/", "github.com/xladdp/xladdp/ddp/cmd/ddprun",
+		"github.com/xladdp/xladdp/examples/toy").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	env := append(standInEnv(t, ""), xla.EnvCacheDir+"="+t.TempDir())
+	pair := func(lines [2]string) [2]string {
+		port, err := freeport.Pick("127.0.0.1")
+		require.NoError(t, err)
+		var outs [2]string
+		var wg sync.WaitGroup
+		for n, line := range lines {
+			vars, argv := splitCommand(line)
+			for i, a := range argv {
+				argv[i] = strings.NewReplacer("bin/", bin+"/", "--nproc_per_node=32", "--nproc_per_node=2",
+					"$NODE0_IP", "127.0.0.1", "--master_port=2020", fmt.Sprintf("--master_port=%d", port)).Replace(a)
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				outs[n] = runCommand(t, append(env, vars...), argv)
+			}()
+		}
+		wg.Wait()
+		return outs
+	}
+	node := "XLADDP_DEVICE=neuron bin/ddprun --nproc_per_node=32 --nnodes=2 --node_rank=%d --master_addr=$NODE0_IP --master_port=2020 bin/toy"
+	compile := "XLADDP_DEVICE=neuron bin/ddprun --compile_only --nproc_per_node=32 --nnodes=2 --node_rank=%d --master_addr=$NODE0_IP --master_port=2020 bin/toy"
+	for _, line := range []string{fmt.Sprintf(node, 0), fmt.Sprintf(node, 1), fmt.Sprintf(compile, 0)} {
+		require.Contains(t, string(readme), line, "the README no longer gives this command")
+	}
+	pass := pair([2]string{fmt.Sprintf(compile, 0), fmt.Sprintf(compile, 1)})
+	assert.Contains(t, pass[0], "[rank0]:Loss after step 100: 0.0000", "compile-only executes nothing")
+	outs := pair([2]string{fmt.Sprintf(node, 0), fmt.Sprintf(node, 1)})
+	m := regexp.MustCompile(`\[rank0\]:Loss after step 100: (\S+)`).FindStringSubmatch(outs[0])
+	require.NotNil(t, m, "%s", outs[0])
+	loss, err := strconv.ParseFloat(m[1], 64)
+	require.NoError(t, err)
+	assert.Positive(t, loss)
+	assert.NotContains(t, outs[1], "Loss after", "rank 0 (node 0) alone prints")
+}
+
+// standInEnv is this process's environment with the stand-in Neuron SDK
+// (libneuronxla naming the CPU plugin; it appends each importing process's
+// pid to marker when marker is not "") and nothing that would pick another
+// target, device count or launcher.
+func standInEnv(t *testing.T, marker string) []string {
+	t.Helper()
+	exampletest.CleanEnv(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	cpu, err := backend.Open(ctx, backend.Options{Target: backend.CPU, CPUDevices: 1})
+	require.NoError(t, err, "the CPU plugin (make deps)")
+	plugin := cpu.PluginPath()
+	require.NoError(t, cpu.Close())
+	return append(os.Environ(), neurontest.StandIn(t, t.TempDir(), plugin, marker)...)
+}
+
+// splitCommand splits a README command line into its leading VAR=value
+// assignments and its arguments.
+func splitCommand(line string) (vars, argv []string) {
+	fields := strings.Fields(line)
+	for len(fields) > 0 && strings.Contains(fields[0], "=") && !strings.HasPrefix(fields[0], "-") {
+		vars, fields = append(vars, fields[0]), fields[1:]
+	}
+	return vars, fields
+}
+
+// runCommand runs argv with env (later entries win) and returns its
+// output, failing the test on a non-zero exit.
+func runCommand(t *testing.T, env, argv []string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s\n%s", strings.Join(argv, " "), out)
+	return string(out)
+}
+
+// assertImported checks that libneuronxla was imported in the training
+// processes themselves (by their embedded interpreter): each worker under
+// ddprun (2), else the one process.
+func assertImported(t *testing.T, marker, program string, workers bool) {
+	t.Helper()
+	b, err := os.ReadFile(marker)
+	require.NoError(t, err)
+	want := 1
+	if workers {
+		want = 2
+	}
+	embedded := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if _, comm, _ := strings.Cut(line, " "); comm == program {
+			embedded++
+		}
+	}
+	assert.Equal(t, want, embedded, "processes of %s that imported the stand-in libneuronxla:\n%s", program, b)
+}
