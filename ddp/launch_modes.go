@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/xladdp/xladdp/backend"
@@ -17,8 +18,10 @@ import (
 type LaunchOptions struct {
 	// Spawn runs one process with a replica per local device (xmp.spawn:
 	// Devices of them, else $NEURON_NUM_DEVICES, else the target's
-	// devices). Otherwise this process is one rank of a job a launcher
-	// started (ddprun, torchrun, mpirun) and drives one device.
+	// devices); started by a launcher (ddprun, torchrun, mpirun), that
+	// process is also one rank of the job, which then has a rank's
+	// replicas per process. Otherwise this process is one rank of a job a
+	// launcher started and drives one device.
 	Spawn   bool
 	Devices int
 	// InitMethod is how a rank joins the job (default "env://"; also
@@ -51,18 +54,29 @@ func Launch(ctx context.Context, fn func(ctx context.Context, w Worker) error, o
 	if target != backend.CPU {
 		bo.CPUDevices = 0
 	}
-	if o.Spawn {
-		if target == backend.CPU && bo.CPUDevices == 0 {
-			bo.CPUDevices = o.CPUDevices
-		}
-		return Spawn(ctx, fn, SpawnOptions{Devices: o.Devices, Backend: bo})
-	}
 	opts := NewOptions()
 	if o.InitMethod != "" {
 		opts.InitMethod = o.InitMethod
 	}
 	if o.GroupBackend != "" {
 		opts.Backend = o.GroupBackend
+	}
+	if o.Spawn {
+		if target == backend.CPU && bo.CPUDevices == 0 {
+			bo.CPUDevices = o.CPUDevices
+		}
+		if !opts.launched() && strings.TrimSpace(strings.ToLower(opts.Backend)) != BackendMPI {
+			return Spawn(ctx, fn, SpawnOptions{Devices: o.Devices, Backend: bo})
+		}
+		// Spawned under a launcher: this process is one rank of the job
+		// and drives all its local devices (one process per node on
+		// Trn1), all-reducing in-graph across them and through the
+		// process group across processes.
+		if err := Init(ctx, opts); err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, Destroy()) }()
+		return Spawn(ctx, fn, SpawnOptions{Devices: o.Devices, Backend: bo})
 	}
 	if err := Init(ctx, opts); err != nil {
 		if errors.Is(err, ErrNoLauncher) {

@@ -140,13 +140,8 @@ func (t *Trainer) train(ctx context.Context) (res result, err error) {
 		fmt.Fprintf(t.out, "Total training time: %.2f s (%d replica(s), %d steps, %.0f samples/s; test accuracy %.2f%%; programs: %d compiled, %d from the disk cache)\n",
 			res.Total.Seconds(), t.worldSize, steps, float64(steps*t.cfg.batchSize*t.worldSize)/max(res.Total.Seconds(), 1e-9),
 			100*res.Accuracy, m.Compilations, m.PersistentCacheHits)
-		if t.cfg.Metrics {
-			fmt.Fprint(t.out, xla.MetricsReport())
-		}
-		if t.cfg.Plot != "" {
-			if err := curves.WritePNG(t.cfg.Plot); err != nil {
-				return res, err
-			}
+		if err := t.cfg.Finish(t.out, &curves); err != nil {
+			return res, err
 		}
 	}
 	return res, nil

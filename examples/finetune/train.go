@@ -175,14 +175,8 @@ func (j *job) run(ctx context.Context) (res result, err error) {
 		fmt.Fprintf(j.out, "done: %d epoch(s), val accuracy %.2f%%, final loss %.4f, %v training, %.1f samples/s, programs: %d compiled, %d from the disk cache\n",
 			res.Epochs, 100*res.Accuracy, res.FinalLoss, res.Trained.Round(time.Millisecond),
 			float64(res.Samples)/max(res.Trained.Seconds(), 1e-9), m.Compilations, m.PersistentCacheHits)
-		if c.Metrics {
-			fmt.Fprint(j.out, xla.MetricsReport())
-		}
-		if c.Plot != "" {
-			if err := curves.WritePNG(c.Plot); err != nil {
-				return res, err
-			}
-			fmt.Fprintf(j.out, "wrote %s\n", c.Plot)
+		if err := c.Finish(j.out, &curves); err != nil {
+			return res, err
 		}
 	}
 	return res, nil

@@ -18,6 +18,7 @@ import (
 
 	"github.com/xladdp/xladdp/ddp"
 	"github.com/xladdp/xladdp/examples/internal/cmdline"
+	"github.com/xladdp/xladdp/examples/internal/report"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/data"
 	"github.com/xladdp/xladdp/xla/nn"
@@ -27,6 +28,7 @@ import (
 const inputSize, outputSize, dataSize = 5, 2, 100
 
 type config struct {
+	cmdline.Run
 	launch            ddp.LaunchOptions
 	epochs, batchSize int
 	lr                float64
@@ -72,6 +74,7 @@ func parse(args []string, out io.Writer) (config, error) {
 	fs.IntVar(&c.batchSize, "batch-size", 30, "global batch size, split over the ranks")
 	fs.Float64Var(&c.lr, "lr", 0.1, "SGD learning rate")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the dataset, the model and the data order")
+	c.Run.AddFlags(fs, 1)
 	if err := cmdline.Parse(fs, args); err != nil {
 		return c, err
 	}
@@ -83,8 +86,10 @@ func parse(args []string, out io.Writer) (config, error) {
 		return c, fmt.Errorf("--lr=%g: must be positive", c.lr)
 	case c.batchSize > dataSize:
 		return c, fmt.Errorf("--batch-size=%d: larger than the %d samples of the dataset; give at most %d", c.batchSize, dataSize, dataSize)
+	case c.LogInterval < 1:
+		return c, fmt.Errorf("--log-interval=%d: must be positive", c.LogInterval)
 	}
-	return c, nil
+	return c, c.Check()
 }
 
 // result is rank 0's view of the run.
@@ -156,11 +161,21 @@ func train(ctx context.Context, c config, w ddp.Worker, dataset *data.Random, ou
 	if err != nil {
 		return res, err
 	}
-	for epoch := range c.epochs {
+	ck := optim.Checkpoint{Model: model, Optimizer: opt}
+	if c.Resume {
+		if err := ddp.LoadCheckpoint(ctx, c.Checkpoint, &ck); err != nil {
+			return res, err
+		}
+	}
+	curves, steps := report.Curves{Title: "linear model"}, 0
+	for epoch := ck.Epoch; epoch < c.epochs; epoch++ {
 		sum, n := 0.0, 0
 		for batch, err := range loader.Epoch(ctx, epoch) {
 			if err != nil {
 				return res, err
+			}
+			if c.MaxSteps > 0 && batch.Index >= c.MaxSteps {
+				break
 			}
 			opt.ZeroGrad()
 			output := model.Forward(batch.Input)
@@ -174,10 +189,19 @@ func train(ctx context.Context, c config, w ddp.Worker, dataset *data.Random, ou
 				return res, err
 			}
 			sum, n = sum+v*float64(batch.Size), n+batch.Size
+			if steps++; steps%c.LogInterval == 0 {
+				curves.AddLoss(steps, v)
+			}
 		}
 		res.EpochLosses = append(res.EpochLosses, sum/float64(n))
 		if w.Rank == 0 {
 			fmt.Fprintf(out, "epoch %d: mean loss %.4f on rank 0's %d samples\n", epoch+1, sum/float64(n), n)
+		}
+		if c.Checkpoint != "" {
+			ck.Epoch = epoch + 1
+			if err := ddp.SaveCheckpoint(ctx, c.Checkpoint, ck); err != nil {
+				return res, err
+			}
 		}
 	}
 	if res.After, err = datasetLoss(ctx, linear, d, dataset); err != nil {
@@ -185,6 +209,9 @@ func train(ctx context.Context, c config, w ddp.Worker, dataset *data.Random, ou
 	}
 	if w.Rank == 0 {
 		fmt.Fprintf(out, "loss over the %d samples: %.4f before training, %.4f after\n", dataset.Len(), res.Before, res.After)
+		if err := c.Finish(out, &curves); err != nil {
+			return res, err
+		}
 	}
 	return res, nil
 }

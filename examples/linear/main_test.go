@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"testing"
@@ -79,4 +80,32 @@ func TestBadFlags(t *testing.T) {
 		_, err := run(context.Background(), tc.args, &bytes.Buffer{})
 		assert.ErrorContains(t, err, tc.want, "%v", tc.args)
 	}
+}
+
+// TestCheckpointResumePlotAndMetrics: the shared training flags. A run
+// of 2 epochs checkpoints, draws its curve and prints the metrics; a
+// resumed run continues at epoch 3 and ends where 5 uninterrupted epochs
+// end.
+func TestCheckpointResumePlotAndMetrics(t *testing.T) {
+	exampletest.CleanEnv(t)
+	dir := t.TempDir()
+	ckpt, plot := filepath.Join(dir, "linear.safetensors"), filepath.Join(dir, "linear.png")
+	var buf bytes.Buffer
+	whole, err := run(t.Context(), []string{"--spawn", "--cpu-devices", "2", "--epochs", "5"}, &buf)
+	require.NoError(t, err, buf.String())
+	buf.Reset()
+	first, err := run(t.Context(), []string{"--spawn", "--cpu-devices", "2", "--epochs", "2", "--checkpoint", ckpt, "--plot", plot, "--metrics"}, &buf)
+	require.NoError(t, err, buf.String())
+	assert.Len(t, first.EpochLosses, 2)
+	assert.FileExists(t, ckpt)
+	assert.FileExists(t, plot)
+	assert.Contains(t, buf.String(), "Compilations")
+	buf.Reset()
+	resumed, err := run(t.Context(), []string{"--spawn", "--cpu-devices", "2", "--epochs", "5", "--checkpoint", ckpt, "--resume"}, &buf)
+	require.NoError(t, err, buf.String())
+	assert.Len(t, resumed.EpochLosses, 3, "epochs 3 to 5")
+	assert.NotContains(t, buf.String(), "epoch 2:")
+	assert.InDelta(t, whole.After, resumed.After, 1e-6)
+	_, err = run(t.Context(), []string{"--spawn", "--max-steps", "-1"}, &buf)
+	assert.ErrorContains(t, err, "--max-steps=-1")
 }

@@ -206,14 +206,8 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 		fmt.Fprintf(out, "done: %d epoch(s), test accuracy %.2f%%, final loss %.4f, %v training, %.0f samples/s, programs: %d compiled, %d from the disk cache\n",
 			res.Epochs, 100*res.Accuracy, res.FinalLoss, res.Trained.Round(time.Millisecond),
 			float64(res.Samples)/max(res.Trained.Seconds(), 1e-9), res.Compilations, xla.GetMetrics().PersistentCacheHits)
-		if c.Metrics {
-			fmt.Fprint(out, xla.MetricsReport())
-		}
-		if c.Plot != "" {
-			if err := curves.WritePNG(c.Plot); err != nil {
-				return res, err
-			}
-			fmt.Fprintf(out, "wrote %s\n", c.Plot)
+		if err := c.Finish(out, &curves); err != nil {
+			return res, err
 		}
 	}
 	return res, nil

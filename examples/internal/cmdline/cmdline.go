@@ -19,7 +19,9 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/xladdp/xladdp/ddp"
+	"github.com/xladdp/xladdp/examples/internal/report"
 	"github.com/xladdp/xladdp/internal/cli"
+	"github.com/xladdp/xladdp/xla"
 )
 
 // FlagSet returns the command's flag set, writing usage to out, with the
@@ -97,6 +99,22 @@ func (r Run) Check() error {
 			return fmt.Errorf("%s %s: %w", out.flag, out.path, err)
 		}
 	}
+	return nil
+}
+
+// Finish is rank 0's end of a run: xla.MetricsReport() with --metrics,
+// and the curves drawn to --plot.
+func (r Run) Finish(out io.Writer, curves *report.Curves) error {
+	if r.Metrics {
+		fmt.Fprint(out, xla.MetricsReport())
+	}
+	if r.Plot == "" {
+		return nil
+	}
+	if err := curves.WritePNG(r.Plot); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "wrote %s\n", r.Plot)
 	return nil
 }
 
