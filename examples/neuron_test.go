@@ -25,21 +25,25 @@ import (
 	"github.com/xladdp/xladdp/xla"
 )
 
-// trn1Commands are the README's Trn1 command lines, verbatim; the test
-// runs each one with the stand-in Neuron plugin.
-var trn1Commands = []string{
-	"NEURON_NUM_DEVICES=2 bin/toy --spawn --device neuron",
-	"bin/ddprun --nproc_per_node=2 bin/toy --device neuron",
-	"XLADDP_DEVICE=neuron bin/ddprun --nproc_per_node=2 bin/toy",
-	"NEURON_NUM_DEVICES=2 bin/mnist --spawn --device neuron",
-	"bin/ddprun --nproc_per_node=2 bin/mnist --device neuron",
-	"NEURON_NUM_DEVICES=2 bin/cifar10 --spawn --device neuron",
-	"bin/ddprun --nproc_per_node=32 bin/cifar10 --device neuron",
-	"NEURON_NUM_DEVICES=2 bin/finetune --spawn --device neuron --data hymenoptera_data --pretrained resnet18.safetensors",
-	"bin/ddprun --nproc_per_node=2 bin/finetune --device neuron --data hymenoptera_data --pretrained resnet18.safetensors",
-	"NEURON_NUM_DEVICES=2 bin/linear --spawn --device neuron",
-	"bin/ddprun --nproc_per_node=2 bin/linear --device neuron",
-	"XLADDP_DEVICE=neuron bin/xladevices",
+// trn1Commands are the README's Trn1 command lines, verbatim; the tests
+// run each one with the stand-in Neuron plugin. ResNet-18 under ddprun
+// compiles for most of a minute: those run in make test-long.
+var trn1Commands = []struct {
+	line string
+	long bool
+}{
+	{line: "NEURON_NUM_DEVICES=2 bin/toy --spawn --device neuron"},
+	{line: "bin/ddprun --nproc_per_node=2 bin/toy --device neuron"},
+	{line: "XLADDP_DEVICE=neuron bin/ddprun --nproc_per_node=2 bin/toy"},
+	{line: "NEURON_NUM_DEVICES=2 bin/mnist --spawn --device neuron"},
+	{line: "bin/ddprun --nproc_per_node=2 bin/mnist --device neuron"},
+	{line: "NEURON_NUM_DEVICES=2 bin/cifar10 --spawn --device neuron"},
+	{line: "bin/ddprun --nproc_per_node=32 bin/cifar10 --device neuron", long: true},
+	{line: "NEURON_NUM_DEVICES=2 bin/finetune --spawn --device neuron --data hymenoptera_data --pretrained resnet18.safetensors"},
+	{line: "bin/ddprun --nproc_per_node=2 bin/finetune --device neuron --data hymenoptera_data --pretrained resnet18.safetensors", long: true},
+	{line: "NEURON_NUM_DEVICES=2 bin/linear --spawn --device neuron"},
+	{line: "bin/ddprun --nproc_per_node=2 bin/linear --device neuron"},
+	{line: "XLADDP_DEVICE=neuron bin/xladevices"},
 }
 
 // shortRun is what each example gets appended so that the README's
@@ -79,22 +83,27 @@ type fixtures struct {
 // stand-in). Each example trains a few steps to a finite loss and writes
 // its checkpoint; each process imported libneuronxla; the two-node and
 // compile-ahead forms run as two agents on loopback.
-func TestTrn1CommandsOnTheNeuronStandIn(t *testing.T) {
+func TestTrn1CommandsOnTheNeuronStandIn(t *testing.T) { runTrn1Commands(t, false) }
+
+// TestLongTrn1ResNetCommandsOnTheNeuronStandIn: the same for ResNet-18's
+// examples under ddprun.
+func TestLongTrn1ResNetCommandsOnTheNeuronStandIn(t *testing.T) { runTrn1Commands(t, true) }
+
+func runTrn1Commands(t *testing.T, long bool) {
 	readme, err := os.ReadFile("../README.md")
 	require.NoError(t, err)
-	f := fixtures{bin: t.TempDir(), mnist: exampletest.MNISTSubset(t, 512, 200), folder: t.TempDir(),
+	f := fixtures{mnist: exampletest.MNISTSubset(t, 512, 200), folder: t.TempDir(),
 		weights: exampletest.ResNet18Weights(t)}
 	exampletest.ImageFolder(t, f.folder, 8)
-	build := exec.Command("go", "build", "-o", f.bin+"/", "github.com/xladdp/xladdp/ddp/cmd/ddprun",
-		"github.com/xladdp/xladdp/backend/cmd/xladevices", "github.com/xladdp/xladdp/examples/toy",
-		"github.com/xladdp/xladdp/examples/mnist", "github.com/xladdp/xladdp/examples/cifar10",
-		"github.com/xladdp/xladdp/examples/finetune", "github.com/xladdp/xladdp/examples/linear")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "%s", out)
+	f.bin = buildCommands(t)
 	marker := filepath.Join(t.TempDir(), "imported-by")
 	env := standInEnv(t, marker)
 
-	for i, line := range trn1Commands {
+	for i, c := range trn1Commands {
+		if c.long != long {
+			continue
+		}
+		line := c.line
 		t.Run(fmt.Sprintf("%02d-%s", i, strings.ReplaceAll(line, "/", "")), func(t *testing.T) {
 			require.Contains(t, string(readme), line, "the README no longer gives this command")
 			vars, argv := splitCommand(line)
@@ -133,10 +142,7 @@ func TestTrn1CommandsOnTheNeuronStandIn(t *testing.T) {
 func TestTrn1MultiNodeCommandsOnTheNeuronStandIn(t *testing.T) {
 	readme, err := os.ReadFile("../README.md")
 	require.NoError(t, err)
-	bin := t.TempDir()
-	out, err := exec.Command("go", "build", "-o", bin+"/", "github.com/xladdp/xladdp/ddp/cmd/ddprun",
-		"github.com/xladdp/xladdp/examples/toy").CombinedOutput()
-	require.NoError(t, err, "%s", out)
+	bin := buildCommands(t)
 	env := append(standInEnv(t, ""), xla.EnvCacheDir+"="+t.TempDir())
 	pair := func(lines [2]string) [2]string {
 		port, err := freeport.Pick("127.0.0.1")
@@ -172,6 +178,19 @@ func TestTrn1MultiNodeCommandsOnTheNeuronStandIn(t *testing.T) {
 	require.NoError(t, err)
 	assert.Positive(t, loss)
 	assert.NotContains(t, outs[1], "Loss after", "rank 0 (node 0) alone prints")
+}
+
+func TestMain(m *testing.M) { exampletest.Main(m, "", nil) }
+
+// buildCommands builds ddprun, xladevices and the training examples, as a
+// user does (make build), and returns their directory.
+func buildCommands(t *testing.T) string {
+	t.Helper()
+	paths := exampletest.Build(t, exampletest.DdprunPackage, "github.com/xladdp/xladdp/backend/cmd/xladevices",
+		"github.com/xladdp/xladdp/examples/toy", "github.com/xladdp/xladdp/examples/mnist",
+		"github.com/xladdp/xladdp/examples/cifar10", "github.com/xladdp/xladdp/examples/finetune",
+		"github.com/xladdp/xladdp/examples/linear")
+	return filepath.Dir(paths[exampletest.DdprunPackage])
 }
 
 // standInEnv is this process's environment with the stand-in Neuron SDK

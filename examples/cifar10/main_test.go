@@ -21,12 +21,12 @@ import (
 
 func TestMain(m *testing.M) { exampletest.Main(m, "cifar10", main) }
 
-// TestRunsWithAndWithoutDDP: with no CIFAR-10 in --data the program says
+// TestLongRunsWithAndWithoutDDP: with no CIFAR-10 in --data the program says
 // where to put it and trains on synthetic data; the DDP run (2 spawned
 // replicas) and the --no-ddp baseline both print the tutorial's total
 // training time, and the snapshot lets a later run resume.
 // Learning is TestLearnsSpawnedAndUnderDdprun's.
-func TestRunsWithAndWithoutDDP(t *testing.T) {
+func TestLongRunsWithAndWithoutDDP(t *testing.T) {
 	exampletest.CleanEnv(t)
 	dir := t.TempDir()
 	ckpt := filepath.Join(dir, "snapshot.safetensors")
@@ -104,10 +104,10 @@ func writeFixture(t *testing.T, dir string) {
 	write("test_batch.bin", 100)
 }
 
-// TestLearnsSpawnedAndUnderDdprun trains on a two-class fixture in the
+// TestLongLearnsSpawnedAndUnderDdprun trains on a two-class fixture in the
 // real binary format for 10 steps of 8 per replica: spawned on 2 replicas
 // and as 2 ranks under ddprun, test accuracy passes 90% (chance: 50%).
-func TestLearnsSpawnedAndUnderDdprun(t *testing.T) {
+func TestLongLearnsSpawnedAndUnderDdprun(t *testing.T) {
 	exampletest.CleanEnv(t)
 	dir := t.TempDir()
 	writeFixture(t, dir)

@@ -23,7 +23,7 @@ import (
 
 func TestMain(m *testing.M) { exampletest.Main(m, "finetune", main) }
 
-// TestLearnsUnderSageMakerThenFineTunesUnderDdprun is the notebook's
+// TestLongLearnsUnderSageMakerThenFineTunesUnderDdprun is the notebook's
 // path end to end on a fixture folder (chance: 50%):
 //  1. under a SageMaker environment alone (channels, hyperparameters,
 //     model directory; no data flags), 2 spawned replicas train from
@@ -34,7 +34,7 @@ func TestMain(m *testing.M) { exampletest.Main(m, "finetune", main) }
 //     50%: the backbone is what knows the classes);
 //  3. --resume continues from the checkpoint at epoch 7, and refuses the
 //     checkpoint for a folder of other classes.
-func TestLearnsUnderSageMakerThenFineTunesUnderDdprun(t *testing.T) {
+func TestLongLearnsUnderSageMakerThenFineTunesUnderDdprun(t *testing.T) {
 	exampletest.CleanEnv(t)
 	dir := t.TempDir()
 	exampletest.ImageFolder(t, dir, 24)

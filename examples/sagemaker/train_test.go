@@ -17,31 +17,31 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/xladdp/xladdp/xla/data"
+	"github.com/xladdp/xladdp/examples/internal/exampletest"
 )
 
 // build compiles ddprun and the MNIST and fine-tuning examples into one
 // bin directory.
 func build(t *testing.T) string {
 	t.Helper()
-	bin := t.TempDir()
-	for _, pkg := range []string{"github.com/xladdp/xladdp/ddp/cmd/ddprun", "github.com/xladdp/xladdp/examples/mnist",
-		"github.com/xladdp/xladdp/examples/finetune"} {
-		out, err := exec.Command("go", "build", "-o", bin+"/", pkg).CombinedOutput()
-		require.NoError(t, err, "%s", out)
-	}
-	return bin
+	paths := exampletest.Build(t, exampletest.DdprunPackage, "github.com/xladdp/xladdp/examples/mnist",
+		"github.com/xladdp/xladdp/examples/finetune")
+	return filepath.Dir(paths[exampletest.DdprunPackage])
 }
+
+func TestMain(m *testing.M) { exampletest.Main(m, "", nil) }
 
 // sageMakerEnv is what SageMaker gives the entry point on a one-instance
 // CPU job (the notebook's estimator with instance_count=1), with the
-// training channel holding MNIST.
+// training channel holding MNIST's first 2048 training and 1000 test
+// digits.
 func sageMakerEnv(t *testing.T, bin, modelDir string) []string {
+	t.Helper()
 	return append(os.Environ(),
 		"PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"XLADDP_PROGRAM="+filepath.Join(bin, "mnist"),
 		`SM_HOSTS=["localhost"]`, "SM_CURRENT_HOST=localhost", "SM_NUM_GPUS=0", "SM_NUM_CPUS=2",
-		"SM_CHANNEL_TRAINING="+data.DefaultMNISTDir(), "SM_MODEL_DIR="+modelDir,
+		"SM_CHANNEL_TRAINING="+exampletest.MNISTSubset(t, 2048, 1000), "SM_MODEL_DIR="+modelDir,
 		`SM_HPS={"max-steps": 30, "test-batch-size": 2000}`,
 		"PET_NPROC_PER_NODE=2", "RANK=", "WORLD_SIZE=", "MASTER_ADDR=", "MASTER_PORT=", "XLADDP_CACHE_DIR="+t.TempDir())
 }

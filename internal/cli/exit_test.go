@@ -55,13 +55,16 @@ func TestEveryCommandHelp(t *testing.T) {
 		{"./examples/bench/allreduce", "--procs"},
 	}
 	bin := t.TempDir()
+	build := exec.Command("go", "build", "-o", bin+string(filepath.Separator))
+	for _, c := range commands {
+		build.Args = append(build.Args, c.pkg)
+	}
+	build.Dir = root
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
 	for _, c := range commands {
 		t.Run(c.pkg, func(t *testing.T) {
 			exe := filepath.Join(bin, filepath.Base(c.pkg))
-			build := exec.Command("go", "build", "-o", exe, c.pkg)
-			build.Dir = root
-			out, err := build.CombinedOutput()
-			require.NoError(t, err, "go build %s: %s", c.pkg, out)
 			for _, flag := range []string{"--help", "-h"} {
 				cmd := exec.Command(exe, flag)
 				cmd.Env = append(os.Environ(), "XLADDP_DEVICE=cpu")

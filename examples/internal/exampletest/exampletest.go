@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -20,14 +21,58 @@ const ArgsEnv = "XLADDP_EXAMPLE_ARGS"
 const childEnv = "XLADDP_EXAMPLE_CHILD"
 
 // Main is an example's TestMain: in a child (Command) it runs the
-// example's main with $XLADDP_EXAMPLE_ARGS, else the tests.
+// example's main with $XLADDP_EXAMPLE_ARGS, else the tests, and removes
+// the commands Build built.
 func Main(m *testing.M, name string, main func()) {
-	if os.Getenv(childEnv) == name {
+	if name != "" && os.Getenv(childEnv) == name {
 		os.Args = append([]string{name}, strings.Fields(os.Getenv(ArgsEnv))...)
 		main()
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if built.dir != "" {
+		_ = os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
+}
+
+// built holds the commands Build made, once per test process: linking a
+// command costs seconds, and many tests start ddprun.
+var built struct {
+	sync.Mutex
+	dir   string
+	paths map[string]string
+}
+
+// Build builds the commands of pkgs (import paths) once per test process
+// (into a directory Main removes) and returns their paths by package.
+func Build(t testing.TB, pkgs ...string) map[string]string {
+	t.Helper()
+	built.Lock()
+	defer built.Unlock()
+	if built.dir == "" {
+		dir, err := os.MkdirTemp("", "xladdp-commands-")
+		require.NoError(t, err)
+		built.dir, built.paths = dir, map[string]string{}
+	}
+	var missing []string
+	for _, p := range pkgs {
+		if _, ok := built.paths[p]; !ok {
+			missing = append(missing, p)
+		}
+	}
+	if len(missing) > 0 {
+		out, err := exec.Command("go", append([]string{"build", "-o", built.dir + string(filepath.Separator)}, missing...)...).CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		for _, p := range missing {
+			built.paths[p] = filepath.Join(built.dir, filepath.Base(p))
+		}
+	}
+	paths := map[string]string{}
+	for _, p := range pkgs {
+		paths[p] = built.paths[p]
+	}
+	return paths
 }
 
 // Env is what makes the test binary run as example name with args.
@@ -38,13 +83,13 @@ func Env(name string, args ...string) []string {
 // Self is the command that runs the test binary as the example (with Env).
 func Self() []string { return []string{os.Args[0], "-test.run=^$"} }
 
-// Ddprun builds ddprun for the test and returns its path.
+// DdprunPackage is ddprun's import path.
+const DdprunPackage = "github.com/xladdp/xladdp/ddp/cmd/ddprun"
+
+// Ddprun builds ddprun (once per test process) and returns its path.
 func Ddprun(t *testing.T) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "ddprun")
-	out, err := exec.Command("go", "build", "-o", path, "github.com/xladdp/xladdp/ddp/cmd/ddprun").CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	return path
+	return Build(t, DdprunPackage)[DdprunPackage]
 }
 
 // Mpirun returns Open MPI's mpirun, or skips the test where it is missing:
