@@ -2,9 +2,10 @@
 // through a store (package ddp/store), the process group and its host
 // collectives, the DDP wrapper (Wrap: gradients averaged after each
 // Backward, in-graph over local replicas and through the host group
-// across processes), DistributedSampler, checkpoints on rank 0 and
-// SplitBatch; with later issues launchers and cluster detection. It knows
-// nothing of PJRT: it reaches devices through package xla.
+// across processes), DistributedSampler, checkpoints on rank 0,
+// SplitBatch, and the launch modes (Spawn, Launch, Main); ddp/launch holds
+// ddprun's launcher and cluster detection. It knows nothing of PJRT: it
+// reaches devices through package xla.
 //
 // # Process groups
 //

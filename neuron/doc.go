@@ -3,6 +3,7 @@
 // environment for multi-process and multi-node runs, instance topology, the
 // compile cache and compiler flags, and preflight checks.
 //
-// It knows nothing of DDP internals. Not implemented yet: until the Neuron
-// issue lands, backend.Open reports the neuron target as not available.
+// It knows nothing of DDP internals. It registers the neuron target's
+// bootstrap with package backend when linked; package xla links it, so
+// every program built on xla can open --device neuron.
 package neuron

@@ -77,7 +77,7 @@
 // The next MarkStep waits for the previous step before running its own; a
 // step that fails while running is reported there or at the read, naming
 // the step. Several steps traced before one MarkStep become one program.
-
+//
 // # Compiled steps
 //
 // Compile(fn) is torch_xla.compile / jax.jit: CompiledStep.Run traces fn

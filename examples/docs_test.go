@@ -1,0 +1,39 @@
+package examples
+
+import (
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestEveryDocGoIsOnePackageComment: each package's doc.go is its package
+// comment, whole: a blank line inside it (xla's did) detaches what
+// follows, which `go doc` then drops.
+func TestEveryDocGoIsOnePackageComment(t *testing.T) {
+	var docs []string
+	require.NoError(t, filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && strings.HasPrefix(d.Name(), ".") && path != ".." {
+			return filepath.SkipDir
+		}
+		if d.Name() == "doc.go" {
+			docs = append(docs, path)
+		}
+		return nil
+	}))
+	require.GreaterOrEqual(t, len(docs), 10, "doc.go files found: %v", docs)
+	for _, path := range docs {
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ParseComments)
+		require.NoError(t, err, path)
+		require.NotNil(t, f.Doc, "%s has no package comment", path)
+		assert.Len(t, f.Comments, 1, "%s: a comment detached from the package comment (a blank line without //?)", path)
+	}
+}
