@@ -34,9 +34,13 @@ func losses(t *testing.T, ddprun string, args ...string) ([]float64, string, err
 		"RANK=", "WORLD_SIZE=", "MASTER_ADDR=", "MASTER_PORT=", "NEURON_NUM_DEVICES=", "XLADDP_DEVICE=", "PJRT_DEVICE=")
 	out, err := cmd.CombinedOutput()
 	var got []float64
+	first := 0
 	for _, m := range lossLine.FindAllStringSubmatch(string(out), -1) {
 		step, _ := strconv.Atoi(m[1])
-		require.Equal(t, 10*(len(got)+1), step, "%s", out)
+		if first == 0 {
+			first = step
+		}
+		require.Equal(t, first+10*len(got), step, "every 10 steps: %s", out)
 		v, _ := strconv.ParseFloat(m[2], 64)
 		got = append(got, v)
 	}
@@ -81,4 +85,33 @@ func TestToyRefusesBadLaunches(t *testing.T) {
 		assert.Error(t, err, "%v", c.args)
 		assert.Contains(t, out, c.want, "%v", c.args)
 	}
+}
+
+// TestSharedFlags: the toy takes the examples' shared flags: --seed makes
+// a run repeatable (and another seed another run), --max-steps with
+// --checkpoint stops and saves, --resume continues from the saved step,
+// --plot draws the curve and --metrics prints xla's metrics.
+func TestSharedFlags(t *testing.T) {
+	dir := t.TempDir()
+	ckpt, plot := filepath.Join(dir, "toy.safetensors"), filepath.Join(dir, "toy.png")
+	spawn := []string{"--spawn", "--cpu-devices", "2"}
+	a, out, err := losses(t, "", append(spawn, "--seed", "7")...)
+	require.NoError(t, err, out)
+	b, out, err := losses(t, "", append(spawn, "--seed", "7")...)
+	require.NoError(t, err, out)
+	c, out, err := losses(t, "", append(spawn, "--seed", "8")...)
+	require.NoError(t, err, out)
+	assert.Equal(t, a, b, "the same seed, the same run")
+	assert.NotEqual(t, a, c, "another seed, another run")
+
+	first, out, err := losses(t, "", append(spawn, "--seed", "7", "--max-steps", "50", "--checkpoint", ckpt)...)
+	require.NoError(t, err, out)
+	assert.Equal(t, a[:5], first, "the first 50 steps")
+	assert.FileExists(t, ckpt)
+	rest, out, err := losses(t, "", append(spawn, "--seed", "7", "--checkpoint", ckpt, "--resume", "--plot", plot, "--metrics")...)
+	require.NoError(t, err, out)
+	assert.Len(t, rest, 5, "steps 60 to 100")
+	assert.Contains(t, out, "Loss after step 60:")
+	assert.Contains(t, out, "Compilations")
+	assert.FileExists(t, plot)
 }
