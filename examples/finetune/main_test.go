@@ -204,7 +204,7 @@ func TestBadInputs(t *testing.T) {
 		{"a .pth file", []string{"--data", root, "--pretrained", pth}, nil, "this is a PyTorch file (torch.save's .pth/.pt format), not safetensors; convert its state dict once with"},
 		{"missing weights", []string{"--data", root, "--pretrained", filepath.Join(root, "none.safetensors")}, nil, "no such file"},
 		{"model dir is a file", []string{"--data", root, "--model-dir", notADir}, nil, "--model-dir"},
-		{"fewer images than a batch", []string{"--data", root, "--spawn", "--batch-size", "4", "--image-size", "32"}, nil, "the 4 training images give each of the 2 replicas 2, less than one batch of 4"},
+		{"fewer images than a batch", []string{"--data", root, "--spawn", "--batch-size", "4", "--image-size", "32"}, nil, "each of the 2 replicas reads 2 of the 4 training samples, less than one batch of 4: no step would run"},
 		{"corrupt image", []string{"--data", corrupt, "--spawn", "--batch-size", "1", "--image-size", "32"}, nil, filepath.Join("ants", "ants_0.jpg") + ": unreadable image"},
 		{"tiny images", []string{"--image-size", "16"}, nil, "--image-size=16"},
 		{"zero epochs", []string{"--epochs", "0"}, nil, "must be positive"},
