@@ -65,6 +65,25 @@ func hostValues(t *testing.T, x *Tensor) []float64 {
 	return out
 }
 
+// scalarOps are the scalar ops with their float64 references (integer
+// division truncates toward zero).
+var scalarOps = []struct {
+	name string
+	rec  func(x *Tensor, v float64) *Tensor
+	ref  func(x, v float64, integer bool) float64
+}{
+	{"AddScalar", (*Tensor).AddScalar, func(x, v float64, _ bool) float64 { return x + v }},
+	{"SubScalar", (*Tensor).SubScalar, func(x, v float64, _ bool) float64 { return x - v }},
+	{"MulScalar", (*Tensor).MulScalar, func(x, v float64, _ bool) float64 { return x * v }},
+	{"DivScalar", (*Tensor).DivScalar, func(x, v float64, integer bool) float64 {
+		if integer {
+			return math.Trunc(x / v)
+		}
+		return x / v
+	}},
+	{"PowScalar", (*Tensor).PowScalar, func(x, v float64, _ bool) float64 { return math.Pow(x, v) }},
+}
+
 // TestEveryDTypeThroughScalarOps: every exported dtype goes through every
 // scalar op (with 1, a program constant, and 3, an uploaded scalar), Full,
 // Item and ToHost, against float64 arithmetic. bfloat16 used to panic in
@@ -75,22 +94,7 @@ func TestEveryDTypeThroughScalarOps(t *testing.T) {
 	d := e.Device(0)
 	ctx := testContext(t)
 	in := []float64{6, 9, 12, 15}
-	ops := []struct {
-		name string
-		rec  func(x *Tensor, v float64) *Tensor
-		ref  func(x, v float64, integer bool) float64
-	}{
-		{"AddScalar", (*Tensor).AddScalar, func(x, v float64, _ bool) float64 { return x + v }},
-		{"SubScalar", (*Tensor).SubScalar, func(x, v float64, _ bool) float64 { return x - v }},
-		{"MulScalar", (*Tensor).MulScalar, func(x, v float64, _ bool) float64 { return x * v }},
-		{"DivScalar", (*Tensor).DivScalar, func(x, v float64, integer bool) float64 {
-			if integer {
-				return math.Trunc(x / v)
-			}
-			return x / v
-		}},
-		{"PowScalar", (*Tensor).PowScalar, func(x, v float64, _ bool) float64 { return math.Pow(x, v) }},
-	}
+	ops := scalarOps
 	for _, dt := range SupportedDTypes {
 		t.Run(dt.String(), func(t *testing.T) {
 			integer := !dt.IsFloat()

@@ -30,22 +30,7 @@ func roundTo(dt DType, v float64) float64 {
 func TestScalarOperandsNeverTruncate(t *testing.T) {
 	d := newEngine(t, 1).Device(0)
 	in := []float64{1, 2, 3, 300}
-	ops := []struct {
-		name string
-		rec  func(x *Tensor, v float64) *Tensor
-		ref  func(x, v float64, integer bool) float64
-	}{
-		{"AddScalar", (*Tensor).AddScalar, func(x, v float64, _ bool) float64 { return x + v }},
-		{"SubScalar", (*Tensor).SubScalar, func(x, v float64, _ bool) float64 { return x - v }},
-		{"MulScalar", (*Tensor).MulScalar, func(x, v float64, _ bool) float64 { return x * v }},
-		{"DivScalar", (*Tensor).DivScalar, func(x, v float64, integer bool) float64 {
-			if integer {
-				return math.Trunc(x / v)
-			}
-			return x / v
-		}},
-		{"PowScalar", (*Tensor).PowScalar, func(x, v float64, _ bool) float64 { return math.Pow(x, v) }},
-	}
+	ops := scalarOps
 	scalars := []float64{3, -2, 3.5, 0.1, 1e30, math.NaN(), math.Inf(1), math.Inf(-1)}
 	for _, dt := range SupportedDTypes {
 		t.Run(dt.String(), func(t *testing.T) {
