@@ -3,6 +3,10 @@ package backend
 import (
 	"errors"
 	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/gomlx/go-xla/pkg/pjrt"
 )
 
 // ErrClosed: the backend was closed; open a new one.
@@ -77,9 +81,28 @@ func (b *Backend) Close() error {
 		hooks[i]()
 	}
 	if b.gomlx != nil {
+		settleBufferCleanups()
 		b.gomlx.Finalize()
 	}
 	return nil
+}
+
+// settleBufferCleanups collects garbage and waits (at most 200 ms) for
+// the buffer cleanups it queued to run: go-xla v0.1.4 destroys a
+// collected buffer from a cleanup goroutine, unsynchronized with the
+// client's destruction, so one still running while the client goes is a
+// data race and a buffer destroyed after its client.
+func settleBufferCleanups() {
+	runtime.GC()
+	last := pjrt.BuffersAlive()
+	for deadline := time.Now().Add(200 * time.Millisecond); time.Now().Before(deadline); {
+		time.Sleep(2 * time.Millisecond)
+		now := pjrt.BuffersAlive()
+		if now == last {
+			return
+		}
+		last = now
+	}
 }
 
 // OnClose registers f to run during Close, after the work in flight has

@@ -118,7 +118,7 @@ func runTrn1Commands(t *testing.T, long bool) {
 			ckpt := filepath.Join(t.TempDir(), "ckpt.safetensors")
 			argv = append(argv, shortRun(program, f, ckpt)...)
 			require.NoError(t, os.WriteFile(marker, nil, 0o644))
-			out := runCommand(t, append(env, vars...), argv)
+			out := runCommand(t, append(slices.Clone(env), vars...), argv)
 			if program == "xladevices" {
 				assert.Contains(t, out, "neuron")
 				return
@@ -158,7 +158,7 @@ func TestTrn1MultiNodeCommandsOnTheNeuronStandIn(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				outs[n] = runCommand(t, append(env, vars...), argv)
+				outs[n] = runCommand(t, append(slices.Clone(env), vars...), argv)
 			}()
 		}
 		wg.Wait()

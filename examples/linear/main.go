@@ -50,7 +50,7 @@ func (p printing) Forward(x *xla.Tensor) *xla.Tensor {
 
 func main() {
 	cmdline.Main("linear", func(ctx context.Context, args []string, out io.Writer) error {
-		_, err := run(ctx, args, &syncWriter{w: out})
+		_, err := run(ctx, args, out)
 		return err
 	})
 }
@@ -103,6 +103,7 @@ type result struct {
 
 // run trains and returns rank 0's result.
 func run(ctx context.Context, args []string, out io.Writer) (result, error) {
+	out = &syncWriter{w: out} // spawned replicas print at once
 	c, err := parse(args, out)
 	if err != nil {
 		return result{}, err
