@@ -1,0 +1,152 @@
+package launch
+
+// The running job's watch over the other nodes: heartbeats, failures
+// posted through the rendezvous store, the first failure among them, and
+// the end of a round.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/xladdp/xladdp/internal/quote"
+)
+
+// watch is one monitor tick's check of the other nodes: a failure one of
+// them posted, or a node whose agent stopped beating.
+type watch struct {
+	r     *rendezvous
+	round int
+	a     assignment
+	beat  int64
+	seen  map[int]string
+	since map[int]time.Time
+}
+
+func (r *rendezvous) newWatch(round int, a assignment) *watch {
+	w := &watch{r: r, round: round, a: a, seen: map[int]string{}, since: map[int]time.Time{}}
+	for n := range a.nnodes {
+		w.since[n] = time.Now()
+	}
+	return w
+}
+
+// tick beats this node's heartbeat and returns why the round must end
+// (another node's failure or loss), or "".
+func (w *watch) tick(ctx context.Context) string {
+	r := w.r
+	ctx, cancel := context.WithTimeout(ctx, heartbeatTimeout)
+	defer cancel()
+	w.beat++
+	if err := r.client.Set(ctx, r.key(w.round, "beat", w.a.node), []byte(strconv.FormatInt(w.beat, 10))); err != nil {
+		return fmt.Sprintf("the rendezvous store is gone (%v): node 0's agent died?", err)
+	}
+	if ok, err := r.client.Check(ctx, r.key(w.round, "failed")); err == nil && ok[0] {
+		// Name the earliest failure any node saw.
+		if first := r.firstFailure(ctx, w.round, w.a.node, w.a.nnodes, time.Now(), 0); first != "" {
+			return first
+		}
+		v, _ := r.client.Get(ctx, r.key(w.round, "failed"))
+		return quote.Text(v)
+	}
+	for n := range w.a.nnodes {
+		if n == w.a.node {
+			continue
+		}
+		if done, err := r.client.Check(ctx, r.key(w.round, "done", n)); err == nil && done[0] {
+			w.since[n] = time.Now()
+			continue
+		}
+		ok, err := r.client.Check(ctx, r.key(w.round, "beat", n))
+		if err != nil {
+			return fmt.Sprintf("the rendezvous store is gone (%v)", err)
+		}
+		v := ""
+		if ok[0] {
+			b, _ := r.client.Get(ctx, r.key(w.round, "beat", n))
+			v = string(b)
+		}
+		if v != w.seen[n] {
+			w.seen[n], w.since[n] = v, time.Now()
+		} else if time.Since(w.since[n]) > heartbeatTimeout {
+			return fmt.Sprintf("node %d's agent stopped responding (no heartbeat for %s): its host died or ddprun was killed", n, heartbeatTimeout)
+		}
+	}
+	return ""
+}
+
+// fail posts this node's failure for every agent of the round, with the
+// time it was seen, so the agents can name the first one.
+func (r *rendezvous) fail(ctx context.Context, round, node int, why string, seen time.Time) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	stamped := []byte(strconv.FormatInt(seen.UnixNano(), 10) + " " + why)
+	_ = r.client.Set(ctx, r.key(round, "failure", node), stamped)
+	_, _ = r.client.CompareSet(ctx, r.key(round, "failed"), nil, []byte(why))
+}
+
+// firstFailure returns the earliest failure another node than node
+// posted in round, waiting up to wait for one, or "".
+func (r *rendezvous) firstFailure(ctx context.Context, round, node, nnodes int, mine time.Time, wait time.Duration) string {
+	ctx, cancel := context.WithTimeout(ctx, wait+time.Second)
+	defer cancel()
+	for deadline := time.Now().Add(wait); ; {
+		best, bestAt := "", mine.UnixNano()
+		for n := range nnodes {
+			if n == node {
+				continue
+			}
+			ok, err := r.client.Check(ctx, r.key(round, "failure", n))
+			if err != nil || !ok[0] {
+				continue
+			}
+			v, err := r.client.Get(ctx, r.key(round, "failure", n))
+			if err != nil {
+				continue
+			}
+			at, msg, _ := strings.Cut(string(v), " ")
+			if t, err := strconv.ParseInt(at, 10, 64); err == nil && t < bestAt {
+				best, bestAt = quote.Text([]byte(msg)), t
+			}
+		}
+		if best != "" || time.Now().After(deadline) {
+			return best
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// finish marks this node's workers done and, on the store's host, waits
+// for the other nodes (their agents still use the store).
+func (r *rendezvous) finish(ctx context.Context, w *watch) error {
+	ctx2, cancel := context.WithTimeout(ctx, 5*time.Second)
+	err := r.client.Set(ctx2, r.key(w.round, "done", w.a.node), []byte("1"))
+	cancel()
+	if err != nil || r.server == nil {
+		return err
+	}
+	for {
+		all := true
+		for n := range w.a.nnodes {
+			ok, err := r.client.Check(ctx, r.key(w.round, "done", n))
+			if err != nil {
+				return err
+			}
+			all = all && ok[0]
+		}
+		if all {
+			return nil
+		}
+		if why := w.tick(ctx); why != "" {
+			return errors.New(why)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(r.cfg.MonitorInterval):
+		}
+	}
+}
