@@ -1,0 +1,180 @@
+package ddp
+
+import (
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/xladdp/xladdp/ddp/store"
+)
+
+// Environment variables, named as torch.distributed names them.
+const (
+	EnvRank           = "RANK"
+	EnvWorldSize      = "WORLD_SIZE"
+	EnvLocalRank      = "LOCAL_RANK"
+	EnvLocalWorldSize = "LOCAL_WORLD_SIZE"
+	EnvMasterAddr     = "MASTER_ADDR"
+	EnvMasterPort     = "MASTER_PORT"
+	// EnvTorchAgentStore is set to "True" by torchrun (torch >= 2) when its
+	// agent hosts the workers' store on MASTER_PORT.
+	EnvTorchAgentStore = "TORCHELASTIC_USE_AGENT_STORE"
+	// EnvAdvertiseAddr sets the IP other ranks use to reach this one.
+	EnvAdvertiseAddr = "XLADDP_ADVERTISE_ADDR"
+	// EnvDebug turns on the collective fingerprint check.
+	EnvDebug = "XLADDP_DEBUG"
+)
+
+// Options configure InitProcessGroup. Rank, WorldSize, LocalRank and
+// LocalWorldSize of -1 (the zero Options are not valid: use NewOptions)
+// come from the environment.
+type Options struct {
+	// InitMethod is "env://" (MASTER_ADDR, MASTER_PORT), "tcp://host:port"
+	// or "file:///path/to/shared/file".
+	InitMethod string
+	Rank       int
+	WorldSize  int
+	// LocalRank and LocalWorldSize default to $LOCAL_RANK/$LOCAL_WORLD_SIZE,
+	// else to this process's place among the ranks on its host.
+	LocalRank, LocalWorldSize int
+	// Timeout bounds rendezvous and each collective (default DefaultTimeout).
+	Timeout time.Duration
+	// Token authenticates store and peer connections (default $XLADDP_STORE_TOKEN).
+	Token string
+	// Debug checks before each collective that all ranks call the same
+	// one (default: $XLADDP_DEBUG=1).
+	Debug bool
+	// BindCPUs gives each rank on a host its own share of the host's CPUs
+	// (default: $XLADDP_BIND_CPUS=1): for ranks that compute on the CPU,
+	// so their runtimes' thread pools do not contend.
+	BindCPUs bool
+	// Backend carries the operations: BackendTCP ("tcp", the default:
+	// TCP, and shared memory on one host) or BackendMPI ("mpi": Open MPI,
+	// in a program built with -tags mpi and started by mpirun, which gives
+	// the ranks; InitMethod is then unused). Default: $XLADDP_BACKEND.
+	Backend string
+}
+
+// NewOptions returns Options that take everything from the environment.
+func NewOptions() Options {
+	return Options{InitMethod: "env://", Rank: -1, WorldSize: -1, LocalRank: -1, LocalWorldSize: -1,
+		Token: store.TokenFromEnv(), Debug: os.Getenv(EnvDebug) == "1", BindCPUs: os.Getenv(EnvBindCPUs) == "1",
+		Backend: os.Getenv(EnvBackend)}
+}
+
+func envInt(name string) (int, bool, error) {
+	v, ok := os.LookupEnv(name)
+	if !ok || v == "" {
+		return 0, false, nil
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil {
+		return 0, true, fmt.Errorf("ddp: $%s=%q is not an integer", name, v)
+	}
+	return n, true, nil
+}
+
+// openMPIEnv maps torch's variables to Open MPI's (mpirun sets these).
+var openMPIEnv = map[string]string{EnvRank: "OMPI_COMM_WORLD_RANK", EnvWorldSize: "OMPI_COMM_WORLD_SIZE",
+	EnvLocalRank: "OMPI_COMM_WORLD_LOCAL_RANK", EnvLocalWorldSize: "OMPI_COMM_WORLD_LOCAL_SIZE"}
+
+// resolve fills -1 fields from the environment (torch's variables, else
+// Open MPI's) and validates them.
+func (o *Options) resolve() error {
+	// A wrong init method is the first thing to fix, whatever else is set.
+	if u, err := url.Parse(o.InitMethod); o.InitMethod != "" && (err != nil || (u.Scheme != "env" && u.Scheme != "tcp" && u.Scheme != "file")) {
+		return fmt.Errorf("ddp: init method %q: want env://, tcp://HOST:PORT or file:///shared/file", o.InitMethod)
+	}
+	if err := o.resolveBackend(); err != nil {
+		return err
+	}
+	if o.Backend != BackendTCP {
+		// The engine's launcher gives the ranks (checkEngineWorld).
+		if o.Timeout <= 0 {
+			o.Timeout = DefaultTimeout
+		}
+		return nil
+	}
+	for _, f := range []struct {
+		field    *int
+		env      string
+		required bool
+	}{{&o.Rank, EnvRank, true}, {&o.WorldSize, EnvWorldSize, true}, {&o.LocalRank, EnvLocalRank, false}, {&o.LocalWorldSize, EnvLocalWorldSize, false}} {
+		if *f.field != -1 {
+			continue
+		}
+		n, ok, err := envInt(f.env)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			// Under Open MPI's mpirun every process is a worker itself.
+			if n, ok, err = envInt(openMPIEnv[f.env]); err != nil {
+				return err
+			}
+		}
+		if !ok && f.required && !o.launched() {
+			return fmt.Errorf("ddp: %s is not set: %w: start it with ddprun, torchrun or mpirun (e.g. %s), "+
+				"or set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT yourself", f.env, ErrNoLauncher, launcherExample())
+		}
+		if !ok && f.required {
+			return fmt.Errorf("ddp: %s is not set: set $%s (or Options) for every process, as torchrun does", f.env, f.env)
+		}
+		if ok {
+			*f.field = n
+		}
+	}
+	switch {
+	case o.WorldSize < 1:
+		return fmt.Errorf("ddp: WORLD_SIZE=%d: need at least 1 process", o.WorldSize)
+	case o.Rank < 0 || o.Rank >= o.WorldSize:
+		return fmt.Errorf("ddp: RANK=%d but WORLD_SIZE=%d: ranks run from 0 to %d", o.Rank, o.WorldSize, o.WorldSize-1)
+	case o.LocalRank != -1 && o.LocalWorldSize != -1 && (o.LocalRank < 0 || o.LocalRank >= o.LocalWorldSize):
+		return fmt.Errorf("ddp: LOCAL_RANK=%d but LOCAL_WORLD_SIZE=%d", o.LocalRank, o.LocalWorldSize)
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if _, err := shmSlotBytes(); err != nil {
+		return err
+	}
+	if o.InitMethod == "" {
+		o.InitMethod = "env://"
+	}
+	return nil
+}
+
+// launched reports whether anything says a launcher started this process:
+// a rank or world size in Options or in torch's or Open MPI's variables.
+func (o *Options) launched() bool {
+	if o.Rank != -1 || o.WorldSize != -1 {
+		return true
+	}
+	for _, name := range []string{EnvRank, EnvWorldSize, openMPIEnv[EnvRank], openMPIEnv[EnvWorldSize]} {
+		if os.Getenv(name) != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// launcherExample is the ddprun command line that starts this program.
+func launcherExample() string {
+	return "ddprun --nproc_per_node=2 " + filepath.Base(os.Args[0])
+}
+
+// resolveBackend normalizes and checks Backend ("" is tcp).
+func (o *Options) resolveBackend() error {
+	switch o.Backend = strings.ToLower(strings.TrimSpace(o.Backend)); o.Backend {
+	case "", BackendTCP:
+		o.Backend = BackendTCP
+	case BackendMPI:
+	default:
+		return fmt.Errorf("ddp: backend %q: want %s (the default) or %s ($%s)", o.Backend, BackendTCP, BackendMPI, EnvBackend)
+	}
+	return nil
+}
