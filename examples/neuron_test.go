@@ -18,7 +18,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/xladdp/xladdp/backend"
 	"github.com/xladdp/xladdp/examples/internal/exampletest"
 	"github.com/xladdp/xladdp/internal/freeport"
 	"github.com/xladdp/xladdp/neuron/neurontest"
@@ -200,13 +199,7 @@ func buildCommands(t *testing.T) string {
 func standInEnv(t *testing.T, marker string) []string {
 	t.Helper()
 	exampletest.CleanEnv(t)
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	cpu, err := backend.Open(ctx, backend.Options{Target: backend.CPU, CPUDevices: 1})
-	require.NoError(t, err, "the CPU plugin (make deps)")
-	plugin := cpu.PluginPath()
-	require.NoError(t, cpu.Close())
-	return append(os.Environ(), neurontest.StandIn(t, t.TempDir(), plugin, marker)...)
+	return append(os.Environ(), neurontest.StandInForCPU(t, t.TempDir(), marker)...)
 }
 
 // splitCommand splits a README command line into its leading VAR=value

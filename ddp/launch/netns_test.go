@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/xladdp/xladdp/backend"
 	"github.com/xladdp/xladdp/neuron/neurontest"
 )
 
@@ -191,11 +190,7 @@ func runHostsScenario(t *testing.T, h *netnsHosts, ddprun, rdzv, scenario string
 func TestNeuronEnvironmentOnTwoHosts(t *testing.T) {
 	h := newNetnsHosts(t)
 	ddprun := buildDdprun(t)
-	cpu, err := backend.Open(t.Context(), backend.Options{Target: backend.CPU, CPUDevices: 1})
-	require.NoError(t, err)
-	plugin := cpu.PluginPath()
-	require.NoError(t, cpu.Close())
-	standIn := neurontest.StandIn(t, t.TempDir(), plugin, "")
+	standIn := neurontest.StandInForCPU(t, t.TempDir(), "")
 	outs, errs := runHostsScenario(t, h, ddprun, "static", "neuron-env", append(standIn, "XLADDP_DEVICE=neuron")...)
 	for i, err := range errs {
 		require.NoError(t, err, "host %d: %s", i, outs[i])

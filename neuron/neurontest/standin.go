@@ -7,13 +7,16 @@
 package neurontest
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/xladdp/xladdp/backend"
 )
 
 // Python is the interpreter the stand-in runs on: Debian's (make deps
@@ -51,4 +54,17 @@ func StandIn(t testing.TB, dir, plugin, marker string) []string {
 	require.NoError(t, os.WriteFile(filepath.Join(bin, "neuronx-cc"), []byte("#!/bin/sh\nexit 0\n"), 0o755))
 	return []string{"XLADDP_NEURON_PYTHON=" + Python(t), "PYTHONPATH=" + filepath.Join(dir, "site"),
 		"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH")}
+}
+
+// StandInForCPU is StandIn naming the CPU plugin (make deps installs it),
+// found the way backend.Open finds it.
+func StandInForCPU(t testing.TB, dir, marker string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cpu, err := backend.Open(ctx, backend.Options{Target: backend.CPU, CPUDevices: 1})
+	require.NoError(t, err, "the stand-in names the CPU plugin: run `make deps`")
+	plugin := cpu.PluginPath()
+	require.NoError(t, cpu.Close())
+	return StandIn(t, dir, plugin, marker)
 }
