@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
-	"strings"
 	"syscall"
 
 	"github.com/xladdp/xladdp/backend"
@@ -61,22 +60,24 @@ func Launch(ctx context.Context, fn func(ctx context.Context, w Worker) error, o
 	if o.GroupBackend != "" {
 		opts.Backend = o.GroupBackend
 	}
+	if err := opts.resolveBackend(); err != nil {
+		return err
+	}
+	devices := 1
 	if o.Spawn {
 		if target == backend.CPU && bo.CPUDevices == 0 {
 			bo.CPUDevices = o.CPUDevices
 		}
-		if !opts.launched() && strings.TrimSpace(strings.ToLower(opts.Backend)) != BackendMPI {
+		if !opts.launched() && opts.Backend != BackendMPI {
 			return Spawn(ctx, fn, SpawnOptions{Devices: o.Devices, Backend: bo})
 		}
 		// Spawned under a launcher: this process is one rank of the job
 		// and drives all its local devices (one process per node on
 		// Trn1), all-reducing in-graph across them and through the
 		// process group across processes.
-		if err := Init(ctx, opts); err != nil {
-			return err
-		}
-		defer func() { err = errors.Join(err, Destroy()) }()
-		return Spawn(ctx, fn, SpawnOptions{Devices: o.Devices, Backend: bo})
+		devices = o.Devices
+	} else if target == backend.CPU {
+		bo.CPUDevices = 1
 	}
 	if err := Init(ctx, opts); err != nil {
 		if errors.Is(err, ErrNoLauncher) {
@@ -86,10 +87,7 @@ func Launch(ctx context.Context, fn func(ctx context.Context, w Worker) error, o
 		return err
 	}
 	defer func() { err = errors.Join(err, Destroy()) }()
-	if target == backend.CPU {
-		bo.CPUDevices = 1
-	}
-	return Spawn(ctx, fn, SpawnOptions{Devices: 1, Backend: bo})
+	return Spawn(ctx, fn, SpawnOptions{Devices: devices, Backend: bo})
 }
 
 // LaunchFlags registers the examples' launch flags on fs: --spawn,
