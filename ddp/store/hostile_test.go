@@ -284,3 +284,33 @@ func TestUnresolvableHostFailsAtOnce(t *testing.T) {
 	assert.Less(t, time.Since(start), 5*time.Second)
 	assert.Contains(t, err.Error(), `the store's host "no-such-host.invalid" does not resolve`)
 }
+
+// TestBurstOfRealClientsFromOneAddress: 300 ranks of one host dial at
+// once, more than maxPendingPerSource handshakes from one address: those
+// evicted retry, and every one completes its operation.
+func TestBurstOfRealClientsFromOneAddress(t *testing.T) {
+	srv, err := Listen("127.0.0.1:0", "s3cret")
+	require.NoError(t, err)
+	defer srv.Close()
+	ctx := ctxWithTimeout(t, 30*time.Second)
+	errs := make(chan error, 300)
+	for range 300 {
+		go func() {
+			cl, err := Dial(ctx, srv.Addr(), "s3cret")
+			if err == nil {
+				_, err = cl.Add(ctx, "joined", 1)
+				cl.Close()
+			}
+			errs <- err
+		}()
+	}
+	for range 300 {
+		assert.NoError(t, <-errs)
+	}
+	cl, err := Dial(ctx, srv.Addr(), "s3cret")
+	require.NoError(t, err)
+	defer cl.Close()
+	n, err := cl.Add(ctx, "joined", 0)
+	require.NoError(t, err)
+	assert.EqualValues(t, 300, n)
+}
