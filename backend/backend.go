@@ -68,13 +68,13 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	clientOptions, err := spec.clientOptions(opts)
+	clientOptions, err := spec.ClientOptions(opts)
 	if err != nil {
 		return nil, err
 	}
 	var path, source string
-	if b := bootstrapOf(target); b != nil && opts.PluginPath == "" && os.Getenv(EnvPluginPath) == "" {
-		if path, source, err = b(ctx, opts); err != nil {
+	if spec.Bootstrap != nil && opts.PluginPath == "" && os.Getenv(EnvPluginPath) == "" {
+		if path, source, err = spec.Bootstrap(ctx, opts); err != nil {
 			err = fmt.Errorf("%w: %w", ErrTargetUnavailable, err)
 		}
 	} else {
@@ -97,7 +97,7 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 		disableGoXLACUDACheck()
 	}
 
-	gb, err := loadGoMLX(ctx, path+spec.gomlxConfig, clientOptions)
+	gb, err := loadGoMLX(ctx, path+spec.ClientConfig, clientOptions)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s plugin %s (from %s): %w", ErrClient, target, path, source, err)
 	}
@@ -107,7 +107,7 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 		gb.Finalize()
 		return nil, fmt.Errorf("%w: %s plugin %s: %w", ErrClient, target, path, err)
 	}
-	if got := strings.ToLower(b.Platform()); spec.platform != "" && got != spec.platform {
+	if got := strings.ToLower(b.Platform()); spec.Platform != "" && got != spec.Platform {
 		gb.Finalize()
 		return nil, fmt.Errorf("%w: the target is %s but %s (from %s) is a %s plugin: point the plugin path "+
 			"(--plugin, $XLADDP_PJRT_PLUGIN) at a %s plugin, or choose the %s target", ErrNotPlugin, target, path, source, got,
@@ -122,7 +122,7 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 }
 
 // loadGoMLX creates the GoMLX XLA backend in a goroutine so ctx can end the wait.
-func loadGoMLX(ctx context.Context, config string, options pjrt.NamedValuesMap) (*gomlxxla.Backend, error) {
+func loadGoMLX(ctx context.Context, config string, options map[string]any) (*gomlxxla.Backend, error) {
 	type result struct {
 		backend *gomlxxla.Backend
 		err     error

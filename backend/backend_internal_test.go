@@ -77,8 +77,8 @@ func TestOpenBadInput(t *testing.T) {
 		wantIs  error
 		wantMsg string
 	}{
-		{"neuron is not here", Options{Target: Neuron}, nil, ErrTargetUnavailable,
-			"needs a Trainium (Trn1/Trn2) instance"},
+		{"a target no linked package registered", Options{Target: "neuron"}, nil, ErrUnknownTarget,
+			`"neuron": this program knows cpu, cuda, gpu (cuda); a target another package provides must be linked`},
 		{"unknown target from env", Options{}, map[string]string{EnvPJRTDevice: "TPU"}, ErrUnknownTarget,
 			"$PJRT_DEVICE: unknown device target \"TPU\""},
 		{"missing plugin path", Options{PluginPath: filepath.Join(dir, "nope.so")}, nil, ErrPluginNotFound,

@@ -1,11 +1,20 @@
-// Package backend chooses a device target (cpu, cuda, neuron), finds and
-// loads its PJRT plugin, creates the client with the target's options and
-// lists the addressable devices. It knows nothing of lazy tensors or ranks.
+// Package backend chooses a device target, finds and loads its PJRT
+// plugin, creates the client with the target's options and lists the
+// addressable devices. It knows nothing of lazy tensors or ranks.
+//
+// # Targets
+//
+// A target is registered whole (RegisterTarget: name, aliases, plugin
+// search or bootstrap, client options, device count, preflight), as
+// image.RegisterFormat registers a decoder. Package backend registers cpu
+// and cuda (alias gpu); other packages register theirs from init, and
+// package targets links every one for programs
+// that want them all. Backend has no target-specific code beyond its own two.
 //
 // # Choosing a target and plugin
 //
 // The target is Options.Target, else $XLADDP_DEVICE, else torch-xla's
-// $PJRT_DEVICE (CPU, CUDA/GPU, NEURON), else cpu. The plugin is
+// $PJRT_DEVICE (any registered name, in any case), else cpu. The plugin is
 // Options.PluginPath, else $XLADDP_PJRT_PLUGIN, else a search: go-xla's
 // directories ($PJRT_PLUGIN_LIBRARY_PATH, else ~/.local/lib/go-xla and
 // /usr/local/lib/go-xla) for pjrt_c_api_<target>_plugin.so, then python3's

@@ -5,7 +5,7 @@ import "errors"
 // Sentinel errors; every error Open returns wraps one of them and adds what
 // to do about it.
 var (
-	// ErrUnknownTarget: a target name that is not cpu, cuda/gpu or neuron.
+	// ErrUnknownTarget: a target name no linked package registered.
 	ErrUnknownTarget = errors.New("unknown device target")
 	// ErrPluginNotFound: no PJRT plugin file for the target.
 	ErrPluginNotFound = errors.New("PJRT plugin not found")

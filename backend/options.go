@@ -30,14 +30,14 @@ const (
 	CPUSync CPUExecution = "sync"
 	// CPUAsync hands a program to the plugin's worker threads: the execute
 	// call returns at once and the host traces the next step meanwhile, as
-	// the GPU and Neuron plugins always do.
+	// accelerator plugins always do.
 	CPUAsync CPUExecution = "async"
 )
 
 // Options configures Open. The zero value opens one CPU device with the
 // plugin found by the default search.
 type Options struct {
-	// Target is cpu, cuda or neuron. Empty: $XLADDP_DEVICE, else
+	// Target is a registered target (cpu, cuda, ...). Empty: $XLADDP_DEVICE, else
 	// $PJRT_DEVICE, else cpu.
 	Target Target
 	// PluginPath is the PJRT plugin to load. Empty: $XLADDP_PJRT_PLUGIN,

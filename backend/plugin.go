@@ -44,7 +44,7 @@ func pluginDirs() []string {
 
 // locatePlugin returns the absolute path of the plugin to load and where
 // it came from: the explicit path, $XLADDP_PJRT_PLUGIN, or the target's search.
-func locatePlugin(ctx context.Context, spec targetSpec, explicit string) (path, source string, err error) {
+func locatePlugin(ctx context.Context, spec TargetSpec, explicit string) (path, source string, err error) {
 	switch {
 	case explicit != "":
 		path, err = existingFile(explicit, "the plugin path given")
@@ -55,17 +55,17 @@ func locatePlugin(ctx context.Context, spec targetSpec, explicit string) (path, 
 	}
 	var searched []string
 	for _, dir := range pluginDirs() {
-		candidate := filepath.Join(dir, spec.pluginFile)
+		candidate := filepath.Join(dir, spec.PluginFile)
 		searched = append(searched, candidate)
 		if isFile(candidate) {
 			path, err = filepath.Abs(candidate)
 			return path, "search", err
 		}
 	}
-	if spec.pythonPackageGlob != "" {
+	if spec.PythonPackageGlob != "" {
 		sitePackages, pyErr := pythonSitePackages(ctx)
 		for _, dir := range sitePackages {
-			pattern := filepath.Join(dir, spec.pythonPackageGlob)
+			pattern := filepath.Join(dir, spec.PythonPackageGlob)
 			searched = append(searched, pattern)
 			if found := newestMatch(pattern); found != "" {
 				return found, "search", nil
@@ -76,7 +76,7 @@ func locatePlugin(ctx context.Context, spec targetSpec, explicit string) (path, 
 		}
 	}
 	return "", "", fmt.Errorf("%w for %s: looked for %s; %s, or set $%s to the plugin's path",
-		ErrPluginNotFound, spec.target, strings.Join(searched, ", "), spec.installHint, EnvPluginPath)
+		ErrPluginNotFound, spec.Target, strings.Join(searched, ", "), spec.InstallHint, EnvPluginPath)
 }
 
 // existingFile returns the absolute form of path after checking it is a file.

@@ -55,7 +55,7 @@ func TestLocatePluginOrder(t *testing.T) {
 	fromEnv := buildSharedLibrary(t, t.TempDir(), "env.so", fakePluginNilAPI)
 	explicit := buildSharedLibrary(t, t.TempDir(), "explicit.so", fakePluginNilAPI)
 	t.Setenv(envGoXLAPluginPaths, searchDir)
-	spec := targetSpecs[CPU]
+	spec := mustSpec(t, CPU)
 
 	tests := []struct {
 		name       string
@@ -97,7 +97,7 @@ func TestLocatePluginNotFound(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, _, err := locatePlugin(context.Background(), targetSpecs[tt.target], "")
+			_, _, err := locatePlugin(context.Background(), mustSpec(t, tt.target), "")
 			require.Error(t, err)
 			assert.ErrorIs(t, err, ErrPluginNotFound)
 			for _, want := range tt.wantErr {
@@ -118,7 +118,7 @@ func TestLocateCUDAPluginInSitePackages(t *testing.T) {
 	cuda13 := buildSharedLibrary(t, filepath.Join(sitePackages, "jax_plugins", "xla_cuda13"), "xla_cuda_plugin.so", fakePluginNilAPI)
 	t.Setenv("PYTHONPATH", sitePackages)
 
-	path, source, err := locatePlugin(context.Background(), targetSpecs[CUDA], "")
+	path, source, err := locatePlugin(context.Background(), mustSpec(t, CUDA), "")
 	require.NoError(t, err, "python3 must be on PATH")
 	assert.Equal(t, cuda13, path, "the newest CUDA plugin wins")
 	assert.Equal(t, "search", source)

@@ -1,18 +1,23 @@
 package backend
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 )
 
 // Target is the kind of device a backend drives.
 type Target string
 
+// The targets package backend registers itself. Others come from the
+// packages that register them, which a program links (package targets
+// links them all).
 const (
-	CPU    Target = "cpu"
-	CUDA   Target = "cuda"
-	Neuron Target = "neuron"
+	CPU  Target = "cpu"
+	CUDA Target = "cuda"
 )
 
 // Environment variables that choose the target. XLADDP_DEVICE wins;
@@ -22,21 +27,123 @@ const (
 	EnvPJRTDevice = "PJRT_DEVICE"
 )
 
-// targetAliases maps every accepted spelling (lower-cased) to its target.
-var targetAliases = map[string]Target{
-	"cpu":    CPU,
-	"cuda":   CUDA,
-	"gpu":    CUDA,
-	"neuron": Neuron,
+// Bootstrap prepares a target whose plugin needs more than loading (an
+// embedded interpreter that must be running first, say) and returns the
+// plugin's path and where it came from. It sees the Open options
+// (Replicas tells how many local devices a one-process job drives).
+type Bootstrap func(ctx context.Context, opts Options) (path, source string, err error)
+
+// TargetSpec describes a device target whole, as RegisterTarget takes it:
+// its names, how its plugin is found or prepared, how its client is
+// configured, and what can be checked before it starts.
+type TargetSpec struct {
+	// Target is the canonical name; Aliases are other accepted spellings
+	// (all matched without regard to case).
+	Target  Target
+	Aliases []string
+	// PluginFile is searched for in go-xla's plugin directories, then
+	// PythonPackageGlob (relative to each site-packages directory).
+	PluginFile        string
+	PythonPackageGlob string
+	// InstallHint says how to get the plugin, for the not-found error.
+	InstallHint string
+	// ClientConfig is appended to the plugin path in GoMLX's backend
+	// config (",shared_buffers" for a device whose memory is the host's).
+	ClientConfig string
+	// ClientOptions returns the PJRT client create options for opts, or
+	// an error for options the target does not take.
+	ClientOptions func(opts Options) (map[string]any, error)
+	// Platform is the platform name the plugin must report (empty: any).
+	Platform string
+	// Bootstrap, when set, prepares the plugin instead of the search
+	// (unless a plugin path is given).
+	Bootstrap Bootstrap
+	// DeviceCount reads the local device count a launcher's environment
+	// gives the target (ok false when it gives none).
+	DeviceCount func(getenv func(string) string) (n int, ok bool, err error)
+	// Preflight lists what would keep the target from starting on this
+	// machine, each with its fix (xladevices prints them).
+	Preflight func() []string
 }
 
-// ParseTarget accepts cpu, cuda, gpu and neuron in any case
-// (torch-xla's CPU, CUDA, GPU, NEURON included).
-func ParseTarget(s string) (Target, error) {
-	if t, ok := targetAliases[strings.ToLower(strings.TrimSpace(s))]; ok {
-		return t, nil
+var registry = struct {
+	sync.RWMutex
+	specs   map[Target]TargetSpec
+	aliases map[string]Target
+}{specs: map[Target]TargetSpec{}, aliases: map[string]Target{}}
+
+// RegisterTarget makes a target available to Open, ParseTarget and the
+// launchers, as image.RegisterFormat does for decoders. A package that
+// provides a target calls it from init; registering a name twice panics,
+// since two packages would then claim one device.
+func RegisterTarget(spec TargetSpec) {
+	registry.Lock()
+	defer registry.Unlock()
+	if spec.Target == "" || spec.ClientOptions == nil {
+		panic("backend: RegisterTarget needs a Target name and ClientOptions")
 	}
-	return "", fmt.Errorf("%w %q: use one of cpu, cuda (or gpu), neuron", ErrUnknownTarget, s)
+	names := append([]string{string(spec.Target)}, spec.Aliases...)
+	for _, name := range names {
+		if _, dup := registry.aliases[strings.ToLower(name)]; dup {
+			panic(fmt.Sprintf("backend: target name %q registered twice", strings.ToLower(name)))
+		}
+	}
+	for _, name := range names {
+		registry.aliases[strings.ToLower(name)] = spec.Target
+	}
+	registry.specs[spec.Target] = spec
+}
+
+// Targets returns the registered targets, sorted.
+func Targets() []Target {
+	registry.RLock()
+	defer registry.RUnlock()
+	var out []Target
+	for t := range registry.specs {
+		out = append(out, t)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// lookupTarget returns the spec of a registered target.
+func lookupTarget(t Target) (TargetSpec, error) {
+	registry.RLock()
+	spec, ok := registry.specs[t]
+	registry.RUnlock()
+	if !ok {
+		return TargetSpec{}, unknownTarget(string(t))
+	}
+	return spec, nil
+}
+
+func unknownTarget(name string) error {
+	registry.RLock()
+	var names []string
+	for alias, t := range registry.aliases {
+		if alias == string(t) {
+			names = append(names, alias)
+		} else {
+			names = append(names, alias+" ("+string(t)+")")
+		}
+	}
+	registry.RUnlock()
+	slices.Sort(names)
+	return fmt.Errorf("%w %q: this program knows %s; a target another package provides must be linked "+
+		"(every target: import _ \"github.com/xladdp/xladdp/targets\", as package xla does)",
+		ErrUnknownTarget, name, strings.Join(names, ", "))
+}
+
+// ParseTarget accepts a registered target's name or alias in any case
+// (torch-xla's CPU, CUDA, GPU included).
+func ParseTarget(s string) (Target, error) {
+	registry.RLock()
+	t, ok := registry.aliases[strings.ToLower(strings.TrimSpace(s))]
+	registry.RUnlock()
+	if !ok {
+		return "", unknownTarget(s)
+	}
+	return t, nil
 }
 
 // String returns the target's canonical name.
@@ -59,4 +166,24 @@ func ResolveTarget(explicit Target) (Target, error) {
 		}
 	}
 	return CPU, nil
+}
+
+// Preflight is what target t's registration says would keep it from
+// starting here (nil for a target without checks or not registered).
+func Preflight(t Target) []string {
+	spec, err := lookupTarget(t)
+	if err != nil || spec.Preflight == nil {
+		return nil
+	}
+	return spec.Preflight()
+}
+
+// LocalDeviceCount is the device count the environment gives target t
+// (what a launcher set for it); ok is false when it gives none.
+func LocalDeviceCount(t Target, getenv func(string) string) (n int, ok bool, err error) {
+	spec, err := lookupTarget(t)
+	if err != nil || spec.DeviceCount == nil {
+		return 0, false, err
+	}
+	return spec.DeviceCount(getenv)
 }

@@ -14,7 +14,6 @@ func TestParseTarget(t *testing.T) {
 	}{
 		{"cpu", CPU}, {"CPU", CPU}, {" cpu ", CPU},
 		{"cuda", CUDA}, {"CUDA", CUDA}, {"GPU", CUDA}, {"gpu", CUDA},
-		{"neuron", Neuron}, {"NEURON", Neuron},
 	}
 	for _, tt := range tests {
 		got, err := ParseTarget(tt.in)
@@ -23,7 +22,7 @@ func TestParseTarget(t *testing.T) {
 	}
 	_, err := ParseTarget("tpu")
 	assert.ErrorIs(t, err, ErrUnknownTarget)
-	assert.ErrorContains(t, err, `"tpu": use one of cpu, cuda (or gpu), neuron`)
+	assert.ErrorContains(t, err, `"tpu": this program knows cpu, cuda, gpu (cuda)`)
 }
 
 func TestResolveTarget(t *testing.T) {
@@ -37,7 +36,7 @@ func TestResolveTarget(t *testing.T) {
 	}{
 		{"default is cpu", "", "", "", CPU, ""},
 		{"torch-xla PJRT_DEVICE", "", "", "GPU", CUDA, ""},
-		{"XLADDP_DEVICE beats PJRT_DEVICE", "", "neuron", "CPU", Neuron, ""},
+		{"XLADDP_DEVICE beats PJRT_DEVICE", "", "gpu", "CPU", CUDA, ""},
 		{"explicit beats env", CPU, "cuda", "CUDA", CPU, ""},
 		{"bad XLADDP_DEVICE names the variable", "", "tpu", "", "", "$XLADDP_DEVICE: unknown device target"},
 		{"bad PJRT_DEVICE names the variable", "", "", "TPU", "", "$PJRT_DEVICE: unknown device target"},
@@ -126,4 +125,51 @@ func TestCPUExecution(t *testing.T) {
 			assert.Equal(t, tt.want, got)
 		})
 	}
+}
+
+func mustSpec(t *testing.T, target Target) TargetSpec {
+	t.Helper()
+	spec, err := lookupTarget(target)
+	require.NoError(t, err)
+	return spec
+}
+
+// A target registered whole is parsed by its aliases, and its preflight
+// and device count are what the launchers and xladevices read.
+func TestRegisterTarget(t *testing.T) {
+	const fake Target = "registertest"
+	RegisterTarget(TargetSpec{
+		Target:        fake,
+		Aliases:       []string{"RegTest"},
+		ClientOptions: func(Options) (map[string]any, error) { return nil, nil },
+		Preflight:     func() []string { return []string{"no device: plug one in"} },
+		DeviceCount: func(getenv func(string) string) (int, bool, error) {
+			return 3, getenv("REGTEST_DEVICES") != "", nil
+		},
+	})
+	for _, name := range []string{"registertest", "regtest", " REGTEST "} {
+		got, err := ParseTarget(name)
+		require.NoError(t, err, name)
+		assert.Equal(t, fake, got)
+	}
+	assert.Contains(t, Targets(), fake)
+	assert.Equal(t, []string{"no device: plug one in"}, Preflight(fake))
+	assert.Nil(t, Preflight(CPU), "cpu has no preflight")
+	n, ok, err := LocalDeviceCount(fake, func(string) string { return "x" })
+	require.NoError(t, err)
+	assert.True(t, ok)
+	assert.Equal(t, 3, n)
+	_, ok, err = LocalDeviceCount(CPU, func(string) string { return "" })
+	assert.NoError(t, err)
+	assert.False(t, ok)
+	_, _, err = LocalDeviceCount("nowhere", func(string) string { return "" })
+	assert.ErrorIs(t, err, ErrUnknownTarget)
+
+	assert.PanicsWithValue(t, `backend: target name "regtest" registered twice`, func() {
+		RegisterTarget(TargetSpec{Target: "other", Aliases: []string{"regtest"},
+			ClientOptions: func(Options) (map[string]any, error) { return nil, nil }})
+	})
+	_, err = ParseTarget("other")
+	assert.ErrorIs(t, err, ErrUnknownTarget, "a refused registration leaves nothing behind")
+	assert.Panics(t, func() { RegisterTarget(TargetSpec{Target: "noclient"}) })
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xladdp/xladdp/backend"
+	"github.com/xladdp/xladdp/neuron"
 	_ "github.com/xladdp/xladdp/neuron" // the neuron target's bootstrap
 	"github.com/xladdp/xladdp/neuron/neurontest"
 )
@@ -42,7 +43,7 @@ func spawnNeuron(ctx context.Context, w Worker) error {
 
 func init() {
 	if os.Getenv(spawnScenarioEnv) == "neuron" && os.Getenv(spawnChildEnv) == "1" {
-		_ = Spawn(context.Background(), spawnNeuron, SpawnOptions{Backend: backend.Options{Target: backend.Neuron}})
+		_ = Spawn(context.Background(), spawnNeuron, SpawnOptions{Backend: backend.Options{Target: neuron.Target}})
 	}
 }
 
@@ -89,7 +90,7 @@ func TestSpawnOnNeuron(t *testing.T) {
 			t.Setenv("XLADDP_TEST_DIR", dir)
 			t.Setenv("NEURON_RT_VISIBLE_CORES", tc.userCores)
 			err := Spawn(t.Context(), spawnNeuron, SpawnOptions{Devices: 2, Processes: tc.processes,
-				Backend: backend.Options{Target: backend.Neuron}, Command: []string{os.Args[0], "-test.run=^$"}})
+				Backend: backend.Options{Target: neuron.Target}, Command: []string{os.Args[0], "-test.run=^$"}})
 			require.NoError(t, err)
 			for r, line := range readSpawned(t, dir, 2) {
 				assert.Equal(t, wantHash, strings.Fields(line)[3], "rank %d trained differently from the cpu target", r)

@@ -43,8 +43,6 @@ const EnvPython = "XLADDP_NEURON_PYTHON"
 // first with libneuronpjrt_path and PJRT C API plugins).
 const MinLibneuronxla = "2.0"
 
-func init() { backend.RegisterBootstrap(backend.Neuron, bootstrapPlugin) }
-
 // pythonEnv is what the interpreter reports about its environment.
 type pythonEnv struct {
 	Executable, Prefix, BasePrefix string

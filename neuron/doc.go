@@ -3,7 +3,8 @@
 // environment for multi-process and multi-node runs, instance topology, the
 // compile cache and compiler flags, and preflight checks.
 //
-// It knows nothing of DDP internals. It registers the neuron target's
-// bootstrap with package backend when linked; package xla links it, so
-// every program built on xla can open --device neuron.
+// It knows nothing of DDP internals. Linked, it registers the neuron
+// target whole with package backend (Target: plugin bootstrap, device
+// count, preflight); package targets links it and package xla links
+// targets, so every program built on xla can open --device neuron.
 package neuron

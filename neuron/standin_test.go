@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xladdp/xladdp/backend"
+	"github.com/xladdp/xladdp/neuron"
 	"github.com/xladdp/xladdp/neuron/neurontest"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/nn"
@@ -79,9 +80,9 @@ func TestBootstrapWithStandIns(t *testing.T) {
 		t.Setenv(k, v)
 	}
 
-	nb, err := backend.Open(ctx, backend.Options{Target: backend.Neuron})
+	nb, err := backend.Open(ctx, backend.Options{Target: neuron.Target})
 	require.NoError(t, err)
-	assert.Equal(t, backend.Neuron, nb.Target())
+	assert.Equal(t, neuron.Target, nb.Target())
 	assert.Equal(t, plugin, nb.PluginPath())
 	assert.Contains(t, nb.PluginSource(), "libneuronxla 2.99.0")
 	imported, err := os.ReadFile(marker)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/xladdp/xladdp/backend"
 	"github.com/xladdp/xladdp/ddp"
+	"github.com/xladdp/xladdp/neuron"
 	_ "github.com/xladdp/xladdp/neuron" // the neuron target's bootstrap
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/nn"
@@ -205,7 +206,7 @@ var neuronKeys = []string{"NEURON_RT_ROOT_COMM_ID", "NEURON_PJRT_PROCESS_INDEX",
 // neuronEnv opens the neuron target (the stand-in plugin) as a worker
 // and prints the Neuron variables the bootstrap left in its environment.
 func neuronEnv() int {
-	b, err := backend.Open(context.Background(), backend.Options{Target: backend.Neuron})
+	b, err := backend.Open(context.Background(), backend.Options{Target: neuron.Target})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2

@@ -15,7 +15,7 @@ import (
 
 	"github.com/xladdp/xladdp/backend"
 	"github.com/xladdp/xladdp/internal/cli"
-	"github.com/xladdp/xladdp/neuron" // the neuron target's bootstrap
+	_ "github.com/xladdp/xladdp/targets" // every target, the default set
 )
 
 func main() {
@@ -24,7 +24,7 @@ func main() {
 
 func run(args []string, out io.Writer) error {
 	flags := pflag.NewFlagSet("xladevices", pflag.ContinueOnError)
-	device := flags.String("device", "", "target: cpu, cuda (gpu) or neuron (default $XLADDP_DEVICE, $PJRT_DEVICE, else cpu)")
+	device := flags.String("device", "", "target: cpu, cuda (gpu), neuron, or another registered one (default $XLADDP_DEVICE, $PJRT_DEVICE, else cpu)")
 	cpuDevices := flags.Int("cpu-devices", 0, "number of virtual CPU devices (default $XLADDP_CPU_DEVICES, $CPU_NUM_DEVICES, else 1)")
 	plugin := flags.String("plugin", "", "PJRT plugin .so to load (default $XLADDP_PJRT_PLUGIN, else search)")
 	timeout := flags.Duration("timeout", 2*time.Minute, "how long to wait for the plugin to load")
@@ -50,11 +50,13 @@ func run(args []string, out io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	if opts.Target == backend.Neuron {
-		// What would make the plugin fail, each with its fix.
-		for _, p := range neuron.Preflight(neuron.PreflightOptions{}) {
-			fmt.Fprintf(out, "preflight:      %s\n", p)
-		}
+	target, err := backend.ResolveTarget(opts.Target)
+	if err != nil {
+		return err
+	}
+	// What would make the plugin fail, each with its fix.
+	for _, p := range backend.Preflight(target) {
+		fmt.Fprintf(out, "preflight:      %s\n", p)
 	}
 	b, err := backend.Open(ctx, opts)
 	if err != nil {
