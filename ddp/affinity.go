@@ -5,11 +5,12 @@ import (
 	"os"
 	"strconv"
 
+	"github.com/xladdp/xladdp/internal/workerenv"
 	"golang.org/x/sys/unix"
 )
 
 // EnvBindCPUs ("1") sets Options.BindCPUs.
-const EnvBindCPUs = "XLADDP_BIND_CPUS"
+const EnvBindCPUs = workerenv.BindCPUs
 
 // bindLocalCPUs gives this process, local rank localRank of
 // localWorldSize on its host, its own share of the CPUs it may run on:

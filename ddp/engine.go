@@ -9,6 +9,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/xladdp/xladdp/internal/workerenv"
 )
 
 // Process-group backends (Options.Backend, $XLADDP_BACKEND).
@@ -20,7 +22,7 @@ const (
 	// built with -tags mpi and started by mpirun.
 	BackendMPI = "mpi"
 	// EnvBackend chooses the backend for NewOptions.
-	EnvBackend = "XLADDP_BACKEND"
+	EnvBackend = workerenv.Backend
 )
 
 // engine is a communication library that runs the group's operations
@@ -181,17 +183,20 @@ func initEngineGroup(o Options) (*ProcessGroup, error) {
 // options and the environment say, which a launcher other than the
 // engine's own would have set.
 func checkEngineWorld(o Options, w engineWorld, launcher string) error {
+	env, err := workerenv.Parse(os.Getenv)
+	if err != nil {
+		return fmt.Errorf("ddp: backend %s: %w", o.Backend, err)
+	}
 	for _, f := range []struct {
-		name      string
-		given, is int
-	}{{EnvRank, o.Rank, w.rank}, {EnvWorldSize, o.WorldSize, w.size}} {
+		name           string
+		given, env, is int
+	}{{EnvRank, o.Rank, env.Rank, w.rank}, {EnvWorldSize, o.WorldSize, env.WorldSize, w.size}} {
 		v := f.given
 		if v == -1 {
-			n, ok, err := envInt(f.name)
-			if err != nil || !ok {
+			if f.env == workerenv.Unset {
 				continue
 			}
-			v = n
+			v = f.env
 		}
 		if v != f.is {
 			return fmt.Errorf("ddp: backend %s: %s=%d, but %s made this process rank %d of %d: the %s backend takes its "+

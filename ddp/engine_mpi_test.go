@@ -58,8 +58,10 @@ func mpirunJobWithin(t *testing.T, limit time.Duration, scenario string, np int,
 	ctx, cancel := context.WithTimeout(t.Context(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, mpirun, "--allow-run-as-root", "--oversubscribe", "-np", strconv.Itoa(np), os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), workerEnv+"="+scenario, reportDirEnv+"="+dir, EnvBackend+"="+BackendMPI,
-		EnvRank+"=", EnvWorldSize+"=", EnvLocalRank+"=", EnvLocalWorldSize+"=", EnvDebug+"=")
+	// torchrun's placement cleared (MPI gives the ranks); Open MPI's own
+	// are mpirun's to set.
+	cmd.Env = append(os.Environ(), EnvRank+"=", EnvWorldSize+"=", EnvLocalRank+"=", EnvLocalWorldSize+"=",
+		workerEnv+"="+scenario, reportDirEnv+"="+dir, EnvBackend+"="+BackendMPI, EnvDebug+"=")
 	cmd.Env = append(cmd.Env, env...)
 	out := &output{}
 	cmd.Stdout, cmd.Stderr = out, out

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xladdp/xladdp/ddp/store"
+	"github.com/xladdp/xladdp/internal/workerenv"
 )
 
 // TestForeignStoreValuesAreCut: what another process left in the store
@@ -56,7 +57,7 @@ func TestAgentStoreLossNamesTorchrun(t *testing.T) {
 		}
 	}()
 	host, port, _ := net.SplitHostPort(ln.Addr().String())
-	t.Setenv(EnvTorchAgentStore, "True")
+	t.Setenv(workerenv.AgentStore, "True")
 	t.Setenv(EnvMasterAddr, host)
 	t.Setenv(EnvMasterPort, port)
 	o := NewOptions()

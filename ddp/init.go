@@ -1,7 +1,6 @@
 package ddp
 
 import (
-	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/xladdp/xladdp/ddp/store"
 	"github.com/xladdp/xladdp/internal/quote"
+	"github.com/xladdp/xladdp/internal/workerenv"
 )
 
 // openStore connects to (and on rank 0, for env:// and tcp://, hosts) the
@@ -35,9 +35,13 @@ func openStore(ctx context.Context, o Options) (store.Store, *store.Server, stri
 	var host, port string
 	switch u.Scheme {
 	case "env":
-		host, port = os.Getenv(EnvMasterAddr), os.Getenv(EnvMasterPort)
-		if h, p, ok := openMPISingleHost(); ok && host == "" && port == "" {
-			host, port = h, p
+		env, err := environWorld()
+		if err != nil {
+			return nil, nil, "", err
+		}
+		host, port = env.MasterAddr, env.MasterPort
+		if host == "" && port == "" && env.OpenMPI.SingleHost() {
+			host, port = openMPISingleHost(env.OpenMPI.JobID)
 		}
 		if host == "" || port == "" {
 			return nil, nil, "", fmt.Errorf("ddp: env:// needs $%s and $%s (the address and port of rank 0)", EnvMasterAddr, EnvMasterPort)
@@ -60,10 +64,10 @@ func openStore(ctx context.Context, o Options) (store.Store, *store.Server, stri
 		return nil, nil, "", fmt.Errorf("ddp: master port %q is not a port number (1-65535)", port)
 	}
 	addr := net.JoinHostPort(host, port)
-	if os.Getenv(EnvTorchAgentStore) == "True" && u.Scheme == "env" {
+	if env, _ := workerenv.Parse(os.Getenv); env.AgentStore && u.Scheme == "env" {
 		// torchrun (torch >= 2) hosts a c10d TCPStore on MASTER_PORT for
 		// its workers: join it, under torch's per-attempt worker prefix.
-		prefix := fmt.Sprintf("/worker/attempt_%s/xladdp/", cmp.Or(os.Getenv("TORCHELASTIC_RESTART_COUNT"), "0"))
+		prefix := fmt.Sprintf("/worker/attempt_%d/xladdp/", max(env.RestartCount, 0))
 		c, err := store.DialTorch(ctx, addr, prefix)
 		return c, nil, host, err
 	}
@@ -409,13 +413,8 @@ func (g *ProcessGroup) connectMesh(ctx context.Context, ln net.Listener, addrs [
 // a rendezvous without MASTER_ADDR/MASTER_PORT: loopback, and a port
 // derived from the job's id, the same in every rank. Jobs across hosts
 // pass MASTER_ADDR and MASTER_PORT (mpirun -x).
-func openMPISingleHost() (host, port string, ok bool) {
-	size, local := os.Getenv("OMPI_COMM_WORLD_SIZE"), os.Getenv("OMPI_COMM_WORLD_LOCAL_SIZE")
-	job := os.Getenv("OMPI_MCA_ess_base_jobid")
-	if size == "" || size != local || job == "" {
-		return "", "", false
-	}
+func openMPISingleHost(jobID string) (host, port string) {
 	h := fnv.New32a()
-	h.Write([]byte(job))
-	return "127.0.0.1", strconv.Itoa(20000 + int(h.Sum32()%20000)), true
+	h.Write([]byte(jobID))
+	return "127.0.0.1", strconv.Itoa(20000 + int(h.Sum32()%20000))
 }

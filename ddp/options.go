@@ -5,24 +5,22 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/xladdp/xladdp/ddp/store"
+	"github.com/xladdp/xladdp/internal/workerenv"
 )
 
-// Environment variables, named as torch.distributed names them.
+// Environment variables, named as torch.distributed names them (package
+// internal/workerenv owns them all).
 const (
-	EnvRank           = "RANK"
-	EnvWorldSize      = "WORLD_SIZE"
-	EnvLocalRank      = "LOCAL_RANK"
-	EnvLocalWorldSize = "LOCAL_WORLD_SIZE"
-	EnvMasterAddr     = "MASTER_ADDR"
-	EnvMasterPort     = "MASTER_PORT"
-	// EnvTorchAgentStore is set to "True" by torchrun (torch >= 2) when its
-	// agent hosts the workers' store on MASTER_PORT.
-	EnvTorchAgentStore = "TORCHELASTIC_USE_AGENT_STORE"
+	EnvRank           = workerenv.Rank
+	EnvWorldSize      = workerenv.WorldSize
+	EnvLocalRank      = workerenv.LocalRank
+	EnvLocalWorldSize = workerenv.LocalWorldSize
+	EnvMasterAddr     = workerenv.MasterAddr
+	EnvMasterPort     = workerenv.MasterPort
 	// EnvAdvertiseAddr sets the IP other ranks use to reach this one.
 	EnvAdvertiseAddr = "XLADDP_ADVERTISE_ADDR"
 	// EnvDebug turns on the collective fingerprint check.
@@ -66,21 +64,14 @@ func NewOptions() Options {
 		Backend: os.Getenv(EnvBackend)}
 }
 
-func envInt(name string) (int, bool, error) {
-	v, ok := os.LookupEnv(name)
-	if !ok || v == "" {
-		return 0, false, nil
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(v))
+// environWorld is this process's worker environment.
+func environWorld() (workerenv.World, error) {
+	w, err := workerenv.Parse(os.Getenv)
 	if err != nil {
-		return 0, true, fmt.Errorf("ddp: $%s=%q is not an integer", name, v)
+		return w, fmt.Errorf("ddp: %w", err)
 	}
-	return n, true, nil
+	return w.Placed(), nil
 }
-
-// openMPIEnv maps torch's variables to Open MPI's (mpirun sets these).
-var openMPIEnv = map[string]string{EnvRank: "OMPI_COMM_WORLD_RANK", EnvWorldSize: "OMPI_COMM_WORLD_SIZE",
-	EnvLocalRank: "OMPI_COMM_WORLD_LOCAL_RANK", EnvLocalWorldSize: "OMPI_COMM_WORLD_LOCAL_SIZE"}
 
 // resolve fills -1 fields from the environment (torch's variables, else
 // Open MPI's) and validates them.
@@ -99,24 +90,24 @@ func (o *Options) resolve() error {
 		}
 		return nil
 	}
+	var env workerenv.World
+	if o.Rank == -1 || o.WorldSize == -1 || o.LocalRank == -1 || o.LocalWorldSize == -1 {
+		var err error
+		if env, err = environWorld(); err != nil {
+			return err
+		}
+	}
 	for _, f := range []struct {
 		field    *int
 		env      string
+		value    int
 		required bool
-	}{{&o.Rank, EnvRank, true}, {&o.WorldSize, EnvWorldSize, true}, {&o.LocalRank, EnvLocalRank, false}, {&o.LocalWorldSize, EnvLocalWorldSize, false}} {
+	}{{&o.Rank, EnvRank, env.Rank, true}, {&o.WorldSize, EnvWorldSize, env.WorldSize, true},
+		{&o.LocalRank, EnvLocalRank, env.LocalRank, false}, {&o.LocalWorldSize, EnvLocalWorldSize, env.LocalWorldSize, false}} {
 		if *f.field != -1 {
 			continue
 		}
-		n, ok, err := envInt(f.env)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			// Under Open MPI's mpirun every process is a worker itself.
-			if n, ok, err = envInt(openMPIEnv[f.env]); err != nil {
-				return err
-			}
-		}
+		ok := f.value != workerenv.Unset
 		if !ok && f.required && !o.launched() {
 			return fmt.Errorf("ddp: %s is not set: %w: start it with ddprun, torchrun or mpirun (e.g. %s), "+
 				"or set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT yourself", f.env, ErrNoLauncher, launcherExample())
@@ -125,7 +116,7 @@ func (o *Options) resolve() error {
 			return fmt.Errorf("ddp: %s is not set: set $%s (or Options) for every process, as torchrun does", f.env, f.env)
 		}
 		if ok {
-			*f.field = n
+			*f.field = f.value
 		}
 	}
 	switch {
@@ -154,12 +145,9 @@ func (o *Options) launched() bool {
 	if o.Rank != -1 || o.WorldSize != -1 {
 		return true
 	}
-	for _, name := range []string{EnvRank, EnvWorldSize, openMPIEnv[EnvRank], openMPIEnv[EnvWorldSize]} {
-		if os.Getenv(name) != "" {
-			return true
-		}
-	}
-	return false
+	// A variable set but malformed still says a launcher was meant.
+	env, err := workerenv.Parse(os.Getenv)
+	return err != nil || env.Launched()
 }
 
 // launcherExample is the ddprun command line that starts this program.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/xladdp/xladdp/backend"
 	"github.com/xladdp/xladdp/internal/freeport"
+	"github.com/xladdp/xladdp/internal/workerenv"
 	"github.com/xladdp/xladdp/xla"
 )
 
@@ -41,9 +42,6 @@ type Worker struct {
 	Device                     *xla.Device
 }
 
-// spawnChildEnv marks a process Spawn started with Processes.
-const spawnChildEnv = "XLADDP_SPAWN_CHILD"
-
 // Spawn is xmp.spawn: it runs fn once per local device and returns when
 // all have, with the first error. By default one process drives every
 // device: fn runs per device in xla.Engine.RunReplicas, and its Worker's
@@ -62,7 +60,7 @@ func Spawn(ctx context.Context, fn func(ctx context.Context, w Worker) error, op
 	if opts.Devices < 0 {
 		return fmt.Errorf("ddp: Spawn: Devices=%d cannot be negative", opts.Devices)
 	}
-	if os.Getenv(spawnChildEnv) == "1" {
+	if os.Getenv(workerenv.SpawnChild) == "1" {
 		// A process Spawn started runs fn and ends, as torch-xla's
 		// spawned processes do: the code after Spawn is the parent's.
 		if err := spawnChild(ctx, fn, opts); err != nil {
@@ -152,9 +150,11 @@ func spawnProcesses(ctx context.Context, n int, opts SpawnOptions) error {
 		// Each process sees its own device: its GPU here; its NeuronCore
 		// is chosen in the process by package neuron from LOCAL_RANK and
 		// the NEURON_RT_VISIBLE_CORES it inherits (torch-xla's rule).
-		cmd.Env = append(os.Environ(), spawnChildEnv+"=1", fmt.Sprintf("%s=%d", EnvRank, r), fmt.Sprintf("%s=%d", EnvWorldSize, n),
-			fmt.Sprintf("%s=%d", EnvLocalRank, r), fmt.Sprintf("%s=%d", EnvLocalWorldSize, n), EnvMasterAddr+"=127.0.0.1",
-			fmt.Sprintf("%s=%d", EnvMasterPort, port), backend.EnvCPUDevices+"=1",
+		child := workerenv.Empty()
+		child.SpawnChild = true
+		child.Rank, child.WorldSize, child.LocalRank, child.LocalWorldSize = r, n, r, n
+		child.MasterAddr, child.MasterPort = "127.0.0.1", strconv.Itoa(port)
+		cmd.Env = append(append(os.Environ(), child.Environ()...), backend.EnvCPUDevices+"=1",
 			"CUDA_VISIBLE_DEVICES="+gpus[r], "NEURON_NUM_DEVICES=", "NEURONCORE_NUM_DEVICES=")
 		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xladdp/xladdp/backend"
+	"github.com/xladdp/xladdp/internal/workerenv"
 	"github.com/xladdp/xladdp/neuron"
 	_ "github.com/xladdp/xladdp/neuron" // the neuron target's bootstrap
 	"github.com/xladdp/xladdp/neuron/neurontest"
@@ -42,7 +43,7 @@ func spawnNeuron(ctx context.Context, w Worker) error {
 }
 
 func init() {
-	if os.Getenv(spawnScenarioEnv) == "neuron" && os.Getenv(spawnChildEnv) == "1" {
+	if os.Getenv(spawnScenarioEnv) == "neuron" && os.Getenv(workerenv.SpawnChild) == "1" {
 		_ = Spawn(context.Background(), spawnNeuron, SpawnOptions{Backend: backend.Options{Target: neuron.Target}})
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xladdp/xladdp/backend"
+	"github.com/xladdp/xladdp/internal/workerenv"
 )
 
 // spawnScenarioEnv makes the test binary, re-executed by Spawn, run
@@ -42,7 +43,7 @@ func spawnTrain(ctx context.Context, w Worker) error {
 }
 
 func init() {
-	if os.Getenv(spawnScenarioEnv) != "" && os.Getenv(spawnChildEnv) == "1" {
+	if os.Getenv(spawnScenarioEnv) != "" && os.Getenv(workerenv.SpawnChild) == "1" {
 		// A Spawn child: run the worker (Spawn exits the process).
 		_ = Spawn(context.Background(), spawnTrain, SpawnOptions{Backend: backend.Options{Target: backend.CPU}})
 	}

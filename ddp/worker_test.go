@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
+	"github.com/xladdp/xladdp/internal/workerenv"
 )
 
 // workerEnv makes the test binary run a worker scenario as one rank.
@@ -142,9 +143,8 @@ func launch(t *testing.T, scenario string, world int, env ...string) ([]*exec.Cm
 	outs := make([]*output, world)
 	for r := range world {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), workerEnv+"="+scenario, EnvRank+"="+strconv.Itoa(r),
-			EnvWorldSize+"="+strconv.Itoa(world), EnvMasterAddr+"=127.0.0.1", EnvMasterPort+"="+strconv.Itoa(port),
-			EnvLocalRank+"=", EnvLocalWorldSize+"=", EnvDebug+"=")
+		cmd.Env = append(append(os.Environ(), workerenv.Cleared()...), workerEnv+"="+scenario, EnvRank+"="+strconv.Itoa(r),
+			EnvWorldSize+"="+strconv.Itoa(world), EnvMasterAddr+"=127.0.0.1", EnvMasterPort+"="+strconv.Itoa(port), EnvDebug+"=")
 		cmd.Env = append(cmd.Env, env...)
 		outs[r] = &output{}
 		cmd.Stdout = outs[r]

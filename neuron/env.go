@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/xladdp/xladdp/internal/workerenv"
 )
 
 // Mode is how the training processes were started.
@@ -70,7 +72,7 @@ func Environment(job Job, getenv func(string) string) (map[string]string, error)
 			env[k] = v
 		}
 	}
-	set("NEURON_RT_ROOT_COMM_ID", rootCommID(cmpOr(job.MasterAddr, getenv("MASTER_ADDR"), "localhost")))
+	set("NEURON_RT_ROOT_COMM_ID", rootCommID(cmpOr(job.MasterAddr, getenv(workerenv.MasterAddr), "localhost")))
 	set("ALLREDUCE_GRADIENTS_BUCKET_SIZE_MB", "50")
 	switch job.Mode {
 	case SpawnOneProcess:

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/xladdp/xladdp/internal/workerenv"
 )
 
 // JobFromEnv reads the launch mode and world from the process
@@ -28,18 +30,18 @@ func JobFromEnv(getenv func(string) string) (Job, error) {
 		}
 		return n, nil
 	}
-	var j Job
-	var err error
-	fields := []struct {
-		dst  *int
-		name string
-		def  int
-	}{{&j.Rank, "RANK", 0}, {&j.WorldSize, "WORLD_SIZE", 1}, {&j.LocalRank, "LOCAL_RANK", 0}, {&j.LocalWorldSize, "LOCAL_WORLD_SIZE", 1}}
-	for _, f := range fields {
-		if *f.dst, err = num(f.name, f.def); err != nil {
-			return Job{}, err
-		}
+	w, err := workerenv.Parse(getenv)
+	if err != nil {
+		return Job{}, fmt.Errorf("neuron: %w", err)
 	}
+	orDefault := func(v, def int) int {
+		if v == workerenv.Unset {
+			return def
+		}
+		return v
+	}
+	j := Job{Rank: orDefault(w.Rank, 0), WorldSize: orDefault(w.WorldSize, 1),
+		LocalRank: orDefault(w.LocalRank, 0), LocalWorldSize: orDefault(w.LocalWorldSize, 1)}
 	devices, err := num("NEURONCORE_NUM_DEVICES", 0)
 	if err != nil {
 		return Job{}, err
@@ -50,14 +52,14 @@ func JobFromEnv(getenv func(string) string) (Job, error) {
 		}
 	}
 	j.LocalDevices = max(devices, 1)
-	j.MasterAddr = getenv("MASTER_ADDR")
+	j.MasterAddr = w.MasterAddr
 	j.MultiNode = j.WorldSize > j.LocalWorldSize
 	j.WorldSizeVariable = getenv("XLADDP_NEURON_WORLD_SIZE_VARIABLE") == "1"
 	switch {
-	case getenv("XLADDP_SPAWN_CHILD") == "1":
+	case w.SpawnChild:
 		j.Mode = SpawnProcesses
 		j.LocalDevices = j.LocalWorldSize
-	case getenv("RANK") != "" && (getenv("TORCHELASTIC_RUN_ID") != "" || getenv("MASTER_ADDR") != ""):
+	case w.Rank != workerenv.Unset && (w.RunID != "" || w.MasterAddr != ""):
 		j.Mode = Run
 	default:
 		j.Mode = SpawnOneProcess

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/xladdp/xladdp/internal/workerenv"
 )
 
 // EnvCompileOnly: XLADDP_COMPILE_ONLY=1 makes every MarkStep compile its
@@ -15,7 +16,7 @@ import (
 // It is torch-neuronx's neuron_parallel_compile pass: run a few steps of
 // the real script once to compile every graph ahead, so the real run only
 // loads them (`ddprun --compile-only` sets it for every worker).
-const EnvCompileOnly = "XLADDP_COMPILE_ONLY"
+const EnvCompileOnly = workerenv.CompileOnly
 
 // compileOnlyFromEnv reads EnvCompileOnly; an unreadable value is an
 // error at the first MarkStep rather than a silent choice either way.

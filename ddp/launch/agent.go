@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/xladdp/xladdp/ddp/store"
 	"github.com/xladdp/xladdp/internal/freeport"
 )
 
@@ -58,7 +59,7 @@ func Run(ctx context.Context, c Config, environ []string, stdout, stderr io.Writ
 	}
 	token := ""
 	for _, kv := range environ {
-		if v, ok := strings.CutPrefix(kv, "XLADDP_STORE_TOKEN="); ok {
+		if v, ok := strings.CutPrefix(kv, store.EnvToken+"="); ok {
 			token = v
 		}
 	}

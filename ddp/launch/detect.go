@@ -13,6 +13,7 @@ import (
 
 	"github.com/xladdp/xladdp/ddp/launch/internal/nodelist"
 	"github.com/xladdp/xladdp/internal/quote"
+	"github.com/xladdp/xladdp/internal/workerenv"
 )
 
 // Detect fills what the command line (and PET_ variables) left out from
@@ -99,10 +100,10 @@ func Detect(c *Config, getenv func(string) string) error {
 		}
 	default:
 		// Kubeflow's PyTorchJob: PET_* (already read) and MASTER_ADDR/PORT.
-		if v := getenv("MASTER_ADDR"); v != "" {
+		if v := getenv(workerenv.MasterAddr); v != "" {
 			set("master_addr", "$MASTER_ADDR", func() { c.MasterAddr = v })
 		}
-		if v := getenv("MASTER_PORT"); v != "" && !given("master_port") {
+		if v := getenv(workerenv.MasterPort); v != "" && !given("master_port") {
 			p, err := strconv.Atoi(v)
 			if err != nil || p < 1 || p > 65535 {
 				return fmt.Errorf("$MASTER_PORT=%q: want a port from 1 to 65535", v)

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/xladdp/xladdp/internal/workerenv"
 )
 
 // The process group backends the workers may use (ddp.BackendTCP and
@@ -87,7 +89,7 @@ func childrenOf(pid int) (live, ended int) {
 func parseBackend(flag string, getenv func(string) string) (string, error) {
 	b := strings.ToLower(strings.TrimSpace(flag))
 	if b == "" {
-		b = strings.ToLower(strings.TrimSpace(getenv("XLADDP_BACKEND")))
+		b = strings.ToLower(strings.TrimSpace(getenv(workerenv.Backend)))
 	}
 	switch b {
 	case "", backendTCP:
@@ -126,26 +128,16 @@ func mpirunCommand(c Config, environ []string, attempt int) (args, added []strin
 		args = append(args, "--allow-run-as-root")
 	}
 	args = append(append(args, c.Program), c.Args...)
-	added = append(added, "XLADDP_BACKEND="+backendMPI, "ROLE_NAME="+c.Role,
-		fmt.Sprintf("TORCHELASTIC_RESTART_COUNT=%d", attempt), fmt.Sprintf("TORCHELASTIC_MAX_RESTARTS=%d", c.MaxRestarts),
-		"TORCHELASTIC_RUN_ID="+c.RdzvID)
-	if c.NProcPerNode > 1 && !hasEnv(environ, "OMP_NUM_THREADS") {
-		added = append(added, "OMP_NUM_THREADS=1")
-	}
-	if c.NProcPerNode > 1 && !hasEnv(environ, "XLADDP_BIND_CPUS") {
-		added = append(added, "XLADDP_BIND_CPUS=1")
-	}
-	if c.CompileOnly {
-		added = append(added, "XLADDP_COMPILE_ONLY=1")
-	}
-	return args, added
+	w := jobWorld(c, environ, attempt)
+	w.Backend = backendMPI
+	return args, w.Environ()
 }
 
 // mpirunEnv is the environment mpirun passes the workers: the caller's
 // without torchrun's per-rank variables (MPI gives the ranks; stale ones
 // would contradict it), plus added.
 func mpirunEnv(environ, added []string) []string {
-	perRank := []string{"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK", "XLADDP_BACKEND"}
+	perRank := workerenv.PerRank()
 	var env []string
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/xladdp/xladdp/internal/workerenv"
 )
 
 // stopGrace is how long stopped workers get between SIGTERM and SIGKILL.
@@ -111,32 +113,27 @@ func startWorkers(spec workerSpec) (*workerSet, error) {
 
 // workerEnv is torchrun's worker environment for local rank lr.
 func workerEnv(c Config, spec workerSpec, lr, rank int, host, port string) []string {
-	env := []string{
-		fmt.Sprintf("RANK=%d", rank),
-		fmt.Sprintf("LOCAL_RANK=%d", lr),
-		fmt.Sprintf("GROUP_RANK=%d", spec.node),
-		fmt.Sprintf("ROLE_RANK=%d", rank),
-		"ROLE_NAME=" + c.Role,
-		fmt.Sprintf("WORLD_SIZE=%d", spec.world),
-		fmt.Sprintf("LOCAL_WORLD_SIZE=%d", c.NProcPerNode),
-		fmt.Sprintf("ROLE_WORLD_SIZE=%d", spec.world),
-		"MASTER_ADDR=" + host,
-		"MASTER_PORT=" + port,
-		fmt.Sprintf("TORCHELASTIC_RESTART_COUNT=%d", spec.attempt),
-		fmt.Sprintf("TORCHELASTIC_MAX_RESTARTS=%d", c.MaxRestarts),
-		"TORCHELASTIC_RUN_ID=" + c.RdzvID,
+	w := jobWorld(c, spec.env, spec.attempt)
+	w.Rank, w.LocalRank, w.NodeRank, w.RoleRank = rank, lr, spec.node, rank
+	w.WorldSize, w.LocalWorldSize, w.RoleWorldSize = spec.world, c.NProcPerNode, spec.world
+	w.MasterAddr, w.MasterPort = host, port
+	return w.Environ()
+}
+
+// jobWorld is what every worker of attempt sees alike, under any
+// launcher: the role, the restarts, the run id, and on a node shared by
+// several workers one thread each (as torchrun) and their own CPUs,
+// unless environ says otherwise.
+func jobWorld(c Config, environ []string, attempt int) workerenv.World {
+	w := workerenv.Empty()
+	w.RoleName, w.RunID = c.Role, c.RdzvID
+	w.RestartCount, w.MaxRestarts = attempt, c.MaxRestarts
+	if c.NProcPerNode > 1 && !hasEnv(environ, workerenv.Threads) {
+		w.Threads = "1"
 	}
-	if c.NProcPerNode > 1 && !hasEnv(spec.env, "OMP_NUM_THREADS") {
-		// As torchrun: ranks sharing a node do not each take every core.
-		env = append(env, "OMP_NUM_THREADS=1")
-	}
-	if c.NProcPerNode > 1 && !hasEnv(spec.env, "XLADDP_BIND_CPUS") {
-		env = append(env, "XLADDP_BIND_CPUS=1")
-	}
-	if c.CompileOnly {
-		env = append(env, "XLADDP_COMPILE_ONLY=1")
-	}
-	return env
+	w.BindCPUs = c.NProcPerNode > 1 && !hasEnv(environ, workerenv.BindCPUs)
+	w.CompileOnly = c.CompileOnly
+	return w
 }
 
 func hasEnv(env []string, name string) bool {

@@ -21,6 +21,7 @@ import (
 	"github.com/xladdp/xladdp/ddp"
 	"github.com/xladdp/xladdp/examples/internal/report"
 	"github.com/xladdp/xladdp/internal/cli"
+	"github.com/xladdp/xladdp/internal/workerenv"
 	"github.com/xladdp/xladdp/xla"
 )
 
@@ -122,12 +123,9 @@ func (r Run) Finish(out io.Writer, curves *report.Curves) error {
 // writes the plot and the checkpoint: one started alone or with --spawn
 // (no rank set), or rank 0 of a launcher's job.
 func writesOutputs() bool {
-	for _, name := range []string{"RANK", "OMPI_COMM_WORLD_RANK"} {
-		if v := os.Getenv(name); v != "" && v != "0" {
-			return false
-		}
-	}
-	return true
+	w, err := workerenv.Parse(os.Getenv)
+	// A malformed placement fails the launch itself; write nothing here.
+	return err == nil && w.IsRankZero()
 }
 
 // checkWritableDir makes sure a file can be created in dir.

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/xladdp/xladdp/backend"
+	"github.com/xladdp/xladdp/internal/workerenv"
 	"github.com/xladdp/xladdp/xla"
 )
 
@@ -109,8 +111,8 @@ func Mpirun(t *testing.T) string {
 func CleanEnv(t *testing.T) {
 	t.Helper()
 	t.Setenv(xla.EnvCacheDir, t.TempDir())
-	for _, env := range []string{"XLADDP_DEVICE", "PJRT_DEVICE", "XLADDP_CPU_DEVICES", "CPU_NUM_DEVICES", "NEURON_NUM_DEVICES",
-		"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "XLADDP_BACKEND"} {
+	for _, env := range append([]string{backend.EnvDevice, backend.EnvPJRTDevice, backend.EnvCPUDevices,
+		backend.EnvTorchXLACPUDevices, "NEURON_NUM_DEVICES"}, workerenv.Names()...) {
 		t.Setenv(env, "")
 	}
 }
