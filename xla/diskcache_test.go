@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xladdp/xladdp/backend"
+	"github.com/xladdp/xladdp/xla/internal/progcache"
 )
 
 // cacheRun computes x·k + 1 for a fresh engine sharing dir, with k decided
@@ -47,7 +48,7 @@ func newEngineIn(t *testing.T, dir string) *Engine {
 	require.NoError(t, err)
 	e := NewEngine(b)
 	t.Cleanup(func() { _ = e.Close() })
-	require.Equal(t, dir, e.cache.disk.dir)
+	require.Equal(t, dir, e.cache.disk.Dir)
 	return e
 }
 
@@ -86,7 +87,7 @@ func TestPersistentCacheKeyCoversTheProgram(t *testing.T) {
 		assert.EqualValues(t, 0, loaded)
 	})
 	t.Run("changed lowering", func(t *testing.T) {
-		got, compiled, loaded := cacheRun(t, dir, "A", func(e *Engine) { e.cache.disk.lowering = "another build of xladdp" })
+		got, compiled, loaded := cacheRun(t, dir, "A", func(e *Engine) { e.cache.disk.Lowering = "another build of xladdp" })
 		assert.Equal(t, wantA, got)
 		assert.EqualValues(t, 1, compiled)
 		assert.EqualValues(t, 0, loaded)
@@ -94,7 +95,7 @@ func TestPersistentCacheKeyCoversTheProgram(t *testing.T) {
 	t.Run("changed XLA_FLAGS", func(t *testing.T) {
 		t.Setenv("XLA_FLAGS", "--xla_dump_hlo_as_text")
 		got, compiled, loaded := cacheRun(t, dir, "A", func(e *Engine) {
-			assert.Equal(t, "--xla_dump_hlo_as_text", e.cache.disk.xlaFlags)
+			assert.Equal(t, "--xla_dump_hlo_as_text", e.cache.disk.XLAFlags)
 		})
 		assert.Equal(t, wantA, got)
 		assert.EqualValues(t, 1, compiled)
@@ -110,7 +111,7 @@ func TestPersistentCacheKeyCoversTheProgram(t *testing.T) {
 		require.NoError(t, d.MarkStep(testContext(t)))
 		runtime.KeepAlive(two)
 		var twoOutputs []byte
-		for _, p := range e.cache.entries {
+		for _, p := range e.cache.last {
 			data, err := e.backend.SerializeExecutable(p.exec)
 			require.NoError(t, err)
 			twoOutputs = data
@@ -118,10 +119,10 @@ func TestPersistentCacheKeyCoversTheProgram(t *testing.T) {
 		require.NotEmpty(t, twoOutputs)
 		raw, err := os.ReadFile(filesA[0])
 		require.NoError(t, err)
-		h, _, err := readCacheFile(raw)
+		h, _, err := progcache.ParseFile(raw)
 		require.NoError(t, err)
-		forged := &diskCache{dir: dir}
-		require.NoError(t, forged.store(h, twoOutputs))
+		forged := &progcache.Disk{Dir: dir}
+		require.NoError(t, forged.Store(h, twoOutputs))
 		got, compiled, loaded := cacheRun(t, dir, "A", nil)
 		assert.Equal(t, wantA, got)
 		assert.EqualValues(t, 1, compiled)

@@ -312,7 +312,7 @@ func (g *group) run(ctx context.Context, ps *preparedStep) (*stepResults, error)
 			}
 		}
 	} else {
-		if p, err = g.engine.cache.get(g.devices, ps.traces); err != nil {
+		if p, err = g.engine.cache.get(ctx, g.devices, ps.traces); err != nil {
 			return nil, err
 		}
 		for r, tr := range ps.traces {

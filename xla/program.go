@@ -1,6 +1,8 @@
 package xla
 
 import (
+	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -17,7 +19,12 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 
 	"github.com/xladdp/xladdp/backend"
+	"github.com/xladdp/xladdp/xla/internal/progcache"
 )
+
+// EnvCacheDir is where compiled programs persist across runs; "off"
+// disables the persistent cache. Default: <user cache dir>/xladdp/xla.
+const EnvCacheDir = "XLADDP_CACHE_DIR"
 
 // EnvDebug turns on debug reports (XLADDP_DEBUG=1): why a program recompiled.
 const EnvDebug = "XLADDP_DEBUG"
@@ -36,27 +43,24 @@ type program struct {
 	aliases []int
 }
 
-type programKey struct {
-	fingerprint fingerprint
-	devices     string
-}
-
 // programCache holds compiled programs by fingerprint and device set, in
-// memory and, unless disabled, on disk across runs.
+// memory and, unless disabled, on disk across runs (package progcache);
+// it adds what only xla knows: how a trace is lowered and compiled, and
+// why a device set recompiled.
 type programCache struct {
-	backend *backend.Backend
-	disk    *diskCache
-	mu      sync.Mutex
-	entries map[programKey]*program
+	backend  *backend.Backend
+	disk     *progcache.Disk
+	programs *progcache.Cache[*program]
+	mu       sync.Mutex
 	// last is the most recently run program per device set, to explain a
 	// recompilation against.
 	last map[string]*program
 }
 
 func newProgramCache(b *backend.Backend) *programCache {
-	c := &programCache{backend: b, entries: map[programKey]*program{}, last: map[string]*program{}}
-	if dir := resolveCacheDir(); dir != "" {
-		c.disk = &diskCache{dir: dir, identity: b.CacheIdentity(), lowering: loweringIdentity(), xlaFlags: os.Getenv("XLA_FLAGS")}
+	c := &programCache{backend: b, programs: progcache.New[*program](), last: map[string]*program{}}
+	if dir := progcache.ResolveDir(os.Getenv(EnvCacheDir)); dir != "" {
+		c.disk = &progcache.Disk{Dir: dir, Identity: b.CacheIdentity(), Lowering: progcache.LoweringIdentity(), XLAFlags: os.Getenv("XLA_FLAGS")}
 	}
 	return c
 }
@@ -64,52 +68,80 @@ func newProgramCache(b *backend.Backend) *programCache {
 func debugEnabled() bool { return os.Getenv(EnvDebug) == "1" }
 
 // get returns the program for the replicas' traces (which share one
-// fingerprint), compiling it from the first trace on a miss.
-func (c *programCache) get(devices []*Device, traces []*trace) (*program, error) {
-	key := programKey{fingerprint: traces[0].fingerprint, devices: deviceSetKey(devices)}
+// fingerprint). On a miss it is loaded from disk or lowered from the
+// first trace here, then compiled by the cache while ctx bounds the wait.
+func (c *programCache) get(ctx context.Context, devices []*Device, traces []*trace) (*program, error) {
+	tr := traces[0]
+	key := progcache.Key{Fingerprint: hex.EncodeToString(tr.fingerprint[:]), Devices: deviceSetKey(devices)}
+	p, hit, err := c.programs.Get(ctx, key, func() (func() (*program, error), error) { return c.lower(devices, tr, key.Fingerprint) })
+	if err != nil {
+		return nil, fmt.Errorf("xla: compiling the program for %s: %w", key.Devices, err)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if p, ok := c.entries[key]; ok {
+	if hit {
 		metrics.cacheHit()
-		c.last[key.devices] = p
-		return p, nil
+	} else if prev := c.last[key.Devices]; prev != nil && debugEnabled() {
+		log.Printf("xladdp: recompiling for %s: %s", key.Devices, explainDifference(prev.description, p.description))
 	}
-	var header cacheHeader
+	c.last[key.Devices] = p
+	return p, nil
+}
+
+// lower is a miss's part on the caller's goroutine, the only one that
+// reads the trace: the program from disk, or the graph lowered from tr,
+// whose XLA compilation it returns to run on the cache's goroutine.
+func (c *programCache) lower(devices []*Device, tr *trace, fingerprint string) (func() (*program, error), error) {
+	var header progcache.Header
 	if c.disk != nil {
-		header = c.disk.header(key.fingerprint, deviceNums(devices), traces[0])
+		var inputs []string
+		for _, p := range tr.params {
+			inputs = append(inputs, p.shape.String())
+		}
+		header = c.disk.Header(fingerprint, deviceNums(devices), inputs, shapeStrings(tr.outputs))
 	}
-	p := c.loadFromDisk(header, devices)
-	if p == nil {
+	outputShapes := outputShapesOf(tr)
+	if p := c.loadFromDisk(header, devices); p != nil {
+		p.outputShapes = outputShapes
+		return func() (*program, error) { return p, nil }, nil
+	}
+	lowered, err := lowerTrace(c.backend, devices, tr)
+	if err != nil {
+		return nil, err
+	}
+	return func() (*program, error) {
 		start := time.Now()
-		var err error
-		p, err = compile(c.backend, devices, traces[0])
+		p, err := lowered.compile(c.backend)
 		if err != nil {
 			return nil, err
 		}
 		metrics.compiled(time.Since(start))
+		p.outputShapes = outputShapes
 		c.saveToDisk(header, p)
-	}
-	p.outputShapes = outputShapesOf(traces[0])
-	if prev := c.last[key.devices]; prev != nil && debugEnabled() {
-		log.Printf("xladdp: recompiling for %s: %s", key.devices, explainDifference(prev.description, p.description))
-	}
-	c.entries[key] = p
-	c.last[key.devices] = p
-	return p, nil
+		return p, nil
+	}, nil
 }
 
-// release frees every compiled program, before the client goes.
+func shapeStrings(nodes []*node) []string {
+	out := make([]string, len(nodes))
+	for i, n := range nodes {
+		out[i] = n.shape.String()
+	}
+	return out
+}
+
+// release frees every compiled program, once the compilations in flight
+// are done, before the client goes.
 func (c *programCache) release() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for key, p := range c.entries {
+	c.programs.Close(func(p *program) {
 		if p.graph != nil {
 			p.graph.Finalize()
 		} else {
 			_ = p.exec.Destroy()
 		}
-		delete(c.entries, key)
-	}
+	})
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	clear(c.last)
 }
 
@@ -137,18 +169,31 @@ func explainDifference(before, after []string) string {
 	return "the same nodes produce a different set of outputs (a different set of live tensors)"
 }
 
-// compile replays tr into a GoMLX SPMD graph over devices and compiles it.
-func compile(b *backend.Backend, devices []*Device, tr *trace) (p *program, err error) {
+// loweredTrace is a trace replayed into a GoMLX SPMD graph, ready for
+// XLA; it holds nothing of the trace.
+type loweredTrace struct {
+	graph       *graph.Graph
+	outputs     []*graph.Node
+	rc          *replayContext
+	description []string
+	aliases     []int
+	devices     string
+}
+
+// lowerTrace replays tr into a GoMLX SPMD graph over devices.
+func lowerTrace(b *backend.Backend, devices []*Device, tr *trace) (lt *loweredTrace, err error) {
 	rc := &replayContext{trace: tr, values: map[*node]*graph.Node{}, numReplicas: len(devices),
 		randomStates: map[*node]*graph.Node{}}
-	defer rc.releaseDots()
 	defer func() {
 		if r := recover(); r != nil {
-			at := "while compiling"
+			at := "while lowering"
 			if rc.current != nil {
 				at = "replaying " + rc.current.describe(tr.index)
 			}
-			p, err = nil, fmt.Errorf("xla: building the program for %s failed %s: %v", deviceSetKey(devices), at, r)
+			rc.releaseDots()
+			lt, err = nil, fmt.Errorf("xla: building the program for %s failed %s: %v", deviceSetKey(devices), at, r)
+		} else if err != nil {
+			rc.releaseDots()
 		}
 	}()
 	mesh, err := distributed.NewDeviceMesh([]int{len(devices)}, []string{"replica"})
@@ -198,12 +243,26 @@ func compile(b *backend.Backend, devices []*Device, tr *trace) (p *program, err 
 	if err := declareAliases(params, tr.aliases); err != nil {
 		return nil, err
 	}
-	g.Compile(outs...)
-	exec, err := b.ExecutableOf(g)
+	// The compilation reads none of the trace: drop it from the replay.
+	rc.trace, rc.values, rc.randomStates = nil, nil, nil
+	return &loweredTrace{graph: g, outputs: outs, rc: rc, description: tr.describe(), aliases: tr.aliases,
+		devices: deviceSetKey(devices)}, nil
+}
+
+// compile has XLA compile the lowered graph.
+func (lt *loweredTrace) compile(b *backend.Backend) (p *program, err error) {
+	defer lt.rc.releaseDots()
+	defer func() {
+		if r := recover(); r != nil {
+			p, err = nil, fmt.Errorf("xla: compiling the program for %s failed: %v", lt.devices, r)
+		}
+	}()
+	lt.graph.Compile(lt.outputs...)
+	exec, err := b.ExecutableOf(lt.graph)
 	if err != nil {
 		return nil, err
 	}
-	return &program{exec: exec, graph: g, numOutputs: len(outs), description: tr.describe(), aliases: tr.aliases}, nil
+	return &program{exec: exec, graph: lt.graph, numOutputs: len(lt.outputs), description: lt.description, aliases: lt.aliases}, nil
 }
 
 // deviceNums returns the devices' numbers: the program's device assignment.
@@ -220,11 +279,11 @@ func deviceNums(devices []*Device) []int {
 // or an executable whose outputs differ) is a miss (reported with
 // XLADDP_DEBUG=1), never an error: the program is compiled instead and the
 // file rewritten.
-func (c *programCache) loadFromDisk(want cacheHeader, devices []*Device) *program {
+func (c *programCache) loadFromDisk(want progcache.Header, devices []*Device) *program {
 	if c.disk == nil {
 		return nil
 	}
-	h, data, err := c.disk.load(want)
+	h, data, err := c.disk.Load(want)
 	var exec *pjrt.LoadedExecutable
 	if err == nil {
 		exec, err = c.backend.LoadExecutable(data, len(devices), deviceNums(devices))
@@ -235,7 +294,7 @@ func (c *programCache) loadFromDisk(want cacheHeader, devices []*Device) *progra
 	}
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) && debugEnabled() {
-			log.Printf("xladdp: persistent cache: ignoring %s: %v", c.disk.path(want), err)
+			log.Printf("xladdp: persistent cache: ignoring %s: %v", c.disk.Path(want), err)
 		}
 		return nil
 	}
@@ -245,17 +304,17 @@ func (c *programCache) loadFromDisk(want cacheHeader, devices []*Device) *progra
 
 // saveToDisk stores a freshly compiled program; failures only cost the next
 // run a compilation, so they are reported with XLADDP_DEBUG=1 only.
-func (c *programCache) saveToDisk(h cacheHeader, p *program) {
+func (c *programCache) saveToDisk(h progcache.Header, p *program) {
 	if c.disk == nil {
 		return
 	}
 	h.Description = p.description
 	data, err := c.backend.SerializeExecutable(p.exec)
 	if err == nil {
-		err = c.disk.store(h, data)
+		err = c.disk.Store(h, data)
 	}
 	if err != nil && debugEnabled() {
-		log.Printf("xladdp: persistent cache: not saving %s: %v", c.disk.path(h), err)
+		log.Printf("xladdp: persistent cache: not saving %s: %v", c.disk.Path(h), err)
 	}
 }
 

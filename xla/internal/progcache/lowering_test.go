@@ -1,4 +1,4 @@
-package xla
+package progcache
 
 import (
 	"runtime/debug"
@@ -34,7 +34,7 @@ func TestLoweringIdentity(t *testing.T) {
 			assert.Equal(t, tt.want, id)
 		})
 	}
-	id := loweringIdentity()
+	id := LoweringIdentity()
 	require.Regexp(t, `^binary:[0-9a-f]{64}$`, id, "a development build is named by its binary's hash")
-	assert.Equal(t, id, loweringIdentity())
+	assert.Equal(t, id, LoweringIdentity())
 }

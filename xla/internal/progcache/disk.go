@@ -1,4 +1,4 @@
-package xla
+package progcache
 
 import (
 	"bytes"
@@ -12,21 +12,17 @@ import (
 	"path/filepath"
 )
 
-// EnvCacheDir is where compiled programs persist across runs; "off"
-// disables the persistent cache. Default: <user cache dir>/xladdp/xla.
-const EnvCacheDir = "XLADDP_CACHE_DIR"
-
 // cacheFileMagic starts every cache file; the version digit changes with the format.
 var cacheFileMagic = []byte("XLADDPX2")
 
-// cacheHeader describes a cached program; the serialized executable follows
+// Header describes a cached program; the serialized executable follows
 // it. Everything that decides the executable is in it, and a load checks
 // every field against what was asked for.
-type cacheHeader struct {
+type Header struct {
 	// Identity is the plugin build and client configuration.
 	Identity string `json:"identity"`
-	// Lowering identifies the code that turned the trace into XLA (see
-	// loweringIdentity); XLAFlags is $XLA_FLAGS at compile time.
+	// Lowering identifies the code that lowered the program (see
+	// LoweringIdentity); XLAFlags is $XLA_FLAGS at compile time.
 	Lowering         string   `json:"lowering"`
 	XLAFlags         string   `json:"xla_flags"`
 	Fingerprint      string   `json:"fingerprint"`
@@ -40,7 +36,7 @@ type cacheHeader struct {
 
 // matches reports the first field in which a loaded header differs from
 // the one asked for.
-func (h cacheHeader) matches(want cacheHeader) error {
+func (h Header) matches(want Header) error {
 	for _, f := range []struct {
 		name      string
 		got, want any
@@ -62,9 +58,10 @@ func (h cacheHeader) matches(want cacheHeader) error {
 	return nil
 }
 
-// resolveCacheDir returns the persistent cache directory, or "" if disabled.
-func resolveCacheDir() string {
-	switch v := os.Getenv(EnvCacheDir); v {
+// ResolveDir is the persistent cache directory a setting names ("off":
+// none, returned as ""; empty: <user cache dir>/xladdp/xla).
+func ResolveDir(v string) string {
+	switch v {
 	case "off":
 		return ""
 	case "":
@@ -78,53 +75,47 @@ func resolveCacheDir() string {
 	}
 }
 
-// diskCache stores serialized executables, one file per program.
-type diskCache struct {
-	dir string
-	// identity, lowering and xlaFlags are the parts of the key that do not
-	// depend on the program.
-	identity, lowering, xlaFlags string
+// Disk stores serialized executables, one file per program.
+type Disk struct {
+	Dir string
+	// Identity, Lowering and XLAFlags are the parts of the key that do not
+	// depend on the program (see Header).
+	Identity, Lowering, XLAFlags string
 }
 
 // path names the file of a program by a hash of its whole header.
-func (c *diskCache) path(want cacheHeader) string {
+func (c *Disk) Path(want Header) string {
 	h := sha256.New()
 	key, _ := json.Marshal(struct {
-		cacheHeader
+		Header
 		Description []string `json:"description,omitempty"`
-	}{cacheHeader: want})
+	}{Header: want})
 	h.Write(key)
-	return filepath.Join(c.dir, hex.EncodeToString(h.Sum(nil))+".xlaexec")
+	return filepath.Join(c.Dir, hex.EncodeToString(h.Sum(nil))+".xlaexec")
 }
 
-// header is what a program compiled now would be cached under.
-func (c *diskCache) header(fp fingerprint, devices []int, tr *trace) cacheHeader {
-	h := cacheHeader{
-		Identity: c.identity, Lowering: c.lowering, XLAFlags: c.xlaFlags,
-		Fingerprint: hex.EncodeToString(fp[:]), Replicas: len(devices), DeviceAssignment: devices,
-		Outputs: len(tr.outputs),
+// Header is what a program compiled now would be cached under, for the
+// fields that depend on the program.
+func (c *Disk) Header(fingerprint string, devices []int, inputs, outputShapes []string) Header {
+	return Header{
+		Identity: c.Identity, Lowering: c.Lowering, XLAFlags: c.XLAFlags,
+		Fingerprint: fingerprint, Replicas: len(devices), DeviceAssignment: devices,
+		Inputs: inputs, OutputShapes: outputShapes, Outputs: len(outputShapes),
 	}
-	for _, p := range tr.params {
-		h.Inputs = append(h.Inputs, p.shape.String())
-	}
-	for _, o := range tr.outputs {
-		h.OutputShapes = append(h.OutputShapes, o.shape.String())
-	}
-	return h
 }
 
-// load returns the cached header and executable bytes, or fs.ErrNotExist.
+// Load returns the cached header and executable bytes, or fs.ErrNotExist.
 // A file that does not parse, or whose header differs from want in any
 // field (another program, plugin, lowering or XLA_FLAGS), is an error the
 // caller treats as a miss.
-func (c *diskCache) load(want cacheHeader) (cacheHeader, []byte, error) {
-	var h cacheHeader
-	path := c.path(want)
+func (c *Disk) Load(want Header) (Header, []byte, error) {
+	var h Header
+	path := c.Path(want)
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return h, nil, err
 	}
-	h, executable, err := readCacheFile(data)
+	h, executable, err := ParseFile(data)
 	if err != nil {
 		return h, nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -134,9 +125,9 @@ func (c *diskCache) load(want cacheHeader) (cacheHeader, []byte, error) {
 	return h, executable, nil
 }
 
-// readCacheFile splits a cache file into its header and executable.
-func readCacheFile(data []byte) (cacheHeader, []byte, error) {
-	var h cacheHeader
+// ParseFile splits a cache file into its header and executable.
+func ParseFile(data []byte) (Header, []byte, error) {
+	var h Header
 	if !bytes.HasPrefix(data, cacheFileMagic) || len(data) < len(cacheFileMagic)+4 {
 		return h, nil, errors.New("not an xladdp cache file of this version")
 	}
@@ -151,17 +142,17 @@ func readCacheFile(data []byte) (cacheHeader, []byte, error) {
 	return h, rest[4+n:], nil
 }
 
-// store writes the program atomically: a temp file in the same directory,
+// Store writes the program atomically: a temp file in the same directory,
 // fsync, rename. Concurrent writers of the same program are harmless.
-func (c *diskCache) store(h cacheHeader, executable []byte) error {
-	if err := os.MkdirAll(c.dir, 0o755); err != nil {
+func (c *Disk) Store(h Header, executable []byte) error {
+	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
 		return err
 	}
 	header, err := json.Marshal(h)
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(c.dir, ".tmp-*.xlaexec")
+	tmp, err := os.CreateTemp(c.Dir, ".tmp-*.xlaexec")
 	if err != nil {
 		return err
 	}
@@ -181,5 +172,5 @@ func (c *diskCache) store(h cacheHeader, executable []byte) error {
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp.Name(), c.path(h))
+	return os.Rename(tmp.Name(), c.Path(h))
 }

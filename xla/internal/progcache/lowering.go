@@ -1,4 +1,4 @@
-package xla
+package progcache
 
 import (
 	"crypto/sha256"
@@ -15,13 +15,13 @@ import (
 // StableHLO it emits).
 var loweringModules = []string{"github.com/xladdp/xladdp", "github.com/gomlx/gomlx", "github.com/gomlx/go-xla"}
 
-// loweringIdentity names the code that lowers traces, for the persistent
+// LoweringIdentity names the code that lowers traces, for the persistent
 // cache key: a change in how any op lowers must not serve an old program.
 // Released versions of the three modules name it exactly; when any of them
 // is a development build, replaced, or missing from the build information
 // (go test binaries record none), the hash of the running binary does,
 // which covers every change at the cost of recompiling after a rebuild.
-var loweringIdentity = sync.OnceValue(func() string {
+var LoweringIdentity = sync.OnceValue(func() string {
 	info, ok := debug.ReadBuildInfo()
 	if ok {
 		if id, exact := moduleVersions(info); exact {
