@@ -14,7 +14,7 @@ import (
 // its RunReplicas group, so host traffic is one copy per process. Every
 // replica numbers the operations it takes part in alike, and a result is
 // kept until each replica has taken it. It lives with the replica group
-// (xla.Device.ReplicaShared).
+// (xla.ReplicaValue).
 type localExchange struct {
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced at each publish
@@ -28,13 +28,13 @@ type localResult struct {
 	pending int // replicas that have not taken it yet
 }
 
-type exchangeKey struct{}
+var exchangeKey = new(xla.ReplicaKey[*localExchange])
 
 // exchangeOf returns the exchange of dev's replica group.
 func exchangeOf(dev *xla.Device) *localExchange {
-	return dev.ReplicaShared(exchangeKey{}, func() any {
+	return xla.ReplicaValue(dev, exchangeKey, func() *localExchange {
 		return &localExchange{changed: make(chan struct{}), results: map[uint64]*localResult{}, rounds: map[*xla.Device]uint64{}}
-	}).(*localExchange)
+	})
 }
 
 // next returns the number of d's next operation.

@@ -45,10 +45,11 @@ type Device struct {
 	// lastStep is the last program handed to the device, possibly still
 	// running (nil before the first).
 	lastStep atomic.Pointer[stepExecution]
-	// capture is set while a compiled step traces on the device; replay
-	// while the device meets its group to run a compiled step's program.
-	capture *capture
-	replay  *replayRequest
+	// observer hears the trace: a compiled step's capture while one
+	// traces on the device, else lazyMode. replay is set while the device
+	// meets its group to run a compiled step's program.
+	observer stepObserver
+	replay   *replayRequest
 	// backwardHooks run at the end of every Backward on the device.
 	backwardHooks []*backwardHook
 }
@@ -78,7 +79,7 @@ type scalarKey struct {
 func defaultSeed(i int) int64 { return 0x5eed + int64(i)*1_000_003 }
 
 func newDevice(e *Engine, num int) *Device {
-	d := &Device{engine: e, num: num, scalars: map[scalarKey]*deviceData{}}
+	d := &Device{engine: e, num: num, scalars: map[scalarKey]*deviceData{}, observer: lazyMode{}}
 	if err := d.ManualSeed(defaultSeed(num)); err != nil {
 		// Only a broken backend fails a 24-byte upload; report it on first use.
 		d.rng = d.errorTensor(graph.RNGStateShape, err)

@@ -47,4 +47,4 @@ func (d *Device) runBackwardHooks(leaves []*Tensor) error {
 // Tracing reports whether a compiled step is tracing on the device, when
 // values cannot be read (no MarkStep, Item or ToHost): a hook that needs
 // them must refuse.
-func (d *Device) Tracing() bool { return d.capture != nil && !d.capture.finishing }
+func (d *Device) Tracing() bool { return d.observer.tracing() }

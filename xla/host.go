@@ -211,9 +211,7 @@ func (t *Tensor) To(ctx context.Context, d *Device) (*Tensor, error) {
 		}
 		c := &Tensor{dev: d, shape: t.shape, data: t.data}
 		t.data.exclusive = false
-		if d.capture != nil {
-			d.capture.aliases[c] = t
-		}
+		d.observer.noteAlias(c, t)
 		return c, nil
 	}
 	if d.engine != t.dev.engine {

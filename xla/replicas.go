@@ -32,7 +32,7 @@ func (r Replica) MarkStep(ctx context.Context) error { return r.device.MarkStep(
 // MarkStep runs the trace: alone for a standalone device, or, inside
 // RunReplicas, together with the other replicas as one SPMD program.
 func (d *Device) MarkStep(ctx context.Context) error {
-	if c := d.capture; c != nil && !c.finishing {
+	if d.observer.tracing() {
 		return fmt.Errorf("xla: MarkStep on %s while a compiled step traces (Item, ToHost or MarkStep inside the step): "+
 			"a compiled step cannot read values; return them from the step instead", d)
 	}
@@ -205,19 +205,25 @@ func (d *Device) Replica() (index, count int) {
 	return g.position(d), len(g.devices)
 }
 
-// ReplicaShared returns the value stored under key for the replicas d
+// ReplicaKey names a value of type T that the replicas meeting at
+// MarkStep share (ReplicaValue). Declare one per use with new.
+type ReplicaKey[T any] struct {
+	_ byte // distinct keys have distinct addresses
+}
+
+// ReplicaValue returns the value stored under key for the replicas d
 // meets at MarkStep, made by create on first use. It lives as long as
 // that replica group: one RunReplicas call, or the engine's life for a
 // standalone device. Packages that coordinate the replicas on the host
 // (ddp hands one replica's host all-reduce to the others) keep their
 // shared state here, so it never outlives the replicas nor leaks into a
 // later RunReplicas.
-func (d *Device) ReplicaShared(key any, create func() any) any {
+func ReplicaValue[T any](d *Device, key *ReplicaKey[T], create func() T) T {
 	g := d.currentGroup()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if v, ok := g.shared[key]; ok {
-		return v
+		return v.(T)
 	}
 	if g.shared == nil {
 		g.shared = map[any]any{}

@@ -141,8 +141,8 @@ func (t *Tensor) Assign(src *Tensor) error {
 	}
 	if t.node != nil {
 		t.dev.trackPending(t)
-	} else if c := t.dev.capture; c != nil {
-		c.assigned[t] = true
+	} else {
+		t.dev.observer.noteAssigned(t)
 	}
 	return nil
 }
@@ -154,9 +154,7 @@ func (t *Tensor) valueNode() *node {
 	if t.node != nil {
 		return t.node
 	}
-	if c := t.dev.capture; c != nil {
-		c.noteRead(t)
-	}
+	t.dev.observer.noteRead(t)
 	return t.dev.parameterNode(t.data)
 }
 
