@@ -69,7 +69,7 @@ func Launch(ctx context.Context, fn func(ctx context.Context, w Worker) error, o
 			bo.CPUDevices = o.CPUDevices
 		}
 		if !opts.launched() && opts.Backend != BackendMPI {
-			return Spawn(ctx, fn, SpawnOptions{Devices: o.Devices, Backend: bo})
+			return Spawn(ctx, fn, SpawnOptions{Devices: o.Devices, Backend: bo, ExitChild: true})
 		}
 		// Spawned under a launcher: this process is one rank of the job
 		// and drives all its local devices (one process per node on
@@ -87,7 +87,7 @@ func Launch(ctx context.Context, fn func(ctx context.Context, w Worker) error, o
 		return err
 	}
 	defer func() { err = errors.Join(err, Destroy()) }()
-	return Spawn(ctx, fn, SpawnOptions{Devices: devices, Backend: bo})
+	return Spawn(ctx, fn, SpawnOptions{Devices: devices, Backend: bo, ExitChild: true})
 }
 
 // LaunchFlags registers the examples' launch flags on fs: --spawn,

@@ -33,7 +33,16 @@ type SpawnOptions struct {
 	// Command is what Processes re-executes (default: this program with
 	// its arguments).
 	Command []string
+	// ExitChild ends a process Spawn started once fn returns (exit 0, or
+	// 1 with the error on stderr), so the code after Spawn runs in the
+	// parent only, as with torch-xla's spawn; Launch and Main ask for it.
+	// Without it Spawn returns fn's error in the child too, and
+	// SpawnedChild tells the two apart.
+	ExitChild bool
 }
+
+// SpawnedChild reports whether Spawn's process mode started this process.
+func SpawnedChild() bool { return os.Getenv(workerenv.SpawnChild) == "1" }
 
 // Worker is one replica of a spawned job, as fn sees it: its rank among
 // every replica of the job, the job's replica count and its device.
@@ -60,11 +69,18 @@ func Spawn(ctx context.Context, fn func(ctx context.Context, w Worker) error, op
 	if opts.Devices < 0 {
 		return fmt.Errorf("ddp: Spawn: Devices=%d cannot be negative", opts.Devices)
 	}
-	if os.Getenv(workerenv.SpawnChild) == "1" {
-		// A process Spawn started runs fn and ends, as torch-xla's
-		// spawned processes do: the code after Spawn is the parent's.
-		if err := spawnChild(ctx, fn, opts); err != nil {
-			fmt.Fprintln(os.Stderr, "ddp: Spawn:", err)
+	if SpawnedChild() {
+		err := spawnChild(ctx, fn, opts)
+		if err != nil {
+			err = fmt.Errorf("ddp: Spawn: %w", err)
+		}
+		if !opts.ExitChild {
+			return err
+		}
+		// The caller asked to end here, as torch-xla's spawned processes
+		// do: the code after Spawn is the parent's.
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
 		os.Exit(0)

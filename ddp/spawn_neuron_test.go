@@ -44,7 +44,7 @@ func spawnNeuron(ctx context.Context, w Worker) error {
 
 func init() {
 	if os.Getenv(spawnScenarioEnv) == "neuron" && os.Getenv(workerenv.SpawnChild) == "1" {
-		_ = Spawn(context.Background(), spawnNeuron, SpawnOptions{Backend: backend.Options{Target: neuron.Target}})
+		_ = Spawn(context.Background(), spawnNeuron, SpawnOptions{Backend: backend.Options{Target: neuron.Target}, ExitChild: true})
 	}
 }
 

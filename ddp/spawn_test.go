@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xladdp/xladdp/backend"
-	"github.com/xladdp/xladdp/internal/workerenv"
 )
 
 // spawnScenarioEnv makes the test binary, re-executed by Spawn, run
@@ -43,9 +42,14 @@ func spawnTrain(ctx context.Context, w Worker) error {
 }
 
 func init() {
-	if os.Getenv(spawnScenarioEnv) != "" && os.Getenv(workerenv.SpawnChild) == "1" {
-		// A Spawn child: run the worker (Spawn exits the process).
-		_ = Spawn(context.Background(), spawnTrain, SpawnOptions{Backend: backend.Options{Target: backend.CPU}})
+	if scenario := os.Getenv(spawnScenarioEnv); (scenario == "train" || scenario == "return") && SpawnedChild() {
+		// A Spawn child: run the worker; Spawn exits the process when
+		// asked, else returns here, and the child says so.
+		err := Spawn(context.Background(), spawnTrain, SpawnOptions{Backend: backend.Options{Target: backend.CPU},
+			ExitChild: os.Getenv(spawnScenarioEnv) != "return"})
+		returned := fmt.Sprintf("returned %v", err)
+		_ = os.WriteFile(filepath.Join(os.Getenv("XLADDP_TEST_DIR"), "returned"+os.Getenv(EnvRank)), []byte(returned), 0o600)
+		os.Exit(0)
 	}
 }
 
@@ -135,5 +139,35 @@ func TestSpawnCancelled(t *testing.T) {
 		if err == nil && bytes.Contains(env, []byte("XLADDP_TEST_SPAWN_MARK="+mark+"\x00")) {
 			t.Errorf("spawned process %s survived", e.Name())
 		}
+	}
+}
+
+// TestSpawnChildReturnsUnlessAskedToExit: in a process Spawn started,
+// Spawn returns fn's outcome to its caller unless SpawnOptions.ExitChild
+// asks it to end the process (the init above exits after writing what
+// its Spawn returned).
+func TestSpawnChildReturnsUnlessAskedToExit(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fail=%v", fail), func(t *testing.T) {
+			dir := t.TempDir()
+			t.Setenv("XLADDP_TEST_DIR", dir)
+			t.Setenv(spawnScenarioEnv, "return")
+			if fail {
+				t.Setenv("XLADDP_TEST_SPAWN_FAIL", "1")
+			}
+			require.NoError(t, Spawn(t.Context(), spawnTrain, SpawnOptions{Devices: 2, Processes: true,
+				Backend: backend.Options{Target: backend.CPU}, Command: []string{os.Args[0], "-test.run=^$"}}),
+				"the children exit 0 themselves after Spawn returned")
+			assert.False(t, SpawnedChild())
+			for r := range 2 {
+				b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("returned%d", r)))
+				require.NoError(t, err, "rank %d's Spawn did not return", r)
+				if fail && r == 1 {
+					assert.Contains(t, string(b), "returned ddp: Spawn: rank 1")
+				} else if !fail {
+					assert.Equal(t, "returned <nil>", string(b))
+				}
+			}
+		})
 	}
 }
