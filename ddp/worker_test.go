@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -370,8 +371,10 @@ func collectivesScenario(ctx context.Context, g *ProcessGroup, rep *report) {
 		}
 		check(rep, fmt.Sprintf("Broadcast(root %d)", root), buf, v, make([]float64, len(v)), Int64, Sum)
 	}
-	// AllGather and Gather/Scatter on int64 (exact) and bfloat16.
+	// AllGather and Gather/Scatter on int64 (exact) and bfloat16; the
+	// bfloat16 ones through their Async variants.
 	for _, d := range []DType{Int64, BFloat16} {
+		async := d == BFloat16
 		seed++
 		n := 13
 		_, in := values(d, Sum, n, rank, seed)
@@ -381,13 +384,23 @@ func collectivesScenario(ctx context.Context, g *ProcessGroup, rep *report) {
 			want = append(want, v...)
 		}
 		_, out := values(d, Sum, n*world, rank, seed+5000)
-		if err := g.AllGather(ctx, out, in); err != nil {
+		allGather, gather, scatter := g.AllGather, g.Gather, g.Scatter
+		if async {
+			allGather = func(ctx context.Context, out, in Buffer) error { return g.AllGatherAsync(out, in).Wait(ctx) }
+			gather = func(ctx context.Context, out, in Buffer, root int) error {
+				return g.GatherAsync(out, in, root).Wait(ctx)
+			}
+			scatter = func(ctx context.Context, out, in Buffer, root int) error {
+				return g.ScatterAsync(out, in, root).Wait(ctx)
+			}
+		}
+		if err := allGather(ctx, out, in); err != nil {
 			rep.Error = err.Error()
 			return
 		}
 		check(rep, "AllGather("+d.String()+")", out, want, make([]float64, len(want)), Int64, Sum)
 		_, gathered := values(d, Sum, n*world, rank, seed+6000)
-		if err := g.Gather(ctx, gathered, in, world-1); err != nil {
+		if err := gather(ctx, gathered, in, world-1); err != nil {
 			rep.Error = err.Error()
 			return
 		}
@@ -395,20 +408,27 @@ func collectivesScenario(ctx context.Context, g *ProcessGroup, rep *report) {
 			check(rep, "Gather("+d.String()+")", gathered, want, make([]float64, len(want)), Int64, Sum)
 		}
 		_, part := values(d, Sum, n, rank, seed+7000)
-		if err := g.Scatter(ctx, part, out, 0); err != nil {
+		if err := scatter(ctx, part, out, 0); err != nil {
 			rep.Error = err.Error()
 			return
 		}
 		check(rep, "Scatter("+d.String()+")", part, want[rank*n:(rank+1)*n], make([]float64, n), Int64, Sum)
 	}
-	// ReduceScatter for every op on float32, odd block length.
+	// ReduceScatter for every op on float32, odd block length (Avg and
+	// Product through ReduceScatterAsync).
 	for _, op := range ops {
 		seed++
 		n := 9
 		_, in := values(Float32, op, n*world, rank, seed)
 		orig := append([]byte(nil), in.bytes...)
 		_, out := values(Float32, op, n, rank, seed+100)
-		if err := g.ReduceScatter(ctx, out, in, op); err != nil {
+		reduceScatter := g.ReduceScatter
+		if op == Avg || op == Product {
+			reduceScatter = func(ctx context.Context, out, in Buffer, op ReduceOp) error {
+				return g.ReduceScatterAsync(out, in, op).Wait(ctx)
+			}
+		}
+		if err := reduceScatter(ctx, out, in, op); err != nil {
 			rep.Error = err.Error()
 			return
 		}
@@ -432,10 +452,17 @@ func collectivesScenario(ctx context.Context, g *ProcessGroup, rep *report) {
 				want = append(want, int64(1000*p+100*rank+k))
 			}
 		}
-		out := make([]int64, len(want))
+		out, outAsync := make([]int64, len(want)), make([]int64, len(want))
 		if err := g.AllToAllSingle(ctx, Int64s(out), Int64s(in), outSplits, inSplits); err != nil {
 			rep.Error = err.Error()
 			return
+		}
+		if err := g.AllToAllSingleAsync(Int64s(outAsync), Int64s(in), outSplits, inSplits).Wait(ctx); err != nil {
+			rep.Error = err.Error()
+			return
+		}
+		if !slices.Equal(out, outAsync) {
+			rep.Failures = append(rep.Failures, fmt.Sprintf("AllToAllSingleAsync got %v, AllToAllSingle %v", outAsync, out))
 		}
 		wantF := make([]float64, len(want))
 		for i, w := range want {

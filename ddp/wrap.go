@@ -21,7 +21,6 @@ type wrapConfig struct {
 	broadcastBuffers bool
 	torchNames       bool
 	collectives      ReplicaCollectives
-	group            *ProcessGroup
 }
 
 // DefaultBucketCapMB is torch's bucket_cap_mb.
@@ -75,9 +74,6 @@ func WithCollectives(rc ReplicaCollectives) Option {
 	return func(c *wrapConfig) { c.collectives = rc }
 }
 
-// WithGroup averages over g's processes instead of the default group's.
-func WithGroup(g *ProcessGroup) Option { return func(c *wrapConfig) { c.group = g } }
-
 // DistributedDataParallel is a module whose gradients are averaged over
 // every replica of the job after each Backward, as torch's
 // DistributedDataParallel does: the training loop is the single-device one.
@@ -98,7 +94,7 @@ type DistributedDataParallel struct {
 // Wrap returns module wrapped for data-parallel training over every
 // replica of the job: the local replicas of xla.Engine.RunReplicas (one
 // device alone is a group of one) times the processes of the default
-// process group (or WithGroup's). Every replica calls Wrap on its own copy
+// process group. Every replica calls Wrap on its own copy
 // of the model, on its device:
 //   - the parameters and buffers take global replica 0's values, so every
 //     replica starts equal even if they were initialized differently;
@@ -154,10 +150,7 @@ func Wrap(ctx context.Context, module nn.Module, opts ...Option) (*DistributedDa
 	if m.dev == nil {
 		return nil, errors.New("ddp: Wrap: the module has no parameters or buffers to keep in step")
 	}
-	g := cfg.group
-	if g == nil {
-		g = Default()
-	}
+	g := Default()
 	m.collectives = cfg.collectives
 	switch m.collectives.(type) {
 	case InGraph, *InGraph:

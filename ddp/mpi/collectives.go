@@ -176,17 +176,6 @@ func (c Comm) Bcast(buf []byte, d Datatype, root int) error {
 	return do("MPI_Bcast", func() C.int { return C.MPI_Bcast(ptr(buf), n, d.mpi(), C.int(root), c.c) })
 }
 
-// Ibcast is Bcast's nonblocking form.
-func (c Comm) Ibcast(buf []byte, d Datatype, root int) (*Request, error) {
-	n, err := count(buf, d)
-	if err != nil {
-		return nil, err
-	}
-	return c.start("MPI_Ibcast", [][]byte{buf}, func(r *C.MPI_Request) C.int {
-		return C.MPI_Ibcast(ptr(buf), n, d.mpi(), C.int(root), c.c, r)
-	})
-}
-
 // Allgather is MPI_Allgather: out holds every rank's in, in rank order.
 func (c Comm) Allgather(out, in []byte, d Datatype) error {
 	n, err := count(in, d)
@@ -215,17 +204,6 @@ func (c Comm) ReduceScatterBlock(out, in []byte, d Datatype, op Op) error {
 		return err
 	}
 	return do("MPI_Reduce_scatter_block", func() C.int { return C.MPI_Reduce_scatter_block(ptr(in), ptr(out), n, d.mpi(), op.mpi(d), c.c) })
-}
-
-// IreduceScatterBlock is ReduceScatterBlock's nonblocking form.
-func (c Comm) IreduceScatterBlock(out, in []byte, d Datatype, op Op) (*Request, error) {
-	n, err := count(out, d)
-	if err != nil {
-		return nil, err
-	}
-	return c.start("MPI_Ireduce_scatter_block", [][]byte{out, in}, func(r *C.MPI_Request) C.int {
-		return C.MPI_Ireduce_scatter_block(ptr(in), ptr(out), n, d.mpi(), op.mpi(d), c.c, r)
-	})
 }
 
 // cInts copies counts and their running displacements to C memory.
@@ -284,17 +262,6 @@ func (c Comm) Gather(out, in []byte, d Datatype, root int) error {
 	return do("MPI_Gather", func() C.int { return C.MPI_Gather(ptr(in), n, d.mpi(), ptr(out), n, d.mpi(), C.int(root), c.c) })
 }
 
-// Igather is Gather's nonblocking form.
-func (c Comm) Igather(out, in []byte, d Datatype, root int) (*Request, error) {
-	n, err := count(in, d)
-	if err != nil {
-		return nil, err
-	}
-	return c.start("MPI_Igather", [][]byte{out, in}, func(r *C.MPI_Request) C.int {
-		return C.MPI_Igather(ptr(in), n, d.mpi(), ptr(out), n, d.mpi(), C.int(root), c.c, r)
-	})
-}
-
 // Scatter is MPI_Scatter from root: out gets this rank's block of root's
 // in.
 func (c Comm) Scatter(out, in []byte, d Datatype, root int) error {
@@ -305,24 +272,8 @@ func (c Comm) Scatter(out, in []byte, d Datatype, root int) error {
 	return do("MPI_Scatter", func() C.int { return C.MPI_Scatter(ptr(in), n, d.mpi(), ptr(out), n, d.mpi(), C.int(root), c.c) })
 }
 
-// Iscatter is Scatter's nonblocking form.
-func (c Comm) Iscatter(out, in []byte, d Datatype, root int) (*Request, error) {
-	n, err := count(out, d)
-	if err != nil {
-		return nil, err
-	}
-	return c.start("MPI_Iscatter", [][]byte{out, in}, func(r *C.MPI_Request) C.int {
-		return C.MPI_Iscatter(ptr(in), n, d.mpi(), ptr(out), n, d.mpi(), C.int(root), c.c, r)
-	})
-}
-
 // Barrier is MPI_Barrier.
 func (c Comm) Barrier() error { return do("MPI_Barrier", func() C.int { return C.MPI_Barrier(c.c) }) }
-
-// Ibarrier is MPI_Ibarrier.
-func (c Comm) Ibarrier() (*Request, error) {
-	return c.start("MPI_Ibarrier", nil, func(r *C.MPI_Request) C.int { return C.MPI_Ibarrier(c.c, r) })
-}
 
 // Send is MPI_Send of buf to dst with tag.
 func (c Comm) Send(buf []byte, d Datatype, dst, tag int) error {

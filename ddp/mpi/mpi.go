@@ -220,14 +220,6 @@ func onMain(f func()) {
 	<-done
 }
 
-// Initialized reports whether MPI_Init ran and MPI_Finalize did not.
-func Initialized() bool {
-	var init, fin C.int
-	C.MPI_Initialized(&init)
-	C.MPI_Finalized(&fin)
-	return init != 0 && fin == 0
-}
-
 // Finalize is MPI_Finalize, on MPI's main thread, which then ends; after
 // it no MPI call may be made.
 func Finalize() error {

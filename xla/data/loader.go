@@ -45,14 +45,6 @@ type Stats struct {
 	Wait, Elapsed time.Duration
 }
 
-// WaitFraction is Wait/Elapsed: the share of the loop spent starved.
-func (s Stats) WaitFraction() float64 {
-	if s.Elapsed == 0 {
-		return 0
-	}
-	return float64(s.Wait) / float64(s.Elapsed)
-}
-
 // Loader batches a Dataset onto a device.
 type Loader struct {
 	ds     Dataset
