@@ -5,6 +5,7 @@ import (
 	"unsafe"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
+	"github.com/xladdp/xladdp/reduce"
 )
 
 // DType is the element type of a host buffer.
@@ -116,25 +117,18 @@ func (b Buffer) slice(i, j int) Buffer {
 
 func (b Buffer) String() string { return fmt.Sprintf("%s[%d]", b.DType, b.Len()) }
 
-// ReduceOp combines values across ranks.
-type ReduceOp int
+// ReduceOp combines values across ranks: the type package xla's
+// in-graph AllReduce uses too (package reduce).
+type ReduceOp = reduce.Op
 
+// The reduce ops, named as torch.distributed names them.
 const (
-	Sum ReduceOp = iota + 1
-	Avg
-	Min
-	Max
-	Product
+	Sum     = reduce.Sum
+	Avg     = reduce.Avg
+	Min     = reduce.Min
+	Max     = reduce.Max
+	Product = reduce.Product
 )
-
-var reduceOpNames = map[ReduceOp]string{Sum: "SUM", Avg: "AVG", Min: "MIN", Max: "MAX", Product: "PRODUCT"}
-
-func (op ReduceOp) String() string {
-	if n, ok := reduceOpNames[op]; ok {
-		return n
-	}
-	return fmt.Sprintf("ReduceOp(%d)", int(op))
-}
 
 func checkBuffer(what string, b Buffer) error {
 	if _, ok := dtypeSizes[b.DType]; !ok {
@@ -144,7 +138,7 @@ func checkBuffer(what string, b Buffer) error {
 }
 
 func checkOp(what string, op ReduceOp) error {
-	if _, ok := reduceOpNames[op]; !ok {
+	if !op.Valid() {
 		return fmt.Errorf("ddp: %s: unknown reduce op %d (use Sum, Avg, Min, Max or Product)", what, int(op))
 	}
 	return nil

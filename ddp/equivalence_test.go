@@ -32,7 +32,7 @@ func equivalenceScenario(rep *report) {
 	kind := os.Getenv("XLADDP_TEST_MODEL")
 	devices, _ := strconv.Atoi(os.Getenv("XLADDP_TEST_DEVICES"))
 	micro, _ := strconv.Atoi(os.Getenv("XLADDP_TEST_MICRO"))
-	var opts []Option
+	var opts []WrapOption
 	compiled := false
 	for _, o := range strings.Split(os.Getenv("XLADDP_TEST_WRAP"), ",") {
 		switch {

@@ -140,7 +140,7 @@ type trainRun struct {
 	// last when wrapped).
 	shards [][2]int
 	wrap   bool
-	opts   []Option
+	opts   []WrapOption
 	mark   func() error
 	// compiled trains with two compiled steps, forward+backward and the
 	// update, and (wrapped, with ManualSync) SyncGradients between them.

@@ -10,8 +10,9 @@ import (
 	"github.com/xladdp/xladdp/xla/nn"
 )
 
-// Option configures Wrap; the defaults are torch's.
-type Option func(*wrapConfig)
+// WrapOption configures Wrap (Options configure the process group); the
+// defaults are torch's.
+type WrapOption func(*wrapConfig)
 
 type wrapConfig struct {
 	manualSync       bool
@@ -37,7 +38,7 @@ const maxBucketCapMB = 1 << 14
 // that got no gradient in a Backward still takes part in the averaging,
 // with a zero gradient, so replicas whose steps use different layers stay
 // in step.
-func FindUnusedParameters() Option { return func(c *wrapConfig) { c.findUnused = true } }
+func FindUnusedParameters() WrapOption { return func(c *wrapConfig) { c.findUnused = true } }
 
 // ManualSync leaves Backward's gradients local: the caller averages them
 // with SyncGradients when it chooses. Across processes, that is how
@@ -46,31 +47,31 @@ func FindUnusedParameters() Option { return func(c *wrapConfig) { c.findUnused =
 // optimizer update as another, and call SyncGradients between their Runs.
 // SyncGradients then also broadcasts the buffers, which Forward does
 // otherwise.
-func ManualSync() Option { return func(c *wrapConfig) { c.manualSync = true } }
+func ManualSync() WrapOption { return func(c *wrapConfig) { c.manualSync = true } }
 
 // BucketCapMB sets how many MiB of gradients go to the host in one
 // all-reduce across processes (torch's bucket_cap_mb, default 25).
-func BucketCapMB(mb float64) Option { return func(c *wrapConfig) { c.bucketCapMB = mb } }
+func BucketCapMB(mb float64) WrapOption { return func(c *wrapConfig) { c.bucketCapMB = mb } }
 
 // GradientAsBucketView is torch's gradient_as_bucket_view: gradients are
 // copied from the device straight into the bucket buffers; with every
 // rank on one host, those are shared memory (ProcessGroup.SharedBuffer),
 // so the all-reduce runs in place with no staging copy.
-func GradientAsBucketView() Option { return func(c *wrapConfig) { c.asView = true } }
+func GradientAsBucketView() WrapOption { return func(c *wrapConfig) { c.asView = true } }
 
 // BroadcastBuffers is torch's broadcast_buffers (default on): at each
 // Forward, the buffers (BatchNorm's running statistics) take global
 // replica 0's values.
-func BroadcastBuffers(on bool) Option { return func(c *wrapConfig) { c.broadcastBuffers = on } }
+func BroadcastBuffers(on bool) WrapOption { return func(c *wrapConfig) { c.broadcastBuffers = on } }
 
 // TorchStateDictNames names the tensors as torch's DDP module does,
 // "module.fc1.weight" rather than "fc1.weight", so state dicts saved from
 // a wrapped torch model load as they are.
-func TorchStateDictNames() Option { return func(c *wrapConfig) { c.torchNames = true } }
+func TorchStateDictNames() WrapOption { return func(c *wrapConfig) { c.torchNames = true } }
 
 // WithCollectives replaces Wrap's choice of how values cross replicas
 // (see ReplicaCollectives).
-func WithCollectives(rc ReplicaCollectives) Option {
+func WithCollectives(rc ReplicaCollectives) WrapOption {
 	return func(c *wrapConfig) { c.collectives = rc }
 }
 
@@ -109,7 +110,7 @@ type DistributedDataParallel struct {
 // and, across processes, each gradient all-reduce inside Backward): pass
 // the replica's ctx. All of the module's tensors must be on one device.
 // Close removes the gradient hook.
-func Wrap(ctx context.Context, module nn.Module, opts ...Option) (*DistributedDataParallel, error) {
+func Wrap(ctx context.Context, module nn.Module, opts ...WrapOption) (*DistributedDataParallel, error) {
 	cfg := wrapConfig{bucketCapMB: DefaultBucketCapMB, broadcastBuffers: true}
 	for _, o := range opts {
 		o(&cfg)

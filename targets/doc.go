@@ -4,5 +4,3 @@
 // (Trainium), which package neuron registers. A program that wants fewer
 // imports backend and only the target packages it needs.
 package targets
-
-import _ "github.com/xladdp/xladdp/neuron" // registers the neuron target

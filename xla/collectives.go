@@ -1,40 +1,26 @@
 package xla
 
 import (
-	"fmt"
 	"slices"
 
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
+	reduceop "github.com/xladdp/xladdp/reduce"
 )
 
-// ReduceOp is how AllReduce combines the replicas' values.
-type ReduceOp int
+// ReduceOp is how AllReduce combines the replicas' values: the type
+// package ddp's process group uses too (package reduce).
+type ReduceOp = reduceop.Op
 
+// The reduce ops, named as torch-xla names them (xm.REDUCE_SUM, ...).
 const (
-	ReduceSum ReduceOp = iota
-	ReduceMean
-	ReduceMin
-	ReduceMax
-	ReduceProduct
+	ReduceSum     = reduceop.Sum
+	ReduceMean    = reduceop.Avg
+	ReduceMin     = reduceop.Min
+	ReduceMax     = reduceop.Max
+	ReduceProduct = reduceop.Product
 )
-
-func (op ReduceOp) String() string {
-	switch op {
-	case ReduceSum:
-		return "SUM"
-	case ReduceMean:
-		return "MEAN"
-	case ReduceMin:
-		return "MIN"
-	case ReduceMax:
-		return "MAX"
-	case ReduceProduct:
-		return "PRODUCT"
-	}
-	return fmt.Sprintf("ReduceOp(%d)", int(op))
-}
 
 var opAllReduce = &opDef{name: "all_reduce", replay: func(rc *replayContext, n *node, in []*graph.Node) *graph.Node {
 	if rc.numReplicas == 1 {
@@ -154,7 +140,7 @@ func ReduceScatter(t *Tensor, op ReduceOp, axis int) *Tensor {
 	if err != nil {
 		return t.dev.failed(t.shape, err)
 	}
-	if op < ReduceSum || op > ReduceProduct || (op == ReduceMean && !t.DType().IsFloat()) {
+	if !op.Valid() || (op == ReduceMean && !t.DType().IsFloat()) {
 		return t.dev.failed(t.shape, opError(name, "reduce op %s on %s", op, t.shape))
 	}
 	pos, n := t.dev.replicaIndex()
