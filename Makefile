@@ -11,7 +11,7 @@ PYTHON ?= python3
 BIN := bin
 
 # The PJRT CPU plugin: XLA's CPU PJRT plugin built from jaxlib 0.11.2's XLA,
-# shipped on PyPI as lammps-jax-pjrt-cpu (README, "PJRT plugins", says why
+# shipped on PyPI as lammps-jax-pjrt-cpu (docs/plugins.md, "PJRT plugins", says why
 # this one). Installed where go-xla searches by default.
 PJRT_CPU_WHEEL := lammps-jax-pjrt-cpu
 PJRT_CPU_VERSION := 0.11.2

@@ -91,7 +91,7 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 			"link the plugin to a path without one", ErrNotPlugin, path)
 	}
 	if _, _, err := pjrtx.ProbeAPI(path); err != nil {
-		return nil, fmt.Errorf("%w: %w: use a PJRT plugin built for this XLA (see README, \"PJRT plugins\")", ErrNotPlugin, err)
+		return nil, fmt.Errorf("%w: %w: use a PJRT plugin built for this XLA (see docs/plugins.md, \"PJRT plugins\")", ErrNotPlugin, err)
 	}
 	if target == CUDA {
 		disableGoXLACUDACheck()

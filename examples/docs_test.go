@@ -4,6 +4,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -36,4 +37,15 @@ func TestEveryDocGoIsOnePackageComment(t *testing.T) {
 		require.NotNil(t, f.Doc, "%s has no package comment", path)
 		assert.Len(t, f.Comments, 1, "%s: a comment detached from the package comment (a blank line without //?)", path)
 	}
+}
+
+// TestReadmeShowsTheToyInFull: the README's toy is examples/toy/main.go,
+// byte for byte, and the README stays a front page.
+func TestReadmeShowsTheToyInFull(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	require.NoError(t, err)
+	toy, err := os.ReadFile("toy/main.go")
+	require.NoError(t, err)
+	assert.Contains(t, string(readme), "```go\n"+string(toy)+"```\n")
+	assert.LessOrEqual(t, strings.Count(string(readme), "\n"), 200, "the README is a front page: the reference lives in docs/")
 }

@@ -5,23 +5,22 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// TestUsedFromAnotherModule builds the README's minimal program as a
+// TestUsedFromAnotherModule builds docs/own-module.md's minimal program as a
 // module of its own that requires xladdp through a replace directive (the
-// module is not on the proxy), as the README tells users to, and runs it
+// module is not on the proxy), as the guide tells users to, and runs it
 // spawned on 2 CPU devices.
 func TestUsedFromAnotherModule(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+	guide, err := os.ReadFile("../docs/own-module.md")
 	require.NoError(t, err)
-	section := string(readme)[strings.Index(string(readme), "## Using xladdp from your own module"):]
+	section := string(guide)
 	program := regexp.MustCompile("(?s)```go\n(.*?)```").FindStringSubmatch(section)
-	require.NotNil(t, program, "the README's minimal program")
+	require.NotNil(t, program, "docs/own-module.md's minimal program")
 	root, err := filepath.Abs("..")
 	require.NoError(t, err)
 	dir := t.TempDir()

@@ -24,7 +24,8 @@ import (
 	"github.com/xladdp/xladdp/xla"
 )
 
-// trn1Commands are the README's Trn1 command lines, verbatim; the tests
+// trn1Commands are the Trn1 command lines of the README and
+// docs/trn1.md, verbatim; the tests
 // run each one with the stand-in Neuron plugin. ResNet-18 under ddprun
 // compiles for most of a minute: those run in make test-long.
 var trn1Commands = []struct {
@@ -89,8 +90,7 @@ func TestTrn1CommandsOnTheNeuronStandIn(t *testing.T) { runTrn1Commands(t, false
 func TestLongTrn1ResNetCommandsOnTheNeuronStandIn(t *testing.T) { runTrn1Commands(t, true) }
 
 func runTrn1Commands(t *testing.T, long bool) {
-	readme, err := os.ReadFile("../README.md")
-	require.NoError(t, err)
+	readme := trn1Docs(t)
 	f := fixtures{mnist: exampletest.MNISTSubset(t, 512, 200), folder: t.TempDir(),
 		weights: exampletest.ResNet18Weights(t)}
 	exampletest.ImageFolder(t, f.folder, 8)
@@ -104,7 +104,7 @@ func runTrn1Commands(t *testing.T, long bool) {
 		}
 		line := c.line
 		t.Run(fmt.Sprintf("%02d-%s", i, strings.ReplaceAll(line, "/", "")), func(t *testing.T) {
-			require.Contains(t, string(readme), line, "the README no longer gives this command")
+			require.Contains(t, readme, line, "the README and docs/trn1.md no longer give this command")
 			vars, argv := splitCommand(line)
 			program := filepath.Base(argv[len(argv)-1])
 			for i, a := range argv {
@@ -139,8 +139,7 @@ func runTrn1Commands(t *testing.T, long bool) {
 // commands (and the compile-ahead pass before the real run), as two
 // agents on loopback with 2 workers each.
 func TestTrn1MultiNodeCommandsOnTheNeuronStandIn(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
-	require.NoError(t, err)
+	readme := trn1Docs(t)
 	bin := buildCommands(t)
 	env := append(standInEnv(t, ""), xla.EnvCacheDir+"="+t.TempDir())
 	pair := func(lines [2]string) [2]string {
@@ -166,7 +165,7 @@ func TestTrn1MultiNodeCommandsOnTheNeuronStandIn(t *testing.T) {
 	node := "XLADDP_DEVICE=neuron bin/ddprun --nproc_per_node=32 --nnodes=2 --node_rank=%d --master_addr=$NODE0_IP --master_port=2020 bin/toy"
 	compile := "XLADDP_DEVICE=neuron bin/ddprun --compile_only --nproc_per_node=32 --nnodes=2 --node_rank=%d --master_addr=$NODE0_IP --master_port=2020 bin/toy"
 	for _, line := range []string{fmt.Sprintf(node, 0), fmt.Sprintf(node, 1), fmt.Sprintf(compile, 0)} {
-		require.Contains(t, string(readme), line, "the README no longer gives this command")
+		require.Contains(t, readme, line, "the README and docs/trn1.md no longer give this command")
 	}
 	pass := pair([2]string{fmt.Sprintf(compile, 0), fmt.Sprintf(compile, 1)})
 	assert.Contains(t, pass[0], "[rank0]:Loss after step 100: 0.0000", "compile-only executes nothing")
@@ -243,4 +242,15 @@ func assertImported(t *testing.T, marker, program string, workers bool) {
 		}
 	}
 	assert.Equal(t, want, embedded, "processes of %s that imported the stand-in libneuronxla:\n%s", program, b)
+}
+
+// trn1Docs is what a Trn1 user reads: the README and docs/trn1.md.
+func trn1Docs(t *testing.T) string {
+	var all string
+	for _, path := range []string{"../README.md", "../docs/trn1.md"} {
+		b, err := os.ReadFile(path)
+		require.NoError(t, err)
+		all += string(b)
+	}
+	return all
 }
