@@ -241,7 +241,7 @@ bench: deps
 		$(GO) build -tags mpi -o $(BIN)/benchallreduce ./examples/bench/allreduce
 		mpicc -O2 -o $(BIN)/mpi_allreduce examples/bench/allreduce/c/mpi_allreduce.c
 		$(BIN)/benchallreduce --compare-mpi $(BIN)/mpi_allreduce --procs 2,4 --rounds 7
-		$(GO) test -tags mpi -run '^$$' -bench MPIAllReduceOverhead -benchtime 2s ./ddp/
+		$(GO) test -tags mpi -run '^$$' -bench MPIAllReduceOverhead -benchtime 2s ./ddp/dist/
 	fi
 	echo "== training steps side by side with JAX, torch-xla and PyTorch (docs/BENCHMARKS.md)"
 	bash examples/bench/peers/install.sh

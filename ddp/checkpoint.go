@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/xladdp/xladdp/ddp/dist"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/nn"
 	"github.com/xladdp/xladdp/xla/optim"
@@ -47,7 +48,7 @@ func saveOnRankZero(ctx context.Context, m nn.Module, path string, write func() 
 	if err := dev.MarkStep(ctx); err != nil {
 		return fmt.Errorf("ddp: saving %s: %w", path, err)
 	}
-	g := Default()
+	g := dist.Default()
 	_, err = hostOnce(ctx, dev, timeoutOf(g), "writing "+path, func() (struct{}, error) {
 		var saveErr error
 		if g == nil || g.Rank() == 0 {
@@ -70,11 +71,11 @@ func LoadCheckpoint(ctx context.Context, path string, c *optim.Checkpoint) error
 	if err != nil {
 		return err
 	}
-	g := Default()
+	g := dist.Default()
 	file, err := hostOnce(ctx, dev, timeoutOf(g), "reading the checkpoint", func() (safetensors.File, error) {
 		data, err := os.ReadFile(path)
 		if err != nil {
-			return safetensors.File{}, fmt.Errorf("ddp: LoadCheckpoint on rank %d: %w", max(Rank(), 0), err)
+			return safetensors.File{}, fmt.Errorf("ddp: LoadCheckpoint on rank %d: %w", max(dist.Rank(), 0), err)
 		}
 		if err := sameOnEveryRank(ctx, g, sha256.Sum256(data), path); err != nil {
 			return safetensors.File{}, err
@@ -99,16 +100,16 @@ func checkpointDevice(m nn.Module) (*xla.Device, error) {
 	return state[0].Tensor.Device(), nil
 }
 
-func timeoutOf(g *ProcessGroup) time.Duration {
+func timeoutOf(g *dist.ProcessGroup) time.Duration {
 	if g == nil {
-		return DefaultTimeout
+		return dist.DefaultTimeout
 	}
-	return g.timeout
+	return g.Timeout()
 }
 
 // agreeOnRankZero hands rank 0's outcome of what to every rank: a
 // broadcast that also keeps the others waiting until rank 0 is done.
-func agreeOnRankZero(ctx context.Context, g *ProcessGroup, err error, what string) error {
+func agreeOnRankZero(ctx context.Context, g *dist.ProcessGroup, err error, what string) error {
 	if g == nil || g.WorldSize() == 1 {
 		return err
 	}
@@ -116,7 +117,7 @@ func agreeOnRankZero(ctx context.Context, g *ProcessGroup, err error, what strin
 	if err != nil {
 		status[0] = 1
 	}
-	if bcastErr := g.Broadcast(ctx, Int32s(status), 0); bcastErr != nil {
+	if bcastErr := g.Broadcast(ctx, dist.Int32s(status), 0); bcastErr != nil {
 		return errors.Join(err, bcastErr)
 	}
 	if err != nil {
@@ -129,7 +130,7 @@ func agreeOnRankZero(ctx context.Context, g *ProcessGroup, err error, what strin
 }
 
 // sameOnEveryRank checks that every rank read the same file.
-func sameOnEveryRank(ctx context.Context, g *ProcessGroup, digest [32]byte, path string) error {
+func sameOnEveryRank(ctx context.Context, g *dist.ProcessGroup, digest [32]byte, path string) error {
 	if g == nil || g.WorldSize() == 1 {
 		return nil
 	}
@@ -138,7 +139,7 @@ func sameOnEveryRank(ctx context.Context, g *ProcessGroup, digest [32]byte, path
 		mine[i] = int64(binary.LittleEndian.Uint64(digest[8*i:]))
 	}
 	all := make([]int64, 4*g.WorldSize())
-	if err := g.AllGather(ctx, Int64s(all), Int64s(mine)); err != nil {
+	if err := g.AllGather(ctx, dist.Int64s(all), dist.Int64s(mine)); err != nil {
 		return err
 	}
 	for r := range g.WorldSize() {

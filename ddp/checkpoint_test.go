@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xladdp/xladdp/backend"
+	"github.com/xladdp/xladdp/ddp/dist"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/nn"
 	"github.com/xladdp/xladdp/xla/optim"
@@ -47,7 +48,7 @@ func resumeScenario(rep *report) {
 	defer done()
 	d := e.Device(0)
 	params, err := func() ([][]float32, error) {
-		model, err := newModel(d, "cnn", 100+uint64(Rank()), nil)
+		model, err := newModel(d, "cnn", 100+uint64(dist.Rank()), nil)
 		if err != nil {
 			return nil, err
 		}
@@ -66,13 +67,13 @@ func resumeScenario(rep *report) {
 			}
 			rep.Hashes["resumed at"] = strconv.Itoa(c.Step)
 		}
-		rows := globalRows / WorldSize()
+		rows := globalRows / dist.WorldSize()
 		for step := c.Step; step < resumeSteps; step++ {
-			if step == killAt && Rank() == 1 {
+			if step == killAt && dist.Rank() == 1 {
 				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 			}
 			opt.ZeroGrad()
-			loss, err := lossOn(d, m, "cnn", Rank()*rows, (Rank()+1)*rows)
+			loss, err := lossOn(d, m, "cnn", dist.Rank()*rows, (dist.Rank()+1)*rows)
 			if err != nil {
 				return nil, err
 			}

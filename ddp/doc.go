@@ -1,65 +1,19 @@
-// Package ddp owns the distributed layer across processes: rendezvous
-// through a store (package ddp/store), the process group and its host
-// collectives, the DDP wrapper (Wrap: gradients averaged after each
-// Backward, in-graph over local replicas and through the host group
-// across processes), DistributedSampler, checkpoints on rank 0,
-// SplitBatch, and the launch modes (Spawn, Launch, Main); ddp/launch holds
-// ddprun's launcher and cluster detection. It knows nothing of PJRT: it
-// reaches devices through package xla.
+// Package ddp is data-parallel training on XLA devices, the user-facing
+// layer on top of the process group (package ddp/dist): the DDP wrapper
+// (Wrap: gradients averaged after each Backward, in-graph over local
+// replicas and through the host group across processes), DistributedSampler,
+// checkpoints on rank 0, SplitBatch, and the launch modes (Main, Launch,
+// Spawn: xmp.spawn's one process per device or one process for all);
+// ddp/launch holds ddprun's launcher and cluster detection.
 //
-// # Process groups
+// # Host path
 //
-// InitProcessGroup (or Init for the default group, torch's
-// init_process_group) takes torch's init methods: env:// (MASTER_ADDR,
-// MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE), tcp://host:port
-// and file:///shared/path. Rank 0 hosts the TCP store. Ranks register
-// uniquely (a duplicate RANK fails both claimants at once, naming both
-// processes), agree on the world size, and connect in a full mesh of TCP
-// connections, authenticated with XLADDP_STORE_TOKEN when set. A world that
-// does not fill in time fails with the missing ranks named; cancelling the
-// ctx ends the rendezvous at any stage.
-//
-// # Collectives
-//
-// AllReduce (Sum, Avg, Min, Max, Product), Broadcast, AllGather,
-// ReduceScatter, AllToAllSingle (split sizes), Gather, Scatter, Barrier and
-// tagged Send/Recv work on Buffer views of float32, float64, bfloat16,
-// int32 and int64 slices, in place, with Async variants returning a Work.
-// Operations run in issue order on one executor goroutine. All-reduce
-// picks its path by size and placement: small buffers go to every rank in
-// one round (on one host, through shared memory with no frame, syscall or
-// goroutine hand-off, on the caller's goroutine when nothing is queued:
-// shm_fast.go); larger ones use a bandwidth-optimal ring (reduce-scatter then
-// all-gather) pipelined in 1 MiB pieces over the TCP connections, or, when
-// every rank is on this host, shared memory (a /dev/shm segment reserved
-// up front; buffers from SharedBuffer are reduced in place, others staged).
-// Every rank gets a bitwise-identical result.
-//
-// Every operation has a timeout (Options.Timeout). A rank that dies is
-// seen at once through its closed connections; a stalled one when the
-// timeout passes. The first failure breaks the group: every rank is sent
-// the cause, so ranks waiting on someone else still fail promptly, with a
-// PeerError naming the rank at fault. A Wait whose ctx ends breaks the
-// group too, and returns only once the operation has let go of the
-// buffer. Destroy fails the operations still queued or running with
-// ErrGroupClosed.
-//
-// Every frame carries a descriptor of its operation (kind, dtype, length,
-// reduce op, root), checked on receipt, and the send-only side of a rooted
-// collective waits for an acknowledgement: ranks that disagree fail at
-// once on every path. With XLADDP_DEBUG=1, ranks also compare a full
-// fingerprint of each collective before running it, and the error lists
-// each rank's call. Point-to-point operations are numbered apart from the
-// collectives, which every rank numbers alike.
-//
-// # Backends
-//
-// The transport above is the default backend, "tcp". With Options.Backend
-// "mpi" ($XLADDP_BACKEND; a build with -tags mpi, started by mpirun) every
-// operation runs through MPI instead (engine.go, engine_mpi.go over
-// package ddp/mpi): the ranks come from MPI, collectives are MPI's
-// blocking calls in issue order (inline, or on the executor for the Async
-// variants), Send and Recv are MPI_Isend and MPI_Irecv, and a watchdog
-// aborts the job (MPI_Abort) when an operation outlives its timeout or a
-// peer that left the group leaves it unable to finish.
+// Across processes the step is cut at the gradient all-reduce: each
+// replica first reduces in-graph over its process's replicas, MarkStep
+// materializes the gradients, local replica 0 copies them into host
+// buckets (reverse registration order, as torch), all-reducing each
+// through the group as soon as it is full, and every local replica
+// uploads the sums; the division and the optimizer update are traced into
+// the next program. A compiled step cannot hold the cut: train with lazy
+// steps across processes, or use ManualSync.
 package ddp

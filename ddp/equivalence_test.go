@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/xladdp/xladdp/ddp/dist"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/xlatest"
 )
@@ -53,7 +54,7 @@ func equivalenceScenario(rep *report) {
 	defer done()
 	params := make([][][]float32, devices)
 	err = e.RunReplicas(ctx, devices, func(ctx context.Context, r xla.Replica) error {
-		replica, replicas := Rank()*devices+r.Index(), WorldSize()*devices
+		replica, replicas := dist.Rank()*devices+r.Index(), dist.WorldSize()*devices
 		rows := globalRows / replicas
 		var err error
 		params[r.Index()], err = trainModel(ctx, r.Device(), trainRun{
@@ -70,9 +71,9 @@ func equivalenceScenario(rep *report) {
 	rep.Params = params[0]
 	rep.BytesToHost = xla.GetMetrics().BytesToHost
 	rep.Hashes["step traces"] = strconv.FormatInt(xla.GetMetrics().StepTraces, 10)
-	rep.SharedMemoryAllReduces = Default().SharedMemoryAllReduces()
+	rep.SharedMemoryAllReduces = dist.Default().SharedMemoryAllReduces()
 	for i, p := range params {
-		rep.Hashes[fmt.Sprintf("replica %d", Rank()*devices+i)] = hashParams(p)
+		rep.Hashes[fmt.Sprintf("replica %d", dist.Rank()*devices+i)] = hashParams(p)
 	}
 }
 
@@ -149,7 +150,7 @@ func TestWrapEqualsSingleDevice(t *testing.T) {
 			env := []string{"XLADDP_TEST_TIMEOUT=60s", "XLADDP_TEST_MODEL=" + c.kind, "XLADDP_TEST_WRAP=" + c.wrap,
 				"XLADDP_TEST_DEVICES=" + strconv.Itoa(c.devices), "XLADDP_TEST_MICRO=" + strconv.Itoa(c.micro)}
 			if c.wrap == "shm-off" {
-				env = append(env, EnvShmMiB+"=0")
+				env = append(env, dist.EnvShmMiB+"=0")
 			}
 			cmds, outs := launch(t, "equivalence", c.processes, env...)
 			reps := waitReports(t, cmds, outs)

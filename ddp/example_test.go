@@ -23,10 +23,3 @@ func ExampleNewDistributedSampler() {
 	// 1 [1 4 7 0]
 	// 2 [2 5 8 1]
 }
-
-// The reduce ops name themselves as torch.distributed does; xla's
-// in-graph AllReduce takes the same type.
-func ExampleReduceOp() {
-	fmt.Println(ddp.Sum, ddp.Avg, ddp.Max)
-	// Output: SUM AVG MAX
-}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/xladdp/xladdp/ddp/dist"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/nn"
 )
@@ -24,7 +25,7 @@ import (
 // by the replica count and the optimizer update are traced lazily into
 // the next program.
 type hostPath struct {
-	group            *ProcessGroup
+	group            *dist.ProcessGroup
 	firstBucketBytes int
 	bucketBytes      int
 	sharedBuckets    bool
@@ -54,7 +55,7 @@ type HostPathStats struct {
 // bucket is a run of gradients of one dtype all-reduced as one buffer.
 type bucket struct {
 	dtype   xla.DType
-	buf     Buffer
+	buf     dist.Buffer
 	members []bucketMember
 }
 
@@ -77,18 +78,18 @@ var errCompiledAcrossProcesses = errors.New("ddp: the job spans processes, so gr
 	"or wrap with ddp.ManualSync() and call SyncGradients between a compiled backward step and a compiled optimizer step")
 
 // hostDType maps a gradient's element type to the process group's.
-func hostDType(d xla.DType) (DType, bool) {
+func hostDType(d xla.DType) (dist.DType, bool) {
 	switch d {
 	case xla.Float32:
-		return Float32, true
+		return dist.Float32, true
 	case xla.Float64:
-		return Float64, true
+		return dist.Float64, true
 	case xla.BFloat16:
-		return BFloat16, true
+		return dist.BFloat16, true
 	case xla.Int32:
-		return Int32, true
+		return dist.Int32, true
 	case xla.Int64:
-		return Int64, true
+		return dist.Int64, true
 	}
 	return 0, false
 }
@@ -121,7 +122,7 @@ func (h *hostPath) MeanGradients(ctx context.Context, dev *xla.Device, params []
 	}
 	h.stats.Execute += time.Since(start)
 	layout := layoutOf(params)
-	res, err := hostOnce(ctx, dev, h.group.timeout, "the gradient all-reduce", func() (*hostResult, error) {
+	res, err := hostOnce(ctx, dev, h.group.Timeout(), "the gradient all-reduce", func() (*hostResult, error) {
 		return h.reduce(ctx, params, layout, count)
 	})
 	if err != nil {
@@ -142,7 +143,7 @@ func (h *hostPath) MeanGradients(ctx context.Context, dev *xla.Device, params []
 // into the next program.
 func uploadMeans(dev *xla.Device, params []nn.Named, res *hostResult) error {
 	for _, b := range res.buckets {
-		sums, err := xla.FromBytes(dev, b.dtype, []int{b.buf.Len()}, b.buf.bytes)
+		sums, err := xla.FromBytes(dev, b.dtype, []int{b.buf.Len()}, b.buf.Bytes())
 		if err != nil {
 			return fmt.Errorf("ddp: uploading a gradient bucket: %w", err)
 		}
@@ -165,21 +166,21 @@ func (h *hostPath) reduce(ctx context.Context, params []nn.Named, layout string,
 			return nil, err
 		}
 	}
-	var works []*Work
+	var works []*dist.Work
 	var failed error
 	start := time.Now()
 	for _, b := range h.buckets {
 		size := b.dtype.Size()
 		for _, m := range b.members {
-			dst := b.buf.bytes[m.offset*size : (m.offset+m.length)*size]
+			dst := b.buf.Bytes()[m.offset*size : (m.offset+m.length)*size]
 			if err := params[m.param].Tensor.Grad().CopyBytesTo(ctx, dst); err != nil {
-				failed = fmt.Errorf("ddp: rank %d: copying the gradient of %s to the host: %w", h.group.rank, params[m.param].Name, err)
+				failed = fmt.Errorf("ddp: rank %d: copying the gradient of %s to the host: %w", h.group.Rank(), params[m.param].Name, err)
 				break
 			}
 		}
 		if failed != nil {
 			// The other ranks wait in this bucket's all-reduce: tell them.
-			h.group.fail(failed)
+			h.group.Fail(failed)
 			break
 		}
 		if len(h.buckets) == 1 {
@@ -187,12 +188,12 @@ func (h *hostPath) reduce(ctx context.Context, params []nn.Named, layout string,
 			// host, without a hand-off to the group's executor).
 			h.stats.Download += time.Since(start)
 			start = time.Now()
-			if err := h.group.AllReduce(ctx, b.buf, Sum); err != nil {
+			if err := h.group.AllReduce(ctx, b.buf, dist.Sum); err != nil {
 				failed = h.explainMismatch(ctx, err, layout, gradientsMismatch)
 			}
 			break
 		}
-		works = append(works, h.group.AllReduceAsync(b.buf, Sum))
+		works = append(works, h.group.AllReduceAsync(b.buf, dist.Sum))
 	}
 	if len(works) > 0 {
 		h.stats.Download += time.Since(start)
@@ -247,7 +248,7 @@ func (h *hostPath) plan(ctx context.Context, params []nn.Named, layout string, l
 		}
 		if !h.sharedBuckets || err != nil {
 			// Without room in shared memory, an ordinary buffer (staged).
-			b.buf = Buffer{DType: dtype, bytes: make([]byte, bytesIn[b])}
+			b.buf = dist.ByteBuffer(dtype, make([]byte, bytesIn[b]))
 		}
 	}
 	replicas, err := h.checkLayout(ctx, layout, localReplicas, gradientsMismatch)
@@ -264,18 +265,18 @@ func (h *hostPath) plan(ctx context.Context, params []nn.Named, layout string, l
 func (h *hostPath) checkLayout(ctx context.Context, layout string, localReplicas int, what mismatchKind) (int, error) {
 	sum := sha256.Sum256([]byte(layout))
 	mine := []int64{int64(binary.LittleEndian.Uint64(sum[:8])), int64(localReplicas)}
-	all := make([]int64, 2*h.group.size)
-	if err := h.group.AllGather(ctx, Int64s(all), Int64s(mine)); err != nil {
+	all := make([]int64, 2*h.group.WorldSize())
+	if err := h.group.AllGather(ctx, dist.Int64s(all), dist.Int64s(mine)); err != nil {
 		return 0, h.explainMismatch(ctx, err, layout, what)
 	}
 	replicas := 0
 	same := true
-	for r := range h.group.size {
+	for r := range h.group.WorldSize() {
 		replicas += int(all[2*r+1])
 		same = same && all[2*r] == all[0]
 	}
 	if !same {
-		return 0, h.explainMismatch(ctx, ErrMismatch, layout, what)
+		return 0, h.explainMismatch(ctx, dist.ErrMismatch, layout, what)
 	}
 	return replicas, nil
 }
@@ -298,7 +299,7 @@ var (
 // layouts into an error naming the ranks and the first differing tensor,
 // from every rank's layout.
 func (h *hostPath) explainMismatch(ctx context.Context, cause error, layout string, what mismatchKind) error {
-	if !errors.Is(cause, ErrMismatch) {
+	if !errors.Is(cause, dist.ErrMismatch) {
 		return cause
 	}
 	g := h.group
@@ -307,7 +308,7 @@ func (h *hostPath) explainMismatch(ctx context.Context, cause error, layout stri
 	layouts := h.layouts(ctx, layout)
 	mine := strings.Split(layout, "\n")
 	for r, other := range layouts {
-		if r == g.rank || other == nil {
+		if r == g.Rank() || other == nil {
 			continue
 		}
 		theirs := strings.Split(*other, "\n")
@@ -315,7 +316,7 @@ func (h *hostPath) explainMismatch(ctx context.Context, cause error, layout stri
 			a, b := lineAt(mine, i), lineAt(theirs, i)
 			if a != b {
 				return fmt.Errorf("%w: %s: %s %d is %s on rank %d but %s on rank %d",
-					ErrMismatch, what.summary, what.item, i, a, g.rank, b, r)
+					dist.ErrMismatch, what.summary, what.item, i, a, g.Rank(), b, r)
 			}
 		}
 	}
@@ -329,33 +330,33 @@ func (h *hostPath) explainMismatch(ctx context.Context, cause error, layout stri
 // failure leaves it so, and every rank takes this path then).
 func (h *hostPath) layouts(ctx context.Context, layout string) []*string {
 	g := h.group
-	out := make([]*string, g.size)
-	if g.store == nil {
-		lengths := make([]int64, g.size)
-		if g.AllGather(ctx, Int64s(lengths), Int64s([]int64{int64(len(layout))})) != nil {
+	out := make([]*string, g.WorldSize())
+	if g.Store() == nil {
+		lengths := make([]int64, g.WorldSize())
+		if g.AllGather(ctx, dist.Int64s(lengths), dist.Int64s([]int64{int64(len(layout))})) != nil {
 			return out
 		}
 		words := (int(slices.Max(lengths)) + 7) / 8
 		mine := make([]int64, words)
-		copy(int64Bytes(mine), layout)
-		all := make([]int64, words*g.size)
-		if g.AllGather(ctx, Int64s(all), Int64s(mine)) != nil {
+		copy(dist.Int64s(mine).Bytes(), layout)
+		all := make([]int64, words*g.WorldSize())
+		if g.AllGather(ctx, dist.Int64s(all), dist.Int64s(mine)) != nil {
 			return out
 		}
 		for r := range out {
-			text := string(int64Bytes(all[r*words:])[:lengths[r]])
+			text := string(dist.Int64s(all[r*words:]).Bytes()[:lengths[r]])
 			out[r] = &text
 		}
 		return out
 	}
-	if err := g.store.Set(ctx, fmt.Sprintf("ddp/layout/%d", g.rank), []byte(layout)); err != nil {
+	if err := g.Store().Set(ctx, fmt.Sprintf("ddp/layout/%d", g.Rank()), []byte(layout)); err != nil {
 		return out
 	}
-	for r := range g.size {
-		if r == g.rank {
+	for r := range g.WorldSize() {
+		if r == g.Rank() {
 			continue
 		}
-		if other, err := g.store.Get(ctx, fmt.Sprintf("ddp/layout/%d", r)); err == nil {
+		if other, err := g.Store().Get(ctx, fmt.Sprintf("ddp/layout/%d", r)); err == nil {
 			text := string(other)
 			out[r] = &text
 		}
@@ -384,7 +385,7 @@ func (h *hostPath) BroadcastFromFirst(ctx context.Context, dev *xla.Device, tens
 	}
 	offsets, total := packing(tensors)
 	layout := layoutOf(tensors)
-	blob, err := hostOnce(ctx, dev, h.group.timeout, "the broadcast from rank 0", func() ([]byte, error) {
+	blob, err := hostOnce(ctx, dev, h.group.Timeout(), "the broadcast from rank 0", func() ([]byte, error) {
 		// Ranks whose tensors differ would read rank 0's bytes as theirs
 		// (MPI does not check sizes): compare layouts first, once each.
 		if layout != h.broadcastLayout {
@@ -428,12 +429,12 @@ func packing(tensors []nn.Named) (offsets []int, total int) {
 // every rank receives them.
 func (h *hostPath) broadcastBlob(ctx context.Context, tensors []nn.Named, offsets []int, total int) ([]byte, error) {
 	blob := make([]byte, total)
-	if h.group.rank == 0 {
+	if h.group.Rank() == 0 {
 		for i, t := range tensors {
 			size := int(t.Tensor.Shape().Memory())
 			if err := t.Tensor.CopyBytesTo(ctx, blob[offsets[i]:offsets[i]+size]); err != nil {
 				err = fmt.Errorf("ddp: rank 0: copying %s to the host: %w", t.Name, err)
-				h.group.fail(err)
+				h.group.Fail(err)
 				return nil, err
 			}
 		}
@@ -441,7 +442,7 @@ func (h *hostPath) broadcastBlob(ctx context.Context, tensors []nn.Named, offset
 	if total == 0 {
 		return blob, nil
 	}
-	if err := h.group.Broadcast(ctx, Buffer{DType: Int64, bytes: blob}, 0); err != nil {
+	if err := h.group.Broadcast(ctx, dist.ByteBuffer(dist.Int64, blob), 0); err != nil {
 		return nil, err
 	}
 	return blob, nil

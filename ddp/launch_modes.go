@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"syscall"
 
 	"github.com/xladdp/xladdp/backend"
+	"github.com/xladdp/xladdp/ddp/dist"
 )
 
 // LaunchOptions chooses how Launch runs a training function.
@@ -53,14 +55,14 @@ func Launch(ctx context.Context, fn func(ctx context.Context, w Worker) error, o
 	if target != backend.CPU {
 		bo.CPUDevices = 0
 	}
-	opts := NewOptions()
+	opts := dist.NewOptions()
 	if o.InitMethod != "" {
 		opts.InitMethod = o.InitMethod
 	}
 	if o.GroupBackend != "" {
 		opts.Backend = o.GroupBackend
 	}
-	if err := opts.resolveBackend(); err != nil {
+	if err := opts.CheckBackend(); err != nil {
 		return err
 	}
 	devices := 1
@@ -68,7 +70,7 @@ func Launch(ctx context.Context, fn func(ctx context.Context, w Worker) error, o
 		if target == backend.CPU && bo.CPUDevices == 0 {
 			bo.CPUDevices = o.CPUDevices
 		}
-		if !opts.launched() && opts.Backend != BackendMPI {
+		if !opts.Launched() && opts.Backend != dist.BackendMPI {
 			return Spawn(ctx, fn, SpawnOptions{Devices: o.Devices, Backend: bo, ExitChild: true})
 		}
 		// Spawned under a launcher: this process is one rank of the job
@@ -79,16 +81,19 @@ func Launch(ctx context.Context, fn func(ctx context.Context, w Worker) error, o
 	} else if target == backend.CPU {
 		bo.CPUDevices = 1
 	}
-	if err := Init(ctx, opts); err != nil {
-		if errors.Is(err, ErrNoLauncher) {
+	if err := dist.Init(ctx, opts); err != nil {
+		if errors.Is(err, dist.ErrNoLauncher) {
 			return fmt.Errorf("ddp: RANK is not set: %w: use --spawn (one process, a replica per local device), "+
-				"or start it with ddprun, torchrun or mpirun (e.g. %s)", ErrNoLauncher, launcherExample())
+				"or start it with ddprun, torchrun or mpirun (e.g. %s)", dist.ErrNoLauncher, launcherExample())
 		}
 		return err
 	}
-	defer func() { err = errors.Join(err, Destroy()) }()
+	defer func() { err = errors.Join(err, dist.Destroy()) }()
 	return Spawn(ctx, fn, SpawnOptions{Devices: devices, Backend: bo, ExitChild: true})
 }
+
+// launcherExample is the ddprun command line that starts this program.
+func launcherExample() string { return "ddprun --nproc_per_node=2 " + filepath.Base(os.Args[0]) }
 
 // LaunchFlags registers the examples' launch flags on fs: --spawn,
 // --init-method, --backend (default $XLADDP_BACKEND, else tcp),
@@ -122,8 +127,8 @@ func LaunchFlags(fs *flag.FlagSet) *LaunchOptions {
 func BackendFlag(fs *flag.FlagSet, backend *string) {
 	fs.Func("backend", "process group backend: tcp, or mpi under mpirun in a build with -tags mpi (default $XLADDP_BACKEND, else tcp)",
 		func(s string) error {
-			o := Options{Backend: s, InitMethod: "env://"}
-			if err := o.resolveBackend(); err != nil {
+			o := dist.Options{Backend: s, InitMethod: "env://"}
+			if err := o.CheckBackend(); err != nil {
 				return err
 			}
 			*backend = o.Backend

@@ -3,6 +3,7 @@ package ddp
 import (
 	"fmt"
 
+	"github.com/xladdp/xladdp/ddp/dist"
 	"github.com/xladdp/xladdp/xla"
 )
 
@@ -123,7 +124,7 @@ func (s *DistributedSampler) Indices(epoch int) []int {
 
 // processRank is the default group's rank and size, 0 and 1 without one.
 func processRank() (rank, size int) {
-	if g := Default(); g != nil {
+	if g := dist.Default(); g != nil {
 		return g.Rank(), g.WorldSize()
 	}
 	return 0, 1

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/xladdp/xladdp/backend"
+	"github.com/xladdp/xladdp/ddp/dist"
 	"github.com/xladdp/xladdp/internal/freeport"
 	"github.com/xladdp/xladdp/internal/workerenv"
 	"github.com/xladdp/xladdp/xla"
@@ -268,10 +269,10 @@ func stopAll(cmds []*exec.Cmd) {
 // spawnChild is a process Spawn started: join the group, open this
 // process's device, run fn.
 func spawnChild(ctx context.Context, fn func(ctx context.Context, w Worker) error, opts SpawnOptions) error {
-	if err := Init(ctx, NewOptions()); err != nil {
+	if err := dist.Init(ctx, dist.NewOptions()); err != nil {
 		return err
 	}
-	defer Destroy()
+	defer dist.Destroy()
 	bo := opts.Backend
 	bo.CPUDevices, bo.Replicas = 0, 1
 	if bo.Target == "" || bo.Target == backend.CPU {
@@ -283,7 +284,7 @@ func spawnChild(ctx context.Context, fn func(ctx context.Context, w Worker) erro
 	}
 	e := xla.NewEngine(b)
 	defer e.Close()
-	g := Default()
+	g := dist.Default()
 	err = fn(ctx, Worker{Rank: g.Rank(), WorldSize: g.WorldSize(), LocalRank: g.LocalRank(), Device: e.Device(0)})
 	if err != nil {
 		return fmt.Errorf("rank %d: %w", g.Rank(), err)

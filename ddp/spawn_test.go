@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xladdp/xladdp/backend"
+	"github.com/xladdp/xladdp/ddp/dist"
 )
 
 // spawnScenarioEnv makes the test binary, re-executed by Spawn, run
@@ -48,7 +49,7 @@ func init() {
 		err := Spawn(context.Background(), spawnTrain, SpawnOptions{Backend: backend.Options{Target: backend.CPU},
 			ExitChild: os.Getenv(spawnScenarioEnv) != "return"})
 		returned := fmt.Sprintf("returned %v", err)
-		_ = os.WriteFile(filepath.Join(os.Getenv("XLADDP_TEST_DIR"), "returned"+os.Getenv(EnvRank)), []byte(returned), 0o600)
+		_ = os.WriteFile(filepath.Join(os.Getenv("XLADDP_TEST_DIR"), "returned"+os.Getenv(dist.EnvRank)), []byte(returned), 0o600)
 		os.Exit(0)
 	}
 }

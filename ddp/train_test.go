@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/xladdp/xladdp/backend"
+	"github.com/xladdp/xladdp/ddp/dist"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/nn"
 	"github.com/xladdp/xladdp/xla/optim"
@@ -262,18 +263,18 @@ func parameterValues(ctx context.Context, model nn.Module) ([][]float32, error) 
 // joinJob is a worker scenario's start: the default process group from
 // the environment and a CPU engine of devices devices. done undoes both.
 func joinJob(ctx context.Context, devices int) (e *xla.Engine, done func(), err error) {
-	if err := Init(ctx, workerOptions()); err != nil {
+	if err := dist.Init(ctx, workerOptions()); err != nil {
 		return nil, nil, err
 	}
 	b, err := backend.Open(ctx, backend.Options{Target: backend.CPU, CPUDevices: devices})
 	if err != nil {
-		_ = Destroy()
+		_ = dist.Destroy()
 		return nil, nil, err
 	}
 	e = xla.NewEngine(b)
 	return e, func() {
 		_ = e.Close()
-		_ = Destroy()
+		_ = dist.Destroy()
 	}, nil
 }
 

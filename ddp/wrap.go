@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/xladdp/xladdp/ddp/dist"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/nn"
 )
@@ -151,7 +152,7 @@ func Wrap(ctx context.Context, module nn.Module, opts ...WrapOption) (*Distribut
 	if m.dev == nil {
 		return nil, errors.New("ddp: Wrap: the module has no parameters or buffers to keep in step")
 	}
-	g := Default()
+	g := dist.Default()
 	m.collectives = cfg.collectives
 	switch m.collectives.(type) {
 	case InGraph, *InGraph:

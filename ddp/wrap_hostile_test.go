@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/xladdp/xladdp/ddp/dist"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/nn"
 	"github.com/xladdp/xladdp/xla/optim"
@@ -123,7 +124,7 @@ var wrapHostileCases = map[string]func(ctx context.Context, d *xla.Device, rank 
 	// Only rank 0 wraps; rank 1 leaves the job.
 	"subset": func(ctx context.Context, d *xla.Device, rank int) error {
 		if rank == 1 {
-			return Destroy()
+			return dist.Destroy()
 		}
 		model, err := newModel(d, "toy", 1, nil)
 		if err != nil {
@@ -194,11 +195,11 @@ func wrapHostileScenario(rep *report) {
 	}
 	defer done()
 	start := time.Now()
-	err = wrapHostileCases[os.Getenv("XLADDP_TEST_CASE")](ctx, e.Device(0), Rank())
+	err = wrapHostileCases[os.Getenv("XLADDP_TEST_CASE")](ctx, e.Device(0), dist.Rank())
 	rep.Elapsed = time.Since(start).Seconds()
 	if err != nil {
 		rep.Errors = []string{err.Error()}
-		if errors.Is(err, ErrMismatch) {
+		if errors.Is(err, dist.ErrMismatch) {
 			rep.Hashes["mismatch"] = "yes"
 		}
 	}

@@ -444,7 +444,7 @@ func TestRendezvousConflicts(t *testing.T) {
 }
 
 // TestUnderMpirun: under Open MPI's mpirun each process is a worker
-// itself: ddp.Init takes rank, world and local rank from OMPI_COMM_WORLD_*
+// itself: dist.Init takes rank, world and local rank from OMPI_COMM_WORLD_*
 // and, with every rank on this host, rendezvouses on loopback.
 func TestUnderMpirun(t *testing.T) {
 	mpirun, err := exec.LookPath("mpirun")

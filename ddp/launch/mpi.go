@@ -17,8 +17,8 @@ import (
 	"github.com/xladdp/xladdp/internal/workerenv"
 )
 
-// The process group backends the workers may use (ddp.BackendTCP and
-// ddp.BackendMPI; this package does not import ddp, which needs PJRT).
+// The process group backends the workers may use (dist.BackendTCP and
+// dist.BackendMPI, spelled again here: ddprun links no more than it runs).
 const (
 	backendTCP = "tcp"
 	backendMPI = "mpi"

@@ -15,6 +15,7 @@ import (
 
 	"github.com/xladdp/xladdp/backend"
 	"github.com/xladdp/xladdp/ddp"
+	"github.com/xladdp/xladdp/ddp/dist"
 	"github.com/xladdp/xladdp/neuron"
 	_ "github.com/xladdp/xladdp/neuron" // the neuron target's bootstrap
 	"github.com/xladdp/xladdp/xla"
@@ -58,19 +59,19 @@ func runScenario(name string) int {
 	}
 	// The rest meet in a group first, then misbehave on rank 1.
 	ctx := context.Background()
-	o := ddp.NewOptions()
+	o := dist.NewOptions()
 	o.Timeout = 20 * time.Second
 	if d, err := time.ParseDuration(os.Getenv("XLADDP_TEST_TIMEOUT")); err == nil {
 		o.Timeout = d
 	}
-	if err := ddp.Init(ctx, o); err != nil {
+	if err := dist.Init(ctx, o); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	defer ddp.Destroy()
-	rank = ddp.Rank() // under mpirun, from Open MPI's variables
+	defer dist.Destroy()
+	rank = dist.Rank() // under mpirun, from Open MPI's variables
 	sum := []float32{float32(rank)}
-	if err := ddp.Default().AllReduce(ctx, ddp.Float32s(sum), ddp.Sum); err != nil {
+	if err := dist.Default().AllReduce(ctx, dist.Float32s(sum), dist.Sum); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
@@ -109,7 +110,7 @@ func runScenario(name string) int {
 		select {} // until stopped
 	}
 	// Everyone else waits in a collective rank 1 never joins.
-	if err := ddp.Default().AllReduce(ctx, ddp.Float32s(sum), ddp.Sum); err != nil {
+	if err := dist.Default().AllReduce(ctx, dist.Float32s(sum), dist.Sum); err != nil {
 		fmt.Fprintln(os.Stderr, "rank", rank, "collective failed:", err)
 		return 4
 	}
@@ -123,10 +124,10 @@ func runScenario(name string) int {
 func train(rank int) int {
 	ctx := context.Background()
 	fail := func(err error) int { fmt.Fprintln(os.Stderr, "train:", err); return 2 }
-	if err := ddp.Init(ctx, ddp.NewOptions()); err != nil {
+	if err := dist.Init(ctx, dist.NewOptions()); err != nil {
 		return fail(err)
 	}
-	defer ddp.Destroy()
+	defer dist.Destroy()
 	b, err := backend.Open(ctx, backend.Options{Target: backend.CPU, CPUDevices: 1})
 	if err != nil {
 		return fail(err)

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/xladdp/xladdp/ddp"
+	"github.com/xladdp/xladdp/ddp/dist"
 	"github.com/xladdp/xladdp/examples/internal/cmdline"
 )
 
@@ -34,16 +35,16 @@ func run(ctx context.Context, args []string, out io.Writer) (err error) {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	o := ddp.NewOptions()
+	o := dist.NewOptions()
 	o.InitMethod = *initMethod
 	if backend != "" {
 		o.Backend = backend
 	}
-	if err := ddp.Init(ctx, o); err != nil {
+	if err := dist.Init(ctx, o); err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, ddp.Destroy()) }()
-	g := ddp.Default()
+	defer func() { err = errors.Join(err, dist.Destroy()) }()
+	g := dist.Default()
 	rank, size := g.Rank(), g.WorldSize()
 
 	// Point to point: rank 0 sends one value to rank 1.
@@ -51,12 +52,12 @@ func run(ctx context.Context, args []string, out io.Writer) (err error) {
 		v := []float32{0}
 		if rank == 0 {
 			v[0] = 1
-			if err := g.Send(ctx, ddp.Float32s(v), 1, 0); err != nil {
+			if err := g.Send(ctx, dist.Float32s(v), 1, 0); err != nil {
 				return err
 			}
 			fmt.Fprintf(out, "Rank 0 sent %v to rank 1\n", v)
 		} else {
-			if err := g.Recv(ctx, ddp.Float32s(v), 0, 0); err != nil {
+			if err := g.Recv(ctx, dist.Float32s(v), 0, 0); err != nil {
 				return err
 			}
 			fmt.Fprintf(out, "Rank 1 has data %v\n", v)
@@ -68,7 +69,7 @@ func run(ctx context.Context, args []string, out io.Writer) (err error) {
 	if rank == 0 {
 		v[0] = 42
 	}
-	if err := g.Broadcast(ctx, ddp.Float32s(v), 0); err != nil {
+	if err := g.Broadcast(ctx, dist.Float32s(v), 0); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "Rank %d has %v after the broadcast from rank 0\n", rank, v)
@@ -79,7 +80,7 @@ func run(ctx context.Context, args []string, out io.Writer) (err error) {
 	if rank == 0 {
 		gathered = make([]float32, size)
 	}
-	if err := g.Gather(ctx, ddp.Float32s(gathered), ddp.Float32s(mine), 0); err != nil {
+	if err := g.Gather(ctx, dist.Float32s(gathered), dist.Float32s(mine), 0); err != nil {
 		return err
 	}
 	avg := []float32{0}
@@ -90,7 +91,7 @@ func run(ctx context.Context, args []string, out io.Writer) (err error) {
 		avg[0] /= float32(size)
 		fmt.Fprintf(out, "Rank 0 gathered %v, average %g\n", gathered, avg[0])
 	}
-	if err := g.Broadcast(ctx, ddp.Float32s(avg), 0); err != nil {
+	if err := g.Broadcast(ctx, dist.Float32s(avg), 0); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "Rank %d received the average %g\n", rank, avg[0])

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/xladdp/xladdp/ddp"
+	"github.com/xladdp/xladdp/ddp/dist"
 	"github.com/xladdp/xladdp/examples/bench/internal/stats"
 )
 
@@ -74,8 +74,8 @@ func compare(rawC, procList, sizeList string, rounds int, out io.Writer) error {
 			if err != nil {
 				return fmt.Errorf("tcp backend: %w", err)
 			}
-			viaMPI, err := timed(exec.Command(mpirun, mpirunArgs(n, self)...), childEnv+"=1", ddp.EnvBackend+"=mpi",
-				sizesEnv+"="+sizeList, ddp.EnvRank+"=", ddp.EnvWorldSize+"=", inJobEnv+"=3")
+			viaMPI, err := timed(exec.Command(mpirun, mpirunArgs(n, self)...), childEnv+"=1", dist.EnvBackend+"=mpi",
+				sizesEnv+"="+sizeList, dist.EnvRank+"=", dist.EnvWorldSize+"=", inJobEnv+"=3")
 			if err != nil {
 				return fmt.Errorf("mpi backend (is this binary built with -tags mpi?): %w", err)
 			}

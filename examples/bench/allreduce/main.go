@@ -30,7 +30,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/xladdp/xladdp/ddp"
+	"github.com/xladdp/xladdp/ddp/dist"
 	"github.com/xladdp/xladdp/internal/cli"
 	"github.com/xladdp/xladdp/internal/freeport"
 )
@@ -59,7 +59,7 @@ const inJobEnv = "XLADDP_BENCH_IN_JOB"
 func main() {
 	if os.Getenv(childEnv) == "1" {
 		if err := child(); err != nil {
-			fmt.Fprintln(os.Stderr, "allreduce bench rank", os.Getenv(ddp.EnvRank)+":", err)
+			fmt.Fprintln(os.Stderr, "allreduce bench rank", os.Getenv(dist.EnvRank)+":", err)
 			os.Exit(1)
 		}
 		return
@@ -189,8 +189,8 @@ func launch(n int, env ...string) ([]result, error) {
 	var rank0 io.ReadCloser
 	for r := range n {
 		cmd := exec.Command(os.Args[0])
-		cmd.Env = append(os.Environ(), childEnv+"=1", fmt.Sprintf("%s=%d", ddp.EnvRank, r), fmt.Sprintf("%s=%d", ddp.EnvWorldSize, n),
-			ddp.EnvMasterAddr+"=127.0.0.1", fmt.Sprintf("%s=%d", ddp.EnvMasterPort, port), ddp.EnvBackend+"=tcp")
+		cmd.Env = append(os.Environ(), childEnv+"=1", fmt.Sprintf("%s=%d", dist.EnvRank, r), fmt.Sprintf("%s=%d", dist.EnvWorldSize, n),
+			dist.EnvMasterAddr+"=127.0.0.1", fmt.Sprintf("%s=%d", dist.EnvMasterPort, port), dist.EnvBackend+"=tcp")
 		cmd.Env = append(cmd.Env, env...)
 		cmd.Stderr = os.Stderr
 		if r == 0 {
@@ -216,9 +216,9 @@ func launch(n int, env ...string) ([]result, error) {
 // (at least 3 times) and rank 0 prints the mean time per all-reduce.
 func child() error {
 	ctx := context.Background()
-	o := ddp.NewOptions()
+	o := dist.NewOptions()
 	o.Timeout = 2 * time.Minute
-	g, err := ddp.InitProcessGroup(ctx, o)
+	g, err := dist.InitProcessGroup(ctx, o)
 	if err != nil {
 		return err
 	}
@@ -235,23 +235,23 @@ func child() error {
 		for i := range buf {
 			buf[i] = 1
 		}
-		plain, err := timeAllReduce(ctx, g, ddp.Float32s(buf))
+		plain, err := timeAllReduce(ctx, g, dist.Float32s(buf))
 		if err != nil {
 			return err
 		}
 		var sharedSec float64
-		if shared, err := g.SharedBuffer(ddp.Float32, size/4); err == nil && g.HasSharedMemory() && size <= 64<<20 {
+		if shared, err := g.SharedBuffer(dist.Float32, size/4); err == nil && g.HasSharedMemory() && size <= 64<<20 {
 			if sharedSec, err = timeAllReduce(ctx, g, shared); err != nil {
 				return err
 			}
 		}
 		res := result{Bytes: size, Seconds: plain, SharedSeconds: sharedSec}
 		pairs, _ := strconv.Atoi(os.Getenv(inJobEnv))
-		if pairs > 0 && (rawAllreduce == nil || g.Backend() != ddp.BackendMPI) {
+		if pairs > 0 && (rawAllreduce == nil || g.Backend() != dist.BackendMPI) {
 			return fmt.Errorf("$%s needs the mpi backend in a build with -tags mpi", inJobEnv)
 		}
 		for range pairs {
-			viaDDP, err := timeAllReduce(ctx, g, ddp.Float32s(buf))
+			viaDDP, err := timeAllReduce(ctx, g, dist.Float32s(buf))
 			if err != nil {
 				return err
 			}
@@ -267,9 +267,9 @@ func child() error {
 
 // timeAllReduce all-reduces buf (after 2 warm-ups) until about 0.5 s has
 // passed, at least 3 times, and returns the mean seconds per all-reduce.
-func timeAllReduce(ctx context.Context, g *ddp.ProcessGroup, buf ddp.Buffer) (float64, error) {
+func timeAllReduce(ctx context.Context, g *dist.ProcessGroup, buf dist.Buffer) (float64, error) {
 	for range 2 {
-		if err := g.AllReduce(ctx, buf, ddp.Sum); err != nil {
+		if err := g.AllReduce(ctx, buf, dist.Sum); err != nil {
 			return 0, err
 		}
 	}
@@ -281,7 +281,7 @@ func timeAllReduce(ctx context.Context, g *ddp.ProcessGroup, buf ddp.Buffer) (fl
 		if g.Rank() == 0 && iters >= 3 && elapsed >= 500*time.Millisecond {
 			stop[0] = 1
 		}
-		if err := g.Broadcast(ctx, ddp.Int32s(stop), 0); err != nil {
+		if err := g.Broadcast(ctx, dist.Int32s(stop), 0); err != nil {
 			return 0, err
 		}
 		if stop[0] == 1 {
@@ -292,7 +292,7 @@ func timeAllReduce(ctx context.Context, g *ddp.ProcessGroup, buf ddp.Buffer) (fl
 		reps := max(1, min(100, (1<<20)/(buf.Len()*buf.DType.Size())))
 		start := time.Now()
 		for range reps {
-			if err := g.AllReduce(ctx, buf, ddp.Sum); err != nil {
+			if err := g.AllReduce(ctx, buf, dist.Sum); err != nil {
 				return 0, err
 			}
 		}

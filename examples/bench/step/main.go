@@ -31,6 +31,7 @@ import (
 
 	"github.com/xladdp/xladdp/backend"
 	"github.com/xladdp/xladdp/ddp"
+	"github.com/xladdp/xladdp/ddp/dist"
 	"github.com/xladdp/xladdp/examples/bench/internal/stats"
 	"github.com/xladdp/xladdp/internal/cli"
 	"github.com/xladdp/xladdp/internal/freeport"
@@ -125,14 +126,14 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	s := specOf(c.model)
-	if c.processes > 1 && os.Getenv(ddp.EnvRank) == "" {
+	if c.processes > 1 && os.Getenv(dist.EnvRank) == "" {
 		return launchRanks(ctx, args, c.processes, out)
 	}
 	if c.processes > 1 {
-		if err := ddp.Init(ctx, ddp.NewOptions()); err != nil {
+		if err := dist.Init(ctx, dist.NewOptions()); err != nil {
 			return err
 		}
-		defer ddp.Destroy()
+		defer dist.Destroy()
 	}
 	b, err := backend.Open(ctx, backend.Options{Target: backend.CPU, CPUDevices: c.replicas})
 	if err != nil {
@@ -149,7 +150,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	times := make([][]float64, c.replicas)
 	err = eng.RunReplicas(ctx, c.replicas, func(ctx context.Context, r xla.Replica) error {
-		rs, err := s.setUp(r.Device(), c.seed, max(ddp.Rank(), 0)*c.replicas+r.Index())
+		rs, err := s.setUp(r.Device(), c.seed, max(dist.Rank(), 0)*c.replicas+r.Index())
 		if err != nil {
 			return err
 		}
@@ -242,7 +243,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	res.SamplesPerS = float64(s.batch*c.replicas*c.processes) / (res.MedianStepMS / 1000)
 	res.Compilations = xla.GetMetrics().Compilations
 	res.PeakRSSMB = peakRSSMB()
-	if ddp.Rank() > 0 {
+	if dist.Rank() > 0 {
 		return nil // rank 0 reports
 	}
 	return json.NewEncoder(out).Encode(res)
@@ -260,12 +261,12 @@ func launchRanks(ctx context.Context, args []string, n int, out io.Writer) error
 	cmds := make([]*exec.Cmd, n)
 	for r := range n {
 		cmd := exec.CommandContext(ctx, os.Args[0], args...)
-		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", ddp.EnvRank, r), fmt.Sprintf("%s=%d", ddp.EnvWorldSize, n),
-			ddp.EnvMasterAddr+"=127.0.0.1", fmt.Sprintf("%s=%d", ddp.EnvMasterPort, port))
-		if _, set := os.LookupEnv(ddp.EnvBindCPUs); !set {
+		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", dist.EnvRank, r), fmt.Sprintf("%s=%d", dist.EnvWorldSize, n),
+			dist.EnvMasterAddr+"=127.0.0.1", fmt.Sprintf("%s=%d", dist.EnvMasterPort, port))
+		if _, set := os.LookupEnv(dist.EnvBindCPUs); !set {
 			// Each rank on its own cores, as torchrun's OMP_NUM_THREADS=1
 			// keeps PyTorch's ranks apart.
-			cmd.Env = append(cmd.Env, ddp.EnvBindCPUs+"=1")
+			cmd.Env = append(cmd.Env, dist.EnvBindCPUs+"=1")
 		}
 		cmd.Stderr = os.Stderr
 		if r == 0 {

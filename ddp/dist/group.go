@@ -1,4 +1,4 @@
-package ddp
+package dist
 
 import (
 	"context"
@@ -88,6 +88,16 @@ func (g *ProcessGroup) Backend() string {
 	}
 	return BackendTCP
 }
+
+// Timeout is how long each operation may take (Options.Timeout).
+func (g *ProcessGroup) Timeout() time.Duration { return g.timeout }
+
+// Fail breaks the group with err, as a failed operation does: every peer
+// is told why (so ranks waiting on this one fail promptly), and every
+// later operation returns err. Code that runs between collectives and
+// fails (a device copy) calls it so the other ranks do not wait out their
+// timeout.
+func (g *ProcessGroup) Fail(err error) { g.fail(err) }
 
 // Store returns the store the group rendezvoused through (nil under the
 // mpi backend, whose launcher did the rendezvous).

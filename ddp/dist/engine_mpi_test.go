@@ -1,12 +1,11 @@
 //go:build mpi
 
-package ddp
+package dist
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,8 +18,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/xladdp/xladdp/ddp/internal/workertest"
 	"github.com/xladdp/xladdp/ddp/mpi"
-	"github.com/xladdp/xladdp/xla/xlatest"
 )
 
 func init() {
@@ -33,65 +32,17 @@ func init() {
 	groupScenarios["mpi-two-groups"] = twoGroupsScenario
 }
 
-// mpirunResult is what an mpirun job left: each rank's report (nil for a
-// rank that wrote none), mpirun's output and exit error, and its time.
-type mpirunResult struct {
-	reps    []*report
-	output  string
-	err     error
-	elapsed time.Duration
+// mpirunJob starts np ranks of scenario on the mpi backend under mpirun
+// (workertest.MPIRun), for at most 3 minutes.
+func mpirunJob(t *testing.T, scenario string, np int, started func(dir string), env ...string) workertest.MPIResult {
+	t.Helper()
+	return workertest.MPIRun(t, 3*time.Minute, scenario, np, started, env...)
 }
 
-// mpirunJob starts np ranks of scenario on the mpi backend under mpirun;
-// started (may be nil) runs while they do, given the report directory.
-func mpirunJob(t *testing.T, scenario string, np int, started func(dir string), env ...string) mpirunResult {
-	t.Helper()
-	return mpirunJobWithin(t, 3*time.Minute, scenario, np, started, env...)
-}
-
-// mpirunJobWithin is mpirunJob stopping mpirun after limit.
-func mpirunJobWithin(t *testing.T, limit time.Duration, scenario string, np int, started func(dir string), env ...string) mpirunResult {
-	t.Helper()
-	mpirun, err := exec.LookPath("mpirun")
-	require.NoError(t, err, "the mpi backend's tests need Open MPI's mpirun (make deps installs it)")
-	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(t.Context(), limit)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, mpirun, "--allow-run-as-root", "--oversubscribe", "-np", strconv.Itoa(np), os.Args[0], "-test.run=^$")
-	// torchrun's placement cleared (MPI gives the ranks); Open MPI's own
-	// are mpirun's to set.
-	cmd.Env = append(os.Environ(), EnvRank+"=", EnvWorldSize+"=", EnvLocalRank+"=", EnvLocalWorldSize+"=",
-		workerEnv+"="+scenario, reportDirEnv+"="+dir, EnvBackend+"="+BackendMPI, EnvDebug+"=")
-	cmd.Env = append(cmd.Env, env...)
-	out := &output{}
-	cmd.Stdout, cmd.Stderr = out, out
-	start := time.Now()
-	require.NoError(t, cmd.Start())
-	if started != nil {
-		started(dir)
-	}
-	err = cmd.Wait()
-	res := mpirunResult{output: out.String(), err: err, elapsed: time.Since(start), reps: make([]*report, np)}
-	for r := range np {
-		if b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("rank-%d.json", r))); err == nil {
-			res.reps[r] = &report{}
-			require.NoError(t, json.Unmarshal(b, res.reps[r]))
-		}
-	}
-	return res
-}
-
-// requireClean requires the job to succeed with every rank reporting no
-// error and no failed check.
-func requireClean(t *testing.T, res mpirunResult) {
-	t.Helper()
-	require.NoError(t, res.err, "%s", res.output)
-	for r, rep := range res.reps {
-		require.NotNil(t, rep, "rank %d wrote no report: %s", r, res.output)
-		assert.Empty(t, rep.Error, "rank %d", r)
-		assert.Empty(t, rep.Failures, "rank %d", r)
-	}
-}
+var (
+	mpirunJobWithin = workertest.MPIRun
+	requireClean    = workertest.RequireClean
+)
 
 // TestMPICollectives runs the TCP transport's collective suite
 // (collectivesScenario: every collective, dtype and reduce op, blocking
@@ -107,11 +58,11 @@ func TestMPICollectives(t *testing.T) {
 		t.Run(fmt.Sprintf("np %d %s", tc.np, tc.threads), func(t *testing.T) {
 			res := mpirunJob(t, "collectives", tc.np, nil, "XLADDP_TEST_TIMEOUT=60s", EnvMPIThreads+"="+tc.threads)
 			requireClean(t, res)
-			for r, rep := range res.reps {
+			for r, rep := range res.Reps {
 				assert.Equal(t, BackendMPI, rep.Transport, "rank %d", r)
-				assert.Equal(t, res.reps[0].Hashes, rep.Hashes, "rank %d's results differ from rank 0's", r)
+				assert.Equal(t, res.Reps[0].Hashes, rep.Hashes, "rank %d's results differ from rank 0's", r)
 			}
-			require.NotEmpty(t, res.reps[0].Hashes)
+			require.NotEmpty(t, res.Reps[0].Hashes)
 		})
 	}
 }
@@ -304,9 +255,9 @@ func TestMPITwoGroupsConcurrently(t *testing.T) {
 // refuses what follows; other groups carry on.
 func TestMPIErrorsAreGoErrors(t *testing.T) {
 	res := mpirunJob(t, "mpi-errors", 2, nil, "XLADDP_TEST_TIMEOUT=20s")
-	require.NoError(t, res.err, "%s", res.output)
-	require.NotNil(t, res.reps[1], res.output)
-	rep := res.reps[1]
+	require.NoError(t, res.Err, "%s", res.Output)
+	require.NotNil(t, res.Reps[1], res.Output)
+	rep := res.Reps[1]
 	require.Empty(t, rep.Error)
 	require.Len(t, rep.Errors, 8, "%q", rep.Errors)
 	assert.Contains(t, rep.Errors[0], "Recv (point-to-point #1) on rank 1: MPI_Irecv")
@@ -338,10 +289,10 @@ func TestMPIKilledRankEndsTheJob(t *testing.T) {
 		t.Error("rank 1 never started its loop")
 	}, "XLADDP_TEST_TIMEOUT=60s")
 	require.False(t, killed.IsZero())
-	assert.Error(t, res.err, "mpirun must fail")
+	assert.Error(t, res.Err, "mpirun must fail")
 	assert.Less(t, time.Since(killed), 10*time.Second, "the job ended within 10 s of the kill")
-	assert.Contains(t, res.output, "process rank 1 with PID", "mpirun names the rank")
-	assert.Contains(t, res.output, "signal 9")
+	assert.Contains(t, res.Output, "process rank 1 with PID", "mpirun names the rank")
+	assert.Contains(t, res.Output, "signal 9")
 }
 
 // TestMPIStalledRankAbortsTheJob: rank 1 is alive but never joins the
@@ -349,9 +300,9 @@ func TestMPIKilledRankEndsTheJob(t *testing.T) {
 // message naming the collective and the MPI call.
 func TestMPIStalledRankAbortsTheJob(t *testing.T) {
 	res := mpirunJob(t, "stall", 3, nil, "XLADDP_TEST_TIMEOUT=1s")
-	assert.Error(t, res.err, "mpirun must fail")
-	assert.Contains(t, res.output, "AllReduce #1 (MPI_Allreduce) did not finish within the 1s timeout")
-	assert.Less(t, res.elapsed, 10*time.Second)
+	assert.Error(t, res.Err, "mpirun must fail")
+	assert.Contains(t, res.Output, "AllReduce #1 (MPI_Allreduce) did not finish within the 1s timeout")
+	assert.Less(t, res.Elapsed, 10*time.Second)
 }
 
 // leaveScenario: after one all-reduce, rank 1 destroys its group and
@@ -386,9 +337,9 @@ func lateBroadcastScenario(ctx context.Context, g *ProcessGroup, rep *report) {
 // run but the peer took part in.
 func TestMPILateRankStillFinishesWhatTheLeaverJoined(t *testing.T) {
 	res := mpirunJob(t, "mpi-late-broadcast", 3, nil, "XLADDP_TEST_TIMEOUT=20s")
-	require.NoError(t, res.err, "%s", res.output)
-	for r, rep := range res.reps {
-		require.NotNil(t, rep, "rank %d: %s", r, res.output)
+	require.NoError(t, res.Err, "%s", res.Output)
+	for r, rep := range res.Reps {
+		require.NotNil(t, rep, "rank %d: %s", r, res.Output)
 		assert.Equal(t, []string{"<nil>", "10"}, rep.Errors, "rank %d", r)
 	}
 }
@@ -420,18 +371,18 @@ func TestMPIRankThatLeftEndsTheJob(t *testing.T) {
 			ended <- time.Since(start)
 		}()
 	}, "XLADDP_TEST_TIMEOUT=60s")
-	assert.Less(t, <-ended, 10*time.Second, "the ranks' processes outlived the failure: %s", res.output)
-	named := strings.Contains(res.output, "AllReduce #2 (MPI_Allreduce) cannot finish: rank 1 left the group (Destroy) after collective #1")
+	assert.Less(t, <-ended, 10*time.Second, "the ranks' processes outlived the failure: %s", res.Output)
+	named := strings.Contains(res.Output, "AllReduce #2 (MPI_Allreduce) cannot finish: rank 1 left the group (Destroy) after collective #1")
 	for _, r := range []int{0, 2} {
 		// A rank that was not killed by another's abort reports the cause.
-		if rep := res.reps[r]; rep != nil {
+		if rep := res.Reps[r]; rep != nil {
 			assert.Contains(t, rep.Error, "AllReduce #2: rank 1: left the group (Destroy) after collective #1", "rank %d", r)
 			named = true
 		}
 	}
-	assert.True(t, named, "no rank named rank 1: %s", res.output)
-	if res.elapsed > 15*time.Second {
-		t.Logf("mpirun outlived its ranks (Open MPI's own hang; stopped after %v)", res.elapsed.Round(time.Second))
+	assert.True(t, named, "no rank named rank 1: %s", res.Output)
+	if res.Elapsed > 15*time.Second {
+		t.Logf("mpirun outlived its ranks (Open MPI's own hang; stopped after %v)", res.Elapsed.Round(time.Second))
 	}
 }
 
@@ -456,9 +407,9 @@ func ranksGone(dir string, n int) bool {
 // fails on both with both calls named, instead of MPI's undefined outcome.
 func TestMPIMismatchInDebugMode(t *testing.T) {
 	res := mpirunJob(t, "mismatch", 2, nil, "XLADDP_TEST_TIMEOUT=10s", EnvDebug+"=1")
-	require.NoError(t, res.err, "%s", res.output)
-	for r, rep := range res.reps {
-		require.NotNil(t, rep, "rank %d: %s", r, res.output)
+	require.NoError(t, res.Err, "%s", res.Output)
+	for r, rep := range res.Reps {
+		require.NotNil(t, rep, "rank %d: %s", r, res.Output)
 		assert.Contains(t, rep.Error, "ranks called different collectives at collective #1", "rank %d", r)
 		assert.Contains(t, rep.Error, "rank 0: #1 AllReduce(SUM, float32[10])", "rank %d", r)
 		assert.Contains(t, rep.Error, "rank 1: #1 Broadcast(root 0, float32[10])", "rank %d", r)
@@ -490,11 +441,11 @@ func TestMPICancelledWaitAbortsTheJob(t *testing.T) {
 	for _, async := range []string{"0", "1"} {
 		t.Run("async="+async, func(t *testing.T) {
 			res := mpirunJob(t, "mpi-cancel", 2, nil, "XLADDP_TEST_TIMEOUT=60s", "XLADDP_TEST_ASYNC="+async)
-			assert.Error(t, res.err, "mpirun must fail")
-			assert.Contains(t, res.output, "AllReduce #1 (MPI_")
-			assert.Contains(t, res.output, "was still running 5s after the group failed")
-			assert.Contains(t, res.output, "context deadline exceeded")
-			assert.Less(t, res.elapsed, engineAbortGrace+10*time.Second)
+			assert.Error(t, res.Err, "mpirun must fail")
+			assert.Contains(t, res.Output, "AllReduce #1 (MPI_")
+			assert.Contains(t, res.Output, "was still running 5s after the group failed")
+			assert.Contains(t, res.Output, "context deadline exceeded")
+			assert.Less(t, res.Elapsed, engineAbortGrace+10*time.Second)
 		})
 	}
 }
@@ -517,10 +468,10 @@ func mpiDestroyInFlightScenario(ctx context.Context, g *ProcessGroup, rep *repor
 // finish rather than pull the buffer from under MPI.
 func TestMPIDestroyWithOperationInFlight(t *testing.T) {
 	res := mpirunJob(t, "mpi-destroy-in-flight", 2, nil, "XLADDP_TEST_TIMEOUT=20s")
-	require.NoError(t, res.err, "%s", res.output)
-	require.NotNil(t, res.reps[0], res.output)
-	assert.Equal(t, []string{"<nil>", "<nil>", "3"}, res.reps[0].Errors)
-	assert.Equal(t, []string{"<nil>"}, res.reps[1].Errors)
+	require.NoError(t, res.Err, "%s", res.Output)
+	require.NotNil(t, res.Reps[0], res.Output)
+	assert.Equal(t, []string{"<nil>", "<nil>", "3"}, res.Reps[0].Errors)
+	assert.Equal(t, []string{"<nil>"}, res.Reps[1].Errors)
 }
 
 // TestMPIWorldDisagreesWithEnvironment: a process started without mpirun
@@ -536,81 +487,6 @@ func TestMPIWorldDisagreesWithEnvironment(t *testing.T) {
 	var rep report
 	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &rep))
 	assert.Contains(t, rep.Error, "WORLD_SIZE=2, but mpirun made this process rank 0 of 1: the mpi backend takes its ranks from mpirun")
-}
-
-// TestMPIWrapEqualsSingleDevice: the DDP wrapper, unchanged, trains on
-// the mpi backend to the parameters single-device training on the global
-// batch reaches (1e-5 relative), every replica bit-identical; with one
-// bucket per gradient, the bucket all-reduces run as MPI_Iallreduce.
-func TestMPIWrapEqualsSingleDevice(t *testing.T) {
-	e := xlatest.NewEngine(t, 1)
-	ctx := xlatest.Context(t)
-	d := e.Device(0)
-	for _, c := range []struct {
-		kind               string
-		processes, devices int
-		wrap               string
-	}{{"toy", 2, 2, ""}, {"toy", 4, 1, "bucket=0.00001"}, {"cnn", 2, 1, ""}} {
-		t.Run(fmt.Sprintf("%s/%dx%d/%s", c.kind, c.processes, c.devices, c.wrap), func(t *testing.T) {
-			shards := split(0, globalRows, 1)
-			if c.kind == "cnn" {
-				shards = split(0, globalRows, c.processes*c.devices)
-			}
-			want, err := trainModel(ctx, d, trainRun{kind: c.kind, seed: 100, steps: equivalenceSteps, shards: shards,
-				mark: func() error { return d.MarkStep(ctx) }})
-			require.NoError(t, err)
-			res := mpirunJob(t, "equivalence", c.processes, nil, "XLADDP_TEST_TIMEOUT=60s", "XLADDP_TEST_MODEL="+c.kind,
-				"XLADDP_TEST_WRAP="+c.wrap, "XLADDP_TEST_DEVICES="+strconv.Itoa(c.devices), "XLADDP_TEST_MICRO=1")
-			require.NoError(t, res.err, "%s", res.output)
-			first := ""
-			for r, rep := range res.reps {
-				require.NotNil(t, rep, "rank %d: %s", r, res.output)
-				require.Empty(t, rep.Error, "rank %d", r)
-				delete(rep.Hashes, "step traces")
-				for replica, h := range rep.Hashes {
-					if first == "" {
-						first = h
-					}
-					assert.Equal(t, first, h, "%s differs", replica)
-				}
-			}
-			got := res.reps[0].Params
-			require.Len(t, got, len(want))
-			for i := range want {
-				require.Len(t, got[i], len(want[i]))
-				for j := range want[i] {
-					assert.InDelta(t, want[i][j], got[i][j], 1e-5*math.Max(1, math.Abs(float64(want[i][j]))), "parameter %d[%d]", i, j)
-				}
-			}
-		})
-	}
-}
-
-// TestMPIWrapHostile: the wrapper's misuse cases that every rank reaches
-// fail on the mpi backend as on TCP, the layouts compared by gathering
-// them (the mpi backend has no store).
-func TestMPIWrapHostile(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		want [2]string
-	}{
-		{"branch-by-rank", [2]string{
-			"gradient 2 is mid.weight Float32[10 10] on rank 0 but l2.weight Float32[5 10] on rank 1",
-			"gradient 2 is l2.weight Float32[5 10] on rank 1 but mid.weight Float32[10 10] on rank 0"}},
-		{"different-models", [2]string{"ranks called different collectives", "ranks called different collectives"}},
-		{"compiled", [2]string{"train with lazy steps (MarkStep) across processes", "train with lazy steps (MarkStep) across processes"}},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			res := mpirunJob(t, "wrap-hostile", 2, nil, "XLADDP_TEST_TIMEOUT=60s", "XLADDP_TEST_CASE="+c.name)
-			require.NoError(t, res.err, "%s", res.output)
-			for r, rep := range res.reps {
-				require.NotNil(t, rep, "rank %d: %s", r, res.output)
-				require.Empty(t, rep.Error, "rank %d", r)
-				require.Len(t, rep.Errors, 1, "rank %d: no error", r)
-				assert.Contains(t, rep.Errors[0], c.want[r], "rank %d", r)
-			}
-		})
-	}
 }
 
 // BenchmarkMPIAllReduceOverhead: a 4 KiB all-reduce in a one-rank MPI job

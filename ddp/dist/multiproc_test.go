@@ -1,9 +1,8 @@
-package ddp
+package dist
 
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,13 +15,6 @@ import (
 
 	"github.com/xladdp/xladdp/ddp/store"
 )
-
-func freePort(t *testing.T) int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
 
 // TestCollectivesAcrossProcesses runs every collective in 1, 2, 3 and 4
 // real processes over loopback, each rank checking against references; all

@@ -1,4 +1,4 @@
-package ddp
+package dist
 
 import (
 	"fmt"
@@ -80,7 +80,7 @@ func (o *Options) resolve() error {
 	if u, err := url.Parse(o.InitMethod); o.InitMethod != "" && (err != nil || (u.Scheme != "env" && u.Scheme != "tcp" && u.Scheme != "file")) {
 		return fmt.Errorf("ddp: init method %q: want env://, tcp://HOST:PORT or file:///shared/file", o.InitMethod)
 	}
-	if err := o.resolveBackend(); err != nil {
+	if err := o.CheckBackend(); err != nil {
 		return err
 	}
 	if o.Backend != BackendTCP {
@@ -108,7 +108,7 @@ func (o *Options) resolve() error {
 			continue
 		}
 		ok := f.value != workerenv.Unset
-		if !ok && f.required && !o.launched() {
+		if !ok && f.required && !o.Launched() {
 			return fmt.Errorf("ddp: %s is not set: %w: start it with ddprun, torchrun or mpirun (e.g. %s), "+
 				"or set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT yourself", f.env, ErrNoLauncher, launcherExample())
 		}
@@ -139,9 +139,9 @@ func (o *Options) resolve() error {
 	return nil
 }
 
-// launched reports whether anything says a launcher started this process:
+// Launched reports whether anything says a launcher started this process:
 // a rank or world size in Options or in torch's or Open MPI's variables.
-func (o *Options) launched() bool {
+func (o *Options) Launched() bool {
 	if o.Rank != -1 || o.WorldSize != -1 {
 		return true
 	}
@@ -155,8 +155,8 @@ func launcherExample() string {
 	return "ddprun --nproc_per_node=2 " + filepath.Base(os.Args[0])
 }
 
-// resolveBackend normalizes and checks Backend ("" is tcp).
-func (o *Options) resolveBackend() error {
+// CheckBackend normalizes and checks Backend ("" is tcp).
+func (o *Options) CheckBackend() error {
 	switch o.Backend = strings.ToLower(strings.TrimSpace(o.Backend)); o.Backend {
 	case "", BackendTCP:
 		o.Backend = BackendTCP

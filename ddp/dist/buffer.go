@@ -1,4 +1,4 @@
-package ddp
+package dist
 
 import (
 	"fmt"
@@ -114,6 +114,13 @@ func (b Buffer) slice(i, j int) Buffer {
 	s := b.DType.Size()
 	return Buffer{DType: b.DType, bytes: b.bytes[i*s : j*s], shared: b.shared}
 }
+
+// Bytes is the buffer's memory, which operations read and write in place.
+func (b Buffer) Bytes() []byte { return b.bytes }
+
+// ByteBuffer views raw as elements of d (len(raw) a multiple of d's size),
+// for data that is already bytes (a packed blob, a device copy).
+func ByteBuffer(d DType, raw []byte) Buffer { return Buffer{DType: d, bytes: raw} }
 
 func (b Buffer) String() string { return fmt.Sprintf("%s[%d]", b.DType, b.Len()) }
 

@@ -1,6 +1,6 @@
 //go:build mpi
 
-package ddp
+package dist
 
 import (
 	"errors"
