@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xladdp/xladdp/ddp/internal/mpiengine"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -81,7 +83,7 @@ func chunkedScenario(ctx context.Context, g *ProcessGroup, rep *report) {
 			rep.Failures = append(rep.Failures, fmt.Sprintf("empty collective %d: %v", i, err))
 		}
 	}
-	mpiChunkElements = 1000
+	mpiengine.SetChunkElements(1000)
 	const n = 2501
 	for i, async := range []bool{false, true} {
 		seed := uint64(90 + i)
@@ -445,7 +447,7 @@ func TestMPICancelledWaitAbortsTheJob(t *testing.T) {
 			assert.Contains(t, res.Output, "AllReduce #1 (MPI_")
 			assert.Contains(t, res.Output, "was still running 5s after the group failed")
 			assert.Contains(t, res.Output, "context deadline exceeded")
-			assert.Less(t, res.Elapsed, engineAbortGrace+10*time.Second)
+			assert.Less(t, res.Elapsed, mpiengine.AbortGrace+10*time.Second)
 		})
 	}
 }
@@ -511,10 +513,13 @@ func BenchmarkMPIAllReduceOverhead(b *testing.B) {
 			}
 		}
 	})
-	comm := g.engine.eng.(*mpiEngine).comm
+	// The binding alone, on a communicator of the same job.
+	comm, err := mpi.World().Dup()
+	require.NoError(b, err)
+	defer comm.Free()
 	b.Run("binding", func(b *testing.B) {
 		for b.Loop() {
-			if err := comm.Allreduce(buf.bytes, mpi.Float32, mpi.Sum); err != nil {
+			if err := comm.Allreduce(buf.Bytes(), mpi.Float32, mpi.Sum); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -4,11 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/xladdp/xladdp/ddp/internal/transport"
 	"github.com/xladdp/xladdp/ddp/store"
 )
 
@@ -23,12 +22,13 @@ type ProcessGroup struct {
 	rank, size                int
 	localRank, localWorldSize int
 	timeout                   time.Duration
-	debug                     bool
 	store                     store.Store
-	storeServer               *store.Server
-	peers                     []*peer // indexed by rank; nil for self
-	// shm is set when all ranks share this host (shm.go).
-	shm *shmState
+	// backend is the transport's registered name; t carries the
+	// operations, as its features say.
+	backend  string
+	t        transport.Transport
+	inliner  transport.Inliner // t's fast path, if it has one
+	features transport.Features
 
 	ops chan *Work
 	// submitMu orders submissions against Destroy closing ops: submitters
@@ -49,25 +49,40 @@ type ProcessGroup struct {
 	wg       sync.WaitGroup
 	// tails counts operations finishing off the executor.
 	tails sync.WaitGroup
-	// opDesc is the descriptor of the collective the executor runs
-	// (checkSame sets it); only the executor goroutine uses it.
-	opDesc uint64
-	// sharedMemoryAllReduces counts all-reduces that took the shared-memory
-	// path (SharedMemoryAllReduces).
-	sharedMemoryAllReduces atomic.Int64
-	// engine is set when a library (MPI) runs the operations (engine.go);
-	// then there is no store, peer, shared memory or executor.
-	engine *engineState
 }
 
 // SharedMemoryAllReduces reports how many all-reduces went through the
 // same-host shared-memory path rather than TCP; zero when the ranks are
-// not all on one host or XLADDP_SHM_MIB=0.
-func (g *ProcessGroup) SharedMemoryAllReduces() int64 { return g.sharedMemoryAllReduces.Load() }
+// not all on one host, XLADDP_SHM_MIB=0, or the transport has none.
+func (g *ProcessGroup) SharedMemoryAllReduces() int64 {
+	if sm, ok := g.t.(transport.SharedMemory); ok {
+		return sm.SharedMemoryAllReduces()
+	}
+	return 0
+}
 
-// HasSharedMemory reports whether the group set up the same-host
+// HasSharedMemory reports whether the group set up a same-host
 // shared-memory segment.
-func (g *ProcessGroup) HasSharedMemory() bool { return g.shm != nil }
+func (g *ProcessGroup) HasSharedMemory() bool {
+	sm, ok := g.t.(transport.SharedMemory)
+	return ok && sm.HasSharedMemory()
+}
+
+// SharedBuffer returns a zeroed buffer of n elements in this rank's shared
+// memory, when the group has a shared-memory segment (all ranks on one
+// host). All-reduces of such buffers run in place at memory speed, so it
+// suits buffers reduced every step, like DDP's gradient buckets. Every
+// rank must allocate the same buffers in the same order. The buffer lives
+// until Destroy. Without shared memory it is an ordinary buffer.
+func (g *ProcessGroup) SharedBuffer(dtype DType, n int) (Buffer, error) {
+	if sm, ok := g.t.(transport.SharedMemory); ok {
+		return sm.SharedBuffer(dtype, n)
+	}
+	if err := (Buffer{DType: dtype}).Check("SharedBuffer"); err != nil {
+		return Buffer{}, err
+	}
+	return ByteBuffer(dtype, make([]byte, n*dtype.Size())), nil
+}
 
 // Rank returns this process's rank.
 func (g *ProcessGroup) Rank() int { return g.rank }
@@ -82,12 +97,7 @@ func (g *ProcessGroup) LocalRank() int { return g.localRank }
 func (g *ProcessGroup) LocalWorldSize() int { return g.localWorldSize }
 
 // Backend returns the group's backend: BackendTCP or BackendMPI.
-func (g *ProcessGroup) Backend() string {
-	if g.engine != nil {
-		return BackendMPI
-	}
-	return BackendTCP
-}
+func (g *ProcessGroup) Backend() string { return g.backend }
 
 // Timeout is how long each operation may take (Options.Timeout).
 func (g *ProcessGroup) Timeout() time.Duration { return g.timeout }
@@ -190,17 +200,6 @@ func (g *ProcessGroup) refusal() error {
 	return g.broken
 }
 
-// runInline runs a collective on the caller's goroutine when nothing is
-// queued or running, in its place in the order; ran is false when it
-// must be queued instead (busy, closed or broken: the queue reports those).
-func (g *ProcessGroup) runInline(ctx context.Context, name string, run func(seq uint64, deadline time.Time) error) (ran bool, err error) {
-	seq, ok := g.beginInline()
-	if !ok {
-		return false, nil
-	}
-	return true, g.endInline(name, seq, run(seq, time.Now().Add(g.timeout)))
-}
-
 // beginInline claims the next collective for the caller's goroutine when
 // nothing is queued or running (ok false otherwise); endInline must
 // follow with its outcome.
@@ -299,24 +298,6 @@ func (g *ProcessGroup) attribute(op string, err error) error {
 	return fmt.Errorf("ddp: %s on rank %d: %w", op, g.rank, err)
 }
 
-// peerError wraps an I/O failure with the peer it came from; a failure
-// another rank reported keeps that rank's account of the cause.
-func peerError(rank int, err error) error {
-	var ab *abortError
-	if errors.As(err, &ab) {
-		// A mismatch another rank found is this rank's mismatch too.
-		var cause error = errors.New(ab.msg)
-		if strings.Contains(ab.msg, ErrMismatch.Error()) {
-			cause = &mismatchError{msg: ab.msg}
-		}
-		if ab.culprit >= 0 {
-			return &PeerError{Rank: ab.culprit, Err: fmt.Errorf("failed, as rank %d reports (%w)", ab.from, cause)}
-		}
-		return &PeerError{Rank: ab.from, Err: fmt.Errorf("aborted: %w", cause)}
-	}
-	return &PeerError{Rank: rank, Err: err}
-}
-
 // fail breaks the group: every peer is told why (so ranks blocked on
 // someone else learn the cause) and every later operation returns err.
 func (g *ProcessGroup) fail(err error) {
@@ -327,36 +308,8 @@ func (g *ProcessGroup) fail(err error) {
 	}
 	g.broken = err
 	g.mu.Unlock()
-	if g.engine != nil {
-		// Operations in flight cannot be cancelled: they get a grace
-		// period, then the job is aborted.
-		g.engine.expedite(time.Now().Add(engineAbortGrace))
-		return
-	}
-	if g.shm != nil {
-		g.shm.abort(g.rank) // peers waiting in shared memory
-	}
-	culprit := -1
-	var pe *PeerError
-	if errors.As(err, &pe) {
-		culprit = pe.Rank
-	}
-	var wg sync.WaitGroup
-	for _, p := range g.peers {
-		if p != nil {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				p.abort(err.Error(), culprit)
-			}()
-		}
-	}
-	wg.Wait()
+	g.t.Abort(err)
 }
-
-// storeDrainTimeout bounds how long the store host's Destroy waits for the
-// other ranks to leave the store.
-const storeDrainTimeout = 5 * time.Second
 
 // Destroy ends the group. Operations still queued or running fail with
 // ErrGroupClosed (a running one is interrupted by closing the
@@ -378,38 +331,21 @@ func (g *ProcessGroup) Destroy() error {
 		return nil
 	}
 	g.closed = true
-	if g.broken == nil && g.engine == nil {
+	drain := g.features.DrainOnDestroy
+	if g.broken == nil && !drain {
 		g.broken = fmt.Errorf("ddp: rank %d: %w: it was destroyed", g.rank, ErrGroupClosed)
 	}
 	g.mu.Unlock()
 	close(g.ops)
-	if g.engine != nil {
-		g.submitMu.Unlock()
-		return g.destroyEngine()
-	}
 	g.submitMu.Unlock()
-	for _, p := range g.peers {
-		if p != nil {
-			p.close() // interrupts a running operation
-		}
-	}
+	g.t.Interrupt() // a running operation returns (or, draining, gets its grace)
 	g.wg.Wait()
 	g.tails.Wait()
-	for _, p := range g.peers {
-		if p != nil {
-			p.shutdown()
-		}
+	g.mu.Lock()
+	if g.broken == nil {
+		g.broken = fmt.Errorf("ddp: rank %d: %w: it was destroyed", g.rank, ErrGroupClosed)
 	}
-	g.shm.close()
-	var errs []error
-	if g.store != nil {
-		errs = append(errs, g.store.Close())
-	}
-	if g.storeServer != nil {
-		// Ranks still finishing a store request (the last rendezvous
-		// barrier, a mismatch report) get their answer: wait, briefly,
-		// for them to disconnect.
-		errs = append(errs, g.storeServer.Drain(storeDrainTimeout))
-	}
-	return errors.Join(errs...)
+	last := g.seq
+	g.mu.Unlock()
+	return g.t.Close(last)
 }

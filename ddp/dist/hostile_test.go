@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/xladdp/xladdp/ddp/internal/tcp"
 )
 
 // groupScenarios run in a worker without the group runWorker makes.
@@ -461,12 +462,12 @@ func TestDefaultGroupAPI(t *testing.T) {
 // between creating and unlinking it) is removed by the next group's rank
 // 0; a live process's segment is kept; a finished group leaves nothing.
 func TestNoSegmentLeftBehind(t *testing.T) {
-	if _, err := os.Stat(shmDir); err != nil {
-		t.Skipf("no %s: %v", shmDir, err)
+	if _, err := os.Stat(tcp.SegmentDir); err != nil {
+		t.Skipf("no %s: %v", tcp.SegmentDir, err)
 	}
 	dead := deadPID(t)
-	stale := filepath.Join(shmDir, fmt.Sprintf("%s%d-00ff", segmentPrefix, dead))
-	live := filepath.Join(shmDir, fmt.Sprintf("%s%d-00fe", segmentPrefix, os.Getpid()))
+	stale := filepath.Join(tcp.SegmentDir, fmt.Sprintf("%s%d-00ff", tcp.SegmentPrefix, dead))
+	live := filepath.Join(tcp.SegmentDir, fmt.Sprintf("%s%d-00fe", tcp.SegmentPrefix, os.Getpid()))
 	for _, p := range []string{stale, live} {
 		require.NoError(t, os.WriteFile(p, nil, 0o600))
 	}
@@ -484,7 +485,7 @@ func TestNoSegmentLeftBehind(t *testing.T) {
 	// test's ranks count.
 	for p := range segments(t) {
 		for _, cmd := range cmds {
-			assert.False(t, strings.HasPrefix(p, filepath.Join(shmDir, fmt.Sprintf("%s%d-", segmentPrefix, cmd.Process.Pid))),
+			assert.False(t, strings.HasPrefix(p, filepath.Join(tcp.SegmentDir, fmt.Sprintf("%s%d-", tcp.SegmentPrefix, cmd.Process.Pid))),
 				"rank process %d left %s behind", cmd.Process.Pid, p)
 		}
 	}
@@ -498,12 +499,12 @@ func deadPID(t *testing.T) int {
 }
 
 func segments(t *testing.T) map[string]bool {
-	entries, err := os.ReadDir(shmDir)
+	entries, err := os.ReadDir(tcp.SegmentDir)
 	require.NoError(t, err)
 	out := map[string]bool{}
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), segmentPrefix) {
-			out[filepath.Join(shmDir, e.Name())] = true
+		if strings.HasPrefix(e.Name(), tcp.SegmentPrefix) {
+			out[filepath.Join(tcp.SegmentDir, e.Name())] = true
 		}
 	}
 	return out

@@ -2,153 +2,41 @@ package dist
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash/fnv"
-	"io"
-	"net"
-	"net/url"
-	"os"
-	"slices"
-	"strconv"
-	"strings"
-	"sync"
-	"time"
 
-	"github.com/xladdp/xladdp/ddp/store"
-	"github.com/xladdp/xladdp/internal/quote"
-	"github.com/xladdp/xladdp/internal/workerenv"
+	_ "github.com/xladdp/xladdp/ddp/internal/tcp" // the default transport
+	"github.com/xladdp/xladdp/ddp/internal/transport"
 )
 
-// openStore connects to (and on rank 0, for env:// and tcp://, hosts) the
-// rendezvous store, and returns the host others should route to.
-func openStore(ctx context.Context, o Options) (store.Store, *store.Server, string, error) {
-	u, err := url.Parse(o.InitMethod)
-	if err != nil {
-		return nil, nil, "", fmt.Errorf("ddp: init method %q: %w", o.InitMethod, err)
-	}
-	var host, port string
-	switch u.Scheme {
-	case "env":
-		env, err := environWorld()
-		if err != nil {
-			return nil, nil, "", err
-		}
-		host, port = env.MasterAddr, env.MasterPort
-		if host == "" && port == "" && env.OpenMPI.SingleHost() {
-			host, port = openMPISingleHost(env.OpenMPI.JobID)
-		}
-		if host == "" || port == "" {
-			return nil, nil, "", fmt.Errorf("ddp: env:// needs $%s and $%s (the address and port of rank 0)", EnvMasterAddr, EnvMasterPort)
-		}
-	case "tcp":
-		host, port = u.Hostname(), u.Port()
-		if host == "" || port == "" {
-			return nil, nil, "", fmt.Errorf("ddp: init method %q: want tcp://host:port", o.InitMethod)
-		}
-	case "file":
-		if u.Path == "" {
-			return nil, nil, "", fmt.Errorf("ddp: init method %q: want file:///absolute/path", o.InitMethod)
-		}
-		s, err := store.OpenFileStore(ctx, u.Path)
-		return s, nil, "", err
-	default:
-		return nil, nil, "", fmt.Errorf("ddp: init method %q: use env://, tcp://host:port or file:///path", o.InitMethod)
-	}
-	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
-		return nil, nil, "", fmt.Errorf("ddp: master port %q is not a port number (1-65535)", port)
-	}
-	addr := net.JoinHostPort(host, port)
-	if env, _ := workerenv.Parse(os.Getenv); env.AgentStore && u.Scheme == "env" {
-		// torchrun (torch >= 2) hosts a c10d TCPStore on MASTER_PORT for
-		// its workers: join it, under torch's per-attempt worker prefix.
-		prefix := fmt.Sprintf("/worker/attempt_%d/xladdp/", max(env.RestartCount, 0))
-		c, err := store.DialTorch(ctx, addr, prefix)
-		return c, nil, host, err
-	}
-	var srv *store.Server
-	if o.Rank == 0 {
-		if srv, err = store.Listen(net.JoinHostPort("", port), o.Token); err != nil {
-			// The port may be held by the store of another process that
-			// also claims rank 0: join it, so the rendezvous can tell both.
-			probe, cancel := context.WithTimeout(ctx, 2*time.Second)
-			c, dialErr := store.Dial(probe, addr, o.Token)
-			cancel()
-			if dialErr != nil {
-				return nil, nil, "", err
-			}
-			return c, nil, host, nil
-		}
-	}
-	c, err := store.Dial(ctx, addr, o.Token)
-	if err != nil {
-		if srv != nil {
-			srv.Close()
-		}
-		return nil, nil, "", err
-	}
-	return c, srv, host, nil
-}
-
-// advertiseIP picks the address other ranks reach this one at: the local
-// end of a route towards routeTo, $XLADDP_ADVERTISE_ADDR, or loopback.
-func advertiseIP(routeTo string) string {
-	if a := os.Getenv(EnvAdvertiseAddr); a != "" {
-		return a
-	}
-	if routeTo == "" {
-		routeTo = "192.0.2.1" // any routable address picks the default route
-	}
-	if c, err := net.Dial("udp", net.JoinHostPort(routeTo, "9")); err == nil {
-		defer c.Close()
-		return c.LocalAddr().(*net.UDPAddr).IP.String()
-	}
-	return "127.0.0.1"
-}
-
-// InitProcessGroup joins the group: it meets every other rank through the
-// store (checking ranks are unique and agree on the world size), connects
-// to each of them, and returns when all are connected or the timeout passes.
+// InitProcessGroup joins the group through o.Backend's transport: over
+// tcp, it meets every other rank through the store (checking ranks are
+// unique and agree on the world size), connects to each of them, and
+// returns when all are connected or the timeout passes; over mpi, the
+// ranks are mpirun's.
 func InitProcessGroup(ctx context.Context, o Options) (*ProcessGroup, error) {
 	if err := o.resolve(); err != nil {
 		return nil, err
 	}
-	if o.Backend != BackendTCP {
-		return initEngineGroup(o)
+	open, ok := transport.Lookup(o.Backend)
+	if !ok {
+		return nil, fmt.Errorf("ddp: backend %q is not built into this program: rebuild it with go build -tags %s "+
+			"(needs Open MPI's libopenmpi-dev; make deps installs it), or use the default tcp backend", o.Backend, o.Backend)
 	}
-	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
-	defer cancel()
-	st, srv, routeTo, err := openStore(ctx, o)
+	g := &ProcessGroup{timeout: o.Timeout, backend: o.Backend, ops: make(chan *Work, 1024)}
+	opened, err := open(ctx, transport.Config{Backend: o.Backend, InitMethod: o.InitMethod, Rank: o.Rank,
+		WorldSize: o.WorldSize, LocalRank: o.LocalRank, LocalWorldSize: o.LocalWorldSize, Timeout: o.Timeout,
+		Token: o.Token, Debug: o.Debug, Fail: g.fail, Broken: g.failure})
 	if err != nil {
 		return nil, err
 	}
-	g := &ProcessGroup{rank: o.Rank, size: o.WorldSize, timeout: o.Timeout, debug: o.Debug, store: st, storeServer: srv,
-		ops: make(chan *Work, 1024), peers: make([]*peer, o.WorldSize)}
-	if err := g.rendezvous(ctx, o, routeTo); err != nil {
-		if srv != nil {
-			// Let the other ranks hear their own timeout before the store goes.
-			g.storeServer = nil
-			g.closeAll()
-			_ = srv.Drain(2 * time.Second)
-		} else {
-			g.closeAll()
-		}
-		if _, agents := st.(*store.TorchClient); agents && errors.Is(err, store.ErrConnectionLost) {
-			err = fmt.Errorf("%w (the store is hosted by torchrun's agent on MASTER_PORT: did torchrun exit?)", err)
-		} else if srv == nil && errors.Is(err, store.ErrConnectionLost) {
-			err = fmt.Errorf("%w (the store is hosted by rank 0: did rank 0 exit?)", err)
-		}
-		return nil, err
-	}
+	w := opened.World
+	g.rank, g.size, g.localRank, g.localWorldSize = w.Rank, w.Size, w.LocalRank, w.LocalSize
+	g.t, g.features, g.store = opened.Transport, opened.Features, opened.Store
+	g.inliner, _ = g.t.(transport.Inliner)
 	if o.BindCPUs {
 		if err := bindLocalCPUs(g.localRank, g.localWorldSize); err != nil {
-			g.closeAll()
-			return nil, err
+			return nil, errors.Join(err, g.t.Close(0))
 		}
 	}
 	g.wg.Add(1)
@@ -156,265 +44,9 @@ func InitProcessGroup(ctx context.Context, o Options) (*ProcessGroup, error) {
 	return g, nil
 }
 
-func (g *ProcessGroup) closeAll() {
-	g.shm.close()
-	for _, p := range g.peers {
-		if p != nil {
-			p.shutdown()
-		}
-	}
-	if g.store != nil {
-		g.store.Close()
-	}
-	if g.storeServer != nil {
-		g.storeServer.Close()
-	}
-}
-
-func (g *ProcessGroup) rendezvous(ctx context.Context, o Options, routeTo string) error {
-	st := g.store
-	hostname, _ := os.Hostname()
-	nonce := make([]byte, 8)
-	_, _ = rand.Read(nonce)
-	identity := fmt.Sprintf("%s pid %d (%s)", hostname, os.Getpid(), hex.EncodeToString(nonce))
-	got, err := st.CompareSet(ctx, fmt.Sprintf("rank/%d", g.rank), nil, []byte(identity))
-	if err != nil {
-		return fmt.Errorf("ddp: rank %d registering: %w", g.rank, err)
-	}
-	if string(got) != identity {
-		err := fmt.Errorf("ddp: rank %d is claimed twice: by %s and by this process, %s: two processes were given RANK=%d "+
-			"(with file://, a stale init file also does this: delete it)", g.rank, quote.Bytes(got), identity, g.rank)
-		// Tell every rank, the first claimant included, instead of leaving
-		// them to wait out the timeout.
-		_, _ = st.CompareSet(ctx, rendezvousFailedKey, nil, []byte(err.Error()))
-		return err
-	}
-	ws, err := st.CompareSet(ctx, "world_size", nil, []byte(strconv.Itoa(g.size)))
-	if err != nil {
-		return fmt.Errorf("ddp: rank %d registering: %w", g.rank, err)
-	}
-	if string(ws) != strconv.Itoa(g.size) {
-		return fmt.Errorf("ddp: rank %d has WORLD_SIZE=%d but another rank registered WORLD_SIZE=%s", g.rank, g.size, quote.Bytes(ws))
-	}
-	ln, err := net.Listen("tcp", ":0")
-	if err != nil {
-		return fmt.Errorf("ddp: rank %d: listening for peers: %w", g.rank, err)
-	}
-	defer ln.Close()
-	port := ln.Addr().(*net.TCPAddr).Port
-	self := fmt.Sprintf("%s %s", net.JoinHostPort(advertiseIP(routeTo), strconv.Itoa(port)), hostname)
-	if err := st.Set(ctx, fmt.Sprintf("addr/%d", g.rank), []byte(self)); err != nil {
-		return err
-	}
-	if g.rank == 0 {
-		id := make([]byte, 16)
-		_, _ = rand.Read(id)
-		if err := st.Set(ctx, "group_id", id); err != nil {
-			return err
-		}
-	}
-	keys := make([]string, g.size)
-	for r := range keys {
-		keys[r] = fmt.Sprintf("addr/%d", r)
-	}
-	if err := g.waitForRanks(ctx, keys); err != nil {
-		var te *store.TimeoutError
-		if errors.Is(ctx.Err(), context.Canceled) {
-			return fmt.Errorf("ddp: rank %d: rendezvous cancelled while waiting for the other ranks: %w", g.rank, context.Cause(ctx))
-		}
-		if !errors.As(err, &te) {
-			return fmt.Errorf("ddp: rank %d waiting for the other ranks: %w", g.rank, err)
-		}
-		var missing []int
-		for _, k := range te.Missing {
-			var r int
-			if _, serr := fmt.Sscanf(k, "addr/%d", &r); serr == nil {
-				missing = append(missing, r)
-			}
-		}
-		slices.Sort(missing)
-		return fmt.Errorf("ddp: rank %d: ranks %v never joined within %v (is WORLD_SIZE=%d right, and did they start?): %w",
-			g.rank, missing, g.timeout, g.size, err)
-	}
-	groupID, err := st.Get(ctx, "group_id")
-	if err != nil {
-		return err
-	}
-	addrs := make([]string, g.size)
-	hosts := make([]string, g.size)
-	for r := range g.size {
-		v, err := st.Get(ctx, keys[r])
-		if err != nil {
-			return err
-		}
-		addrs[r], hosts[r], _ = strings.Cut(string(v), " ")
-	}
-	g.setLocal(o, hosts)
-	if err := g.connectMesh(ctx, ln, addrs, groupID, o.Token); err != nil {
-		return err
-	}
-	return g.setupShm(ctx, hosts, groupID)
-}
-
-// rendezvousFailedKey holds why the rendezvous cannot succeed (a rank
-// claimed twice); every waiting rank checks it.
-const rendezvousFailedKey = "rendezvous/failed"
-
-// waitForRanks waits for keys, checking between short waits whether
-// another rank found that the rendezvous cannot succeed.
-func (g *ProcessGroup) waitForRanks(ctx context.Context, keys []string) error {
-	for {
-		slice, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-		err := g.store.Wait(slice, keys...)
-		cancel()
-		var te *store.TimeoutError
-		if err == nil || !errors.As(err, &te) || ctx.Err() != nil {
-			return err
-		}
-		found, err := g.store.Check(ctx, rendezvousFailedKey)
-		if err != nil {
-			return err
-		}
-		if found[0] {
-			why, err := g.store.Get(ctx, rendezvousFailedKey)
-			if err != nil {
-				return err
-			}
-			return fmt.Errorf("ddp: rank %d: the rendezvous failed: %s", g.rank, quote.Text(why))
-		}
-	}
-}
-
-// setLocal fills the local rank and size: from Options or the environment,
-// else from the ranks sharing this host name.
-func (g *ProcessGroup) setLocal(o Options, hosts []string) {
-	var local []int
-	for r, h := range hosts {
-		if h == hosts[g.rank] {
-			local = append(local, r)
-		}
-	}
-	g.localRank, g.localWorldSize = o.LocalRank, o.LocalWorldSize
-	if g.localRank == -1 {
-		g.localRank = slices.Index(local, g.rank)
-	}
-	if g.localWorldSize == -1 {
-		g.localWorldSize = len(local)
-	}
-}
-
-// helloTimeout bounds how long a new peer connection may take to identify
-// itself.
-const helloTimeout = 5 * time.Second
-
-// hello is what a connecting rank sends: the group id, its rank and, with
-// a token, an HMAC of both.
-func hello(groupID []byte, rank int, token string) []byte {
-	msg := binary.BigEndian.AppendUint32(append([]byte(nil), groupID...), uint32(rank))
-	mac := hmac.New(sha256.New, []byte(token))
-	mac.Write(msg)
-	return mac.Sum(msg)
-}
-
-// connectMesh links every pair of ranks: each rank dials the lower ranks
-// and accepts the higher ones.
-func (g *ProcessGroup) connectMesh(ctx context.Context, ln net.Listener, addrs []string, groupID []byte, token string) error {
-	helloSize := len(hello(groupID, 0, token))
-	var (
-		mu     sync.Mutex
-		errs   []error
-		wg     sync.WaitGroup
-		expect = g.size - 1 - g.rank
-	)
-	record := func(err error) {
-		mu.Lock()
-		errs = append(errs, err)
-		mu.Unlock()
-	}
-	// Cancelling ctx ends the accept loop at once, not at the deadline.
-	stop := context.AfterFunc(ctx, func() { _ = ln.(*net.TCPListener).SetDeadline(time.Now()) })
-	defer stop()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		deadline, _ := ctx.Deadline()
-		for accepted := 0; accepted < expect; {
-			if ctx.Err() == nil {
-				_ = ln.(*net.TCPListener).SetDeadline(deadline)
-			}
-			conn, err := ln.Accept()
-			if err != nil {
-				if cause := context.Cause(ctx); cause != nil {
-					err = cause
-				}
-				record(fmt.Errorf("ddp: rank %d waiting for %d higher ranks to connect: %w", g.rank, expect-accepted, err))
-				return
-			}
-			// A stray connection that never says hello may hold the loop
-			// only briefly.
-			helloDeadline := time.Now().Add(helloTimeout)
-			if !deadline.IsZero() && deadline.Before(helloDeadline) {
-				helloDeadline = deadline
-			}
-			_ = conn.SetDeadline(helloDeadline)
-			msg := make([]byte, helloSize)
-			if _, err := io.ReadFull(conn, msg); err != nil {
-				conn.Close()
-				continue
-			}
-			r := int(binary.BigEndian.Uint32(msg[len(groupID):]))
-			if !hmac.Equal(msg, hello(groupID, r, token)) || r <= g.rank || r >= g.size {
-				conn.Close() // a stray or unauthenticated connection
-				continue
-			}
-			_ = conn.SetDeadline(time.Time{})
-			mu.Lock()
-			dup := g.peers[r] != nil
-			if !dup {
-				g.peers[r] = newPeer(r, conn)
-				accepted++
-			}
-			mu.Unlock()
-			if dup {
-				conn.Close()
-			}
-		}
-	}()
-	for r := range g.rank {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var d net.Dialer
-			for {
-				conn, err := d.DialContext(ctx, "tcp", addrs[r])
-				if err == nil {
-					if _, err = conn.Write(hello(groupID, g.rank, token)); err == nil {
-						mu.Lock()
-						g.peers[r] = newPeer(r, conn)
-						mu.Unlock()
-						return
-					}
-					conn.Close()
-				}
-				select {
-				case <-ctx.Done():
-					record(fmt.Errorf("ddp: rank %d cannot connect to rank %d at %s: %w", g.rank, r, addrs[r], err))
-					return
-				case <-time.After(50 * time.Millisecond):
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
-
-// openMPISingleHost gives an mpirun job whose ranks all run on this host
-// a rendezvous without MASTER_ADDR/MASTER_PORT: loopback, and a port
-// derived from the job's id, the same in every rank. Jobs across hosts
-// pass MASTER_ADDR and MASTER_PORT (mpirun -x).
-func openMPISingleHost(jobID string) (host, port string) {
-	h := fnv.New32a()
-	h.Write([]byte(jobID))
-	return "127.0.0.1", strconv.Itoa(20000 + int(h.Sum32()%20000))
+// failure is the group's first failure, or nil.
+func (g *ProcessGroup) failure() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.broken
 }

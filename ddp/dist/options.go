@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/xladdp/xladdp/ddp/internal/tcp"
 	"github.com/xladdp/xladdp/ddp/store"
 	"github.com/xladdp/xladdp/internal/workerenv"
 )
@@ -22,9 +23,25 @@ const (
 	EnvMasterAddr     = workerenv.MasterAddr
 	EnvMasterPort     = workerenv.MasterPort
 	// EnvAdvertiseAddr sets the IP other ranks use to reach this one.
-	EnvAdvertiseAddr = "XLADDP_ADVERTISE_ADDR"
+	EnvAdvertiseAddr = tcp.EnvAdvertiseAddr
+	// EnvShmMiB sets each rank's shared-memory slot in MiB (0 disables
+	// the same-host shared-memory path).
+	EnvShmMiB = tcp.EnvShmMiB
 	// EnvDebug turns on the collective fingerprint check.
 	EnvDebug = "XLADDP_DEBUG"
+)
+
+// Process-group backends (Options.Backend, $XLADDP_BACKEND): the
+// transports registered by name.
+const (
+	// BackendTCP is the default: TCP between hosts, shared memory on one,
+	// nothing to install.
+	BackendTCP = tcp.Name
+	// BackendMPI runs every operation through MPI (Open MPI), in programs
+	// built with -tags mpi and started by mpirun.
+	BackendMPI = "mpi"
+	// EnvBackend chooses the backend for NewOptions.
+	EnvBackend = workerenv.Backend
 )
 
 // Options configure InitProcessGroup. Rank, WorldSize, LocalRank and
@@ -129,9 +146,6 @@ func (o *Options) resolve() error {
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultTimeout
-	}
-	if _, err := shmSlotBytes(); err != nil {
-		return err
 	}
 	if o.InitMethod == "" {
 		o.InitMethod = "env://"

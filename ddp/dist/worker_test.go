@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
+	"github.com/xladdp/xladdp/ddp/internal/transport"
 	"github.com/xladdp/xladdp/ddp/internal/workertest"
 )
 
@@ -140,15 +141,15 @@ func asFloat64s(b Buffer) []float64 {
 	for i := range out {
 		switch b.DType {
 		case Float32:
-			out[i] = float64(asSlice[float32](b)[i])
+			out[i] = float64(transport.AsSlice[float32](b)[i])
 		case Float64:
-			out[i] = asSlice[float64](b)[i]
+			out[i] = transport.AsSlice[float64](b)[i]
 		case BFloat16:
-			out[i] = float64(asSlice[bfloat16.BFloat16](b)[i].Float32())
+			out[i] = float64(transport.AsSlice[bfloat16.BFloat16](b)[i].Float32())
 		case Int32:
-			out[i] = float64(asSlice[int32](b)[i])
+			out[i] = float64(transport.AsSlice[int32](b)[i])
 		case Int64:
-			out[i] = float64(asSlice[int64](b)[i])
+			out[i] = float64(transport.AsSlice[int64](b)[i])
 		}
 	}
 	return out
@@ -208,7 +209,7 @@ func tolerance(d DType, op ReduceOp, ref, magnitude float64) float64 {
 }
 
 func hashOf(b Buffer) string {
-	s := sha256.Sum256(b.bytes)
+	s := sha256.Sum256(b.Bytes())
 	return hex.EncodeToString(s[:8])
 }
 
@@ -260,7 +261,7 @@ func collectivesScenario(ctx context.Context, g *ProcessGroup, rep *report) {
 			return
 		}
 		for i, x := range v {
-			asSlice[float32](shared)[i] = float32(x)
+			transport.AsSlice[float32](shared)[i] = float32(x)
 		}
 		if err := g.AllReduce(ctx, shared, op); err != nil {
 			rep.Error = err.Error()
@@ -333,7 +334,7 @@ func collectivesScenario(ctx context.Context, g *ProcessGroup, rep *report) {
 		seed++
 		n := 9
 		_, in := values(Float32, op, n*world, rank, seed)
-		orig := append([]byte(nil), in.bytes...)
+		orig := append([]byte(nil), in.Bytes()...)
 		_, out := values(Float32, op, n, rank, seed+100)
 		reduceScatter := g.ReduceScatter
 		if op == Avg || op == Product {
@@ -347,7 +348,7 @@ func collectivesScenario(ctx context.Context, g *ProcessGroup, rep *report) {
 		}
 		want, mag := referenceReduce(Float32, op, world, n*world, seed)
 		check(rep, "ReduceScatter("+op.String()+")", out, want[rank*n:(rank+1)*n], mag[rank*n:(rank+1)*n], Float32, op)
-		if !bytes.Equal(orig, in.bytes) {
+		if !bytes.Equal(orig, in.Bytes()) {
 			rep.Failures = append(rep.Failures, "ReduceScatter changed its input")
 		}
 	}

@@ -1,4 +1,4 @@
-package dist
+package tcp
 
 import (
 	"encoding/binary"
@@ -10,6 +10,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/xladdp/xladdp/ddp/internal/transport"
 )
 
 // Frame kinds on a peer connection.
@@ -111,7 +113,7 @@ func descriptor(description string) uint64 {
 // mismatch is the error of a frame whose operation differs from the one
 // this rank runs.
 func (p *peer) mismatch(what string) error {
-	return &mismatchError{msg: fmt.Sprintf("%v: rank %d %s (every rank must issue the same collectives, with the same "+
+	return &transport.MismatchError{Msg: fmt.Sprintf("%v: rank %d %s (every rank must issue the same collectives, with the same "+
 		"dtype, length, reduce op and root, in the same order; XLADDP_DEBUG=1 names each rank's call)", ErrMismatch, p.rank, what)}
 }
 

@@ -1,4 +1,4 @@
-package dist
+package tcp
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/xladdp/xladdp/ddp/internal/transport"
 	"golang.org/x/sys/unix"
 )
 
@@ -34,7 +35,7 @@ const (
 	// shared-memory path); default defaultShmMiB.
 	EnvShmMiB     = "XLADDP_SHM_MIB"
 	defaultShmMiB = 128
-	shmDir        = "/dev/shm"
+	SegmentDir    = "/dev/shm"
 	// stagingFraction of a slot is kept for staging ordinary buffers.
 	stagingFraction = 4
 )
@@ -50,6 +51,10 @@ type shmState struct {
 	// released is set by Destroy: SharedBuffers are no longer usable.
 	released atomic.Bool
 }
+
+// Released reports whether Destroy gave the segment back: its
+// SharedBuffers are no longer usable.
+func (s *shmState) Released() bool { return s.released.Load() }
 
 // slotOf returns rank q's slot.
 func (s *shmState) slotOf(q int) []byte { return s.mem[q*s.slot : (q+1)*s.slot] }
@@ -70,9 +75,9 @@ func shmSlotBytes() (int, error) {
 	return n << 20, nil
 }
 
-// segmentPrefix names this package's segments in /dev/shm; the creator's
+// SegmentPrefix names this package's segments in /dev/shm; the creator's
 // pid follows, so segments a killed job left can be found and removed.
-const segmentPrefix = "xladdp-"
+const SegmentPrefix = "xladdp-"
 
 // removeStaleSegments deletes segments whose creating process is gone:
 // a rank killed between creating a segment and unlinking it leaves one.
@@ -82,7 +87,7 @@ func removeStaleSegments(dir string) {
 		return
 	}
 	for _, e := range entries {
-		rest, ok := strings.CutPrefix(e.Name(), segmentPrefix)
+		rest, ok := strings.CutPrefix(e.Name(), SegmentPrefix)
 		if !ok {
 			continue
 		}
@@ -99,7 +104,7 @@ func removeStaleSegments(dir string) {
 
 // setupShm decides with every rank whether the shared-memory path is
 // usable (all ranks on one host, the segment created and mapped by all).
-func (g *ProcessGroup) setupShm(ctx context.Context, hosts []string, groupID []byte) error {
+func (g *group) setupShm(ctx context.Context, hosts []string, groupID []byte) error {
 	local := g.size > 1
 	for _, h := range hosts {
 		local = local && h == hosts[0]
@@ -111,7 +116,7 @@ func (g *ProcessGroup) setupShm(ctx context.Context, hosts []string, groupID []b
 	if !local || slot < 4<<20 {
 		return nil
 	}
-	name := segmentPrefix + hex.EncodeToString(groupID)
+	name := SegmentPrefix + hex.EncodeToString(groupID)
 	verdict := func(ok bool) error {
 		v := "0"
 		if ok {
@@ -120,8 +125,8 @@ func (g *ProcessGroup) setupShm(ctx context.Context, hosts []string, groupID []b
 		return g.store.Set(ctx, fmt.Sprintf("shm/ok/%d", g.rank), []byte(v))
 	}
 	if g.rank == 0 {
-		removeStaleSegments(shmDir)
-		path := filepath.Join(shmDir, fmt.Sprintf("%s%d-%s", segmentPrefix, os.Getpid(), hex.EncodeToString(groupID)))
+		removeStaleSegments(SegmentDir)
+		path := filepath.Join(SegmentDir, fmt.Sprintf("%s%d-%s", SegmentPrefix, os.Getpid(), hex.EncodeToString(groupID)))
 		created := createSegment(path, g.size*slot) == nil
 		if created {
 			// Unlinked on every way out; a kill before that leaves a
@@ -140,7 +145,7 @@ func (g *ProcessGroup) setupShm(ctx context.Context, hosts []string, groupID []b
 	}
 	path := string(pathValue)
 	var mem []byte
-	if path != "" && filepath.Dir(path) == shmDir && strings.HasPrefix(filepath.Base(path), segmentPrefix) && strings.HasSuffix(path, name[len(segmentPrefix):]) {
+	if path != "" && filepath.Dir(path) == SegmentDir && strings.HasPrefix(filepath.Base(path), SegmentPrefix) && strings.HasSuffix(path, name[len(SegmentPrefix):]) {
 		mem, err = mapSegment(path, g.size*slot)
 	}
 	if err := verdict(mem != nil && err == nil); err != nil {
@@ -174,7 +179,7 @@ func (g *ProcessGroup) setupShm(ctx context.Context, hosts []string, groupID []b
 }
 
 // storeBarrier waits for every rank through the store (before the executor runs).
-func (g *ProcessGroup) storeBarrier(ctx context.Context) error {
+func (g *group) storeBarrier(ctx context.Context) error {
 	if err := g.store.Set(ctx, fmt.Sprintf("shm/mapped/%d", g.rank), []byte("1")); err != nil {
 		return err
 	}
@@ -218,13 +223,13 @@ func mapSegment(path string, size int) ([]byte, error) {
 // suits buffers reduced every step, like DDP's gradient buckets. Every
 // rank must allocate the same buffers in the same order. The buffer lives
 // until Destroy. Without shared memory it is an ordinary buffer.
-func (g *ProcessGroup) SharedBuffer(dtype DType, n int) (Buffer, error) {
-	if err := checkBuffer("SharedBuffer", Buffer{DType: dtype}); err != nil {
+func (g *group) SharedBuffer(dtype DType, n int) (Buffer, error) {
+	if err := (Buffer{DType: dtype}).Check("SharedBuffer"); err != nil {
 		return Buffer{}, err
 	}
 	size := n * dtype.Size()
 	if g.shm == nil {
-		return Buffer{DType: dtype, bytes: make([]byte, size)}, nil
+		return transport.ByteBuffer(dtype, make([]byte, size)), nil
 	}
 	s := g.shm
 	s.mu.Lock()
@@ -237,7 +242,7 @@ func (g *ProcessGroup) SharedBuffer(dtype DType, n int) (Buffer, error) {
 	s.arenaTop = start + size
 	b := s.slotOf(g.rank)[start : start+size]
 	clear(b)
-	return Buffer{DType: dtype, bytes: b, shared: s}, nil
+	return transport.LeasedBuffer(dtype, b, s), nil
 }
 
 // offsetInSlot returns where b starts in this rank's slot, or -1.
@@ -256,10 +261,10 @@ func (s *shmState) offsetInSlot(rank int, b []byte) int {
 
 // shmAllReduce all-reduces buf through shared memory: in place if every
 // rank's buf is a SharedBuffer, else in rounds through the staging areas.
-func (g *ProcessGroup) shmAllReduce(seq uint64, buf Buffer, op ReduceOp, deadline time.Time) error {
+func (g *group) shmAllReduce(seq uint64, buf Buffer, op ReduceOp, deadline time.Time) error {
 	s := g.shm
 	g.sharedMemoryAllReduces.Add(1)
-	off := s.offsetInSlot(g.rank, buf.bytes)
+	off := s.offsetInSlot(g.rank, buf.Bytes())
 	msg := binary.BigEndian.AppendUint64(nil, uint64(int64(off)))
 	got, err := g.exchange(kindCollective, seq, 0, msg, deadline)
 	if err != nil {
@@ -285,16 +290,16 @@ func (g *ProcessGroup) shmAllReduce(seq uint64, buf Buffer, op ReduceOp, deadlin
 	}
 	step := 1
 	for lo := 0; lo < buf.Len(); lo += per {
-		part := buf.slice(lo, min(lo+per, buf.Len()))
-		staged := Buffer{DType: buf.DType, bytes: s.slotOf(g.rank)[shmHeaderBytes : shmHeaderBytes+len(part.bytes)]}
-		copy(staged.bytes, part.bytes)
+		part := buf.Slice(lo, min(lo+per, buf.Len()))
+		staged := transport.ByteBuffer(buf.DType, s.slotOf(g.rank)[shmHeaderBytes:shmHeaderBytes+len(part.Bytes())])
+		copy(staged.Bytes(), part.Bytes())
 		if _, err := g.exchange(kindCollective, seq, step, nil, deadline); err != nil {
 			return err
 		}
 		if err := g.shmReduce(seq, step+1, staged, stage, op, deadline); err != nil {
 			return err
 		}
-		copy(part.bytes, staged.bytes)
+		copy(part.Bytes(), staged.Bytes())
 		step += 3
 	}
 	return nil
@@ -303,19 +308,19 @@ func (g *ProcessGroup) shmAllReduce(seq uint64, buf Buffer, op ReduceOp, deadlin
 // shmReduce all-reduces the region of each rank's slot at offsets[q]
 // (mine is buf): reduce-scatter straight from the peers' memory, barrier,
 // all-gather of the reduced parts, barrier.
-func (g *ProcessGroup) shmReduce(seq uint64, step int, buf Buffer, offsets []int, op ReduceOp, deadline time.Time) error {
+func (g *group) shmReduce(seq uint64, step int, buf Buffer, offsets []int, op ReduceOp, deadline time.Time) error {
 	s := g.shm
 	n, r := g.size, g.rank
 	size := buf.DType.Size()
 	b := bounds(buf.Len(), n)
 	peerPart := func(q, part int) Buffer {
 		lo, hi := offsets[q]+b[part]*size, offsets[q]+b[part+1]*size
-		return Buffer{DType: buf.DType, bytes: s.slotOf(q)[lo:hi]}
+		return transport.ByteBuffer(buf.DType, s.slotOf(q)[lo:hi])
 	}
-	own := buf.slice(b[r], b[r+1])
+	own := buf.Slice(b[r], b[r+1])
 	for q := range n {
 		if q != r {
-			reduceInto(own, peerPart(q, r), op)
+			transport.ReduceInto(own, peerPart(q, r), op)
 		}
 	}
 	if _, err := g.exchange(kindCollective, seq, step, nil, deadline); err != nil {
@@ -323,7 +328,7 @@ func (g *ProcessGroup) shmReduce(seq uint64, step int, buf Buffer, offsets []int
 	}
 	for q := range n {
 		if q != r {
-			copy(buf.slice(b[q], b[q+1]).bytes, peerPart(q, q).bytes)
+			copy(buf.Slice(b[q], b[q+1]).Bytes(), peerPart(q, q).Bytes())
 		}
 	}
 	// Peers still read this rank's part until everyone has copied.

@@ -1,4 +1,6 @@
-package dist
+//go:build mpi
+
+package mpiengine
 
 import (
 	"context"
@@ -7,6 +9,8 @@ import (
 	"runtime"
 	"slices"
 	"time"
+
+	"github.com/xladdp/xladdp/ddp/internal/transport"
 )
 
 // watchEngine is the group's watchdog, from InitProcessGroup to Destroy:
@@ -14,7 +18,7 @@ import (
 // what makes an MPI library progress) and aborts the job when any
 // operation outlives its deadline, as NCCL's watchdog does, since none
 // can be cancelled.
-func (g *ProcessGroup) watchEngine() {
+func (g *group) watchEngine() {
 	s := g.engine
 	defer close(s.stopped)
 	timer := time.NewTimer(engineTick)
@@ -74,17 +78,13 @@ func (g *ProcessGroup) watchEngine() {
 }
 
 // complete finishes a point-to-point operation's Work.
-func (g *ProcessGroup) complete(op *inFlight, err error) {
+func (g *group) complete(op *inFlight, err error) {
 	s := g.engine
 	s.mu.Lock()
 	s.p2p = slices.DeleteFunc(s.p2p, func(p *inFlight) bool { return p == op })
 	s.mu.Unlock()
-	if err != nil {
-		err = g.attribute(op.work.name, err)
-		g.fail(err)
-	}
-	op.work.err = err
-	close(op.work.done)
+	op.err = err
+	close(op.done)
 }
 
 // noticeDepartures acts on peers that left the group (their Destroy), as
@@ -93,9 +93,9 @@ func (g *ProcessGroup) complete(op *inFlight, err error) {
 // that rank, later ones fail before they start (runEngineCollective);
 // collectives up to its last still run, since this rank may not have
 // reached them yet. Point-to-point operations with the peer get
-// engineAbortGrace (a message it sent before leaving may still be
+// AbortGrace (a message it sent before leaving may still be
 // arriving); new ones fail.
-func (g *ProcessGroup) noticeDepartures() {
+func (g *group) noticeDepartures() {
 	s := g.engine
 	for {
 		r, last, ok := s.eng.departed()
@@ -113,7 +113,7 @@ func (g *ProcessGroup) noticeDepartures() {
 			running := s.running
 			doomed = &running
 		}
-		by := time.Now().Add(engineAbortGrace)
+		by := time.Now().Add(AbortGrace)
 		for _, op := range s.p2p {
 			if op.peer == r && op.deadline.After(by) {
 				op.deadline = by
@@ -129,14 +129,14 @@ func (g *ProcessGroup) noticeDepartures() {
 // departure is the error of an operation a departed peer never joins
 // (s.mu held).
 func (s *engineState) departure() error {
-	return &PeerError{Rank: s.departed, Err: fmt.Errorf("left the group (Destroy) after collective #%d", s.departedAfter)}
+	return &transport.PeerError{Rank: s.departed, Err: fmt.Errorf("left the group (Destroy) after collective #%d", s.departedAfter)}
 }
 
 // enforceDeadlines aborts the job for the running collective past its
 // deadline, or for late, a point-to-point operation past its own (both
 // copies taken under s.mu); an inline collective whose caller's ctx ended
-// breaks the group, which gives it engineAbortGrace more.
-func (g *ProcessGroup) enforceDeadlines(now time.Time, running, late *inFlight) {
+// breaks the group, which gives it AbortGrace more.
+func (g *group) enforceDeadlines(now time.Time, running, late *inFlight) {
 	if running != nil && running.ctx != nil && running.ctx.Err() != nil {
 		g.fail(fmt.Errorf("ddp: rank %d stopped waiting for %s #%d: %w", g.rank, running.name, running.seq, context.Cause(running.ctx)))
 		return
@@ -176,10 +176,8 @@ func (s *engineState) expedite(by time.Time) {
 
 // abortJob ends the whole job for op, saying why on stderr first: cause,
 // else the group's failure or op's timeout.
-func (g *ProcessGroup) abortJob(op *inFlight, cause string) {
-	g.mu.Lock()
-	why := g.broken
-	g.mu.Unlock()
+func (g *group) abortJob(op *inFlight, cause string) {
+	why := g.broken()
 	msg := fmt.Sprintf("ddp: rank %d: %s did not finish within the %v timeout; it cannot be cancelled, so the job "+
 		"is aborted (is a rank stalled, or did the ranks call different collectives? XLADDP_DEBUG=1 checks)", g.rank, g.label(op), g.timeout)
 	switch {
@@ -187,39 +185,9 @@ func (g *ProcessGroup) abortJob(op *inFlight, cause string) {
 		msg = fmt.Sprintf("ddp: rank %d: %s cannot finish: %s; the job is aborted", g.rank, g.label(op), cause)
 	case why != nil:
 		msg = fmt.Sprintf("ddp: rank %d: %s was still running %v after the group failed (%v); it cannot be "+
-			"cancelled, so the job is aborted", g.rank, g.label(op), engineAbortGrace, why)
+			"cancelled, so the job is aborted", g.rank, g.label(op), AbortGrace, why)
 	}
 	fmt.Fprintln(os.Stderr, msg)
 	g.engine.eng.abort()
 	os.Exit(1) // abort does not return; should it, the job still ends
-}
-
-// destroyEngine ends an engine group once Destroy closed its queue: the
-// operations issued before still run (the other ranks are in them too),
-// all within engineAbortGrace or the job is aborted; then later ones fail
-// and the engine is released.
-func (g *ProcessGroup) destroyEngine() error {
-	s := g.engine
-	s.expedite(time.Now().Add(engineAbortGrace))
-	g.wg.Wait()
-	g.tails.Wait()
-	g.mu.Lock()
-	if g.broken == nil {
-		g.broken = fmt.Errorf("ddp: rank %d: %w: it was destroyed", g.rank, ErrGroupClosed)
-	}
-	last := g.seq
-	g.mu.Unlock()
-	for {
-		s.mu.Lock()
-		n := len(s.p2p)
-		s.mu.Unlock()
-		if n == 0 {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
-	close(s.stop)
-	<-s.stopped
-	s.eng.leave(last)
-	return s.eng.close()
 }

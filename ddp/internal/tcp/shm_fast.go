@@ -1,4 +1,4 @@
-package dist
+package tcp
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/xladdp/xladdp/ddp/internal/transport"
 	"golang.org/x/sys/unix"
 )
 
@@ -96,12 +97,12 @@ func smallDesc(buf Buffer, op ReduceOp) uint64 {
 	return h.Sum64()
 }
 
-// smallAllReduce is the fast path (len(buf.bytes) <= shmRegionBytes).
-func (g *ProcessGroup) smallAllReduce(ctx context.Context, seq uint64, buf Buffer, op ReduceOp, deadline time.Time) error {
+// smallAllReduce is the fast path (len(buf.Bytes()) <= shmRegionBytes).
+func (g *group) smallAllReduce(ctx context.Context, seq uint64, buf Buffer, op ReduceOp, deadline time.Time) error {
 	s := g.shm
 	desc := smallDesc(buf, op)
 	g.opDesc = desc
-	n := len(buf.bytes)
+	n := len(buf.Bytes())
 	// Peers must be done reading region seq%2 from collective seq-2.
 	for q := range g.size {
 		if q != g.rank {
@@ -110,7 +111,7 @@ func (g *ProcessGroup) smallAllReduce(ctx context.Context, seq uint64, buf Buffe
 			}
 		}
 	}
-	copy(s.region(g.rank, seq)[:n], buf.bytes)
+	copy(s.region(g.rank, seq)[:n], buf.Bytes())
 	s.publish(g.rank, seq, desc)
 	for q := range g.size {
 		if q != g.rank {
@@ -120,13 +121,10 @@ func (g *ProcessGroup) smallAllReduce(ctx context.Context, seq uint64, buf Buffe
 		}
 	}
 	if g.rank != 0 {
-		copy(buf.bytes, s.region(0, seq)[:n])
+		copy(buf.Bytes(), s.region(0, seq)[:n])
 	}
 	for q := 1; q < g.size; q++ {
-		reduceInto(buf, Buffer{DType: buf.DType, bytes: s.region(q, seq)[:n]}, op)
-	}
-	if op == Avg {
-		finishAvg(buf, g.size)
+		transport.ReduceInto(buf, transport.ByteBuffer(buf.DType, s.region(q, seq)[:n]), op)
 	}
 	return nil
 }
@@ -137,7 +135,7 @@ func (g *ProcessGroup) smallAllReduce(ctx context.Context, seq uint64, buf Buffe
 // finished seq without this rank: a rooted collective's root waits for
 // every rank, and its state shows its own descriptor), so a mismatch is
 // always seen by some rank.
-func (g *ProcessGroup) awaitPeer(ctx context.Context, q int, seq, desc uint64, deadline time.Time) error {
+func (g *group) awaitPeer(ctx context.Context, q int, seq, desc uint64, deadline time.Time) error {
 	c := g.shm.control(q)
 	reached := func() (bool, error) {
 		state := c.state.Load()
@@ -177,10 +175,8 @@ func (g *ProcessGroup) awaitPeer(ctx context.Context, q int, seq, desc uint64, d
 }
 
 // stillWaiting returns why a wait for peer q must end, if it must.
-func (g *ProcessGroup) stillWaiting(ctx context.Context, q int, seq uint64, deadline time.Time) error {
-	g.mu.Lock()
-	broken := g.broken
-	g.mu.Unlock()
+func (g *group) stillWaiting(ctx context.Context, q int, seq uint64, deadline time.Time) error {
+	broken := g.broken()
 	switch {
 	case broken != nil:
 		return broken

@@ -1,6 +1,6 @@
 //go:build mpi
 
-package dist
+package mpiengine
 
 import (
 	"errors"
@@ -9,7 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/xladdp/xladdp/ddp/internal/transport"
 	"github.com/xladdp/xladdp/ddp/mpi"
+	"github.com/xladdp/xladdp/reduce"
 )
 
 // EnvMPIThreads is the thread level the mpi backend asks MPI for:
@@ -17,8 +19,6 @@ import (
 // MPI call is handed to one goroutine locked to MPI's main thread; some
 // fabrics run faster that way.
 const EnvMPIThreads = "XLADDP_MPI_THREADS"
-
-func init() { newEngines[BackendMPI] = newMPIEngine }
 
 // mpiGroups counts the open mpi groups: destroying the last finalizes MPI.
 var (
@@ -43,7 +43,7 @@ type mpiEngine struct {
 // leaveTag tags departure notices on the control communicator.
 const leaveTag = 1
 
-func newMPIEngine(o Options) (engine, engineWorld, error) {
+func newMPIEngine(o transport.Config) (engine, engineWorld, error) {
 	required, err := mpi.ParseThreadLevel(os.Getenv(EnvMPIThreads))
 	if err != nil {
 		return nil, engineWorld{}, fmt.Errorf("ddp: $%s: %w", EnvMPIThreads, err)
@@ -106,7 +106,7 @@ func (e *mpiEngine) listenForLeaves(size int) error {
 			continue
 		}
 		e.leaveSeqs[r] = make([]int64, 1)
-		req, err := e.control.Irecv(Int64s(e.leaveSeqs[r]).bytes, mpi.Int64, r, leaveTag)
+		req, err := e.control.Irecv(transport.Int64s(e.leaveSeqs[r]).Bytes(), mpi.Int64, r, leaveTag)
 		if err != nil {
 			return err
 		}
@@ -140,7 +140,7 @@ func (e *mpiEngine) leave(lastSeq uint64) {
 	var sends []*mpi.Request
 	for r := range e.leaves {
 		if r != e.rank {
-			if req, err := e.control.Isend(Int64s(mine).bytes, mpi.Int64, r, leaveTag); err == nil {
+			if req, err := e.control.Isend(transport.Int64s(mine).Bytes(), mpi.Int64, r, leaveTag); err == nil {
 				sends = append(sends, req)
 			}
 		}
@@ -189,19 +189,19 @@ func (e *mpiEngine) release() error {
 	return err
 }
 
-// mpiDatatypes and mpiOps are indexed by ddp's (checked) values: arrays,
+// mpiDatatypes and mpiOps are indexed by the group's (checked) values: arrays,
 // not maps, on the per-call path.
-var mpiDatatypes = [...]mpi.Datatype{Float32: mpi.Float32, Float64: mpi.Float64, BFloat16: mpi.BFloat16,
-	Int32: mpi.Int32, Int64: mpi.Int64}
+var mpiDatatypes = [...]mpi.Datatype{transport.Float32: mpi.Float32, transport.Float64: mpi.Float64, transport.BFloat16: mpi.BFloat16,
+	transport.Int32: mpi.Int32, transport.Int64: mpi.Int64}
 
 // mpiOps: Avg is reduced as a sum, which the group divides.
-var mpiOps = [...]mpi.Op{Sum: mpi.Sum, Avg: mpi.Sum, Min: mpi.Min, Max: mpi.Max, Product: mpi.Prod}
+var mpiOps = [...]mpi.Op{reduce.Sum: mpi.Sum, reduce.Avg: mpi.Sum, reduce.Min: mpi.Min, reduce.Max: mpi.Max, reduce.Product: mpi.Prod}
 
-var mpiCallNames = map[opKind]string{opAllReduce: "Allreduce", opBroadcast: "Bcast", opAllGather: "Allgather",
-	opReduceScatter: "Reduce_scatter_block", opAllToAll: "Alltoallv", opGather: "Gather", opScatter: "Scatter",
-	opBarrier: "Barrier", opSend: "Send", opRecv: "Recv"}
+var mpiCallNames = map[transport.Kind]string{transport.AllReduce: "Allreduce", transport.Broadcast: "Bcast", transport.AllGather: "Allgather",
+	transport.ReduceScatter: "Reduce_scatter_block", transport.AllToAll: "Alltoallv", transport.Gather: "Gather", transport.Scatter: "Scatter",
+	transport.Barrier: "Barrier", transport.Send: "Send", transport.Recv: "Recv"}
 
-func (e *mpiEngine) callName(kind opKind, async bool) string {
+func (e *mpiEngine) callName(kind transport.Kind, async bool) string {
 	if async {
 		return "MPI_I" + lowerFirst(mpiCallNames[kind])
 	}
@@ -215,66 +215,73 @@ func lowerFirst(s string) string { return string(s[0]|0x20) + s[1:] }
 // are C ints); a variable so tests can make it small.
 var mpiChunkElements = mpi.MaxCount
 
+// SetChunkElements makes every later all-reduce or broadcast split into
+// MPI calls of at most n elements: a test's way to reach the chunked
+// path without buffers past 2^31 elements.
+func SetChunkElements(n int) { mpiChunkElements = n }
+
 // tooLarge explains a buffer past MPI's int counts for an operation that
 // cannot be split into independent calls.
-func tooLarge(c engineCall, elements int) error {
+func tooLarge(c transport.Call, elements int) error {
 	return fmt.Errorf("%d elements per rank is more than MPI's int counts allow (%d) for %s: split it into several calls",
-		elements, mpi.MaxCount, describe(&c))
+		elements, mpi.MaxCount, c.Describe())
 }
 
 // chunks calls f on buf's pieces of at most mpiChunkElements elements
 // (once for an empty buffer).
-func chunks(buf Buffer, f func(Buffer) error) error {
+func chunks(buf transport.Buffer, f func(transport.Buffer) error) error {
 	n := buf.Len()
 	if n <= mpiChunkElements {
 		return f(buf)
 	}
 	for lo := 0; lo < n; lo += mpiChunkElements {
-		if err := f(buf.slice(lo, min(lo+mpiChunkElements, n))); err != nil {
+		if err := f(buf.Slice(lo, min(lo+mpiChunkElements, n))); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (e *mpiEngine) run(c engineCall) error {
-	switch c.kind {
-	case opAllReduce:
-		if c.buf.Len() <= mpiChunkElements { // without the closure chunks takes
-			return e.comm.Allreduce(c.buf.bytes, mpiDatatypes[c.buf.DType], mpiOps[c.op])
+func (e *mpiEngine) run(c transport.Call) error {
+	switch c.Kind {
+	case transport.AllReduce:
+		if c.Buf.Len() <= mpiChunkElements { // without the closure chunks takes
+			return e.comm.Allreduce(c.Buf.Bytes(), mpiDatatypes[c.Buf.DType], mpiOps[c.Op])
 		}
-		return chunks(c.buf, func(b Buffer) error { return e.comm.Allreduce(b.bytes, mpiDatatypes[b.DType], mpiOps[c.op]) })
-	case opBroadcast:
-		return chunks(c.buf, func(b Buffer) error { return e.comm.Bcast(b.bytes, mpiDatatypes[b.DType], c.root) })
-	case opBarrier:
+		return chunks(c.Buf, func(b transport.Buffer) error {
+			return e.comm.Allreduce(b.Bytes(), mpiDatatypes[b.DType], mpiOps[c.Op])
+		})
+	case transport.Broadcast:
+		return chunks(c.Buf, func(b transport.Buffer) error { return e.comm.Bcast(b.Bytes(), mpiDatatypes[b.DType], c.Root) })
+	case transport.Barrier:
 		return e.comm.Barrier()
 	}
 	if err := e.checkCounts(c); err != nil {
 		return err
 	}
-	switch c.kind {
-	case opAllGather:
-		return e.comm.Allgather(c.out.bytes, c.in.bytes, mpiDatatypes[c.in.DType])
-	case opReduceScatter:
-		return e.comm.ReduceScatterBlock(c.out.bytes, c.in.bytes, mpiDatatypes[c.in.DType], mpiOps[c.op])
-	case opAllToAll:
-		return e.comm.Alltoallv(c.out.bytes, c.in.bytes, mpiDatatypes[c.in.DType], c.outSplits, c.inSplits)
-	case opGather:
-		return e.comm.Gather(c.out.bytes, c.in.bytes, mpiDatatypes[c.in.DType], c.root)
-	case opScatter:
-		return e.comm.Scatter(c.out.bytes, c.in.bytes, mpiDatatypes[c.out.DType], c.root)
+	switch c.Kind {
+	case transport.AllGather:
+		return e.comm.Allgather(c.Out.Bytes(), c.In.Bytes(), mpiDatatypes[c.In.DType])
+	case transport.ReduceScatter:
+		return e.comm.ReduceScatterBlock(c.Out.Bytes(), c.In.Bytes(), mpiDatatypes[c.In.DType], mpiOps[c.Op])
+	case transport.AllToAll:
+		return e.comm.Alltoallv(c.Out.Bytes(), c.In.Bytes(), mpiDatatypes[c.In.DType], c.OutSplits, c.InSplits)
+	case transport.Gather:
+		return e.comm.Gather(c.Out.Bytes(), c.In.Bytes(), mpiDatatypes[c.In.DType], c.Root)
+	case transport.Scatter:
+		return e.comm.Scatter(c.Out.Bytes(), c.In.Bytes(), mpiDatatypes[c.Out.DType], c.Root)
 	}
-	return fmt.Errorf("ddp: backend mpi has no blocking %s", describe(&c))
+	return fmt.Errorf("ddp: backend mpi has no blocking %s", c.Describe())
 }
 
 // checkCounts refuses an operation whose counts or displacements do not
 // fit MPI's ints, and a tag above MPI_TAG_UB.
-func (e *mpiEngine) checkCounts(c engineCall) error {
-	if n := max(c.buf.Len(), c.in.Len(), c.out.Len()); n > mpi.MaxCount {
+func (e *mpiEngine) checkCounts(c transport.Call) error {
+	if n := max(c.Buf.Len(), c.In.Len(), c.Out.Len()); n > mpi.MaxCount {
 		return tooLarge(c, n)
 	}
-	if (c.kind == opSend || c.kind == opRecv) && int64(c.tag) > int64(e.tagUB) {
-		return fmt.Errorf("tag %d is above this MPI's largest tag, MPI_TAG_UB = %d", c.tag, e.tagUB)
+	if (c.Kind == transport.Send || c.Kind == transport.Recv) && int64(c.Tag) > int64(e.tagUB) {
+		return fmt.Errorf("tag %d is above this MPI's largest tag, MPI_TAG_UB = %d", c.Tag, e.tagUB)
 	}
 	return nil
 }
@@ -285,19 +292,19 @@ type mpiRequest struct{ r *mpi.Request }
 func (m mpiRequest) test() (bool, error) { return m.r.Test() }
 
 // start begins a Send or Recv (collectives run blocking: see engineState).
-func (e *mpiEngine) start(c engineCall) (engineRequest, error) {
+func (e *mpiEngine) start(c transport.Call) (engineRequest, error) {
 	if err := e.checkCounts(c); err != nil {
 		return nil, err
 	}
 	var r *mpi.Request
 	var err error
-	switch c.kind {
-	case opSend:
-		r, err = e.comm.Isend(c.buf.bytes, mpiDatatypes[c.buf.DType], c.root, int(c.tag))
-	case opRecv:
-		r, err = e.comm.Irecv(c.buf.bytes, mpiDatatypes[c.buf.DType], c.root, int(c.tag))
+	switch c.Kind {
+	case transport.Send:
+		r, err = e.comm.Isend(c.Buf.Bytes(), mpiDatatypes[c.Buf.DType], c.Root, int(c.Tag))
+	case transport.Recv:
+		r, err = e.comm.Irecv(c.Buf.Bytes(), mpiDatatypes[c.Buf.DType], c.Root, int(c.Tag))
 	default:
-		return nil, fmt.Errorf("ddp: backend mpi starts only point-to-point operations, not %s", describe(&c))
+		return nil, fmt.Errorf("ddp: backend mpi starts only point-to-point operations, not %s", c.Describe())
 	}
 	if err != nil {
 		return nil, err

@@ -1,0 +1,103 @@
+package dist
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/xladdp/xladdp/ddp/internal/transport"
+)
+
+// run is an operation's blocking form: on the caller's goroutine when the
+// transport allows it and nothing is queued or running (in its place in
+// the order, with no allocation), else queued and waited for.
+func (g *ProcessGroup) run(ctx context.Context, c transport.Call) error {
+	if g.inliner != nil && g.inliner.Inline(c) {
+		if seq, ok := g.beginInline(); ok {
+			c.Seq, c.Ctx = seq, ctx
+			err := g.t.Run(c)
+			if err == nil {
+				g.finish(c)
+			}
+			return g.endInline(c.Kind.String(), seq, err)
+		}
+	}
+	return g.queue(c).Wait(ctx)
+}
+
+// issue is run for the operations whose Async variant shares their code:
+// a nil ctx (the Async variant) queues c and returns at once.
+func (g *ProcessGroup) issue(ctx context.Context, c transport.Call) *Work {
+	if ctx == nil {
+		return g.queue(c)
+	}
+	return finished(c.Kind.String(), g.run(ctx, c))
+}
+
+// queue issues collective c on the executor, which numbers and times it.
+func (g *ProcessGroup) queue(c transport.Call) *Work {
+	return g.submit(c.Kind.String(), func(seq uint64, deadline time.Time) error {
+		c.Seq, c.Deadline = seq, deadline
+		err := g.t.Run(c)
+		if err == nil {
+			g.finish(c)
+		}
+		return err
+	})
+}
+
+// finish completes what the group owes a transport's result: Avg is
+// reduced as a sum, and divided here.
+func (g *ProcessGroup) finish(c transport.Call) {
+	if c.Op != Avg {
+		return
+	}
+	switch c.Kind {
+	case transport.AllReduce:
+		transport.FinishAvg(c.Buf, g.size)
+	case transport.ReduceScatter:
+		transport.FinishAvg(c.Out, g.size)
+	}
+}
+
+// pointToPoint issues a Send or Recv, numbered apart from the collectives:
+// in order on the executor, or, when the transport starts them as they
+// are issued (Features.StartAtIssue), at once; either way what is left
+// of it finishes off the executor.
+func (g *ProcessGroup) pointToPoint(c transport.Call) *Work {
+	name := c.Kind.String()
+	if !g.features.StartAtIssue {
+		return g.enqueue(name, false, func(seq uint64, deadline time.Time) (func() error, error) {
+			c.Seq, c.Deadline = seq, deadline
+			return g.t.Start(c)
+		})
+	}
+	g.submitMu.RLock()
+	defer g.submitMu.RUnlock()
+	g.mu.Lock()
+	if err := g.refusal(); err != nil {
+		g.mu.Unlock()
+		return finished(name, err)
+	}
+	g.p2pSeq++
+	c.Seq = g.p2pSeq
+	g.mu.Unlock()
+	label := fmt.Sprintf("%s (point-to-point #%d)", name, c.Seq)
+	wait, err := g.t.Start(c)
+	if err != nil {
+		err = g.attribute(label, err)
+		g.fail(err)
+		return finished(label, err)
+	}
+	w := &Work{name: label, group: g, done: make(chan struct{})}
+	g.tails.Add(1)
+	go func() {
+		defer g.tails.Done()
+		w.err = g.attribute(label, wait())
+		if w.err != nil {
+			g.fail(w.err)
+		}
+		close(w.done)
+	}()
+	return w
+}

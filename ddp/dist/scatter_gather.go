@@ -1,0 +1,112 @@
+package dist
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/xladdp/xladdp/ddp/internal/transport"
+)
+
+// splitsOrEqual returns per-rank element counts: splits, or equal parts.
+func (g *ProcessGroup) splitsOrEqual(op, what string, b Buffer, splits []int) ([]int, error) {
+	if splits == nil {
+		if b.Len()%g.size != 0 {
+			return nil, fmt.Errorf("ddp: %s: %s has %d elements, not divisible by %d ranks: give split sizes", op, what, b.Len(), g.size)
+		}
+		splits = make([]int, g.size)
+		for i := range splits {
+			splits[i] = b.Len() / g.size
+		}
+	}
+	if len(splits) != g.size {
+		return nil, fmt.Errorf("ddp: %s: %d %s split sizes for %d ranks", op, len(splits), what, g.size)
+	}
+	total := 0
+	for _, s := range splits {
+		if s < 0 {
+			return nil, fmt.Errorf("ddp: %s: negative %s split size %d", op, what, s)
+		}
+		total += s
+	}
+	if total != b.Len() {
+		return nil, fmt.Errorf("ddp: %s: %s split sizes %v add up to %d, but it has %d elements", op, what, splits, total, b.Len())
+	}
+	return splits, nil
+}
+
+// AllToAllSingle sends in's r-th segment to rank r and receives rank r's
+// segment for this rank into out's r-th segment; nil splits mean equal
+// segments (torch's all_to_all_single).
+func (g *ProcessGroup) AllToAllSingle(ctx context.Context, out, in Buffer, outSplits, inSplits []int) error {
+	return g.allToAllSingle(ctx, out, in, outSplits, inSplits).Wait(ctx)
+}
+
+// AllToAllSingleAsync is AllToAllSingle without waiting.
+func (g *ProcessGroup) AllToAllSingleAsync(out, in Buffer, outSplits, inSplits []int) *Work {
+	return g.allToAllSingle(nil, out, in, outSplits, inSplits)
+}
+
+// allToAllSingle is AllToAllSingle; a nil ctx makes it AllToAllSingleAsync.
+func (g *ProcessGroup) allToAllSingle(ctx context.Context, out, in Buffer, outSplits, inSplits []int) *Work {
+	const op = "AllToAllSingle"
+	if err := firstError(in.Check(op), out.Check(op), checkSameDType(op, out, in)); err != nil {
+		return finished(op, err)
+	}
+	inS, err := g.splitsOrEqual(op, "in", in, inSplits)
+	if err != nil {
+		return finished(op, err)
+	}
+	outS, err := g.splitsOrEqual(op, "out", out, outSplits)
+	if err != nil {
+		return finished(op, err)
+	}
+	return g.issue(ctx, transport.Call{Kind: transport.AllToAll, In: in, Out: out, InSplits: inS, OutSplits: outS})
+}
+
+// Gather collects every rank's in at root into out, in rank order
+// (out.Len() = WorldSize × in.Len() on root; out is unused elsewhere).
+func (g *ProcessGroup) Gather(ctx context.Context, out, in Buffer, root int) error {
+	return g.gather(ctx, out, in, root).Wait(ctx)
+}
+
+// GatherAsync is Gather without waiting.
+func (g *ProcessGroup) GatherAsync(out, in Buffer, root int) *Work {
+	return g.gather(nil, out, in, root)
+}
+
+// gather is Gather; a nil ctx makes it GatherAsync.
+func (g *ProcessGroup) gather(ctx context.Context, out, in Buffer, root int) *Work {
+	const op = "Gather"
+	err := firstError(in.Check(op), g.checkRank(op, "root", root))
+	if err == nil && g.rank == root {
+		err = checkLen(op, "out", out, g.size*in.Len())
+	}
+	if err != nil {
+		return finished(op, err)
+	}
+	return g.issue(ctx, transport.Call{Kind: transport.Gather, In: in, Out: out, Root: root})
+}
+
+// Scatter gives rank r the r-th block of root's in (in.Len() = WorldSize ×
+// out.Len() on root; in is unused elsewhere).
+func (g *ProcessGroup) Scatter(ctx context.Context, out, in Buffer, root int) error {
+	return g.scatter(ctx, out, in, root).Wait(ctx)
+}
+
+// ScatterAsync is Scatter without waiting.
+func (g *ProcessGroup) ScatterAsync(out, in Buffer, root int) *Work {
+	return g.scatter(nil, out, in, root)
+}
+
+// scatter is Scatter; a nil ctx makes it ScatterAsync.
+func (g *ProcessGroup) scatter(ctx context.Context, out, in Buffer, root int) *Work {
+	const op = "Scatter"
+	err := firstError(out.Check(op), g.checkRank(op, "root", root))
+	if err == nil && g.rank == root {
+		err = checkLen(op, "in", in, g.size*out.Len())
+	}
+	if err != nil {
+		return finished(op, err)
+	}
+	return g.issue(ctx, transport.Call{Kind: transport.Scatter, In: in, Out: out, Root: root})
+}
