@@ -22,11 +22,11 @@
 // ReduceScatter, AllToAllSingle (split sizes), Gather, Scatter, Barrier and
 // tagged Send/Recv work on Buffer views of float32, float64, bfloat16,
 // int32 and int64 slices, in place, with Async variants returning a Work.
-// Operations run in issue order on one executor goroutine. All-reduce
-// picks its path by size and placement: small buffers go to every rank in
-// one round (on one host, through shared memory with no frame, syscall or
-// goroutine hand-off, on the caller's goroutine when nothing is queued:
-// shm_fast.go); larger ones use a bandwidth-optimal ring (reduce-scatter then
+// Operations run in issue order on one executor goroutine, or on the
+// caller's when the transport allows and nothing is queued. On the tcp
+// transport all-reduce picks its path by size and placement: small
+// buffers go to every rank in one round (on one host, through shared
+// memory with no frame, syscall or goroutine hand-off); larger ones use a bandwidth-optimal ring (reduce-scatter then
 // all-gather) pipelined in 1 MiB pieces over the TCP connections, or, when
 // every rank is on this host, shared memory (a /dev/shm segment reserved
 // up front; buffers from SharedBuffer are reduced in place, others staged).
@@ -51,10 +51,14 @@
 //
 // # Transports
 //
-// The transport above is the default backend, "tcp". With Options.Backend
-// "mpi" ($XLADDP_BACKEND; a build with -tags mpi, started by mpirun) every
-// operation runs through MPI instead (engine.go, engine_mpi.go over
-// package ddp/mpi): the ranks come from MPI, collectives are MPI's
+// The group validates each operation, numbers, orders and times it, owns
+// its Work, the group's broken and closed states and Avg's division; a
+// transport (package ddp/internal/transport's interface, registered by
+// name) only carries it. The transport above is the default backend,
+// "tcp" (package ddp/internal/tcp). With Options.Backend "mpi"
+// ($XLADDP_BACKEND; a build with -tags mpi, started by mpirun) every
+// operation runs through MPI instead (package ddp/internal/mpiengine over
+// the binding, ddp/mpi): the ranks come from MPI, collectives are MPI's
 // blocking calls in issue order (inline, or on the executor for the Async
 // variants), Send and Recv are MPI_Isend and MPI_Irecv, and a watchdog
 // aborts the job (MPI_Abort) when an operation outlives its timeout or a
