@@ -50,7 +50,9 @@ type Lease interface {
 }
 
 // LeasedBuffer views raw, which lease owns, as elements of d.
-func LeasedBuffer(d DType, raw []byte, lease Lease) Buffer { return Buffer{DType: d, bytes: raw, lease: lease} }
+func LeasedBuffer(d DType, raw []byte, lease Lease) Buffer {
+	return Buffer{DType: d, bytes: raw, lease: lease}
+}
 
 // Values returns the buffer's elements as a slice of T (no copy: writes go
 // to the buffer). T must match the dtype (float32, float64,
