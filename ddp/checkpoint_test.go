@@ -120,7 +120,7 @@ func resumeScenario(rep *report) {
 // writer killed mid-save leaves is never picked up.
 func TestCheckpointResumeAfterSIGKILL(t *testing.T) {
 	run := func(dir string, killAt int) []report {
-		cmds, outs := launch(t, "resume", 2, "XLADDP_TEST_TIMEOUT=30s", "XLADDP_TEST_DIR="+dir,
+		cmds, outs := launchJob(t, "resume", 2, "XLADDP_TEST_TIMEOUT=30s", "XLADDP_TEST_DIR="+dir,
 			"XLADDP_TEST_KILL_AT="+strconv.Itoa(killAt))
 		return waitReports(t, cmds, outs)
 	}
@@ -130,7 +130,7 @@ func TestCheckpointResumeAfterSIGKILL(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	cmds, outs := launch(t, "resume", 2, "XLADDP_TEST_TIMEOUT=30s", "XLADDP_TEST_DIR="+dir, "XLADDP_TEST_KILL_AT=12")
+	cmds, outs := launchJob(t, "resume", 2, "XLADDP_TEST_TIMEOUT=30s", "XLADDP_TEST_DIR="+dir, "XLADDP_TEST_KILL_AT=12")
 	err := cmds[1].Wait()
 	var exit *exec.ExitError
 	require.ErrorAs(t, err, &exit)

@@ -152,7 +152,7 @@ func TestWrapEqualsSingleDevice(t *testing.T) {
 			if c.wrap == "shm-off" {
 				env = append(env, dist.EnvShmMiB+"=0")
 			}
-			cmds, outs := launch(t, "equivalence", c.processes, env...)
+			cmds, outs := launchJob(t, "equivalence", c.processes, env...)
 			reps := waitReports(t, cmds, outs)
 			var first string
 			for r, rep := range reps {

@@ -6,14 +6,13 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/xladdp/xladdp/backend"
 	"github.com/xladdp/xladdp/ddp/dist"
+	"github.com/xladdp/xladdp/ddp/launch"
 	"github.com/xladdp/xladdp/internal/freeport"
 	"github.com/xladdp/xladdp/internal/workerenv"
 	"github.com/xladdp/xladdp/xla"
@@ -140,9 +139,10 @@ func spawnDevices(opts SpawnOptions) (int, error) {
 }
 
 // spawnProcesses re-executes the program once per device with torchrun's
-// worker environment and waits for all; a failure stops the others
-// (SIGTERM, then SIGKILL) a second later, and the error names every
-// process that failed by then.
+// worker environment and waits for all, supervised as ddprun supervises
+// its workers (launch.Supervise): a failure stops the others (SIGTERM,
+// then SIGKILL) a second later, and the error names every process that
+// failed by then.
 func spawnProcesses(ctx context.Context, n int, opts SpawnOptions) error {
 	command := opts.Command
 	if len(command) == 0 {
@@ -152,15 +152,10 @@ func spawnProcesses(ctx context.Context, n int, opts SpawnOptions) error {
 	if err != nil {
 		return fmt.Errorf("ddp: Spawn: %w", err)
 	}
-	type result struct {
-		rank int
-		err  error
-	}
 	gpus, err := visibleGPUs(os.Getenv("CUDA_VISIBLE_DEVICES"), n, opts.Backend.Target)
 	if err != nil {
 		return err
 	}
-	done := make(chan result, n)
 	cmds := make([]*exec.Cmd, n)
 	for r := range n {
 		cmd := exec.Command(command[0], command[1:]...)
@@ -173,54 +168,20 @@ func spawnProcesses(ctx context.Context, n int, opts SpawnOptions) error {
 		child.MasterAddr, child.MasterPort = "127.0.0.1", strconv.Itoa(port)
 		cmd.Env = append(append(os.Environ(), child.Environ()...), backend.EnvCPUDevices+"=1",
 			"CUDA_VISIBLE_DEVICES="+gpus[r], "NEURON_NUM_DEVICES=", "NEURONCORE_NUM_DEVICES=")
-		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-		if err := cmd.Start(); err != nil {
-			stopAll(cmds[:r])
-			return fmt.Errorf("ddp: Spawn: starting process %d: %w", r, err)
-		}
 		cmds[r] = cmd
-		go func() { done <- result{r, cmd.Wait()} }()
 	}
-	// A failing process often takes its peers down with it, and a peer
-	// can exit first; so the failures within failureGrace of the first
-	// are all reported, in rank order, before the rest are stopped.
-	var failed []result
-	var grace <-chan time.Time
-	for left := n; left > 0; {
-		select {
-		case res := <-done:
-			left--
-			if res.err != nil {
-				failed = append(failed, res)
-				if grace == nil {
-					grace = time.After(failureGrace)
-				}
-			}
-			continue
-		case <-ctx.Done():
-			stopAll(cmds)
-			for range left {
-				<-done
-			}
-			return fmt.Errorf("ddp: Spawn: %w", context.Cause(ctx))
-		case <-grace:
-		}
-		stopAll(cmds)
-		for range left {
-			<-done
-		}
-		break
+	failed, err := launch.Supervise(ctx, cmds, os.Stdout, os.Stderr, failureGrace)
+	if err != nil {
+		return fmt.Errorf("ddp: Spawn: %w", err)
 	}
 	if len(failed) == 0 {
 		return nil
 	}
-	slices.SortFunc(failed, func(a, b result) int { return a.rank - b.rank })
 	msgs := make([]string, len(failed))
 	for i, f := range failed {
-		msgs[i] = fmt.Sprintf("process %d: %v", f.rank, f.err)
+		msgs[i] = fmt.Sprintf("process %d: %v", f.Index, f.Err)
 	}
-	return fmt.Errorf("ddp: Spawn: %s: %w", strings.Join(msgs, "; "), failed[0].err)
+	return fmt.Errorf("ddp: Spawn: %s: %w", strings.Join(msgs, "; "), failed[0].Err)
 }
 
 // failureGrace is how long Spawn gathers failures after the first.
@@ -247,23 +208,6 @@ func visibleGPUs(userList string, n int, target backend.Target) ([]string, error
 		}
 	}
 	return out, nil
-}
-
-// stopAll ends the processes' groups: SIGTERM, SIGKILL after 3 s.
-func stopAll(cmds []*exec.Cmd) {
-	for _, c := range cmds {
-		if c != nil && c.Process != nil {
-			_ = syscall.Kill(-c.Process.Pid, syscall.SIGTERM)
-			_ = syscall.Kill(-c.Process.Pid, syscall.SIGCONT)
-		}
-	}
-	time.AfterFunc(3*time.Second, func() {
-		for _, c := range cmds {
-			if c != nil && c.Process != nil {
-				_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
-			}
-		}
-	})
 }
 
 // spawnChild is a process Spawn started: join the group, open this

@@ -14,7 +14,7 @@ import (
 type report = workertest.Report
 
 var (
-	launch      = workertest.Launch
+	launchJob   = workertest.Launch
 	waitReports = workertest.WaitReports
 )
 

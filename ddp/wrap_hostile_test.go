@@ -231,7 +231,7 @@ func TestWrapHostileAcrossProcesses(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			cmds, outs := launch(t, "wrap-hostile", 2, "XLADDP_TEST_TIMEOUT=60s", "XLADDP_TEST_CASE="+c.name)
+			cmds, outs := launchJob(t, "wrap-hostile", 2, "XLADDP_TEST_TIMEOUT=60s", "XLADDP_TEST_CASE="+c.name)
 			for r, rep := range waitReports(t, cmds, outs) {
 				require.Empty(t, rep.Error, "rank %d", r)
 				assert.Less(t, rep.Elapsed, 20.0, "rank %d took %.1fs", r, rep.Elapsed)

@@ -85,30 +85,44 @@ func startWorkers(spec workerSpec) (*workerSet, error) {
 		env := append(append([]string(nil), spec.env...), workerEnv(c, spec, lr, rank, host, port)...)
 		cmd := exec.Command(c.Program, c.Args...)
 		cmd.Env = env
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-		w := &worker{localRank: lr, rank: rank, cmd: cmd, tail: &tail{max: tailLines}, done: make(chan struct{}),
-			drained: make(chan struct{})}
+		w := newWorker(cmd, lr, rank)
 		outs, errs, err := set.streams(spec, w)
 		if err != nil {
 			set.stop()
 			return nil, err
 		}
-		output, err := startWithOutput(cmd, outs, errs)
-		if err != nil {
+		if err := set.start(w, outs, errs); err != nil {
 			set.stop()
 			return nil, fmt.Errorf("starting worker rank %d (%s): %w", rank, c.Program, err)
 		}
-		set.workers = append(set.workers, w)
-		go func() {
-			w.waitErr = cmd.Wait()
-			w.state = cmd.ProcessState
-			close(w.done)
-			set.exits <- w
-			output.drain()
-			close(w.drained)
-		}()
 	}
 	return set, nil
+}
+
+func newWorker(cmd *exec.Cmd, localRank, rank int) *worker {
+	return &worker{localRank: localRank, rank: rank, cmd: cmd, tail: &tail{max: tailLines}, done: make(chan struct{}),
+		drained: make(chan struct{})}
+}
+
+// start runs w's command in its own process group (so a stop reaches
+// whatever it started), killed if this process dies (Pdeathsig), with its
+// output through pipes of our own; its exit is sent on set.exits.
+func (set *workerSet) start(w *worker, stdout, stderr io.Writer) error {
+	w.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	output, err := startWithOutput(w.cmd, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	set.workers = append(set.workers, w)
+	go func() {
+		w.waitErr = w.cmd.Wait()
+		w.state = w.cmd.ProcessState
+		close(w.done)
+		set.exits <- w
+		output.drain()
+		close(w.drained)
+	}()
+	return nil
 }
 
 // workerEnv is torchrun's worker environment for local rank lr.

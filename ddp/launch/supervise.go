@@ -1,0 +1,58 @@
+package launch
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os/exec"
+	"slices"
+	"time"
+)
+
+// Failure is a supervised process that did not succeed.
+type Failure struct {
+	// Index is the process's position in Supervise's commands.
+	Index int
+	// Err is what waiting for it returned (an *exec.ExitError).
+	Err error
+}
+
+// Supervise runs cmds as ddprun runs its workers: each in its own process
+// group, killed if this process dies, its output copied to stdout and
+// stderr through pipes of our own (a grandchild holding them cannot keep
+// Supervise waiting). It returns once all have exited; after the first
+// failure it waits grace for the failures that one caused, then stops the
+// rest (SIGTERM, then SIGKILL) and returns the failures seen, in index
+// order. When ctx ends it stops them all and returns ctx's cause.
+func Supervise(ctx context.Context, cmds []*exec.Cmd, stdout, stderr io.Writer, grace time.Duration) ([]Failure, error) {
+	set := &workerSet{exits: make(chan *worker, len(cmds))}
+	for i, cmd := range cmds {
+		if err := set.start(newWorker(cmd, i, i), stdout, stderr); err != nil {
+			set.stop()
+			return nil, fmt.Errorf("starting process %d: %w", i, err)
+		}
+	}
+	var failed []Failure
+	var gathered <-chan time.Time
+	for left := len(cmds); left > 0; {
+		select {
+		case w := <-set.exits:
+			left--
+			if w.waitErr != nil {
+				failed = append(failed, Failure{Index: w.rank, Err: w.waitErr})
+				if gathered == nil {
+					gathered = time.After(grace)
+				}
+			}
+			continue
+		case <-ctx.Done():
+			set.stop()
+			return nil, context.Cause(ctx)
+		case <-gathered:
+		}
+		break
+	}
+	set.stop() // the rest after a failure; otherwise only waits for the output
+	slices.SortFunc(failed, func(a, b Failure) int { return a.Index - b.Index })
+	return failed, nil
+}
