@@ -219,7 +219,7 @@ func TestSaveStateDictFromReplicaZero(t *testing.T) {
 			return SaveStateDict(ctx, path, model, map[string]string{"classes": `["a","b"]`})
 		}
 	}
-	require.NoError(t, Spawn(t.Context(), save(path), SpawnOptions{Devices: 2, Backend: backend.Options{Target: backend.CPU}}))
+	require.NoError(t, Spawn(t.Context(), save(path), SpawnOptions{Devices: 2, Device: backend.Options{Target: backend.CPU}}))
 
 	ctx := xlatest.Context(t)
 	d := xlatest.NewEngine(t, 1).Device(0)
@@ -233,7 +233,7 @@ func TestSaveStateDictFromReplicaZero(t *testing.T) {
 	assert.Equal(t, <-want, got, "the file holds replica 0's values")
 
 	bad := filepath.Join(dir, "missing-dir", "model.safetensors")
-	err = Spawn(t.Context(), save(bad), SpawnOptions{Devices: 2, Backend: backend.Options{Target: backend.CPU}})
+	err = Spawn(t.Context(), save(bad), SpawnOptions{Devices: 2, Device: backend.Options{Target: backend.CPU}})
 	assert.ErrorContains(t, err, "missing-dir")
 	<-want
 }

@@ -168,7 +168,7 @@ func TestDistributedSamplerInsideReplicasNamesItsReplica(t *testing.T) {
 		}
 		indices[w.Rank] = s.Indices(0)
 		return nil
-	}, SpawnOptions{Devices: 2, Backend: backend.Options{Target: backend.CPU, CPUDevices: 2}})
+	}, SpawnOptions{Devices: 2, Device: backend.Options{Target: backend.CPU, CPUDevices: 2}})
 	require.NoError(t, err)
 	for r := range 2 {
 		want, err := NewDistributedSampler(n, SamplerReplicas(2, r))

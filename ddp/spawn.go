@@ -24,8 +24,8 @@ type SpawnOptions struct {
 	// target has: $NEURON_NUM_DEVICES or $NEURONCORE_NUM_DEVICES on
 	// Neuron, the GPUs, or the CPU devices of $XLADDP_CPU_DEVICES).
 	Devices int
-	// Backend opens the target (its Replicas is set from Devices).
-	Backend backend.Options
+	// Device opens the device target (its Replicas is set from Devices).
+	Device backend.Options
 	// Processes runs one process per device, re-executing this program
 	// with the worker environment set (torch-xla's PJRT spawn), instead
 	// of one process driving every device.
@@ -92,7 +92,7 @@ func Spawn(ctx context.Context, fn func(ctx context.Context, w Worker) error, op
 	if opts.Processes {
 		return spawnProcesses(ctx, n, opts)
 	}
-	bo := opts.Backend
+	bo := opts.Device
 	if n > 0 {
 		bo.Replicas = n
 		if bo.CPUDevices == 0 && (bo.Target == "" || bo.Target == backend.CPU) {
@@ -152,7 +152,7 @@ func spawnProcesses(ctx context.Context, n int, opts SpawnOptions) error {
 	if err != nil {
 		return fmt.Errorf("ddp: Spawn: %w", err)
 	}
-	gpus, err := visibleGPUs(os.Getenv("CUDA_VISIBLE_DEVICES"), n, opts.Backend.Target)
+	gpus, err := visibleGPUs(os.Getenv("CUDA_VISIBLE_DEVICES"), n, opts.Device.Target)
 	if err != nil {
 		return err
 	}
@@ -217,7 +217,7 @@ func spawnChild(ctx context.Context, fn func(ctx context.Context, w Worker) erro
 		return err
 	}
 	defer dist.Destroy()
-	bo := opts.Backend
+	bo := opts.Device
 	bo.CPUDevices, bo.Replicas = 0, 1
 	if bo.Target == "" || bo.Target == backend.CPU {
 		bo.CPUDevices = 1

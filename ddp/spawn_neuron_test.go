@@ -44,7 +44,7 @@ func spawnNeuron(ctx context.Context, w Worker) error {
 
 func init() {
 	if os.Getenv(spawnScenarioEnv) == "neuron" && os.Getenv(workerenv.SpawnChild) == "1" {
-		_ = Spawn(context.Background(), spawnNeuron, SpawnOptions{Backend: backend.Options{Target: neuron.Target}, ExitChild: true})
+		_ = Spawn(context.Background(), spawnNeuron, SpawnOptions{Device: backend.Options{Target: neuron.Target}, ExitChild: true})
 	}
 }
 
@@ -58,7 +58,7 @@ func TestSpawnOnNeuron(t *testing.T) {
 	cpuDir := t.TempDir()
 	t.Setenv("XLADDP_TEST_DIR", cpuDir)
 	t.Setenv(spawnScenarioEnv, "train")
-	require.NoError(t, Spawn(t.Context(), spawnTrain, SpawnOptions{Devices: 2, Backend: backend.Options{Target: backend.CPU}}))
+	require.NoError(t, Spawn(t.Context(), spawnTrain, SpawnOptions{Devices: 2, Device: backend.Options{Target: backend.CPU}}))
 	wantHash := strings.Fields(readSpawned(t, cpuDir, 2)[0])[3]
 
 	for _, kv := range neurontest.StandInForCPU(t, t.TempDir(), "") {
@@ -91,7 +91,7 @@ func TestSpawnOnNeuron(t *testing.T) {
 			t.Setenv("XLADDP_TEST_DIR", dir)
 			t.Setenv("NEURON_RT_VISIBLE_CORES", tc.userCores)
 			err := Spawn(t.Context(), spawnNeuron, SpawnOptions{Devices: 2, Processes: tc.processes,
-				Backend: backend.Options{Target: neuron.Target}, Command: []string{os.Args[0], "-test.run=^$"}})
+				Device: backend.Options{Target: neuron.Target}, Command: []string{os.Args[0], "-test.run=^$"}})
 			require.NoError(t, err)
 			for r, line := range readSpawned(t, dir, 2) {
 				assert.Equal(t, wantHash, strings.Fields(line)[3], "rank %d trained differently from the cpu target", r)

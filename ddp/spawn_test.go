@@ -46,7 +46,7 @@ func init() {
 	if scenario := os.Getenv(spawnScenarioEnv); (scenario == "train" || scenario == "return") && SpawnedChild() {
 		// A Spawn child: run the worker; Spawn exits the process when
 		// asked, else returns here, and the child says so.
-		err := Spawn(context.Background(), spawnTrain, SpawnOptions{Backend: backend.Options{Target: backend.CPU},
+		err := Spawn(context.Background(), spawnTrain, SpawnOptions{Device: backend.Options{Target: backend.CPU},
 			ExitChild: os.Getenv(spawnScenarioEnv) != "return"})
 		returned := fmt.Sprintf("returned %v", err)
 		_ = os.WriteFile(filepath.Join(os.Getenv("XLADDP_TEST_DIR"), "returned"+os.Getenv(dist.EnvRank)), []byte(returned), 0o600)
@@ -77,7 +77,7 @@ func TestSpawn(t *testing.T) {
 			t.Setenv("XLADDP_TEST_DIR", dir)
 			t.Setenv(spawnScenarioEnv, "train")
 			err := Spawn(t.Context(), spawnTrain, SpawnOptions{Devices: 2, Processes: processes,
-				Backend: backend.Options{Target: backend.CPU}, Command: []string{os.Args[0], "-test.run=^$"}})
+				Device: backend.Options{Target: backend.CPU}, Command: []string{os.Args[0], "-test.run=^$"}})
 			require.NoError(t, err)
 			lines := readSpawned(t, dir, 2)
 			for r, l := range lines {
@@ -101,7 +101,7 @@ func TestSpawnFailure(t *testing.T) {
 			t.Setenv(spawnScenarioEnv, "train")
 			t.Setenv("XLADDP_TEST_SPAWN_FAIL", "1")
 			err := Spawn(t.Context(), spawnTrain, SpawnOptions{Devices: 2, Processes: processes,
-				Backend: backend.Options{Target: backend.CPU}, Command: []string{os.Args[0], "-test.run=^$"}})
+				Device: backend.Options{Target: backend.CPU}, Command: []string{os.Args[0], "-test.run=^$"}})
 			require.Error(t, err)
 			if processes {
 				assert.ErrorContains(t, err, "process 1")
@@ -131,7 +131,7 @@ func TestSpawnCancelled(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	err := Spawn(ctx, spawnTrain, SpawnOptions{Devices: 2, Processes: true,
-		Backend: backend.Options{Target: backend.CPU}, Command: []string{os.Args[0], "-test.run=^$"}})
+		Device: backend.Options{Target: backend.CPU}, Command: []string{os.Args[0], "-test.run=^$"}})
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Less(t, time.Since(start), 6*time.Second)
 	entries, _ := os.ReadDir("/proc")
@@ -157,7 +157,7 @@ func TestSpawnChildReturnsUnlessAskedToExit(t *testing.T) {
 				t.Setenv("XLADDP_TEST_SPAWN_FAIL", "1")
 			}
 			require.NoError(t, Spawn(t.Context(), spawnTrain, SpawnOptions{Devices: 2, Processes: true,
-				Backend: backend.Options{Target: backend.CPU}, Command: []string{os.Args[0], "-test.run=^$"}}),
+				Device: backend.Options{Target: backend.CPU}, Command: []string{os.Args[0], "-test.run=^$"}}),
 				"the children exit 0 themselves after Spawn returned")
 			assert.False(t, SpawnedChild())
 			for r := range 2 {

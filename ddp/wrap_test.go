@@ -36,9 +36,9 @@ func TestWrapRefusesBadModules(t *testing.T) {
 	}
 	_, err = Wrap(ctx, nn.NewSequential(a, nn.Dense(e.Device(0), nn.NewRand(1), -1, 2)))
 	assert.ErrorContains(t, err, "the module failed to build: 1: nn: Dense(-1, 2)")
-	assert.ErrorContains(t, Launch(ctx, nil, LaunchOptions{}), "nil function")
+	assert.ErrorContains(t, Run(ctx, nil, Options{}), "nil function")
 	t.Setenv("XLADDP_DEVICE", "tpu")
-	assert.ErrorContains(t, Launch(ctx, func(context.Context, Worker) error { return nil }, LaunchOptions{Spawn: true}), `"tpu"`)
+	assert.ErrorContains(t, Run(ctx, func(context.Context, Worker) error { return nil }, Options{Spawn: true}), `"tpu"`)
 }
 
 // TestWrapSubsetOfReplicas: when only replica 0 wraps its model, the

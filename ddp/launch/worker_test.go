@@ -1,4 +1,4 @@
-package launch
+package launch_test
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xladdp/xladdp/ddp/launch"
+
 	"github.com/xladdp/xladdp/backend"
 	"github.com/xladdp/xladdp/ddp"
 	"github.com/xladdp/xladdp/ddp/dist"
@@ -24,7 +26,7 @@ import (
 )
 
 // workerEnvName makes the test binary a worker running a scenario.
-const workerEnvName = "XLADDP_LAUNCH_TEST_WORKER"
+const workerEnvName = launch.WorkerEnvName
 
 func TestMain(m *testing.M) {
 	if s := os.Getenv(workerEnvName); s != "" {

@@ -29,7 +29,7 @@ import (
 
 type config struct {
 	cmdline.Run
-	launch            ddp.LaunchOptions
+	launch            ddp.Options
 	epochs, batchSize int
 	lr                float64
 	seed              uint64
@@ -132,9 +132,9 @@ func run(ctx context.Context, args []string, out io.Writer) (result, error) {
 		return err
 	}
 	if c.noDDP {
-		err = single(ctx, c.launch.Backend, fn)
+		err = single(ctx, c.launch.Device, fn)
 	} else {
-		err = ddp.Launch(ctx, fn, c.launch)
+		err = ddp.Run(ctx, fn, c.launch)
 	}
 	res.Synthetic = synthetic
 	return res, err

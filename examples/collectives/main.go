@@ -11,7 +11,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 
@@ -28,17 +27,15 @@ func run(ctx context.Context, args []string, out io.Writer) (err error) {
 	fs := pflag.NewFlagSet("collectives", pflag.ContinueOnError)
 	fs.SetOutput(out)
 	initMethod := fs.String("init-method", "env://", "how a rank joins the job: env://, tcp://HOST:PORT or file:///shared/file")
-	var backend string
-	backendFlags := flag.NewFlagSet("backend", flag.ContinueOnError)
-	ddp.BackendFlag(backendFlags, &backend)
-	fs.AddGoFlagSet(backendFlags)
+	var transport string
+	ddp.TransportFlag(fs, &transport)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	o := dist.NewOptions()
 	o.InitMethod = *initMethod
-	if backend != "" {
-		o.Backend = backend
+	if transport != "" {
+		o.Backend = transport
 	}
 	if err := dist.Init(ctx, o); err != nil {
 		return err

@@ -42,7 +42,7 @@ const modelFile = "resnet18.safetensors"
 
 type config struct {
 	cmdline.Run
-	launch                       ddp.LaunchOptions
+	launch                       ddp.Options
 	epochs, batchSize, imageSize int
 	stepSize                     int
 	lr, momentum, gamma          float64
@@ -162,7 +162,7 @@ func run(ctx context.Context, args []string, out io.Writer) (result, error) {
 	}
 	xla.ResetMetrics()
 	res := result{Classes: trainSet.Classes()}
-	err = ddp.Launch(ctx, func(ctx context.Context, w ddp.Worker) error {
+	err = ddp.Run(ctx, func(ctx context.Context, w ddp.Worker) error {
 		j := job{cfg: c, worker: w, train: trainSet, val: valSet, weights: weights, classes: string(classes), out: out}
 		r, err := j.run(ctx)
 		if w.Rank == 0 {

@@ -29,7 +29,7 @@ const inputSize, outputSize, dataSize = 5, 2, 100
 
 type config struct {
 	cmdline.Run
-	launch            ddp.LaunchOptions
+	launch            ddp.Options
 	epochs, batchSize int
 	lr                float64
 	seed              uint64
@@ -113,7 +113,7 @@ func run(ctx context.Context, args []string, out io.Writer) (result, error) {
 		return result{}, err
 	}
 	var res result
-	err = ddp.Launch(ctx, func(ctx context.Context, w ddp.Worker) error {
+	err = ddp.Run(ctx, func(ctx context.Context, w ddp.Worker) error {
 		r, err := train(ctx, c, w, dataset, out)
 		if w.Rank == 0 {
 			res = r

@@ -26,7 +26,7 @@ import (
 
 type config struct {
 	cmdline.Run
-	launch                           ddp.LaunchOptions
+	launch                           ddp.Options
 	epochs, batchSize, testBatchSize int
 	lr, gamma                        float64
 	seed                             uint64
@@ -90,7 +90,7 @@ func run(ctx context.Context, args []string, out io.Writer) (result, error) {
 	}
 	xla.ResetMetrics() // this run's counts
 	var res result
-	err = ddp.Launch(ctx, func(ctx context.Context, w ddp.Worker) error {
+	err = ddp.Run(ctx, func(ctx context.Context, w ddp.Worker) error {
 		r, err := train(ctx, c, w, trainSet, testSet, out)
 		if w.Rank == 0 {
 			res = r

@@ -40,7 +40,7 @@ func main() {
 		if err := c.Check(); err != nil {
 			return err
 		}
-		return ddp.Launch(ctx, func(ctx context.Context, w ddp.Worker) error { return train(ctx, c, w, out) }, *launch)
+		return ddp.Run(ctx, func(ctx context.Context, w ddp.Worker) error { return train(ctx, c, w, out) }, *launch)
 	})
 }
 

@@ -1,13 +1,12 @@
-// Package cmdline is what the examples' command lines share: a flag set
-// with ddp's launch flags (--spawn, --init-method, --cpu-devices,
-// --device) in the style of xladdp's other commands, and a main that
-// stops on SIGINT/SIGTERM and exits like them.
+// Package cmdline is what the examples' command lines share: a pflag flag
+// set with ddp.Run's flags (--spawn, --init-method, --backend,
+// --cpu-devices, --device) in the style of xladdp's other commands, and a
+// main that stops on SIGINT/SIGTERM and exits like them.
 package cmdline
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -25,15 +24,12 @@ import (
 	"github.com/xladdp/xladdp/xla"
 )
 
-// FlagSet returns the command's flag set, writing usage to out, with the
-// launch flags on it; their values are in the options after Parse.
-func FlagSet(name string, out io.Writer) (*pflag.FlagSet, *ddp.LaunchOptions) {
+// FlagSet returns the command's flag set, writing usage to out, with
+// ddp.Run's flags on it; their values are in the options after Parse.
+func FlagSet(name string, out io.Writer) (*pflag.FlagSet, *ddp.Options) {
 	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
 	fs.SetOutput(out)
-	launchFlags := flag.NewFlagSet("launch", flag.ContinueOnError)
-	launch := ddp.LaunchFlags(launchFlags)
-	fs.AddGoFlagSet(launchFlags)
-	return fs, launch
+	return fs, ddp.Flags(fs)
 }
 
 // Parse parses args; the examples take flags only.

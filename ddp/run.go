@@ -3,7 +3,6 @@ package ddp
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -11,12 +10,15 @@ import (
 	"strconv"
 	"syscall"
 
+	"github.com/spf13/pflag"
+
 	"github.com/xladdp/xladdp/backend"
 	"github.com/xladdp/xladdp/ddp/dist"
 )
 
-// LaunchOptions chooses how Launch runs a training function.
-type LaunchOptions struct {
+// Options chooses how Run runs a training function: the launch mode,
+// the device target (PJRT) and the process group's transport.
+type Options struct {
 	// Spawn runs one process with a replica per local device (xmp.spawn:
 	// Devices of them, else $NEURON_NUM_DEVICES, else the target's
 	// devices); started by a launcher (ddprun, torchrun, mpirun), that
@@ -25,53 +27,54 @@ type LaunchOptions struct {
 	// launcher started and drives one device.
 	Spawn   bool
 	Devices int
+	// CPUDevices is the CPU device count to spawn on when the target is
+	// the CPU (--cpu-devices); ignored on other targets.
+	CPUDevices int
+	// Device opens the device target: cpu, cuda, neuron ($XLADDP_DEVICE
+	// or $PJRT_DEVICE by default), its plugin and client options.
+	Device backend.Options
 	// InitMethod is how a rank joins the job (default "env://"; also
 	// "tcp://HOST:PORT" and "file:///shared/file").
 	InitMethod string
-	// CPUDevices is the CPU device count to spawn on when the target is
-	// the CPU (the examples' --cpu-devices); ignored on other targets.
-	CPUDevices int
-	// Backend opens the target ($XLADDP_DEVICE or $PJRT_DEVICE by default).
-	Backend backend.Options
-	// GroupBackend is the process group's backend in run mode: "tcp" or
-	// "mpi" (Options.Backend; default $XLADDP_BACKEND, else tcp).
-	GroupBackend string
+	// Transport carries the process group: "tcp" or "mpi" (default
+	// $XLADDP_BACKEND, else tcp).
+	Transport string
 }
 
-// Launch runs fn as every replica of this process, in either of the
-// tutorials' launch modes (see LaunchOptions.Spawn), so one program runs
-// both ways: joining the default group first in run mode and leaving it
-// after. It returns the first replica's error.
-func Launch(ctx context.Context, fn func(ctx context.Context, w Worker) error, o LaunchOptions) (err error) {
+// Run runs fn as every replica of this process, in either of the
+// tutorials' launch modes (see Options.Spawn), so one program runs both
+// ways: joining the default group first as a launcher's rank and leaving
+// it after. It returns the first replica's error.
+func Run(ctx context.Context, fn func(ctx context.Context, w Worker) error, o Options) (err error) {
 	if fn == nil {
-		return errors.New("ddp: Launch of a nil function")
+		return errors.New("ddp: Run of a nil function")
 	}
-	target, err := backend.ResolveTarget(o.Backend.Target)
+	target, err := backend.ResolveTarget(o.Device.Target)
 	if err != nil {
-		return fmt.Errorf("ddp: Launch: %w", err)
+		return fmt.Errorf("ddp: Run: %w", err)
 	}
-	bo := o.Backend
-	bo.Target = target
+	device := o.Device
+	device.Target = target
 	if target != backend.CPU {
-		bo.CPUDevices = 0
+		device.CPUDevices = 0
 	}
 	opts := dist.NewOptions()
 	if o.InitMethod != "" {
 		opts.InitMethod = o.InitMethod
 	}
-	if o.GroupBackend != "" {
-		opts.Backend = o.GroupBackend
+	if o.Transport != "" {
+		opts.Backend = o.Transport
 	}
 	if err := opts.CheckBackend(); err != nil {
 		return err
 	}
 	devices := 1
 	if o.Spawn {
-		if target == backend.CPU && bo.CPUDevices == 0 {
-			bo.CPUDevices = o.CPUDevices
+		if target == backend.CPU && device.CPUDevices == 0 {
+			device.CPUDevices = o.CPUDevices
 		}
 		if !opts.Launched() && opts.Backend != dist.BackendMPI {
-			return Spawn(ctx, fn, SpawnOptions{Devices: o.Devices, Backend: bo, ExitChild: true})
+			return Spawn(ctx, fn, SpawnOptions{Devices: o.Devices, Device: device, ExitChild: true})
 		}
 		// Spawned under a launcher: this process is one rank of the job
 		// and drives all its local devices (one process per node on
@@ -79,7 +82,7 @@ func Launch(ctx context.Context, fn func(ctx context.Context, w Worker) error, o
 		// process group across processes.
 		devices = o.Devices
 	} else if target == backend.CPU {
-		bo.CPUDevices = 1
+		device.CPUDevices = 1
 	}
 	if err := dist.Init(ctx, opts); err != nil {
 		if errors.Is(err, dist.ErrNoLauncher) {
@@ -89,22 +92,21 @@ func Launch(ctx context.Context, fn func(ctx context.Context, w Worker) error, o
 		return err
 	}
 	defer func() { err = errors.Join(err, dist.Destroy()) }()
-	return Spawn(ctx, fn, SpawnOptions{Devices: devices, Backend: bo, ExitChild: true})
+	return Spawn(ctx, fn, SpawnOptions{Devices: devices, Device: device, ExitChild: true})
 }
 
 // launcherExample is the ddprun command line that starts this program.
 func launcherExample() string { return "ddprun --nproc_per_node=2 " + filepath.Base(os.Args[0]) }
 
-// LaunchFlags registers the examples' launch flags on fs: --spawn,
-// --init-method, --backend (default $XLADDP_BACKEND, else tcp),
-// --cpu-devices and --device (default $XLADDP_DEVICE, else $PJRT_DEVICE,
-// else cpu). Read the options after fs.Parse.
-func LaunchFlags(fs *flag.FlagSet) *LaunchOptions {
-	o := &LaunchOptions{}
+// Flags registers Run's flags on fs: --spawn, --init-method, --backend
+// (the transport; default $XLADDP_BACKEND, else tcp), --cpu-devices and
+// --device (default $XLADDP_DEVICE, else $PJRT_DEVICE, else cpu). Read the
+// options after fs.Parse.
+func Flags(fs *pflag.FlagSet) *Options {
+	o := &Options{CPUDevices: 2}
 	fs.BoolVar(&o.Spawn, "spawn", false, "one process, a replica per local device (xmp.spawn); else one rank of a ddprun/torchrun/mpirun job")
 	fs.StringVar(&o.InitMethod, "init-method", "env://", "how a rank joins the job: env://, tcp://HOST:PORT or file:///shared/file")
-	BackendFlag(fs, &o.GroupBackend)
-	o.CPUDevices = 2
+	TransportFlag(fs, &o.Transport)
 	fs.Func("cpu-devices", "CPU devices to spawn on, cpu target (default 2)", func(s string) error {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > backend.MaxCPUDevices {
@@ -115,36 +117,36 @@ func LaunchFlags(fs *flag.FlagSet) *LaunchOptions {
 	})
 	fs.Func("device", "target: cpu, cuda or neuron (default $XLADDP_DEVICE, else $PJRT_DEVICE, else cpu)", func(s string) error {
 		t, err := backend.ParseTarget(s)
-		o.Backend.Target = t
+		o.Device.Target = t
 		return err
 	})
 	return o
 }
 
-// BackendFlag registers --backend on fs, setting *backend: the process
-// group's backend, tcp or mpi (checked at once; the default, "", means
-// $XLADDP_BACKEND, else tcp).
-func BackendFlag(fs *flag.FlagSet, backend *string) {
-	fs.Func("backend", "process group backend: tcp, or mpi under mpirun in a build with -tags mpi (default $XLADDP_BACKEND, else tcp)",
+// TransportFlag registers --backend on fs (torch's name for it), setting
+// *transport: the process group's transport, tcp or mpi, checked at once
+// (the default, "", means $XLADDP_BACKEND, else tcp).
+func TransportFlag(fs *pflag.FlagSet, transport *string) {
+	fs.Func("backend", "process group transport: tcp, or mpi under mpirun in a build with -tags mpi (default $XLADDP_BACKEND, else tcp)",
 		func(s string) error {
 			o := dist.Options{Backend: s, InitMethod: "env://"}
 			if err := o.CheckBackend(); err != nil {
 				return err
 			}
-			*backend = o.Backend
+			*transport = o.Backend
 			return nil
 		})
 }
 
-// Main is a training program's main: it parses the command line (the
-// launch flags and any the program registered on flag.CommandLine), runs
-// fn with Launch until it returns or SIGINT/SIGTERM, and exits 1 with the
-// error on stderr.
+// Main is a training program's main: it parses the command line (Run's
+// flags and any the program registered on pflag.CommandLine), runs fn
+// with Run until it returns or SIGINT/SIGTERM, and exits 1 with the error
+// on stderr.
 func Main(fn func(ctx context.Context, w Worker) error) {
-	o := LaunchFlags(flag.CommandLine)
-	flag.Parse()
+	o := Flags(pflag.CommandLine)
+	pflag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := Launch(ctx, fn, *o)
+	err := Run(ctx, fn, *o)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
