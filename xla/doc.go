@@ -44,6 +44,15 @@
 // ordinary loop keeps no previous buffers alive. Backward through a recipe
 // that is gone is an error.
 //
+// # Reading values
+//
+// Values[T](ctx, t) is how a tensor is read to the host: it runs the
+// pending MarkStep if there is one, waits for the value and returns its
+// elements as a []T of the tensor's dtype. Item (one element, as float64)
+// and Float32s are its shorthands; CopyBytesTo writes the raw bytes into
+// a buffer of the caller's without a copy in between (DDP's gradient
+// buckets), and Bytes returns them.
+//
 // # MarkStep
 //
 // Device.MarkStep (or Replica.MarkStep) honours ctx at every stage (a

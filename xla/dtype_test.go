@@ -24,10 +24,10 @@ func tolerance(dt DType) float64 {
 	return 0 // integers and Bool are exact
 }
 
-// hostValues reads any dtype's values as float64 through ToHost.
+// hostValues reads any dtype's values as float64 through toHost.
 func hostValues(t *testing.T, x *Tensor) []float64 {
 	t.Helper()
-	host, err := x.ToHost(testContext(t))
+	host, err := x.toHost(testContext(t))
 	require.NoError(t, err)
 	var out []float64
 	require.NoError(t, host.ConstFlatData(func(flat any) {

@@ -31,7 +31,7 @@ func (t *Tensor) Format(f fmt.State, verb rune) {
 }
 
 func (t *Tensor) formatValues(w io.Writer, format string) error {
-	host, err := t.ToHost(context.Background())
+	host, err := t.toHost(context.Background())
 	if err != nil {
 		return err
 	}

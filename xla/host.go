@@ -35,8 +35,8 @@ func (t *Tensor) materialize(ctx context.Context) error {
 	return nil
 }
 
-// ToHost copies the value to the host, running a MarkStep first if it is pending.
-func (t *Tensor) ToHost(ctx context.Context) (*tensors.Tensor, error) {
+// toHost copies the value to the host, running a MarkStep first if it is pending.
+func (t *Tensor) toHost(ctx context.Context) (*tensors.Tensor, error) {
 	if err := t.materialize(ctx); err != nil {
 		return nil, err
 	}
@@ -59,7 +59,7 @@ func (t *Tensor) ToHost(ctx context.Context) (*tensors.Tensor, error) {
 
 // Values returns the flat values, converted to T.
 func Values[T dtypes.Supported](ctx context.Context, t *Tensor) ([]T, error) {
-	host, err := t.ToHost(ctx)
+	host, err := t.toHost(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +84,7 @@ func (t *Tensor) Item(ctx context.Context) (float64, error) {
 	if t.shape.Size() != 1 {
 		return 0, fmt.Errorf("xla: Item of %s: needs exactly one element", t.shape)
 	}
-	host, err := t.ToHost(ctx)
+	host, err := t.toHost(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -161,7 +161,7 @@ func (d *Device) uploadBytes(shape shapes.Shape, data []byte) (*deviceData, erro
 // Bytes returns the value's raw little-endian bytes, running a MarkStep
 // first if it is pending.
 func (t *Tensor) Bytes(ctx context.Context) ([]byte, error) {
-	host, err := t.ToHost(ctx)
+	host, err := t.toHost(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -217,7 +217,7 @@ func (t *Tensor) To(ctx context.Context, d *Device) (*Tensor, error) {
 	if d.engine != t.dev.engine {
 		return nil, fmt.Errorf("xla: To(%s) of a tensor on %s: the devices belong to different engines", d, t.dev)
 	}
-	host, err := t.ToHost(ctx)
+	host, err := t.toHost(ctx)
 	if err != nil {
 		return nil, err
 	}
