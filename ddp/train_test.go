@@ -85,7 +85,11 @@ func newModel(d *xla.Device, kind string, seed uint64, step *int) (nn.Module, er
 		if err != nil {
 			return nil, err
 		}
-		return nn.NewSequential(conv, bn, nn.ReLU{}, nn.NewMaxPool2d(2, 2, 0), nn.Flatten{}, fc), nil
+		pool, err := nn.NewMaxPool2d(2, 2, 0)
+		if err != nil {
+			return nil, err
+		}
+		return nn.NewSequential(conv, bn, nn.ReLU{}, pool, nn.Flatten{}, fc), nil
 	}
 	return nil, fmt.Errorf("unknown model %q", kind)
 }

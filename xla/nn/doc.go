@@ -11,4 +11,11 @@
 // built with the same seed starts identical, and uploaded once; nothing
 // executes until the first MarkStep. Train and Eval switch BatchNorm and
 // Dropout between their modes.
+//
+// Every constructor that can be given impossible sizes returns (layer,
+// error) and checks them at once (NewLinear, NewConv2d, NewBatchNorm2d,
+// NewDropout, NewMaxPool2d, NewAvgPool2d, NewResNet18). Dense is
+// NewLinear for a model written as one expression: its error stays in the
+// layer (Err), Sequential's Err, Wrap and the optimizers report it, and
+// Forward returns it in its result.
 package nn

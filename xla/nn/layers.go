@@ -32,14 +32,27 @@ type MaxPool2d struct {
 	Options xla.Pool2dOptions
 }
 
-// squarePool is a pool with the same kernel, stride and padding on both axes.
-func squarePool(kernel, stride, padding int) xla.Pool2dOptions {
-	return xla.Pool2dOptions{Kernel: [2]int{kernel, kernel}, Stride: [2]int{stride, stride}, Padding: [2]int{padding, padding}}
+// squarePool is a pool with the same kernel, stride and padding on both
+// axes, checked as torch checks them.
+func squarePool(name string, kernel, stride, padding int) (xla.Pool2dOptions, error) {
+	switch {
+	case kernel < 1:
+		return xla.Pool2dOptions{}, fmt.Errorf("nn: %s(kernel %d): the kernel must be positive", name, kernel)
+	case stride < 0:
+		return xla.Pool2dOptions{}, fmt.Errorf("nn: %s(stride %d): the stride cannot be negative (0 means the kernel)", name, stride)
+	case padding < 0 || 2*padding > kernel:
+		return xla.Pool2dOptions{}, fmt.Errorf("nn: %s(padding %d): the padding must be from 0 to half the kernel %d", name, padding, kernel)
+	}
+	return xla.Pool2dOptions{Kernel: [2]int{kernel, kernel}, Stride: [2]int{stride, stride}, Padding: [2]int{padding, padding}}, nil
 }
 
 // NewMaxPool2d pools with a square kernel, stride (0 means kernel) and padding.
-func NewMaxPool2d(kernel, stride, padding int) *MaxPool2d {
-	return &MaxPool2d{Options: squarePool(kernel, stride, padding)}
+func NewMaxPool2d(kernel, stride, padding int) (*MaxPool2d, error) {
+	o, err := squarePool("MaxPool2d", kernel, stride, padding)
+	if err != nil {
+		return nil, err
+	}
+	return &MaxPool2d{Options: o}, nil
 }
 
 // Forward pools x [N, C, H, W].
@@ -52,8 +65,12 @@ type AvgPool2d struct {
 }
 
 // NewAvgPool2d pools with a square kernel, stride (0 means kernel) and padding.
-func NewAvgPool2d(kernel, stride, padding int) *AvgPool2d {
-	return &AvgPool2d{Options: squarePool(kernel, stride, padding)}
+func NewAvgPool2d(kernel, stride, padding int) (*AvgPool2d, error) {
+	o, err := squarePool("AvgPool2d", kernel, stride, padding)
+	if err != nil {
+		return nil, err
+	}
+	return &AvgPool2d{Options: o}, nil
 }
 
 // Forward pools x [N, C, H, W].

@@ -120,12 +120,12 @@ func layerCases() []layerCase {
 				return batchNormRef(x, p[0], p[1])
 			}},
 		{name: "MaxPool2d", input: []int{1, 2, 5, 5},
-			build: func(*xla.Device) (Module, error) { return NewMaxPool2d(3, 2, 1), nil },
+			build: func(*xla.Device) (Module, error) { return NewMaxPool2d(3, 2, 1) },
 			reference: func(x reference.Tensor, _ []reference.Tensor) reference.Tensor {
 				return reference.Pool2d(x, reference.PoolParams{Kernel: [2]int{3, 3}, Stride: [2]int{2, 2}, Padding: [2]int{1, 1}}, true)
 			}},
 		{name: "AvgPool2d", input: []int{2, 1, 4, 4},
-			build: func(*xla.Device) (Module, error) { return NewAvgPool2d(2, 0, 0), nil },
+			build: func(*xla.Device) (Module, error) { return NewAvgPool2d(2, 0, 0) },
 			reference: func(x reference.Tensor, _ []reference.Tensor) reference.Tensor {
 				return reference.Pool2d(x, reference.PoolParams{Kernel: [2]int{2, 2}}, false)
 			}},
@@ -236,4 +236,27 @@ func toFloat64(xs []float32) []float64 {
 		out[i] = float64(x)
 	}
 	return out
+}
+
+// TestPoolConstructorsRefuseBadSizes: a pool that cannot work is an error
+// at construction, as every other constructor's is.
+func TestPoolConstructorsRefuseBadSizes(t *testing.T) {
+	for _, tc := range []struct {
+		kernel, stride, padding int
+		want                    string
+	}{
+		{0, 1, 0, "MaxPool2d(kernel 0): the kernel must be positive"},
+		{-3, 1, 0, "the kernel must be positive"},
+		{2, -1, 0, "the stride cannot be negative"},
+		{2, 2, -1, "the padding must be from 0 to half the kernel 2"},
+		{2, 2, 2, "the padding must be from 0 to half the kernel 2"},
+	} {
+		_, err := NewMaxPool2d(tc.kernel, tc.stride, tc.padding)
+		assert.ErrorContains(t, err, tc.want, "%+v", tc)
+		_, err = NewAvgPool2d(tc.kernel, tc.stride, tc.padding)
+		assert.ErrorContains(t, err, "nn: AvgPool2d(", "%+v", tc)
+	}
+	p, err := NewMaxPool2d(3, 0, 1)
+	require.NoError(t, err)
+	assert.Equal(t, [2]int{3, 3}, p.Options.Kernel)
 }

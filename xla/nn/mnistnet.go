@@ -27,7 +27,11 @@ func NewMNISTNet(d *xla.Device, rng *rand.Rand) (*Sequential, error) {
 	if err != nil {
 		return nil, err
 	}
+	pool, err := NewMaxPool2d(2, 2, 0)
+	if err != nil {
+		return nil, err
+	}
 	fc1, fc2 := Dense(d, rng, 9216, 128), Dense(d, rng, 128, 10)
-	net := NewSequential(conv1, ReLU{}, conv2, ReLU{}, NewMaxPool2d(2, 2, 0), drop1, Flatten{}, fc1, ReLU{}, drop2, fc2)
+	net := NewSequential(conv1, ReLU{}, conv2, ReLU{}, pool, drop1, Flatten{}, fc1, ReLU{}, drop2, fc2)
 	return net, Err(net)
 }

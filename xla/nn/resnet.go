@@ -108,7 +108,9 @@ func NewResNet18(d *xla.Device, rng *rand.Rand, cfg ResNetConfig) (*ResNet, erro
 		return nil, err
 	}
 	if !cfg.CIFAR {
-		r.MaxPool = NewMaxPool2d(3, 2, 1)
+		if r.MaxPool, err = NewMaxPool2d(3, 2, 1); err != nil {
+			return nil, err
+		}
 	}
 	in := 64
 	for i, layer := range []**Sequential{&r.Layer1, &r.Layer2, &r.Layer3, &r.Layer4} {

@@ -25,7 +25,9 @@ func TestEmptyBatchTrainingStep(t *testing.T) {
 	require.NoError(t, err)
 	fc, err := nn.NewLinear(d, rng, 4*4*4, 3, true)
 	require.NoError(t, err)
-	model := nn.NewSequential(conv, nn.ReLU{}, nn.NewMaxPool2d(2, 2, 0), nn.Flatten{}, fc)
+	pool, err := nn.NewMaxPool2d(2, 2, 0)
+	require.NoError(t, err)
+	model := nn.NewSequential(conv, nn.ReLU{}, pool, nn.Flatten{}, fc)
 	params := nn.Parameters(model)
 	before := make([][]float32, len(params))
 	for i, p := range params {
