@@ -81,3 +81,28 @@ func TestBackendKnowsNoTarget(t *testing.T) {
 	assert.NotContains(t, imports, "github.com/xladdp/xladdp/neuron")
 	assert.Contains(t, imports, "github.com/xladdp/xladdp/targets")
 }
+
+// TestProcessGroupCoreLinksNoPJRT: ddp's core, the process group and its
+// transports, links neither PJRT (backend) nor the lazy tensors (xla).
+func TestProcessGroupCoreLinksNoPJRT(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "github.com/xladdp/xladdp/ddp/dist").Output()
+	require.NoError(t, err)
+	deps := strings.Fields(string(out))
+	for _, heavy := range []string{"github.com/xladdp/xladdp/backend", "github.com/xladdp/xladdp/xla"} {
+		assert.NotContains(t, deps, heavy)
+	}
+	assert.Contains(t, deps, "github.com/xladdp/xladdp/ddp/internal/tcp", "the default transport is linked")
+}
+
+// TestDDPRootIsTheUserLayer: the ddp package stays the layer users call
+// (Wrap, the sampler, checkpoints, Run), at most 2,500 non-test lines.
+func TestDDPRootIsTheUserLayer(t *testing.T) {
+	lines := 0
+	nonTestSources(t, func(path, src string) {
+		if filepath.Dir(path) == "ddp" {
+			lines += strings.Count(src, "\n")
+		}
+	})
+	assert.Positive(t, lines)
+	assert.LessOrEqual(t, lines, 2500)
+}
