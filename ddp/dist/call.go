@@ -2,7 +2,6 @@ package dist
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/xladdp/xladdp/ddp/internal/transport"
@@ -75,14 +74,12 @@ func (g *ProcessGroup) pointToPoint(c transport.Call) *Work {
 	g.submitMu.RLock()
 	defer g.submitMu.RUnlock()
 	g.mu.Lock()
-	if err := g.refusal(); err != nil {
-		g.mu.Unlock()
+	seq, label, err := g.claim(name, false)
+	g.mu.Unlock()
+	if err != nil {
 		return finished(name, err)
 	}
-	g.p2pSeq++
-	c.Seq = g.p2pSeq
-	g.mu.Unlock()
-	label := fmt.Sprintf("%s (point-to-point #%d)", name, c.Seq)
+	c.Seq = seq
 	wait, err := g.t.Start(c)
 	if err != nil {
 		err = g.attribute(label, err)

@@ -169,19 +169,10 @@ func (g *ProcessGroup) enqueue(name string, collective bool, run func(seq uint64
 	g.submitMu.RLock()
 	defer g.submitMu.RUnlock()
 	g.mu.Lock()
-	if err := g.refusal(); err != nil {
+	seq, label, err := g.claim(name, collective)
+	if err != nil {
 		g.mu.Unlock()
 		return finished(name, err)
-	}
-	var seq uint64
-	label := name
-	if collective {
-		g.seq++
-		seq = g.seq
-		label = fmt.Sprintf("%s #%d", name, seq)
-	} else {
-		g.p2pSeq++
-		label = fmt.Sprintf("%s (point-to-point #%d)", name, g.p2pSeq)
 	}
 	g.inFlight++
 	g.mu.Unlock()
@@ -189,6 +180,22 @@ func (g *ProcessGroup) enqueue(name string, collective bool, run func(seq uint64
 	w.run = func(deadline time.Time) (func() error, error) { return run(seq, deadline) }
 	g.ops <- w
 	return w
+}
+
+// claim numbers an operation as it is issued (g.mu held): collectives in
+// the order every rank shares, point-to-point operations apart, so a Send
+// between two ranks never shifts the collectives' numbers. It fails when
+// the group takes no more operations.
+func (g *ProcessGroup) claim(name string, collective bool) (seq uint64, label string, err error) {
+	if err := g.refusal(); err != nil {
+		return 0, name, err
+	}
+	if collective {
+		g.seq++
+		return g.seq, fmt.Sprintf("%s #%d", name, g.seq), nil
+	}
+	g.p2pSeq++
+	return g.p2pSeq, fmt.Sprintf("%s (point-to-point #%d)", name, g.p2pSeq), nil
 }
 
 // refusal is why the group takes no more operations (nil while it does):
