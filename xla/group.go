@@ -99,9 +99,8 @@ func (g *group) markStep(ctx context.Context, pos int) error {
 	m.running = true
 	prepared, err := g.prepareLocked(ctx)
 	g.mu.Unlock()
-	var results *stepResults
 	if err == nil && prepared != nil {
-		results, err = g.run(ctx, prepared)
+		err = g.run(ctx, prepared)
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -111,7 +110,7 @@ func (g *group) markStep(ctx context.Context, pos int) error {
 		return m.err
 	}
 	if err == nil {
-		g.applyLocked(prepared, results)
+		g.applyLocked(prepared)
 		g.steps++
 	} else if g.replicated {
 		g.broken = err

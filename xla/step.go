@@ -19,24 +19,23 @@ import (
 // requests) → program (the cache, compiling on a miss under the step's
 // ctx) → execute → apply (outputs into the devices' nodes).
 
-// preparedStep is what the step runner takes out of the devices under the
-// group lock: every replica's trace.
-type preparedStep struct {
+// step is one MarkStep of the group as it goes through the pipeline:
+// what prepare takes out of the devices under the group lock (every
+// replica's trace, or its replay request), then what run fills in (the
+// program and its outputs), which apply gives back to the devices.
+type step struct {
 	traces []*trace
 	// replays are set instead of traces when the replicas run a compiled
 	// step's program.
 	replays []*replayRequest
-}
-
-// stepResults are the executed program's outputs, device-major.
-type stepResults struct {
+	// program ran, and outputs are its results, device-major.
 	program *program
 	outputs []*tensors.Tensor
 }
 
 // prepareLocked collects every replica's trace and checks they agree. It
 // returns nil, nil when there is nothing to run (the epoch still advances).
-func (g *group) prepareLocked(ctx context.Context) (*preparedStep, error) {
+func (g *group) prepareLocked(ctx context.Context) (*step, error) {
 	if ps, err, isReplay := g.prepareReplayLocked(ctx); isReplay {
 		return ps, err
 	}
@@ -81,15 +80,16 @@ func (g *group) prepareLocked(ctx context.Context) (*preparedStep, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("xla: MarkStep on %s stopped before compiling: %w", deviceSetKey(g.devices), context.Cause(ctx))
 	}
-	return &preparedStep{traces: traces}, nil
+	return &step{traces: traces}, nil
 }
 
-// run compiles (on a cache miss) and executes the prepared step. It reads
-// only the traces, which no replica changes while it waits.
-func (g *group) run(ctx context.Context, ps *preparedStep) (*stepResults, error) {
+// run compiles (on a cache miss) and executes the prepared step, filling
+// in its program and outputs. It reads only the traces, which no replica
+// changes while it waits.
+func (g *group) run(ctx context.Context, ps *step) error {
 	release, err := g.engine.enter("MarkStep")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer release()
 	var p *program
@@ -106,7 +106,7 @@ func (g *group) run(ctx context.Context, ps *preparedStep) (*stepResults, error)
 		}
 	} else {
 		if p, err = g.engine.cache.get(ctx, g.devices, ps.traces); err != nil {
-			return nil, err
+			return err
 		}
 		for r, tr := range ps.traces {
 			inputs[r] = make([]*deviceData, len(tr.params))
@@ -120,37 +120,36 @@ func (g *group) run(ctx context.Context, ps *preparedStep) (*stepResults, error)
 	// traced and compiled.
 	for _, d := range g.devices {
 		if err := d.lastStepError(); err != nil {
-			return nil, err
+			return err
 		}
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("xla: MarkStep on %s stopped before executing: %w", deviceSetKey(g.devices), context.Cause(ctx))
 	}
 	compileOnly, err := g.engine.compileOnlyMode()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if compileOnly {
 		metrics.skippedExecution()
-		return &stepResults{program: p, outputs: zeroOutputs(p, len(g.devices))}, nil
+		ps.program, ps.outputs = p, zeroOutputs(p, len(g.devices))
+		return nil
 	}
-	outputs, err := g.execute(p, inputs, donate)
+	outputs, err := g.execute(ctx, p, inputs, donate)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return &stepResults{program: p, outputs: outputs}, nil
+	ps.program, ps.outputs = p, outputs
+	return nil
 }
 
 // applyLocked stores each output in its node, which later traces read as
 // an input, settles the live handles, and starts a new trace epoch on
 // every device.
-func (g *group) applyLocked(ps *preparedStep, res *stepResults) {
+func (g *group) applyLocked(ps *step) {
 	if ps != nil && ps.replays != nil {
-		n := res.program.numOutputs
+		n := ps.program.numOutputs
 		for r, req := range ps.replays {
 			g.devices[r].forgetHistories()
 			req.outputs = make([]*deviceData, n)
-			for i, t := range res.outputs[r*n : (r+1)*n] {
+			for i, t := range ps.outputs[r*n : (r+1)*n] {
 				req.outputs[i] = &deviceData{tensor: t, shape: t.Shape()}
 			}
 		}
@@ -160,7 +159,7 @@ func (g *group) applyLocked(ps *preparedStep, res *stepResults) {
 	if ps != nil {
 		for r, tr := range ps.traces {
 			d := g.devices[r]
-			d.observer.stepRan(tr, res.program)
+			d.observer.stepRan(tr, ps.program)
 			d.forgetHistories()
 			leafValues := map[*node]bool{}
 			for _, h := range tr.handles {
@@ -169,7 +168,7 @@ func (g *group) applyLocked(ps *preparedStep, res *stepResults) {
 				}
 			}
 			for i, n := range tr.outputs {
-				n.data = &deviceData{tensor: res.outputs[r*res.program.numOutputs+i], shape: n.shape}
+				n.data = &deviceData{tensor: ps.outputs[r*ps.program.numOutputs+i], shape: n.shape}
 				d.keepHistory(n, leafValues[n])
 			}
 			for _, h := range tr.handles {
@@ -216,8 +215,12 @@ func (g *group) advanceEpochsLocked() {
 	}
 }
 
-// execute runs p with each replica's input buffers.
-func (g *group) execute(p *program, perReplica [][]*deviceData, donate []bool) ([]*tensors.Tensor, error) {
+// execute runs p with each replica's input buffers, unless ctx ended
+// first (a program once started runs to its end: PJRT cannot stop it).
+func (g *group) execute(ctx context.Context, p *program, perReplica [][]*deviceData, donate []bool) ([]*tensors.Tensor, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("xla: MarkStep on %s stopped before executing: %w", deviceSetKey(g.devices), context.Cause(ctx))
+	}
 	n := len(g.devices)
 	numParams := len(perReplica[0])
 	buffers := make([]backends.Buffer, 0, n*numParams)
@@ -248,9 +251,9 @@ func (g *group) execute(p *program, perReplica [][]*deviceData, donate []bool) (
 			metrics.donated(len(perReplica))
 		}
 	}
-	step := &stepExecution{x: x, step: g.steps, devices: deviceSetKey(g.devices)}
+	ran := &stepExecution{x: x, step: g.steps, devices: deviceSetKey(g.devices)}
 	for _, d := range g.devices {
-		d.lastStep.Store(step)
+		d.lastStep.Store(ran)
 	}
 	metrics.executed(time.Since(start), len(p.description))
 	return outputs, nil
@@ -258,7 +261,7 @@ func (g *group) execute(p *program, perReplica [][]*deviceData, donate []bool) (
 
 // prepareReplayLocked prepares a compiled step's meeting: isReplay is
 // false when no replica runs one. Every replica must run the same program.
-func (g *group) prepareReplayLocked(ctx context.Context) (ps *preparedStep, err error, isReplay bool) {
+func (g *group) prepareReplayLocked(ctx context.Context) (ps *step, err error, isReplay bool) {
 	reqs := make([]*replayRequest, len(g.devices))
 	var lazy []int
 	for i, d := range g.devices {
@@ -282,7 +285,7 @@ func (g *group) prepareReplayLocked(ctx context.Context) (ps *preparedStep, err 
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("xla: compiled step on %s stopped before executing: %w", deviceSetKey(g.devices), context.Cause(ctx)), true
 	}
-	return &preparedStep{replays: reqs}, nil, true
+	return &step{replays: reqs}, nil, true
 }
 
 // checkSameProgram fails unless every replica traced the same program,

@@ -405,10 +405,18 @@ func (g *group) connectMesh(ctx context.Context, ln net.Listener, addrs []string
 
 // openMPISingleHost gives an mpirun job whose ranks all run on this host
 // a rendezvous without MASTER_ADDR/MASTER_PORT: loopback, and a port
-// derived from the job's id, the same in every rank. Jobs across hosts
-// pass MASTER_ADDR and MASTER_PORT (mpirun -x).
+// derived from the job's id, the same in every rank, below Linux's
+// ephemeral range (32768 up), where another process's outgoing
+// connection could hold it. Jobs across hosts pass MASTER_ADDR and
+// MASTER_PORT (mpirun -x).
 func openMPISingleHost(jobID string) (host, port string) {
 	h := fnv.New32a()
 	h.Write([]byte(jobID))
-	return "127.0.0.1", strconv.Itoa(20000 + int(h.Sum32()%20000))
+	return "127.0.0.1", strconv.Itoa(openMPIPortBase + int(h.Sum32()%openMPIPorts))
 }
+
+// The ports openMPISingleHost picks from: [20000, 32768).
+const (
+	openMPIPortBase = 20000
+	openMPIPorts    = 32768 - openMPIPortBase
+)
