@@ -82,7 +82,7 @@ func TestCancelledMarkStepDuringCompileReturnsPromptly(t *testing.T) {
 // together, and the cache sees both compilations running.
 func TestDifferentProgramsCompileConcurrently(t *testing.T) {
 	e := newEngine(t, 2)
-	keeps := [][]*Tensor{longProgram(t, e.Device(0), 600, 40), longProgram(t, e.Device(1), 600, 44)}
+	keeps := [][]*Tensor{longProgram(t, e.Device(0), 900, 40), longProgram(t, e.Device(1), 900, 44)}
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
 	for i := range 2 {
