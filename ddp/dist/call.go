@@ -86,15 +86,10 @@ func (g *ProcessGroup) pointToPoint(c transport.Call) *Work {
 		g.fail(err)
 		return finished(label, err)
 	}
+	if wait == nil { // done already
+		return finished(label, nil)
+	}
 	w := &Work{name: label, group: g, done: make(chan struct{})}
-	g.tails.Add(1)
-	go func() {
-		defer g.tails.Done()
-		w.err = g.attribute(label, wait())
-		if w.err != nil {
-			g.fail(w.err)
-		}
-		close(w.done)
-	}()
+	g.finishOffExecutor(w, wait)
 	return w
 }

@@ -264,23 +264,31 @@ func (g *ProcessGroup) executor() {
 		g.inFlight--
 		g.mu.Unlock()
 		if err != nil || tail == nil {
-			w.err = g.attribute(w.name, err)
-			if w.err != nil {
-				g.fail(w.err)
-			}
-			close(w.done)
+			g.complete(w, err)
 			continue
 		}
-		g.tails.Add(1)
-		go func() {
-			defer g.tails.Done()
-			w.err = g.attribute(w.name, tail())
-			if w.err != nil {
-				g.fail(w.err)
-			}
-			close(w.done)
-		}()
+		g.finishOffExecutor(w, tail)
 	}
+}
+
+// complete ends w with err, named after w; a failure breaks the group.
+func (g *ProcessGroup) complete(w *Work, err error) {
+	w.err = g.attribute(w.name, err)
+	if w.err != nil {
+		g.fail(w.err)
+	}
+	close(w.done)
+}
+
+// finishOffExecutor completes w once tail returns, on a goroutine Destroy
+// waits for (a send waiting for its bytes to leave, a started
+// point-to-point operation).
+func (g *ProcessGroup) finishOffExecutor(w *Work, tail func() error) {
+	g.tails.Add(1)
+	go func() {
+		defer g.tails.Done()
+		g.complete(w, tail())
+	}()
 }
 
 // attribute makes an operation's error name the operation.
