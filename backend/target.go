@@ -178,12 +178,19 @@ func Preflight(t Target) []string {
 	return spec.Preflight()
 }
 
-// LocalDeviceCount is the device count the environment gives target t
-// (what a launcher set for it); ok is false when it gives none.
-func LocalDeviceCount(t Target, getenv func(string) string) (n int, ok bool, err error) {
-	spec, err := lookupTarget(t)
-	if err != nil || spec.DeviceCount == nil {
-		return 0, false, err
+// LocalDeviceCount is the local device count a launcher's environment
+// gives, read through every registered target's DeviceCount in name
+// order (a Trn1 launcher's NEURON_NUM_DEVICES, say); ok is false when
+// none gives one. A variable that is set but wrong is an error.
+func LocalDeviceCount(getenv func(string) string) (n int, ok bool, err error) {
+	for _, t := range Targets() {
+		spec, _ := lookupTarget(t)
+		if spec.DeviceCount == nil {
+			continue
+		}
+		if n, ok, err := spec.DeviceCount(getenv); ok || err != nil {
+			return n, ok, err
+		}
 	}
-	return spec.DeviceCount(getenv)
+	return 0, false, nil
 }

@@ -114,20 +114,17 @@ func Spawn(ctx context.Context, fn func(ctx context.Context, w Worker) error, op
 	})
 }
 
-// spawnDevices is the device count: given, or from the Neuron variables
-// (0: the backend decides once open).
+// spawnDevices is the device count: given, or what a launcher's
+// environment gives a target (NEURON_NUM_DEVICES; 0: the backend decides
+// once open).
 func spawnDevices(opts SpawnOptions) (int, error) {
 	if opts.Devices > 0 {
 		return opts.Devices, nil
 	}
-	for _, env := range []string{"NEURON_NUM_DEVICES", "NEURONCORE_NUM_DEVICES"} {
-		if v := os.Getenv(env); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 {
-				return 0, fmt.Errorf("ddp: Spawn: $%s=%q: want a positive device count", env, v)
-			}
-			return n, nil
-		}
+	if n, ok, err := backend.LocalDeviceCount(os.Getenv); err != nil {
+		return 0, fmt.Errorf("ddp: Spawn: %w", err)
+	} else if ok {
+		return n, nil
 	}
 	if opts.Processes {
 		if n, err := strconv.Atoi(os.Getenv(backend.EnvCPUDevices)); err == nil && n > 0 {
