@@ -3,7 +3,6 @@ package transport
 import (
 	"context"
 	"fmt"
-	"sort"
 	"sync"
 	"time"
 
@@ -178,18 +177,6 @@ func Lookup(name string) (Factory, bool) {
 	defer registry.Unlock()
 	f, ok := registry.byName[name]
 	return f, ok
-}
-
-// Names are the registered transports, sorted.
-func Names() []string {
-	registry.Lock()
-	defer registry.Unlock()
-	var out []string
-	for n := range registry.byName {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
 }
 
 var kindNames = map[Kind]string{AllReduce: "AllReduce", Broadcast: "Broadcast", AllGather: "AllGather",
