@@ -56,3 +56,29 @@ func TestOnlyRankZeroChecksItsOutputs(t *testing.T) {
 	t.Setenv("OMPI_COMM_WORLD_RANK", "3")
 	require.NoError(t, r.Check())
 }
+
+// ddp.Run's flags as every example takes them: the device target and the
+// group's transport are parsed apart, and bad values fail at parse time.
+func TestLaunchFlags(t *testing.T) {
+	fs, o := FlagSet("example", io.Discard)
+	require.NoError(t, Parse(fs, []string{"--spawn", "--device", "GPU", "--backend", " MPI ", "--cpu-devices", "3",
+		"--init-method", "tcp://10.0.0.1:29500"}))
+	assert.True(t, o.Spawn)
+	assert.Equal(t, "cuda", string(o.Device.Target))
+	assert.Equal(t, "mpi", o.Transport)
+	assert.Equal(t, 3, o.CPUDevices)
+	assert.Equal(t, "tcp://10.0.0.1:29500", o.InitMethod)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--backend", "nccl"}, `backend "nccl": want tcp (the default) or mpi`},
+		{[]string{"--device", "tpu"}, `unknown device target "tpu"`},
+		{[]string{"--cpu-devices", "0"}, "want a count from 1 to"},
+		{[]string{"--cpu-devices", "99999999999999999999"}, "want a count from 1 to"},
+		{[]string{"stray"}, `unexpected argument "stray"`},
+	} {
+		fs, _ := FlagSet("example", io.Discard)
+		assert.ErrorContains(t, Parse(fs, tc.args), tc.want, "%q", tc.args)
+	}
+}
