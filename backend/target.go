@@ -180,7 +180,7 @@ func Preflight(t Target) []string {
 
 // LocalDeviceCount is the local device count a launcher's environment
 // gives, read through every registered target's DeviceCount in name
-// order (a Trn1 launcher's NEURON_NUM_DEVICES, say); ok is false when
+// order (a device-count variable a target's launcher sets); ok is false when
 // none gives one. A variable that is set but wrong is an error.
 func LocalDeviceCount(getenv func(string) string) (n int, ok bool, err error) {
 	for _, t := range Targets() {
