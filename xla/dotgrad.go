@@ -2,10 +2,8 @@ package xla
 
 import (
 	"slices"
-	"sync"
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/core/shapes"
 )
 
 // GoMLX v0.26.0's DotGeneral VJP builds each operand's gradient as a
@@ -15,42 +13,18 @@ import (
 // replaces it, for the dots this package builds, with JAX's rule: each
 // operand's gradient is one dot_general of the output gradient with the
 // other operand, then a transpose into the operand's axis order (which XLA
-// folds into the dot's layout). GoMLX documents VJPRegistration as the place
-// to swap a VJP; dots built elsewhere keep GoMLX's rule.
+// folds into the dot's layout), registered through owngrad.go.
 
 // dotAxes are a dot_general's contracting and batch axes, per operand.
 type dotAxes struct {
 	lhsContract, lhsBatch, rhsContract, rhsBatch []int
 }
 
-// dotsWithOwnGradient maps the dot_general nodes replay built to their axes;
-// entries live while their graph is being built (replayContext.release).
-var dotsWithOwnGradient sync.Map // *graph.Node -> dotAxes
-
-func init() {
-	gomlxRule := graph.VJPRegistration[graph.NodeTypeDotGeneral]
-	graph.VJPRegistration[graph.NodeTypeDotGeneral] = func(n *graph.Node, v []*graph.Node, out shapes.Shape) []*graph.Node {
-		if ax, ok := dotsWithOwnGradient.Load(n); ok {
-			return dotGeneralGrad(n, v[0], ax.(dotAxes))
-		}
-		return gomlxRule(n, v, out)
-	}
-}
-
 // dotGeneral builds a dot_general whose gradient is dotGeneralGrad.
 func (rc *replayContext) dotGeneral(a *graph.Node, aContract, aBatch []int, b *graph.Node, bContract, bBatch []int) *graph.Node {
 	n := graph.DotGeneral(a, aContract, aBatch, b, bContract, bBatch)
-	dotsWithOwnGradient.Store(n, dotAxes{lhsContract: aContract, lhsBatch: aBatch, rhsContract: bContract, rhsBatch: bBatch})
-	rc.ownGradientDots = append(rc.ownGradientDots, n)
-	return n
-}
-
-// releaseDots forgets the dots this replay registered.
-func (rc *replayContext) releaseDots() {
-	for _, n := range rc.ownGradientDots {
-		dotsWithOwnGradient.Delete(n)
-	}
-	rc.ownGradientDots = nil
+	ax := dotAxes{lhsContract: aContract, lhsBatch: aBatch, rhsContract: bContract, rhsBatch: bBatch}
+	return rc.withOwnGradient(n, func(v *graph.Node) []*graph.Node { return dotGeneralGrad(n, v, ax) })
 }
 
 // dotGeneralGrad returns the gradients of lhs and rhs given v, the gradient

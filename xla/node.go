@@ -14,6 +14,10 @@ type opDef struct {
 	// replay builds the GoMLX node(s) for n from its replayed inputs. It may
 	// panic: GoMLX reports errors that way, and MarkStep recovers them.
 	replay func(rc *replayContext, n *node, inputs []*graph.Node) *graph.Node
+	// elementwise ops commute with permuting every operand's axes alike,
+	// which lets replay run them channels-last (channels_last.go);
+	// broadcasting ones carry their output dims in attrs.ints.
+	elementwise, broadcasting bool
 }
 
 // attrs are an op's static attributes. They enter the fingerprint, so two

@@ -57,7 +57,7 @@ func broadcastTo(x *graph.Node, dims []int) *graph.Node {
 
 // binaryOpDef replays a broadcasting binary op.
 func binaryOpDef(name string, f func(a, b *graph.Node) *graph.Node) *opDef {
-	return &opDef{name: name, replay: func(_ *replayContext, n *node, in []*graph.Node) *graph.Node {
+	return &opDef{name: name, elementwise: true, broadcasting: true, replay: func(_ *replayContext, n *node, in []*graph.Node) *graph.Node {
 		dims := n.attrs.ints
 		return f(broadcastTo(in[0], dims), broadcastTo(in[1], dims))
 	}}
@@ -205,7 +205,7 @@ func integerRange(dt DType) (lo, hi float64) {
 	return math.Inf(-1), math.Inf(1)
 }
 
-var opWhere = &opDef{name: "where", replay: func(_ *replayContext, n *node, in []*graph.Node) *graph.Node {
+var opWhere = &opDef{name: "where", elementwise: true, broadcasting: true, replay: func(_ *replayContext, n *node, in []*graph.Node) *graph.Node {
 	dims := n.attrs.ints
 	return graph.Where(broadcastTo(in[0], dims), broadcastTo(in[1], dims), broadcastTo(in[2], dims))
 }}
@@ -234,7 +234,7 @@ func Where(cond, onTrue, onFalse *Tensor) *Tensor {
 
 // unaryOpDef replays a shape-preserving op.
 func unaryOpDef(name string, f func(*graph.Node) *graph.Node) *opDef {
-	return &opDef{name: name, replay: func(_ *replayContext, _ *node, in []*graph.Node) *graph.Node { return f(in[0]) }}
+	return &opDef{name: name, elementwise: true, replay: func(_ *replayContext, _ *node, in []*graph.Node) *graph.Node { return f(in[0]) }}
 }
 
 var (
@@ -305,7 +305,7 @@ func (t *Tensor) Relu() *Tensor { return unaryFloat(opRelu, "Relu", t) }
 // Square returns t*t.
 func (t *Tensor) Square() *Tensor { return unaryFloat(opSquare, "Square", t) }
 
-var opCast = &opDef{name: "cast", replay: func(_ *replayContext, n *node, in []*graph.Node) *graph.Node {
+var opCast = &opDef{name: "cast", elementwise: true, replay: func(_ *replayContext, n *node, in []*graph.Node) *graph.Node {
 	return graph.ConvertDType(in[0], n.shape.DType)
 }}
 

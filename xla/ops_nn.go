@@ -99,14 +99,17 @@ func (o Conv2dOptions) normalized() Conv2dOptions {
 	return o
 }
 
-// torchLayout is NCHW input, OIHW kernel, NCHW output.
-var torchLayout = backends.ConvolveAxesConfig{
-	InputBatch: 0, InputChannels: 1, InputSpatial: []int{2, 3},
-	KernelOutputChannels: 0, KernelInputChannels: 1, KernelSpatial: []int{2, 3},
-	OutputBatch: 0, OutputChannels: 1, OutputSpatial: []int{2, 3},
+// channelsLastLayout is NHWC input, HWIO kernel, NHWC output: the layout
+// XLA's CPU convolutions run in (channels_last.go).
+var channelsLastLayout = backends.ConvolveAxesConfig{
+	InputBatch: 0, InputChannels: 3, InputSpatial: []int{1, 2},
+	KernelOutputChannels: 3, KernelInputChannels: 2, KernelSpatial: []int{0, 1},
+	OutputBatch: 0, OutputChannels: 3, OutputSpatial: []int{1, 2},
 }
 
 // opConv2d: attrs.ints are stride h,w, padding h,w, dilation h,w, groups.
+// It runs channels-last (channels_last.go): the input's NHWC form, the
+// kernel transposed from OIHW to HWIO, an NHWC result.
 //
 // Two GoMLX v0.26.0 convolution-gradient bugs are worked around here, each
 // by an exact rewrite whose gradient is plain slicing:
@@ -118,19 +121,19 @@ var torchLayout = backends.ConvolveAxesConfig{
 //     input is padded by concatenating zeros before an unpadded convolution;
 //   - stride and dilation together are refused: the convolution runs with
 //     stride 1 and every stride-th output is sliced out.
-var opConv2d = &opDef{name: "conv2d", replay: func(_ *replayContext, n *node, in []*graph.Node) *graph.Node {
+var opConv2d = &opDef{name: "conv2d", replay: func(rc *replayContext, n *node, in []*graph.Node) *graph.Node {
 	a := n.attrs.ints
-	x, kernel := in[0], in[1]
+	x, kernel := rc.nhwc(in[0]), graph.TransposeAllAxes(in[1], 2, 3, 1, 0)
 	dilation := [2]int{a[4], a[5]}
-	for i, axis := range []int{2, 3} {
-		if kernel.Shape().Dimensions[axis]%2 == 0 {
-			kernel = appendZeros(kernel, axis, 1)
-			x = appendZeros(x, axis, dilation[i])
+	for i := range 2 {
+		if kernel.Shape().Dimensions[i]%2 == 0 {
+			kernel = appendZeros(kernel, i, 1)
+			x = appendZeros(x, 1+i, dilation[i])
 		}
 	}
 	padding := [][2]int{{a[2], a[2]}, {a[3], a[3]}}
-	if a[2] >= kernel.Shape().Dimensions[2] || a[3] >= kernel.Shape().Dimensions[3] {
-		x = zeroPad(zeroPad(x, 2, a[2]), 3, a[3])
+	if a[2] >= kernel.Shape().Dimensions[0] || a[3] >= kernel.Shape().Dimensions[1] {
+		x = zeroPad(zeroPad(x, 1, a[2]), 2, a[3])
 		padding = [][2]int{{0, 0}, {0, 0}}
 	}
 	stride := [2]int{a[0], a[1]}
@@ -138,7 +141,7 @@ var opConv2d = &opDef{name: "conv2d", replay: func(_ *replayContext, n *node, in
 	if sliceAfter {
 		stride = [2]int{1, 1}
 	}
-	out := graph.Convolve(x, kernel).AxesConfig(torchLayout).
+	out := graph.Convolve(x, kernel).AxesConfig(channelsLastLayout).
 		StridePerAxis(stride[0], stride[1]).
 		PaddingPerDim(padding).
 		DilationPerAxis(dilation[0], dilation[1]).
@@ -146,11 +149,11 @@ var opConv2d = &opDef{name: "conv2d", replay: func(_ *replayContext, n *node, in
 		Done()
 	if sliceAfter {
 		hOut, wOut := n.shape.Dimensions[2], n.shape.Dimensions[3]
-		out = graph.Slice(out, graph.AxisRange(), graph.AxisRange(),
+		out = graph.Slice(out, graph.AxisRange(),
 			graph.AxisRange(0, (hOut-1)*a[0]+1).Stride(a[0]),
-			graph.AxisRange(0, (wOut-1)*a[1]+1).Stride(a[1]))
+			graph.AxisRange(0, (wOut-1)*a[1]+1).Stride(a[1]), graph.AxisRange())
 	}
-	return out
+	return rc.fromNHWC(out)
 }}
 
 // zerosLikeAxis returns zeros shaped like x but with size p along axis.
@@ -211,21 +214,15 @@ func Conv2d(x, weight *Tensor, opts Conv2dOptions) *Tensor {
 }
 
 // attrs.ints: kernel h,w, stride h,w, padding h,w; attrs.str: max or avg.
-var opPool2d = &opDef{name: "pool2d", replay: func(_ *replayContext, n *node, in []*graph.Node) *graph.Node {
+var opPool2d = &opDef{name: "pool2d", replay: func(rc *replayContext, n *node, in []*graph.Node) *graph.Node {
 	a := n.attrs.ints
-	var b *graph.PoolBuilder
 	if n.attrs.str == "max" {
-		b = graph.MaxPool(in[0])
-	} else {
-		b = graph.SumPool(in[0])
+		return rc.maxPool2d(in[0], poolWindow{kernel: [2]int{a[0], a[1]}, stride: [2]int{a[2], a[3]}, padding: [2]int{a[4], a[5]}, spatial: [2]int{2, 3}})
 	}
-	out := b.ChannelsAxis(images.ChannelsFirst).WindowPerAxis(a[0], a[1]).StridePerAxis(a[2], a[3]).
+	out := graph.SumPool(in[0]).ChannelsAxis(images.ChannelsFirst).WindowPerAxis(a[0], a[1]).StridePerAxis(a[2], a[3]).
 		PaddingPerDim([][2]int{{a[4], a[4]}, {a[5], a[5]}}).Done()
-	if n.attrs.str == "avg" {
-		// torch's default count_include_pad=True: padding counts in the divisor.
-		out = graph.DivScalar(out, float64(a[0]*a[1]))
-	}
-	return out
+	// torch's default count_include_pad=True: padding counts in the divisor.
+	return graph.DivScalar(out, float64(a[0]*a[1]))
 }}
 
 // Pool2dOptions configure MaxPool2d and AvgPool2d like torch's. Zero

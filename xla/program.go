@@ -183,17 +183,17 @@ type loweredTrace struct {
 // lowerTrace replays tr into a GoMLX SPMD graph over devices.
 func lowerTrace(b *backend.Backend, devices []*Device, tr *trace) (lt *loweredTrace, err error) {
 	rc := &replayContext{trace: tr, values: map[*node]*graph.Node{}, numReplicas: len(devices),
-		randomStates: map[*node]*graph.Node{}}
+		randomStates: map[*node]*graph.Node{}, channelsLast: map[*graph.Node]*graph.Node{}}
 	defer func() {
 		if r := recover(); r != nil {
 			at := "while lowering"
 			if rc.current != nil {
 				at = "replaying " + rc.current.describe(tr.index)
 			}
-			rc.releaseDots()
+			rc.releaseOwnGradients()
 			lt, err = nil, fmt.Errorf("xla: building the program for %s failed %s: %v", deviceSetKey(devices), at, r)
 		} else if err != nil {
-			rc.releaseDots()
+			rc.releaseOwnGradients()
 		}
 	}()
 	mesh, err := distributed.NewDeviceMesh([]int{len(devices)}, []string{"replica"})
@@ -233,6 +233,10 @@ func lowerTrace(b *backend.Backend, devices []*Device, tr *trace) (lt *loweredTr
 			rc.replayEmpty(n, ins)
 			continue
 		}
+		if v := rc.replayChannelsLast(n, ins); v != nil {
+			rc.values[n] = v
+			continue
+		}
 		rc.values[n] = n.op.replay(rc, n, ins)
 	}
 	rc.current = nil
@@ -251,7 +255,7 @@ func lowerTrace(b *backend.Backend, devices []*Device, tr *trace) (lt *loweredTr
 
 // compile has XLA compile the lowered graph.
 func (lt *loweredTrace) compile(b *backend.Backend) (p *program, err error) {
-	defer lt.rc.releaseDots()
+	defer lt.rc.releaseOwnGradients()
 	defer func() {
 		if r := recover(); r != nil {
 			p, err = nil, fmt.Errorf("xla: compiling the program for %s failed: %v", lt.devices, r)
@@ -343,8 +347,12 @@ type replayContext struct {
 	gradients map[*node]map[*node]*graph.Node
 	// randomStates holds each random draw's advanced RNG state.
 	randomStates map[*node]*graph.Node
-	// ownGradientDots are the dot_generals whose gradient is dotGeneralGrad.
-	ownGradientDots []*graph.Node
+	// channelsLast maps a rank-4 NCHW node to the NHWC node it transposes
+	// (channels_last.go).
+	channelsLast map[*graph.Node]*graph.Node
+	// ownGradientNodes are the nodes whose gradient rule is replay's own
+	// (owngrad.go).
+	ownGradientNodes []*graph.Node
 }
 
 // gradient returns d(loss)/d(wrt), computing all gradients the trace asks of

@@ -27,7 +27,7 @@ var opConstant = &opDef{name: "constant", replay: func(rc *replayContext, n *nod
 const gradientOpName = "gradient"
 
 // opStopGradient passes its input's value and no gradient (Detach).
-var opStopGradient = &opDef{name: "stop_gradient", replay: func(_ *replayContext, _ *node, in []*graph.Node) *graph.Node {
+var opStopGradient = &opDef{name: "stop_gradient", elementwise: true, replay: func(_ *replayContext, _ *node, in []*graph.Node) *graph.Node {
 	return graph.StopGradient(in[0])
 }}
 

@@ -1,8 +1,11 @@
-// Command ops times one op's forward and backward pass as a compiled step
-// on one CPU device, for the per-op table `make bench` prints next to
-// examples/bench/peers/ops_jax.py: each op at the MNIST CNN's shapes
-// (batch 64), loss = sum(op(inputs) * a fixed cotangent), gradients with
-// respect to every input. It prints one JSON line per op.
+// Command ops times the MNIST CNN's layers one by one as compiled steps on
+// one CPU device, for the per-op table `make bench` prints next to
+// examples/bench/peers/ops_jax.py and ops_torch.py: each op's forward
+// (loss = sum(op(inputs) * cotangent)) and its forward and backward (the
+// loss and the gradients of the inputs the model differentiates), at the
+// seed's shapes and the batch --batch, and one Adadelta update of the
+// model's parameters. It prints one JSON line per row. Run it pinned to a
+// core (taskset -c 0) for the one-core table.
 package main
 
 import (
@@ -21,37 +24,15 @@ import (
 	"github.com/xladdp/xladdp/examples/bench/internal/stats"
 	"github.com/xladdp/xladdp/internal/cli"
 	"github.com/xladdp/xladdp/xla"
+	"github.com/xladdp/xladdp/xla/optim"
 )
 
-// opCase is one benchmarked op: its inputs' shapes and the op.
-type opCase struct {
-	name   string
-	inputs [][]int
-	apply  func(in []*xla.Tensor) *xla.Tensor
-}
-
-// Cases are the MNIST CNN's layers at batch 64; ops_jax.py mirrors them.
-var cases = []opCase{
-	{"linear 9216->128", [][]int{{64, 9216}, {9216, 128}, {128}}, func(in []*xla.Tensor) *xla.Tensor {
-		return in[0].MatMul(in[1]).Add(in[2])
-	}},
-	{"conv2d 32->64 3x3 on 26x26", [][]int{{64, 32, 26, 26}, {64, 32, 3, 3}}, func(in []*xla.Tensor) *xla.Tensor {
-		return xla.Conv2d(in[0], in[1], xla.Conv2dOptions{})
-	}},
-	{"conv2d 1->32 3x3 on 28x28", [][]int{{64, 1, 28, 28}, {32, 1, 3, 3}}, func(in []*xla.Tensor) *xla.Tensor {
-		return xla.Conv2d(in[0], in[1], xla.Conv2dOptions{})
-	}},
-	{"max_pool2d 2x2 on 64x24x24", [][]int{{64, 64, 24, 24}}, func(in []*xla.Tensor) *xla.Tensor {
-		return xla.MaxPool2d(in[0], xla.Pool2dOptions{Kernel: [2]int{2, 2}})
-	}},
-	{"relu on 64x24x24", [][]int{{64, 64, 24, 24}}, func(in []*xla.Tensor) *xla.Tensor { return in[0].Relu() }},
-	{"log_softmax over 10", [][]int{{64, 10}}, func(in []*xla.Tensor) *xla.Tensor { return in[0].LogSoftmax(1) }},
-}
-
-// Result is the JSON line printed per op.
+// Result is the JSON line printed per row.
 type Result struct {
 	Runner   string    `json:"runner"`
 	Op       string    `json:"op"`
+	Pass     string    `json:"pass"` // "forward", "forward+backward" or "update"
+	Batch    int       `json:"batch"`
 	CallMS   []float64 `json:"call_ms"`
 	MedianMS float64   `json:"median_ms"`
 }
@@ -62,12 +43,13 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	f := pflag.NewFlagSet("ops", pflag.ContinueOnError)
 	samples := f.Int("samples", 7, "timed samples; the figure is their median")
 	calls := f.Int("calls", 20, "calls per sample")
-	only := f.String("only", "", "run only ops whose name contains this")
+	batch := f.Int("batch", 64, "the batch size")
+	only := f.String("only", "", "run only rows whose op name contains this")
 	if err := f.Parse(args); err != nil {
 		return err
 	}
-	if *samples < 1 || *calls < 1 {
-		return fmt.Errorf("--samples and --calls must be >= 1")
+	if *samples < 1 || *calls < 1 || *batch < 1 {
+		return fmt.Errorf("--samples, --calls and --batch must be >= 1")
 	}
 	b, err := backend.Open(ctx, backend.Options{Target: backend.CPU, CPUDevices: 1})
 	if err != nil {
@@ -76,85 +58,159 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	eng := xla.NewEngine(b)
 	defer eng.Close()
 	d := eng.Device(0)
+	t := timer{samples: *samples, calls: *calls}
+	emit := func(op, pass string, times []float64) error {
+		return json.NewEncoder(out).Encode(Result{Runner: "xladdp compiled", Op: op, Pass: pass, Batch: *batch,
+			CallMS: times, MedianMS: stats.Median(times)})
+	}
 	for _, c := range cases {
 		if *only != "" && !strings.Contains(c.name, *only) {
 			continue
 		}
-		times, err := timeCase(ctx, d, c, *samples, *calls)
+		for _, backward := range []bool{false, true} {
+			times, err := t.timeCase(ctx, d, c, *batch, backward)
+			if err != nil {
+				return fmt.Errorf("%s: %w", c.name, err)
+			}
+			if err := emit(c.name, passName(backward), times); err != nil {
+				return err
+			}
+		}
+	}
+	if *only == "" || strings.Contains(adadeltaName, *only) {
+		times, err := t.timeAdadelta(ctx, d)
 		if err != nil {
-			return fmt.Errorf("%s: %w", c.name, err)
+			return fmt.Errorf("%s: %w", adadeltaName, err)
 		}
-		res := Result{Runner: "xladdp compiled", Op: c.name, CallMS: times, MedianMS: stats.Median(times)}
-		if err := json.NewEncoder(out).Encode(res); err != nil {
-			return err
-		}
+		return emit(adadeltaName, "update", times)
 	}
 	return nil
 }
 
-// timeCase runs the op's forward and backward as a compiled step, two
-// untimed calls first (trace, compile), and returns ms per call per sample.
-func timeCase(ctx context.Context, d *xla.Device, c opCase, samples, calls int) ([]float64, error) {
+func passName(backward bool) string {
+	if backward {
+		return "forward+backward"
+	}
+	return "forward"
+}
+
+type timer struct{ samples, calls int }
+
+// timeCase runs the case as a compiled step, two untimed calls first
+// (trace, compile), and returns ms per call per sample. Each call reads the
+// loss, which waits for the whole program.
+func (t timer) timeCase(ctx context.Context, d *xla.Device, c opCase, batch int, backward bool) ([]float64, error) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	inputs := make([]*xla.Tensor, len(c.inputs))
-	for i, dims := range c.inputs {
-		t, err := xla.FromSlice(d, normal(rng, dims), dims...)
+	for i, in := range c.inputs {
+		dims := in.dims(batch)
+		var err error
+		if in.labels {
+			inputs[i], err = xla.FromSlice(d, labels(rng, dims[0]), dims...)
+		} else {
+			inputs[i], err = xla.FromSlice(d, normal(rng, dims), dims...)
+		}
+		if err == nil && backward && in.grad {
+			err = inputs[i].SetRequiresGrad(true)
+		}
 		if err != nil {
 			return nil, err
 		}
-		if err := t.SetRequiresGrad(true); err != nil {
-			return nil, err
-		}
-		inputs[i] = t
 	}
-	var cotangent *xla.Tensor
-	step := xla.Compile(func(...*xla.Tensor) ([]*xla.Tensor, error) {
-		for _, in := range inputs {
-			in.ZeroGrad()
-		}
-		loss := c.apply(inputs).Mul(cotangent).Sum()
-		if err := loss.Backward(); err != nil {
-			return nil, err
-		}
-		// The loss first: reading it waits for the whole program (the
-		// gradients are its other outputs) without copying them.
-		outs := []*xla.Tensor{loss}
-		for _, in := range inputs {
-			outs = append(outs, in.Grad())
-		}
-		return outs, nil
-	})
 	outShape := c.apply(inputs).Dims()
-	ct, err := xla.FromSlice(d, normal(rng, outShape), outShape...)
+	cotangent, err := xla.FromSlice(d, normal(rng, outShape), outShape...)
 	if err != nil {
 		return nil, err
 	}
-	cotangent = ct
 	if err := d.MarkStep(ctx); err != nil { // drop the shape probe
 		return nil, err
 	}
-	call := func() error {
+	step := xla.Compile(func(...*xla.Tensor) ([]*xla.Tensor, error) {
+		loss := c.apply(inputs).Mul(cotangent).Sum()
+		outs := []*xla.Tensor{loss}
+		if !backward {
+			return outs, nil
+		}
+		for _, in := range inputs {
+			in.ZeroGrad()
+		}
+		if err := loss.Backward(); err != nil {
+			return nil, err
+		}
+		for _, in := range inputs {
+			if in.RequiresGrad() {
+				outs = append(outs, in.Grad())
+			}
+		}
+		return outs, nil
+	})
+	return t.time(func() error {
 		outs, err := step.Run(ctx, d)
 		if err != nil {
 			return err
 		}
 		_, err = outs[0].Item(ctx)
 		return err
+	})
+}
+
+// timeAdadelta times one optimizer update of the CNN's parameters, the
+// gradients fixed, the parameters and state updated in place.
+func (t timer) timeAdadelta(ctx context.Context, d *xla.Device) ([]float64, error) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	params := make([]*xla.Tensor, len(cnnParamDims))
+	for i, dims := range cnnParamDims {
+		p, err := xla.FromSlice(d, normal(rng, dims), dims...)
+		if err != nil {
+			return nil, err
+		}
+		g, err := xla.FromSlice(d, normal(rng, dims), dims...)
+		if err == nil {
+			err = p.SetRequiresGrad(true)
+		}
+		if err == nil {
+			err = p.SetGrad(g)
+		}
+		if err != nil {
+			return nil, err
+		}
+		params[i] = p
 	}
+	opt, err := optim.NewAdadelta(params, optim.AdadeltaConfig{LR: 1})
+	if err != nil {
+		return nil, err
+	}
+	step := xla.Compile(func(...*xla.Tensor) ([]*xla.Tensor, error) {
+		if err := opt.Step(); err != nil {
+			return nil, err
+		}
+		return []*xla.Tensor{params[len(params)-1].Sum()}, nil
+	})
+	return t.time(func() error {
+		outs, err := step.Run(ctx, d)
+		if err != nil {
+			return err
+		}
+		_, err = outs[0].Item(ctx)
+		return err
+	})
+}
+
+func (t timer) time(call func() error) ([]float64, error) {
 	for range 2 {
 		if err := call(); err != nil {
 			return nil, err
 		}
 	}
 	var times []float64
-	for range samples {
+	for range t.samples {
 		start := time.Now()
-		for range calls {
+		for range t.calls {
 			if err := call(); err != nil {
 				return nil, err
 			}
 		}
-		times = append(times, float64(time.Since(start).Microseconds())/1000/float64(calls))
+		times = append(times, float64(time.Since(start).Microseconds())/1000/float64(t.calls))
 	}
 	return times, nil
 }
@@ -167,6 +223,14 @@ func normal(rng *rand.Rand, dims []int) []float32 {
 	out := make([]float32, n)
 	for i := range out {
 		out[i] = float32(rng.NormFloat64())
+	}
+	return out
+}
+
+func labels(rng *rand.Rand, n int) []int32 {
+	out := make([]int32, n)
+	for i := range out {
+		out[i] = int32(rng.IntN(10))
 	}
 	return out
 }
