@@ -169,7 +169,7 @@ func drawRandom(kind string, state *graph.Node, shape shapes.Shape) (*graph.Node
 	if kind == "normal" {
 		return graph.RandomNormal(state, shape)
 	}
-	return graph.RandomUniform(state, shape)
+	return drawUniform(state, shape)
 }
 
 func (d *Device) random(kind string, dtype DType, dims []int) *Tensor {
