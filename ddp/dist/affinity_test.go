@@ -25,11 +25,12 @@ func boundCPUsScenario(_ context.Context, _ *ProcessGroup, rep *report) {
 		done <- fmt.Sprint(boundCPUs())
 	}()
 	rep.Hashes["later"] = <-done
+	rep.Hashes["gomaxprocs"] = strconv.Itoa(runtime.GOMAXPROCS(0))
 }
 
 // TestBindCPUs: with XLADDP_BIND_CPUS=1 the ranks on a host get disjoint
-// shares of its CPUs covering them all, threads started later included;
-// without it they keep every CPU.
+// shares of its CPUs covering them all, threads started later included,
+// and GOMAXPROCS is the share's size; without it they keep every CPU.
 func TestBindCPUs(t *testing.T) {
 	all := boundCPUs()
 	cmds, outs := launch(t, "bound-cpus", 2, "XLADDP_TEST_TIMEOUT=20s", EnvBindCPUs+"=1")
@@ -53,6 +54,7 @@ func TestBindCPUs(t *testing.T) {
 			}
 		}
 		assert.Len(t, cpus, len(all)/2, "rank %d: %s", r, rep.Hashes["main"])
+		assert.Equal(t, strconv.Itoa(len(all)/2), rep.Hashes["gomaxprocs"], "rank %d: GOMAXPROCS", r)
 		union = append(union, cpus...)
 	}
 	slices.Sort(union)
