@@ -251,9 +251,13 @@ bench: deps
 		--only "$(BENCH_ONLY)" --json $(BIN)/bench-peers.json
 	echo "== workers under real torchrun (torch 2.9's agent store)"
 	$(MAKE) --no-print-directory torchrun-check
-	echo "== each op's forward + backward against JAX (docs/BENCHMARKS.md)"
+	echo "== the seed's per-op table on one core against JAX and PyTorch, batch 32 and 64 (docs/BENCHMARKS.md)"
 	$(GO) build -o $(BIN)/benchops ./examples/bench/ops
 	$(PYTHON) examples/bench/peers/ops_compare.py --ops-bin $(BIN)/benchops --rounds $(BENCH_ROUNDS)
+	echo "== the seed's whole MNIST job, 2 workers: examples/mnist (ddprun, --spawn) against PyTorch DDP (docs/BENCHMARKS.md)"
+	$(GO) build -o $(BIN)/ddprun ./ddp/cmd/ddprun
+	$(GO) build -o $(BIN)/mnist ./examples/mnist
+	$(PYTHON) examples/bench/peers/job_compare.py --bin $(BIN) --rounds $(BENCH_ROUNDS)
 
 # A Go training binary's workers under real torchrun (torch 2.9 from the
 # peers' venv, which bench's install.sh makes): not part of make test.

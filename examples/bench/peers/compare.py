@@ -35,7 +35,20 @@ def cases(step_bin, init):
     cnn_timing = ["--steps", "5", "--warmup", "3", "--samples", "5"]
     toy_timing = ["--steps", "1000", "--warmup", "20", "--samples", "7"]
     async_cpu = {"XLADDP_CPU_EXECUTION": "async"}
+    pin = lambda cmd_env: (["taskset", "-c", "0", *cmd_env[0]], cmd_env[1])
+    one_thread = dict(OPENBLAS, OMP_NUM_THREADS="1")
+    cnn32 = init["cnn32"]
     return [
+        ("MNIST CNN, batch 64, one core (taskset -c 0)", "cnn", [
+            ("xladdp", pin(go("--model", "cnn", *cnn_timing))),
+            ("xladdp compiled", pin(go("--model", "cnn", "--mode", "compiled", *cnn_timing))),
+            ("JAX jit", pin(py(JAX, "step_jax.py", "--model", "cnn", "--init", cnn, *cnn_timing))),
+            ("PyTorch 1.13 eager, OpenBLAS, 1 thread", pin(py(DEBIAN, "step_torch.py", "--model", "cnn", "--threads", "1", "--init", cnn, *cnn_timing, env=one_thread))),
+        ]),
+        ("MNIST CNN, batch 32 per worker (the seed's), 2 processes x 1 core", "cnn32", [
+            ("xladdp ddp.Wrap (host path)", go("--model", "cnn", "--batch", "32", "--processes", "2", *cnn_timing)),
+            ("PyTorch 1.13 DDP gloo 2x1 thread, OpenBLAS", py(DEBIAN, "step_torch.py", "--model", "cnn", "--replicas", "2", "--init", cnn32, *cnn_timing, env=OPENBLAS)),
+        ]),
         ("MNIST CNN, batch 64, 1 device", "cnn", [
             ("xladdp", go("--model", "cnn", *cnn_timing)),
             ("xladdp compiled", go("--model", "cnn", "--mode", "compiled", *cnn_timing)),
@@ -95,6 +108,8 @@ def main():
     for model in ("cnn", "toy"):
         init[model] = os.path.join(tmp, f"{model}.safetensors")
         subprocess.run([a.step_bin, "--model", model, "--replicas", "2", "--init-out", init[model]], check=True)
+    init["cnn32"] = os.path.join(tmp, "cnn32.safetensors")
+    subprocess.run([a.step_bin, "--model", "cnn", "--batch", "32", "--replicas", "2", "--init-out", init["cnn32"]], check=True)
     table = cases(a.step_bin, init)
     table = [c for c in table if a.only in c[0]]
     samples = {}
@@ -118,7 +133,7 @@ def main():
                 ours, ours_loss = med, res["initial_loss"]
             if abs(res["initial_loss"] - ours_loss) > 1e-3:
                 raise SystemExit(f"{title}: {name}'s initial loss {res['initial_loss']} differs from xladdp's {ours_loss}")
-            batch = {"cnn": 64, "toy": 20}[model] * res["replicas"] * res.get("processes", 1)
+            batch = {"cnn": 64, "cnn32": 32, "toy": 20}[model] * res["replicas"] * res.get("processes", 1)
             label = res["runner"] if name.startswith("xladdp") is False else name
             print(f"| {title} | {label} | {med:.4g} | {batch / (med / 1000):.0f} | {med / ours:.2f}x | {res['initial_loss']:.6f} |")
             rows.append({"case": title, "runner": res["runner"], "name": name, "median_ms": med,

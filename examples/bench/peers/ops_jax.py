@@ -1,7 +1,10 @@
-"""JAX side of the per-op table (examples/bench/ops): each op's forward and
-backward pass at the MNIST CNN's shapes (batch 64) under jax.jit, loss =
-sum(op(inputs) * a fixed cotangent), gradients with respect to every
-input; one JSON line per op, like the Go command."""
+"""JAX side of the per-op table (examples/bench/ops): each row's forward
+(loss = sum(op(inputs) * cotangent)) and forward and backward (the loss
+and the gradients of the inputs marked grad) under jax.jit, the cotangent
+an argument (a constant would let XLA fold the forward away), at the
+batch --batch, and one Adadelta update (optax's rule, written out) of the
+CNN's parameters; one JSON line per row. Pin it to a core for the
+one-core table: taskset -c 0 python ops_jax.py"""
 
 import argparse
 import json
@@ -16,45 +19,91 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-
-def conv(x, w):
-    return lax.conv_general_dilated(x, w, (1, 1), "VALID", dimension_numbers=("NCHW", "OIHW", "NCHW"))
+import ops_cases as oc
 
 
-CASES = [
-    ("linear 9216->128", [(64, 9216), (9216, 128), (128,)], lambda x, w, b: x @ w + b),
-    ("conv2d 32->64 3x3 on 26x26", [(64, 32, 26, 26), (64, 32, 3, 3)], conv),
-    ("conv2d 1->32 3x3 on 28x28", [(64, 1, 28, 28), (32, 1, 3, 3)], conv),
-    ("max_pool2d 2x2 on 64x24x24", [(64, 64, 24, 24)],
-     lambda x: lax.reduce_window(x, -jnp.inf, lax.max, (1, 1, 2, 2), (1, 1, 2, 2), "VALID")),
-    ("relu on 64x24x24", [(64, 64, 24, 24)], jax.nn.relu),
-    ("log_softmax over 10", [(64, 10)], lambda x: jax.nn.log_softmax(x, axis=1)),
-]
+def conv_bias(x, w, b):
+    y = lax.conv_general_dilated(x, w, (1, 1), "VALID", dimension_numbers=("NCHW", "OIHW", "NCHW"))
+    return y + b[None, :, None, None]
+
+
+def dropout(x):
+    keep = jax.random.bernoulli(jax.random.key(0), 0.75, x.shape)
+    return jnp.where(keep, x / 0.75, 0)
+
+
+OPS = {
+    oc.CONV1: conv_bias, oc.CONV2: conv_bias, oc.CONV2_DX: conv_bias, oc.CONV2_DW: conv_bias,
+    oc.RELU: jax.nn.relu,
+    oc.POOL: lambda x: lax.reduce_window(x, -jnp.inf, lax.max, (1, 1, 2, 2), (1, 1, 2, 2), "VALID"),
+    oc.DROPOUT: dropout,
+    oc.FC1: lambda x, w, b: x @ w + b, oc.FC2: lambda x, w, b: x @ w + b,
+    oc.NLL: lambda x, y: -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(x, 1), y[:, None], 1)),
+}
+
+
+def adadelta(params, grads, sq, acc, rho=0.9, eps=1e-6):
+    out = []
+    for p, g, s, a in zip(params, grads, sq, acc):
+        s = rho * s + (1 - rho) * g * g
+        d = jnp.sqrt(a + eps) / jnp.sqrt(s + eps) * g
+        out.append((p - d, s, rho * a + (1 - rho) * d * d))
+    return out
+
+
+def timed(call, samples, calls):
+    for _ in range(2):
+        jax.block_until_ready(call())
+    times = []
+    for _ in range(samples):
+        start = time.perf_counter()
+        for _ in range(calls):
+            jax.block_until_ready(call())
+        times.append((time.perf_counter() - start) * 1000 / calls)
+    return times
 
 
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--samples", type=int, default=7)
     p.add_argument("--calls", type=int, default=20)
+    p.add_argument("--batch", type=int, default=64)
     p.add_argument("--only", default="")
     a = p.parse_args()
     rng = np.random.default_rng(1)
-    for name, shapes, op in CASES:
+    runner = f"jax {jax.__version__} jit"
+
+    def emit(op, pass_, times):
+        print(json.dumps({"runner": runner, "op": op, "pass": pass_, "batch": a.batch, "call_ms": times,
+                          "median_ms": statistics.median(times)}), flush=True)
+
+    for name in oc.ROWS:
         if a.only and a.only not in name:
             continue
-        inputs = [jnp.asarray(rng.standard_normal(s, dtype=np.float32)) for s in shapes]
-        cot = jnp.asarray(rng.standard_normal(op(*inputs).shape, dtype=np.float32))
-        grad = jax.jit(jax.grad(lambda *xs: jnp.sum(op(*xs) * cot), argnums=tuple(range(len(inputs)))))
-        for _ in range(2):
-            grad(*inputs)[0].block_until_ready()
-        times = []
-        for _ in range(a.samples):
-            start = time.perf_counter()
-            for _ in range(a.calls):
-                grad(*inputs)[0].block_until_ready()
-            times.append((time.perf_counter() - start) * 1000 / a.calls)
-        print(json.dumps({"runner": f"jax {jax.__version__} jit", "op": name, "call_ms": times,
-                          "median_ms": statistics.median(times)}), flush=True)
+        specs = oc.inputs(name, a.batch)
+        ins = [jnp.asarray(rng.integers(0, 10, a.batch, dtype=np.int32)) if s == "labels"
+               else jnp.asarray(rng.standard_normal(s[0], dtype=np.float32)) for s in specs]
+        op = OPS[name]
+        cot = jnp.asarray(rng.standard_normal(op(*ins).shape, dtype=np.float32))
+        loss = lambda c, *xs: jnp.sum(op(*xs) * c)
+        forward = jax.jit(loss)
+        emit(name, "forward", timed(lambda: forward(cot, *ins), a.samples, a.calls))
+        argnums = tuple(1 + i for i, s in enumerate(specs) if s != "labels" and s[1])
+        both = jax.jit(jax.value_and_grad(loss, argnums=argnums))
+        emit(name, "forward+backward", timed(lambda: both(cot, *ins), a.samples, a.calls))
+    if not a.only or a.only in oc.ADADELTA:
+        params = [jnp.asarray(rng.standard_normal(s, dtype=np.float32)) for s in oc.CNN_PARAM_SHAPES]
+        grads = [jnp.asarray(rng.standard_normal(s, dtype=np.float32)) for s in oc.CNN_PARAM_SHAPES]
+        zeros = [jnp.zeros(s, jnp.float32) for s in oc.CNN_PARAM_SHAPES]
+        update = jax.jit(adadelta, donate_argnums=(0, 2, 3))
+        state = {"p": params, "s": zeros, "a": [z + 0 for z in zeros]}
+
+        def call():
+            out = update(state["p"], grads, state["s"], state["a"])
+            state["p"], state["s"], state["a"] = [o[0] for o in out], [o[1] for o in out], [o[2] for o in out]
+            return state["p"][-1]
+
+        emit(oc.ADADELTA, "update", timed(call, a.samples, a.calls))
 
 
 if __name__ == "__main__":

@@ -43,6 +43,7 @@ import (
 type config struct {
 	model                                 string
 	replicas, samples, steps, warmup, per int
+	batch                                 int
 	initOut                               string
 	seed                                  uint64
 	compiled                              bool
@@ -94,6 +95,7 @@ func parse(args []string) (config, error) {
 	f.IntVar(&c.samples, "samples", 7, "timed samples; the figure is their median")
 	f.IntVar(&c.steps, "steps", 5, "training steps per sample (timed together, synchronized at the end)")
 	f.IntVar(&c.warmup, "warmup", 3, "untimed training steps first (compilation)")
+	f.IntVar(&c.batch, "batch", 0, "batch per replica (0: the model's, 64 for cnn)")
 	f.IntVar(&c.per, "steps-per-markstep", 1, "training steps traced per MarkStep (or per compiled Run)")
 	f.StringVar(&c.initOut, "init-out", "", "write the initial weights and batches here (safetensors) and exit")
 	f.Uint64Var(&c.seed, "seed", 1, "seed of the initial weights and batches")
@@ -110,6 +112,8 @@ func parse(args []string) (config, error) {
 		return c, fmt.Errorf("--mode=%q: want lazy or compiled", *mode)
 	case c.model != "cnn" && c.model != "toy" && c.model != "resnet18":
 		return c, fmt.Errorf("--model=%q: want cnn, toy or resnet18", c.model)
+	case c.batch < 0:
+		return c, fmt.Errorf("--batch=%d: want at least 1 (or 0, the model's)", c.batch)
 	case c.processes < 1:
 		return c, fmt.Errorf("--processes=%d: want at least 1", c.processes)
 	case c.replicas < 1 || c.samples < 1 || c.steps < 1 || c.warmup < 0 || c.per < 1:
@@ -126,6 +130,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	s := specOf(c.model)
+	if c.batch > 0 {
+		s.batch = c.batch
+	}
 	if c.processes > 1 && os.Getenv(dist.EnvRank) == "" {
 		return launchRanks(ctx, args, c.processes, out)
 	}
