@@ -144,14 +144,7 @@ func (t timer) timeCase(ctx context.Context, d *xla.Device, c opCase, batch int,
 		}
 		return outs, nil
 	})
-	return t.time(func() error {
-		outs, err := step.Run(ctx, d)
-		if err != nil {
-			return err
-		}
-		_, err = outs[0].Item(ctx)
-		return err
-	})
+	return t.time(func() error { return runAndRead(ctx, d, step) })
 }
 
 // timeAdadelta times one optimizer update of the CNN's parameters, the
@@ -186,14 +179,18 @@ func (t timer) timeAdadelta(ctx context.Context, d *xla.Device) ([]float64, erro
 		}
 		return []*xla.Tensor{params[len(params)-1].Sum()}, nil
 	})
-	return t.time(func() error {
-		outs, err := step.Run(ctx, d)
-		if err != nil {
-			return err
-		}
-		_, err = outs[0].Item(ctx)
+	return t.time(func() error { return runAndRead(ctx, d, step) })
+}
+
+// runAndRead runs step and reads its first output, which waits for the
+// whole program.
+func runAndRead(ctx context.Context, d *xla.Device, step *xla.CompiledStep) error {
+	outs, err := step.Run(ctx, d)
+	if err != nil {
 		return err
-	})
+	}
+	_, err = outs[0].Item(ctx)
+	return err
 }
 
 func (t timer) time(call func() error) ([]float64, error) {

@@ -2,6 +2,8 @@
 PyTorch runners: name, then each input as (shape at batch b, grad?) or
 "labels"; the op comes from the runner's own library."""
 
+import time
+
 CONV1 = "conv1 1->32 3x3 on 28x28 (dW)"
 CONV2 = "conv2 32->64 3x3 on 26x26 (dX, dW)"
 CONV2_DX = "conv2 32->64 3x3 on 26x26 (dX)"
@@ -33,3 +35,16 @@ def inputs(name, b):
 
 
 ROWS = [CONV1, CONV2, CONV2_DX, CONV2_DW, RELU, POOL, DROPOUT, FC1, FC2, NLL]
+
+
+def timed(call, samples, calls, wait=lambda result: result):
+    """ms per call of call() (wait()ed on), per sample, after two untimed calls."""
+    for _ in range(2):
+        wait(call())
+    times = []
+    for _ in range(samples):
+        start = time.perf_counter()
+        for _ in range(calls):
+            wait(call())
+        times.append((time.perf_counter() - start) * 1000 / calls)
+    return times

@@ -10,7 +10,6 @@ import argparse
 import json
 import os
 import statistics
-import time
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
@@ -51,18 +50,6 @@ def adadelta(params, grads, sq, acc, rho=0.9, eps=1e-6):
     return out
 
 
-def timed(call, samples, calls):
-    for _ in range(2):
-        jax.block_until_ready(call())
-    times = []
-    for _ in range(samples):
-        start = time.perf_counter()
-        for _ in range(calls):
-            jax.block_until_ready(call())
-        times.append((time.perf_counter() - start) * 1000 / calls)
-    return times
-
-
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--samples", type=int, default=7)
@@ -87,10 +74,10 @@ def main():
         cot = jnp.asarray(rng.standard_normal(op(*ins).shape, dtype=np.float32))
         loss = lambda c, *xs: jnp.sum(op(*xs) * c)
         forward = jax.jit(loss)
-        emit(name, "forward", timed(lambda: forward(cot, *ins), a.samples, a.calls))
+        emit(name, "forward", oc.timed(lambda: forward(cot, *ins), a.samples, a.calls, jax.block_until_ready))
         argnums = tuple(1 + i for i, s in enumerate(specs) if s != "labels" and s[1])
         both = jax.jit(jax.value_and_grad(loss, argnums=argnums))
-        emit(name, "forward+backward", timed(lambda: both(cot, *ins), a.samples, a.calls))
+        emit(name, "forward+backward", oc.timed(lambda: both(cot, *ins), a.samples, a.calls, jax.block_until_ready))
     if not a.only or a.only in oc.ADADELTA:
         params = [jnp.asarray(rng.standard_normal(s, dtype=np.float32)) for s in oc.CNN_PARAM_SHAPES]
         grads = [jnp.asarray(rng.standard_normal(s, dtype=np.float32)) for s in oc.CNN_PARAM_SHAPES]
@@ -103,7 +90,7 @@ def main():
             state["p"], state["s"], state["a"] = [o[0] for o in out], [o[1] for o in out], [o[2] for o in out]
             return state["p"][-1]
 
-        emit(oc.ADADELTA, "update", timed(call, a.samples, a.calls))
+        emit(oc.ADADELTA, "update", oc.timed(call, a.samples, a.calls, jax.block_until_ready))
 
 
 if __name__ == "__main__":

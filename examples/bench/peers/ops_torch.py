@@ -8,7 +8,6 @@ with one thread on one core for the one-core table:
 import argparse
 import json
 import statistics
-import time
 
 import torch
 import torch.nn.functional as F
@@ -27,18 +26,6 @@ OPS = {
     oc.FC2: lambda x, w, b: x @ w + b,
     oc.NLL: lambda x, y: F.nll_loss(F.log_softmax(x, 1), y),
 }
-
-
-def timed(call, samples, calls):
-    for _ in range(2):
-        call()
-    times = []
-    for _ in range(samples):
-        start = time.perf_counter()
-        for _ in range(calls):
-            call()
-        times.append((time.perf_counter() - start) * 1000 / calls)
-    return times
 
 
 def main():
@@ -81,15 +68,15 @@ def main():
 
             if not backward:
                 with torch.no_grad():
-                    emit(name, "forward", timed(call, a.samples, a.calls))
+                    emit(name, "forward", oc.timed(call, a.samples, a.calls))
             else:
-                emit(name, "forward+backward", timed(call, a.samples, a.calls))
+                emit(name, "forward+backward", oc.timed(call, a.samples, a.calls))
     if not a.only or a.only in oc.ADADELTA:
         params = [torch.randn(*s, generator=gen).requires_grad_() for s in oc.CNN_PARAM_SHAPES]
         for q in params:
             q.grad = torch.randn(q.shape, generator=gen)
         opt = torch.optim.Adadelta(params, lr=1.0)
-        emit(oc.ADADELTA, "update", timed(opt.step, a.samples, a.calls))
+        emit(oc.ADADELTA, "update", oc.timed(opt.step, a.samples, a.calls))
 
 
 if __name__ == "__main__":
