@@ -21,6 +21,7 @@ import (
 var (
 	toChannelsLast  = []int{0, 2, 3, 1} // NCHW -> NHWC
 	toChannelsFirst = []int{0, 3, 1, 2} // NHWC -> NCHW
+	toHWIO          = []int{2, 3, 1, 0} // OIHW kernel -> HWIO
 )
 
 // nhwc returns x [N, C, H, W] channels-last: its recorded NHWC node, or a
@@ -55,8 +56,9 @@ func (rc *replayContext) replayChannelsLast(n *node, ins []*graph.Node) *graph.N
 		if s, ok := rc.channelsLast[x]; ok {
 			nhwcIns[i] = s
 		} else {
-			// A broadcast operand (a bias [1, C, 1, 1], a scalar): XLA
-			// folds the transpose into the broadcast.
+			// No channels-last form: a bias [1, C, 1, 1] or a scalar,
+			// whose transpose XLA folds into the broadcast, or a plain
+			// NCHW tensor, transposed here as XLA would have.
 			nhwcIns[i] = graph.TransposeAllAxes(broadcastTo(x, dims), toChannelsLast...)
 		}
 	}

@@ -123,7 +123,7 @@ var channelsLastLayout = backends.ConvolveAxesConfig{
 //     stride 1 and every stride-th output is sliced out.
 var opConv2d = &opDef{name: "conv2d", replay: func(rc *replayContext, n *node, in []*graph.Node) *graph.Node {
 	a := n.attrs.ints
-	x, kernel := rc.nhwc(in[0]), graph.TransposeAllAxes(in[1], 2, 3, 1, 0)
+	x, kernel := rc.nhwc(in[0]), graph.TransposeAllAxes(in[1], toHWIO...)
 	dilation := [2]int{a[4], a[5]}
 	for i := range 2 {
 		if kernel.Shape().Dimensions[i]%2 == 0 {
