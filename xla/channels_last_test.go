@@ -68,6 +68,14 @@ func TestChannelsLastChainsAgainstFloat64Reference(t *testing.T) {
 					return q / 2
 				})
 			}},
+		{name: "conv times a per-pixel [N,1,H,W] operand, then avgpool", inputs: [][]int{{2, 2, 5, 5}, {3, 2, 2, 2}, {2, 1, 4, 4}},
+			device: func(_ *Device, x []*Tensor) *Tensor {
+				return AvgPool2d(Conv2d(x[0], x[1], Conv2dOptions{}).Mul(x[2]).AddScalar(1), Pool2dOptions{Kernel: [2]int{2, 2}})
+			},
+			host: func(x []reference.Tensor) reference.Tensor {
+				h := reference.ZipWith(hostConv(x[0], x[1]), x[2], func(p, q float64) float64 { return p*q + 1 })
+				return reference.Pool2d(h, reference.PoolParams{Kernel: [2]int{2, 2}}, false)
+			}},
 		{name: "conv then tiled maxpool3 past the edge", inputs: [][]int{{1, 2, 9, 10}, {2, 2, 1, 1}},
 			device: func(_ *Device, x []*Tensor) *Tensor { return maxPool(Conv2d(x[0], x[1], Conv2dOptions{}), 3, 3, 0) },
 			host:   func(x []reference.Tensor) reference.Tensor { return hostMaxPool(hostConv(x[0], x[1]), 3, 3, 0) }},

@@ -27,6 +27,8 @@ func TestParse(t *testing.T) {
 		{args: []string{"--model", "resnet50"}, err: "--model"},
 		{args: []string{"--steps", "0"}, err: ">= 1"},
 		{args: []string{"--steps", "5", "--steps-per-markstep", "2"}, err: "multiples"},
+		{args: []string{"--batch", "-1"}, err: "--batch"},
+		{args: []string{"--batch", "x"}, err: "invalid argument"},
 	} {
 		got, err := parse(c.args)
 		if c.err != "" {
