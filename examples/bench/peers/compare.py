@@ -1,7 +1,8 @@
 """`make bench`'s side-by-side comparison: runs xladdp's examples/bench/step
 and the peers (JAX jit / lax.scan, torch-xla PJRT CPU, PyTorch eager with
 Debian's reference BLAS and with OpenBLAS, PyTorch DDP over gloo) on the
-same initial weights and batches, alternating runners round by round, and
+MNIST CNN, the toy MLP and ResNet-18 (CIFAR-10 stem), with the same
+initial weights and batches, alternating runners round by round, and
 prints a markdown table of medians (warm-up excluded) with ratios to
 xladdp. Every runner's eval-mode loss of the initial weights must agree with
 xladdp's within 1e-3, or the comparison stops.
@@ -38,7 +39,29 @@ def cases(step_bin, init):
     pin = lambda cmd_env: (["taskset", "-c", "0", *cmd_env[0]], cmd_env[1])
     one_thread = dict(OPENBLAS, OMP_NUM_THREADS="1")
     cnn32 = init["cnn32"]
+    resnet = init["resnet18-cifar"]
+    resnet_timing = ["--steps", "3", "--warmup", "2", "--samples", "3"]
+    resnet_go = lambda *a: go("--model", "resnet18-cifar", *a, *resnet_timing)
+    resnet_py = lambda exe, script, *a, env=None: py(exe, script, "--model", "resnet18-cifar", "--init", resnet, *a, *resnet_timing, env=env)
     return [
+        ("ResNet-18 CIFAR, batch 32, 1 device", "resnet18-cifar", [
+            ("xladdp", resnet_go()),
+            ("xladdp compiled", resnet_go("--mode", "compiled")),
+            ("JAX jit", resnet_py(JAX, "step_jax.py")),
+            ("torch-xla", resnet_py(TORCHXLA, "step_torchxla.py")),
+            ("PyTorch 1.13 eager, OpenBLAS", resnet_py(DEBIAN, "step_torch.py", env=OPENBLAS)),
+        ]),
+        ("ResNet-18 CIFAR, batch 32, one core (taskset -c 0)", "resnet18-cifar", [
+            ("xladdp", pin(resnet_go())),
+            ("xladdp compiled", pin(resnet_go("--mode", "compiled"))),
+            ("JAX jit", pin(resnet_py(JAX, "step_jax.py"))),
+            ("torch-xla", pin(resnet_py(TORCHXLA, "step_torchxla.py"))),
+            ("PyTorch 1.13 eager, OpenBLAS, 1 thread", pin(resnet_py(DEBIAN, "step_torch.py", "--threads", "1", env=one_thread))),
+        ]),
+        ("ResNet-18 CIFAR, batch 32 per worker, 2 processes x 1 core", "resnet18-cifar", [
+            ("xladdp ddp.Wrap (host path)", resnet_go("--processes", "2")),
+            ("PyTorch 1.13 DDP gloo 2x1 thread, OpenBLAS", resnet_py(DEBIAN, "step_torch.py", "--replicas", "2", env=OPENBLAS)),
+        ]),
         ("MNIST CNN, batch 64, one core (taskset -c 0)", "cnn", [
             ("xladdp", pin(go("--model", "cnn", *cnn_timing))),
             ("xladdp compiled", pin(go("--model", "cnn", "--mode", "compiled", *cnn_timing))),
@@ -110,6 +133,8 @@ def main():
         subprocess.run([a.step_bin, "--model", model, "--replicas", "2", "--init-out", init[model]], check=True)
     init["cnn32"] = os.path.join(tmp, "cnn32.safetensors")
     subprocess.run([a.step_bin, "--model", "cnn", "--batch", "32", "--replicas", "2", "--init-out", init["cnn32"]], check=True)
+    init["resnet18-cifar"] = os.path.join(tmp, "resnet18-cifar.safetensors")
+    subprocess.run([a.step_bin, "--model", "resnet18-cifar", "--replicas", "2", "--init-out", init["resnet18-cifar"]], check=True)
     table = cases(a.step_bin, init)
     table = [c for c in table if a.only in c[0]]
     samples = {}
@@ -133,7 +158,7 @@ def main():
                 ours, ours_loss = med, res["initial_loss"]
             if abs(res["initial_loss"] - ours_loss) > 1e-3:
                 raise SystemExit(f"{title}: {name}'s initial loss {res['initial_loss']} differs from xladdp's {ours_loss}")
-            batch = {"cnn": 64, "cnn32": 32, "toy": 20}[model] * res["replicas"] * res.get("processes", 1)
+            batch = {"cnn": 64, "cnn32": 32, "toy": 20, "resnet18-cifar": 32}[model] * res["replicas"] * res.get("processes", 1)
             label = res["runner"] if name.startswith("xladdp") is False else name
             print(f"| {title} | {label} | {med:.4g} | {batch / (med / 1000):.0f} | {med / ours:.2f}x | {res['initial_loss']:.6f} |")
             rows.append({"case": title, "runner": res["runner"], "name": name, "median_ms": med,

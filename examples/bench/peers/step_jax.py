@@ -12,11 +12,15 @@ import jax.numpy as jnp
 from jax import lax
 
 import common
+import resnet_jax
 
 args = common.parse("jax")
 state = common.load_safetensors(args.init)
-names = common.CNN_PARAMS if args.model == "cnn" else common.TOY_PARAMS
-params = {k: jnp.asarray(state[k]) for k in names}
+RESNET = args.model == "resnet18-cifar"
+if RESNET:
+    params, buffers = resnet_jax.split(state)
+else:
+    params, buffers = {k: jnp.asarray(state[k]) for k in common.state_names(args.model, state)}, {}
 x = jnp.asarray(state["batch.0.x"])
 y = jnp.asarray(state["batch.0.y"])
 
@@ -47,23 +51,33 @@ def forward(p, x, key, train):
     return jax.nn.log_softmax(h @ p["10.weight"].T + p["10.bias"], axis=1)
 
 
-def loss_fn(p, x, y, key, train=True):
-    out = forward(p, x, key, train)
+def loss_fn(p, bufs, x, y, key, train=True):
+    """The loss and the BatchNorm running statistics after the forward."""
+    if RESNET:
+        logits, bufs = resnet_jax.forward(p, bufs, x, train)
+        out = jax.nn.log_softmax(logits, axis=1)
+    else:
+        out = forward(p, x, key, train)
     if args.model == "toy":
-        return jnp.mean((out - y) ** 2)
-    return -jnp.mean(jnp.take_along_axis(out, y[:, None].astype(jnp.int32), axis=1))
+        return jnp.mean((out - y) ** 2), bufs
+    return -jnp.mean(jnp.take_along_axis(out, y[:, None].astype(jnp.int32), axis=1)), bufs
 
 
 def init_opt(p):
     if args.model == "toy":
         return {}
     z = jax.tree_util.tree_map(jnp.zeros_like, p)
+    if RESNET:
+        return {"buf": z}
     return {"sq": z, "acc": z}
 
 
 def update(p, opt, g):
     if args.model == "toy":  # SGD lr 0.001
         return jax.tree_util.tree_map(lambda a, b: a - 0.001 * b, p, g), opt
+    if RESNET:  # torch's SGD lr 0.01, momentum 0.9 (the first buffer is the gradient)
+        buf = jax.tree_util.tree_map(lambda b, gg: 0.9 * b + gg, opt["buf"], g)
+        return jax.tree_util.tree_map(lambda a, b: a - 0.01 * b, p, buf), {"buf": buf}
     rho, eps, lr = 0.9, 1e-6, 1.0  # torch's Adadelta
     sq = jax.tree_util.tree_map(lambda s, gg: rho * s + (1 - rho) * gg * gg, opt["sq"], g)
     delta = jax.tree_util.tree_map(lambda a, s, gg: jnp.sqrt(a + eps) / jnp.sqrt(s + eps) * gg, opt["acc"], sq, g)
@@ -72,22 +86,22 @@ def update(p, opt, g):
 
 
 def one_step(carry, _):
-    p, opt, key = carry
+    p, opt, bufs, key = carry
     key, sub = jax.random.split(key)
-    g = jax.grad(loss_fn)(p, x, y, sub)
+    g, bufs = jax.grad(loss_fn, has_aux=True)(p, bufs, x, y, sub)
     p, opt = update(p, opt, g)
-    return (p, opt, key), None
+    return (p, opt, bufs, key), None
 
 
 @jax.jit
-def step(p, opt, key):
+def step(p, opt, bufs, key):
     if args.steps_per_markstep == 1:
-        return one_step((p, opt, key), None)[0]
-    return lax.scan(one_step, (p, opt, key), None, length=args.steps_per_markstep)[0]
+        return one_step((p, opt, bufs, key), None)[0]
+    return lax.scan(one_step, (p, opt, bufs, key), None, length=args.steps_per_markstep)[0]
 
 
-initial = float(jax.jit(lambda p: loss_fn(p, x, y, jax.random.PRNGKey(0), train=False))(params))
-carry = (params, init_opt(params), jax.random.PRNGKey(0))
+initial = float(jax.jit(lambda p: loss_fn(p, buffers, x, y, jax.random.PRNGKey(0), train=False)[0])(params))
+carry = (params, init_opt(params), buffers, jax.random.PRNGKey(0))
 calls = lambda n: n // args.steps_per_markstep
 for _ in range(calls(args.warmup)):
     carry = step(*carry)

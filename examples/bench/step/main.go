@@ -90,7 +90,7 @@ func main() {
 func parse(args []string) (config, error) {
 	var c config
 	f := pflag.NewFlagSet("step", pflag.ContinueOnError)
-	f.StringVar(&c.model, "model", "cnn", "cnn (MNIST CNN, Adadelta), toy (MLP, SGD) or resnet18 (224x224, SGD momentum)")
+	f.StringVar(&c.model, "model", "cnn", "cnn (MNIST CNN, Adadelta), toy (MLP, SGD), resnet18 (224x224, SGD momentum) or resnet18-cifar (the CIFAR-10 stem at 32x32, batch 32, SGD momentum)")
 	f.IntVar(&c.replicas, "replicas", 1, "CPU replicas (devices)")
 	f.IntVar(&c.samples, "samples", 7, "timed samples; the figure is their median")
 	f.IntVar(&c.steps, "steps", 5, "training steps per sample (timed together, synchronized at the end)")
@@ -110,8 +110,8 @@ func parse(args []string) (config, error) {
 	switch {
 	case *mode != "lazy" && *mode != "compiled":
 		return c, fmt.Errorf("--mode=%q: want lazy or compiled", *mode)
-	case c.model != "cnn" && c.model != "toy" && c.model != "resnet18":
-		return c, fmt.Errorf("--model=%q: want cnn, toy or resnet18", c.model)
+	case c.model != "cnn" && c.model != "toy" && c.model != "resnet18" && c.model != "resnet18-cifar":
+		return c, fmt.Errorf("--model=%q: want cnn, toy, resnet18 or resnet18-cifar", c.model)
 	case c.batch < 0:
 		return c, fmt.Errorf("--batch=%d: want at least 1 (or 0, the model's)", c.batch)
 	case c.processes < 1:

@@ -20,6 +20,7 @@ func TestParse(t *testing.T) {
 	}{
 		{args: nil},
 		{args: []string{"--mode", "compiled", "--model", "resnet18"}, compiled: true},
+		{args: []string{"--model", "resnet18-cifar", "--batch", "32"}},
 		{args: []string{"--mode", "eager"}, err: "--mode"},
 		{args: []string{"--mode", ""}, err: "--mode"},
 		{args: []string{"--mode", "compiled", "--steps-per-markstep", "10", "--steps", "10", "--warmup", "0"}, compiled: true},

@@ -21,6 +21,16 @@ type spec struct {
 }
 
 func specOf(model string) spec {
+	if model == "resnet18-cifar" {
+		return spec{batch: 32, inDims: []int{3, 32, 32}, classes: 10,
+			build: func(d *xla.Device, rng *rand.Rand) (nn.Module, error) {
+				return nn.NewResNet18(d, rng, nn.ResNetConfig{NumClasses: 10, CIFAR: true})
+			},
+			loss: func(out, y *xla.Tensor) *xla.Tensor { return nn.CrossEntropyLoss(out, y, nn.ReductionMean) },
+			opt: func(ps []*xla.Tensor) (optim.Optimizer, error) {
+				return optim.NewSGD(ps, optim.SGDConfig{LR: 0.01, Momentum: 0.9})
+			}}
+	}
 	if model == "resnet18" {
 		return spec{batch: 8, inDims: []int{3, 224, 224}, classes: 1000,
 			build: func(d *xla.Device, rng *rand.Rand) (nn.Module, error) {
