@@ -42,6 +42,8 @@ type result struct {
 	Trained      time.Duration
 	Compilations int64
 	ResumedAt    int
+	// Split is where rank 0's steps spent their time.
+	Split *report.StepSplit
 }
 
 func main() {
@@ -151,16 +153,30 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 	}
 	curves := report.Curves{Title: "MNIST CNN"}
 	start, steps := time.Now(), 0
+	split := report.NewStepSplit()
+	var (
+		logged   loggedLoss
+		progress *report.Progress // rank 0's, of the current epoch
+	)
+	readLoss := func(l loggedLoss) (err error) {
+		if res.FinalLoss, err = l.loss.Item(ctx); err != nil {
+			return err
+		}
+		curves.AddLoss(l.steps, res.FinalLoss)
+		progress.Step(l.step, res.FinalLoss, 10*perReplica*w.WorldSize)
+		return nil
+	}
 	for epoch := ck.Epoch; epoch < c.epochs; epoch++ {
 		nn.Train(model)
 		total := stepsPerEpoch
 		if c.MaxSteps > 0 {
 			total = min(total, c.MaxSteps)
 		}
-		var progress *report.Progress
+		progress = nil
 		if rank0 {
 			progress = report.NewProgress(out, fmt.Sprintf("epoch %d/%d", epoch+1, c.epochs), total, c.LogInterval)
 		}
+		split.Start()
 		for batch, err := range loader.Epoch(ctx, epoch) {
 			if err != nil {
 				return res, err
@@ -168,20 +184,35 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 			if batch.Index >= total {
 				break
 			}
+			split.Lap("data")
 			opt.ZeroGrad()
 			loss := nn.NLLLoss(model.Forward(batch.Input).LogSoftmax(1), batch.Target, nn.ReductionMean)
-			if err := optim.BackwardStep(ctx, loss, opt); err != nil {
+			if err := step(ctx, split, model, loss, opt); err != nil {
 				return res, err
 			}
 			steps++
-			if step := batch.Index + 1; rank0 && (step%10 == 0 || step == total) {
-				if res.FinalLoss, err = loss.Item(ctx); err != nil {
+			// The loss logged is read one step late, once the next step is
+			// on its way: reading it at once would wait for its program
+			// where execution runs behind the host (replicas in-graph).
+			if logged.loss != nil {
+				if err := readLoss(logged); err != nil {
 					return res, err
 				}
-				curves.AddLoss(steps, res.FinalLoss)
-				progress.Step(step, res.FinalLoss, 10*perReplica*w.WorldSize)
+				split.Lap("loss read")
 			}
+			logged = loggedLoss{}
+			if step := batch.Index + 1; rank0 && (step%10 == 0 || step == total) {
+				logged = loggedLoss{loss: loss, step: step, steps: steps}
+			}
+			split.EndStep()
 		}
+		if logged.loss != nil {
+			if err := readLoss(logged); err != nil {
+				return res, err
+			}
+			logged = loggedLoss{}
+		}
+		split.Stop()
 		progress.Done()
 		sched.Step()
 		if res.Accuracy, err = report.Accuracy(ctx, net, d, testSet, c.testBatchSize); err != nil {
@@ -191,6 +222,8 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 		if rank0 {
 			curves.AddAccuracy(epoch+1, res.Accuracy)
 			fmt.Fprintf(out, "epoch %d: test accuracy %.2f%%, last loss %.4f, next lr %.4g\n", epoch+1, 100*res.Accuracy, res.FinalLoss, opt.LR())
+			fmt.Fprintf(out, "time %s; the loader's workers assembled and uploaded each batch in %s, beside the steps\n",
+				split, loader.Stats().Assemble/time.Duration(max(loader.Stats().Batches, 1)))
 		}
 		if c.Checkpoint != "" {
 			ck.Epoch = epoch + 1
@@ -200,6 +233,7 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 		}
 	}
 	res.Trained = time.Since(start)
+	res.Split = split
 	res.Samples = steps * perReplica * w.WorldSize
 	res.Compilations = xla.GetMetrics().Compilations
 	if rank0 {
@@ -211,4 +245,41 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 		}
 	}
 	return res, nil
+}
+
+// loggedLoss is a step's loss kept for the progress line: step within the
+// epoch, steps since the start.
+type loggedLoss struct {
+	loss        *xla.Tensor
+	step, steps int
+}
+
+// step computes the gradients, averages them across the replicas and
+// updates the parameters (optim.BackwardStep), charging the split: the
+// host path's forward+backward program, download, all-reduce and upload
+// (run when the backward pass ends), then the optimizer's own program;
+// where the replicas average in-graph, the one program runs at MarkStep.
+func step(ctx context.Context, split *report.StepSplit, model *ddp.DistributedDataParallel, loss *xla.Tensor, opt optim.Optimizer) error {
+	before := model.HostPathStats()
+	if err := loss.Backward(); err != nil {
+		return err
+	}
+	if err := opt.Step(); err != nil {
+		return err
+	}
+	split.Lap("trace")
+	host := model.HostPathStats()
+	split.Move("trace", "execute", host.Execute-before.Execute)
+	split.Move("trace", "download", host.Download-before.Download)
+	split.Move("trace", "all-reduce", host.AllReduce-before.AllReduce)
+	split.Move("trace", "upload", host.Upload-before.Upload)
+	if err := loss.Device().MarkStep(ctx); err != nil {
+		return err
+	}
+	if host.Steps > before.Steps {
+		split.Lap("optimizer")
+	} else {
+		split.Lap("execute")
+	}
+	return nil
 }

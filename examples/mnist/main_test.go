@@ -45,6 +45,9 @@ func TestLearnsSpawnedAndResumes(t *testing.T) {
 	assert.Contains(t, out.String(), "batch 32 per replica (global 64)")
 	assert.Contains(t, out.String(), "epoch 2: test accuracy")
 	assert.Contains(t, out.String(), "Compilations:")
+	// In-graph averaging: one program a step, no host all-reduce.
+	assert.Regexp(t, `time per step over 40 steps: data \S+ ms, trace \S+ ms, execute \S+ ms(, loss read \S+ ms)? = \S+ ms; Go heap \d+ allocations`, out.String())
+	assert.Greater(t, two.Split.PerStep("execute"), two.Split.PerStep("data"), "the loader's workers keep ahead of the step")
 	f, err := os.Open(plot)
 	require.NoError(t, err)
 	img, err := png.Decode(f)
@@ -80,6 +83,7 @@ func TestUnderDdprun(t *testing.T) {
 	assert.Greater(t, v, 85.0, "%s", out)
 	assert.NotContains(t, string(out), "[rank1]:epoch 1")
 	assert.Contains(t, string(out), "on 2 replicas")
+	assert.Regexp(t, `\[rank0\]:time per step over 40 steps: data \S+ ms, trace \S+ ms, execute \S+ ms, download \S+ ms, all-reduce \S+ ms, upload \S+ ms, optimizer \S+ ms, loss read \S+ ms = \S+ ms; Go heap \d+ allocations \(\d+ KiB\) per step; the loader's workers assembled and uploaded each batch in \S+, beside the steps`, string(out))
 }
 
 func TestBadFlags(t *testing.T) {

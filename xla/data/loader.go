@@ -41,8 +41,10 @@ type Batch struct {
 type Stats struct {
 	Batches int
 	// Wait is the time the consumer spent blocked on the next batch;
-	// Elapsed is the wall time from the epoch's start to its last batch.
-	Wait, Elapsed time.Duration
+	// Elapsed is the wall time from the epoch's start to its last batch;
+	// Assemble is the workers' time reading, batching and uploading the
+	// batches handed over (beside the consumer's work when Wait is small).
+	Wait, Elapsed, Assemble time.Duration
 }
 
 // Loader batches a Dataset onto a device.
@@ -121,6 +123,7 @@ func (l *Loader) Stats() Stats {
 type batchResult struct {
 	batch Batch
 	err   error
+	took  time.Duration
 }
 
 // Epoch yields the epoch's batches in order. Workers assemble and upload
@@ -167,8 +170,9 @@ func (l *Loader) Epoch(ctx context.Context, epoch int) iter.Seq2[Batch, error] {
 						out <- batchResult{err: err}
 						return
 					}
+					start := time.Now()
 					b, err := l.assemble(i, indices)
-					out <- batchResult{b, err}
+					out <- batchResult{b, err, time.Since(start)}
 				}()
 			}
 		}()
@@ -195,6 +199,7 @@ func (l *Loader) Epoch(ctx context.Context, epoch int) iter.Seq2[Batch, error] {
 				return
 			}
 			stats.Batches++
+			stats.Assemble += r.took
 			if !yield(r.batch, nil) {
 				return
 			}

@@ -225,3 +225,23 @@ func TestLoaderAfterClose(t *testing.T) {
 	require.Len(t, errs, 1)
 	assert.ErrorIs(t, errs[0], backend.ErrClosed)
 }
+
+// TestLoaderOverlapsTheStep: while the consumer works on a batch (a
+// training step), the workers assemble and upload the next ones, so the
+// consumer's wait is a small part of the workers' time, which Stats
+// reports apart.
+func TestLoaderOverlapsTheStep(t *testing.T) {
+	e := xlatest.NewEngine(t, 1)
+	ds := slowCounting{counting: counting{n: 200, failAt: -1}, active: new(atomic.Int64), started: new(atomic.Int64)}
+	l, err := NewLoader(ds, e.Device(0), LoaderConfig{BatchSize: 10}) // ≥ 2 ms a batch
+	require.NoError(t, err)
+	for _, err := range l.Epoch(t.Context(), 0) {
+		require.NoError(t, err)
+		time.Sleep(4 * time.Millisecond) // the step
+	}
+	st := l.Stats()
+	require.Equal(t, 20, st.Batches)
+	assert.GreaterOrEqual(t, st.Assemble, 20*10*200*time.Microsecond, "every sample read is in Assemble")
+	assert.Less(t, st.Wait, st.Assemble/2, "the consumer waited %v of the workers' %v", st.Wait, st.Assemble)
+	assert.GreaterOrEqual(t, st.Elapsed, 20*4*time.Millisecond)
+}

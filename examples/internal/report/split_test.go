@@ -1,0 +1,50 @@
+package report
+
+import (
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestStepSplit: laps charge their phase, Move re-charges no more than
+// the phase holds (never below zero), phases print in first-seen order
+// with their total, and time between runs (Stop … Start) is not charged.
+func TestStepSplit(t *testing.T) {
+	s := NewStepSplit()
+	assert.Equal(t, "no steps timed", s.String())
+	s.Stop() // before any Start: nothing to add
+	for range 2 {
+		s.Start()
+		for range 3 {
+			time.Sleep(2 * time.Millisecond)
+			s.Lap("data")
+			time.Sleep(4 * time.Millisecond)
+			s.Lap("trace")
+			s.Move("trace", "execute", 3*time.Millisecond)
+			s.Move("trace", "upload", time.Hour) // more than trace holds
+			s.Move("trace", "download", -time.Second)
+			s.EndStep()
+		}
+		s.Stop()
+		time.Sleep(20 * time.Millisecond) // a test pass: not charged
+	}
+	require.Equal(t, 6, s.Steps())
+	assert.InDelta(t, 2, s.PerStep("data").Seconds()*1000, 1.5)
+	assert.InDelta(t, 3, s.PerStep("execute").Seconds()*1000, 1e-9, "moved exactly")
+	assert.InDelta(t, 1, s.PerStep("upload").Seconds()*1000, 1.5, "the rest of trace, no more")
+	assert.Zero(t, s.PerStep("trace"))
+	assert.Zero(t, s.PerStep("download"), "a negative move moves nothing")
+	assert.NotContains(t, s.String(), "download", "nor shows the phase")
+	assert.Zero(t, s.PerStep("never seen"))
+	m := regexp.MustCompile(`^per step over 6 steps: data \S+ ms, trace 0 ms, execute 3 ms, upload \S+ ms = (\S+) ms; Go heap \d+ allocations \(\d+ KiB\) per step$`).
+		FindStringSubmatch(s.String())
+	require.NotNil(t, m, s.String())
+	total, err := strconv.ParseFloat(m[1], 64)
+	require.NoError(t, err)
+	// Sleeps overshoot a little; the 20 ms between runs would add 6.7.
+	assert.True(t, total >= 6 && total < 10, "the total is the laps' time, the time between runs left out: %s", s)
+}
