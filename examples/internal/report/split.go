@@ -20,9 +20,9 @@ type StepSplit struct {
 	last   time.Time
 	steps  int
 	// The heap's counters at Start; Stop adds the run's allocations.
-	allocs, allocBytes   uint64
-	started              bool
-	memStart, memStopped runtime.MemStats
+	allocs, allocBytes uint64
+	started            bool
+	memStart           runtime.MemStats
 }
 
 // NewStepSplit returns an empty split.
@@ -36,8 +36,12 @@ func (s *StepSplit) Start() {
 	s.last = time.Now()
 }
 
-// Lap charges the time since the previous Lap (or Start) to phase.
+// Lap charges the time since the previous Lap (or Start) to phase; outside
+// a run (before Start, after Stop) it charges nothing.
 func (s *StepSplit) Lap(phase string) {
+	if !s.started {
+		return
+	}
 	now := time.Now()
 	s.add(phase, now.Sub(s.last))
 	s.last = now
@@ -64,9 +68,10 @@ func (s *StepSplit) Stop() {
 	if !s.started {
 		return
 	}
-	runtime.ReadMemStats(&s.memStopped)
-	s.allocs += s.memStopped.Mallocs - s.memStart.Mallocs
-	s.allocBytes += s.memStopped.TotalAlloc - s.memStart.TotalAlloc
+	var now runtime.MemStats
+	runtime.ReadMemStats(&now)
+	s.allocs += now.Mallocs - s.memStart.Mallocs
+	s.allocBytes += now.TotalAlloc - s.memStart.TotalAlloc
 	s.started = false
 }
 

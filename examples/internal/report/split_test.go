@@ -17,6 +17,7 @@ func TestStepSplit(t *testing.T) {
 	s := NewStepSplit()
 	assert.Equal(t, "no steps timed", s.String())
 	s.Stop() // before any Start: nothing to add
+	s.Lap("before start")
 	for range 2 {
 		s.Start()
 		for range 3 {
@@ -31,6 +32,7 @@ func TestStepSplit(t *testing.T) {
 		}
 		s.Stop()
 		time.Sleep(20 * time.Millisecond) // a test pass: not charged
+		s.Lap("between runs")
 	}
 	require.Equal(t, 6, s.Steps())
 	assert.InDelta(t, 2, s.PerStep("data").Seconds()*1000, 1.5)
@@ -40,6 +42,8 @@ func TestStepSplit(t *testing.T) {
 	assert.Zero(t, s.PerStep("download"), "a negative move moves nothing")
 	assert.NotContains(t, s.String(), "download", "nor shows the phase")
 	assert.Zero(t, s.PerStep("never seen"))
+	assert.NotContains(t, s.String(), "runs", "a lap outside a run charges nothing")
+	assert.NotContains(t, s.String(), "before start")
 	m := regexp.MustCompile(`^per step over 6 steps: data \S+ ms, trace 0 ms, execute 3 ms, upload \S+ ms = (\S+) ms; Go heap \d+ allocations \(\d+ KiB\) per step$`).
 		FindStringSubmatch(s.String())
 	require.NotNil(t, m, s.String())
