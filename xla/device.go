@@ -124,6 +124,7 @@ func (d *Device) upload(t *tensors.Tensor) (*deviceData, error) {
 		return nil, fmt.Errorf("xla: host-to-device transfer of %s to %s: %w", t.Shape(), d, err)
 	}
 	metrics.transferToDevice(int64(t.Shape().Memory()))
+	d.engine.buffers.made(int64(t.Shape().Memory()))
 	return &deviceData{tensor: t, shape: t.Shape()}, nil
 }
 

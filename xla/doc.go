@@ -136,6 +136,13 @@
 // debug metrics; with XLADDP_DEBUG=1 a recompilation logs the first node
 // that changed.
 //
+// A device buffer is freed when Go collects the Tensor holding it, and Go
+// paces its collections by the Go heap, which does not count device
+// memory; so MarkStep also collects once 256 MiB of buffers (program
+// outputs and uploads) were made since the last collection
+// (Metrics.BufferCollections), keeping a step's dropped buffers from piling
+// up between Go's own collections.
+//
 // A compiled step's program declares input/output aliasing for each
 // parameter it overwrites (its new value may reuse the old buffer, XLA's
 // "may alias"; donation.go sets it on the StableHLO arguments, as GoMLX

@@ -29,6 +29,8 @@ type Engine struct {
 	// compileOnlyErr is an unreadable EnvCompileOnly, reported by MarkStep.
 	compileOnly    bool
 	compileOnlyErr error
+	// buffers paces Go's collections by the device memory made (buffer_pacing.go).
+	buffers bufferPacer
 }
 
 // DefaultReplicaTimeout bounds a replica's wait in MarkStep for the other
@@ -39,7 +41,8 @@ const DefaultReplicaTimeout = 10 * time.Minute
 
 // NewEngine wraps an opened backend; Engine.Close closes both.
 func NewEngine(b *backend.Backend) *Engine {
-	e := &Engine{backend: b, gomlx: b.GoMLX(), cache: newProgramCache(b), replicaTimeout: DefaultReplicaTimeout}
+	e := &Engine{backend: b, gomlx: b.GoMLX(), cache: newProgramCache(b), replicaTimeout: DefaultReplicaTimeout,
+		buffers: bufferPacer{budget: bufferBudget}}
 	e.compileOnly, e.compileOnlyErr = compileOnlyFromEnv()
 	n := b.NumDevices()
 	e.devices = make([]*Device, n)

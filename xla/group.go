@@ -97,6 +97,7 @@ func (g *group) markStep(ctx context.Context, pos int) error {
 		return g.wait(ctx, pos, m)
 	}
 	m.running = true
+	defer g.engine.buffers.collectIfDue()
 	prepared, err := g.prepareLocked(ctx)
 	g.mu.Unlock()
 	if err == nil && prepared != nil {

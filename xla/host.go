@@ -155,6 +155,7 @@ func (d *Device) uploadBytes(shape shapes.Shape, data []byte) (*deviceData, erro
 		return nil, fmt.Errorf("xla: host-to-device transfer of %s to %s: %w", shape, d, err)
 	}
 	metrics.transferToDevice(int64(len(data)))
+	d.engine.buffers.made(int64(len(data)))
 	return &deviceData{tensor: t, shape: shape}, nil
 }
 

@@ -28,6 +28,9 @@ type Metrics struct {
 	// Collections counts the GCs MarkStep forced to learn which tensors
 	// are alive: one per new recording, none for a repeated step.
 	Collections int64
+	// BufferCollections counts the GCs MarkStep forced to free the
+	// buffers of collected tensors (buffer_pacing.go).
+	BufferCollections int64
 	// StepTraces counts compiled-step traces: one per new signature.
 	StepTraces int64
 	// DonatedBuffers counts input buffers given to a compiled step's
@@ -78,6 +81,7 @@ func MetricsReport() string {
 	row("TransfersToHost:", fmt.Sprintf("%d (%d bytes)", m.TransfersToHost, m.BytesToHost))
 	row("LastTraceNodes:", m.LastTraceNodes)
 	row("Collections:", m.Collections)
+	row("BufferCollections:", m.BufferCollections)
 	row("StepTraces:", m.StepTraces)
 	row("DonatedBuffers:", m.DonatedBuffers)
 	if m.SkippedExecutions > 0 {
@@ -113,6 +117,9 @@ func (r *metricsRegistry) transferToHost(bytes int64) {
 func (r *metricsRegistry) persistentHit() { r.update(func(m *Metrics) { m.PersistentCacheHits++ }) }
 
 func (r *metricsRegistry) collected() { r.update(func(m *Metrics) { m.Collections++ }) }
+func (r *metricsRegistry) collectedForBuffers() {
+	r.update(func(m *Metrics) { m.BufferCollections++ })
+}
 
 func (r *metricsRegistry) stepTraced() { r.update(func(m *Metrics) { m.StepTraces++ }) }
 

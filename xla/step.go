@@ -51,6 +51,7 @@ func (g *group) prepareLocked(ctx context.Context) (*step, error) {
 		// on GC timing. Once per new recording: a repeated step reuses it.
 		runtime.GC()
 		metrics.collected()
+		g.engine.buffers.since.Store(0)
 		for _, r := range recs {
 			if r.liveness == nil {
 				r.learn()
@@ -250,6 +251,9 @@ func (g *group) execute(ctx context.Context, p *program, perReplica [][]*deviceD
 			}
 			metrics.donated(len(perReplica))
 		}
+	}
+	for _, o := range outputs {
+		g.engine.buffers.made(int64(o.Shape().Memory()))
 	}
 	ran := &stepExecution{x: x, step: g.steps, devices: deviceSetKey(g.devices)}
 	for _, d := range g.devices {
