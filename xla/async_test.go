@@ -106,3 +106,30 @@ func TestStepsChainWithoutWaiting(t *testing.T) {
 	want := []float32{1, float32(1 + math.Pow(2, 50)), float32(1 + 2*math.Pow(2, 50))}
 	assert.Equal(t, want, got)
 }
+
+// TestEarlierValueReadsWhileTheNextStepRuns: a value an earlier step
+// computed (the loss a training loop logs one step late) is read while the
+// step after it still runs, without waiting for that step; reading the
+// running step's own value waits for it.
+func TestEarlierValueReadsWhileTheNextStepRuns(t *testing.T) {
+	e := newEngineExecuting(t, 1, backend.CPUAsync)
+	d := e.Device(0)
+	ctx := testContext(t)
+	x := heavyInput(t, d)
+	for range 2 { // the first round compiles
+		earlier := x.Sum()
+		require.NoError(t, d.MarkStep(ctx))
+		y := heavyStep(x, 40)
+		require.NoError(t, d.MarkStep(ctx))
+		start := time.Now()
+		v, err := earlier.Item(ctx)
+		require.NoError(t, err)
+		readEarlier := time.Since(start)
+		_, err = y.Float32s(ctx)
+		require.NoError(t, err)
+		total := time.Since(start)
+		assert.InDelta(t, 0, v, 512*512)
+		t.Logf("the earlier value was read after %v, the running step's after %v", readEarlier, total)
+		assert.Less(t, readEarlier, total/3, "reading an earlier step's value waited for the running step")
+	}
+}

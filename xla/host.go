@@ -268,10 +268,13 @@ func (dd *deviceData) ready(d *Device) (*pjrt.Buffer, error) {
 	if err := d.engine.backend.AwaitReady(pb); err != nil {
 		return nil, err
 	}
-	// Usually the value is the last step's: finishing with it lets go
-	// of that step's inputs and reports its failure by step.
-	if err := d.lastStepError(); err != nil {
-		return nil, err
+	// A value the last step computed finishes that step: it lets go of the
+	// step's inputs and reports its failure by step. A value an earlier
+	// step computed (a loss read one step late) does not wait for the last.
+	if last := d.lastStep.Load(); last != nil && last == dd.producer {
+		if err := last.wait(); err != nil {
+			return nil, err
+		}
 	}
 	return pb, nil
 }

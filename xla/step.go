@@ -150,8 +150,9 @@ func (g *group) applyLocked(ps *step) {
 		for r, req := range ps.replays {
 			g.devices[r].forgetHistories()
 			req.outputs = make([]*deviceData, n)
+			producer := g.devices[r].lastStep.Load()
 			for i, t := range ps.outputs[r*n : (r+1)*n] {
-				req.outputs[i] = &deviceData{tensor: t, shape: t.Shape()}
+				req.outputs[i] = &deviceData{tensor: t, shape: t.Shape(), producer: producer}
 			}
 		}
 		g.advanceEpochsLocked()
@@ -168,8 +169,9 @@ func (g *group) applyLocked(ps *step) {
 					leafValues[h.node] = true
 				}
 			}
+			producer := d.lastStep.Load()
 			for i, n := range tr.outputs {
-				n.data = &deviceData{tensor: ps.outputs[r*ps.program.numOutputs+i], shape: n.shape}
+				n.data = &deviceData{tensor: ps.outputs[r*ps.program.numOutputs+i], shape: n.shape, producer: producer}
 				d.keepHistory(n, leafValues[n])
 			}
 			for _, h := range tr.handles {

@@ -27,6 +27,9 @@ type deviceData struct {
 	// was given to a program and must never be read.
 	exclusive bool
 	donated   bool
+	// producer is the execution that computed the buffer (nil for an
+	// upload): reading the buffer finishes it.
+	producer *stepExecution
 }
 
 // Tensor is a handle to a value on one device. The value is either
