@@ -72,10 +72,18 @@ if __name__ == "__main__":
         procs = [ctx.Process(target=run, args=(r, args.replicas, port, out)) for r in range(args.replicas)]
         for p in procs:
             p.start()
-        for p in procs:
-            p.join()
+        # A rank that fails leaves the others waiting in a collective
+        # (gloo's timeout is 30 minutes): stop them all at the first failure.
+        while any(p.is_alive() for p in procs):
+            failed = [r for r, p in enumerate(procs) if p.exitcode not in (None, 0)]
+            if failed:
+                for p in procs:
+                    p.terminate()
+                raise SystemExit(f"torch DDP rank {failed[0]} exited with {procs[failed[0]].exitcode}")
+            time.sleep(0.05)
+        for r, p in enumerate(procs):
             if p.exitcode != 0:
-                raise SystemExit(f"torch DDP rank exited with {p.exitcode}")
+                raise SystemExit(f"torch DDP rank {r} exited with {p.exitcode}")
         name = f"torch {torch.__version__} DDP gloo ({blas})"
     initial, times = out.get()
     common.report(name, args, initial, times)
