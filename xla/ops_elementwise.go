@@ -244,6 +244,7 @@ var (
 	opLog     = unaryOpDef("log", graph.Log)
 	opSqrt    = unaryOpDef("sqrt", graph.Sqrt)
 	opTanh    = unaryOpDef("tanh", graph.Tanh)
+	opErf     = unaryOpDef("erf", graph.Erf)
 	opSigmoid = unaryOpDef("sigmoid", graph.Sigmoid)
 	opRelu    = unaryOpDef("relu", func(x *graph.Node) *graph.Node {
 		return graph.Max(x, graph.ZerosLike(x))
@@ -295,6 +296,9 @@ func (t *Tensor) Sqrt() *Tensor { return unaryFloat(opSqrt, "Sqrt", t) }
 
 // Tanh returns the hyperbolic tangent.
 func (t *Tensor) Tanh() *Tensor { return unaryFloat(opTanh, "Tanh", t) }
+
+// Erf returns the Gauss error function (exact GELU is x·(1+erf(x/√2))/2).
+func (t *Tensor) Erf() *Tensor { return unaryFloat(opErf, "Erf", t) }
 
 // Sigmoid returns 1/(1+e**-t).
 func (t *Tensor) Sigmoid() *Tensor { return unaryFloat(opSigmoid, "Sigmoid", t) }

@@ -57,6 +57,7 @@ func opCases() []opCase {
 		unary("Log", true, (*Tensor).Log, math.Log),
 		unary("Sqrt", true, (*Tensor).Sqrt, math.Sqrt),
 		unary("Tanh", false, (*Tensor).Tanh, math.Tanh),
+		unary("Erf", false, (*Tensor).Erf, math.Erf),
 		unary("Sigmoid", false, (*Tensor).Sigmoid, func(x float64) float64 { return 1 / (1 + math.Exp(-x)) }),
 		unary("Relu", false, (*Tensor).Relu, func(x float64) float64 { return math.Max(x, 0) }),
 		unary("Square", false, (*Tensor).Square, func(x float64) float64 { return x * x }),
