@@ -17,8 +17,7 @@ import (
 // MNIST job's step took 71-76 ms with no pacing, 48-52 ms with 32 MiB (a
 // collection every other step), 45-46 ms with 128 and 512 MiB.
 type bufferPacer struct {
-	since  atomic.Int64
-	budget int64
+	since atomic.Int64
 }
 
 const bufferBudget = 256 << 20
@@ -26,10 +25,13 @@ const bufferBudget = 256 << 20
 // made counts n bytes of new device buffers.
 func (p *bufferPacer) made(n int64) { p.since.Add(n) }
 
+// collected restarts the count after a collection made for another reason.
+func (p *bufferPacer) collected() { p.since.Store(0) }
+
 // collectIfDue collects once the budget is spent; one caller collects
 // when groups finish steps together.
 func (p *bufferPacer) collectIfDue() {
-	if since := p.since.Load(); since < p.budget || !p.since.CompareAndSwap(since, 0) {
+	if since := p.since.Load(); since < bufferBudget || !p.since.CompareAndSwap(since, 0) {
 		return
 	}
 	runtime.GC()

@@ -41,8 +41,7 @@ const DefaultReplicaTimeout = 10 * time.Minute
 
 // NewEngine wraps an opened backend; Engine.Close closes both.
 func NewEngine(b *backend.Backend) *Engine {
-	e := &Engine{backend: b, gomlx: b.GoMLX(), cache: newProgramCache(b), replicaTimeout: DefaultReplicaTimeout,
-		buffers: bufferPacer{budget: bufferBudget}}
+	e := &Engine{backend: b, gomlx: b.GoMLX(), cache: newProgramCache(b), replicaTimeout: DefaultReplicaTimeout}
 	e.compileOnly, e.compileOnlyErr = compileOnlyFromEnv()
 	n := b.NumDevices()
 	e.devices = make([]*Device, n)

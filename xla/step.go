@@ -28,9 +28,11 @@ type step struct {
 	// replays are set instead of traces when the replicas run a compiled
 	// step's program.
 	replays []*replayRequest
-	// program ran, and outputs are its results, device-major.
-	program *program
-	outputs []*tensors.Tensor
+	// program ran, and outputs are its results, device-major, computed
+	// by execution (nil in compile-only mode).
+	program   *program
+	outputs   []*tensors.Tensor
+	execution *stepExecution
 }
 
 // prepareLocked collects every replica's trace and checks they agree. It
@@ -51,7 +53,7 @@ func (g *group) prepareLocked(ctx context.Context) (*step, error) {
 		// on GC timing. Once per new recording: a repeated step reuses it.
 		runtime.GC()
 		metrics.collected()
-		g.engine.buffers.since.Store(0)
+		g.engine.buffers.collected()
 		for _, r := range recs {
 			if r.liveness == nil {
 				r.learn()
@@ -133,11 +135,11 @@ func (g *group) run(ctx context.Context, ps *step) error {
 		ps.program, ps.outputs = p, zeroOutputs(p, len(g.devices))
 		return nil
 	}
-	outputs, err := g.execute(ctx, p, inputs, donate)
+	outputs, ran, err := g.execute(ctx, p, inputs, donate)
 	if err != nil {
 		return err
 	}
-	ps.program, ps.outputs = p, outputs
+	ps.program, ps.outputs, ps.execution = p, outputs, ran
 	return nil
 }
 
@@ -150,9 +152,8 @@ func (g *group) applyLocked(ps *step) {
 		for r, req := range ps.replays {
 			g.devices[r].forgetHistories()
 			req.outputs = make([]*deviceData, n)
-			producer := g.devices[r].lastStep.Load()
 			for i, t := range ps.outputs[r*n : (r+1)*n] {
-				req.outputs[i] = &deviceData{tensor: t, shape: t.Shape(), producer: producer}
+				req.outputs[i] = &deviceData{tensor: t, shape: t.Shape(), producer: ps.execution}
 			}
 		}
 		g.advanceEpochsLocked()
@@ -169,9 +170,8 @@ func (g *group) applyLocked(ps *step) {
 					leafValues[h.node] = true
 				}
 			}
-			producer := d.lastStep.Load()
 			for i, n := range tr.outputs {
-				n.data = &deviceData{tensor: ps.outputs[r*ps.program.numOutputs+i], shape: n.shape, producer: producer}
+				n.data = &deviceData{tensor: ps.outputs[r*ps.program.numOutputs+i], shape: n.shape, producer: ps.execution}
 				d.keepHistory(n, leafValues[n])
 			}
 			for _, h := range tr.handles {
@@ -220,9 +220,9 @@ func (g *group) advanceEpochsLocked() {
 
 // execute runs p with each replica's input buffers, unless ctx ended
 // first (a program once started runs to its end: PJRT cannot stop it).
-func (g *group) execute(ctx context.Context, p *program, perReplica [][]*deviceData, donate []bool) ([]*tensors.Tensor, error) {
+func (g *group) execute(ctx context.Context, p *program, perReplica [][]*deviceData, donate []bool) ([]*tensors.Tensor, *stepExecution, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("xla: MarkStep on %s stopped before executing: %w", deviceSetKey(g.devices), context.Cause(ctx))
+		return nil, nil, fmt.Errorf("xla: MarkStep on %s stopped before executing: %w", deviceSetKey(g.devices), context.Cause(ctx))
 	}
 	n := len(g.devices)
 	numParams := len(perReplica[0])
@@ -231,12 +231,12 @@ func (g *group) execute(ctx context.Context, p *program, perReplica [][]*deviceD
 	for r, ins := range perReplica {
 		for _, dd := range ins {
 			if dd.donated {
-				return nil, errDonated
+				return nil, nil, errDonated
 			}
 			inputs = append(inputs, dd)
 			buf, err := dd.tensor.Buffer(g.engine.gomlx, backends.DeviceNum(g.devices[r].num))
 			if err != nil {
-				return nil, fmt.Errorf("xla: replica %d: reading an input buffer: %w", r, err)
+				return nil, nil, fmt.Errorf("xla: replica %d: reading an input buffer: %w", r, err)
 			}
 			buffers = append(buffers, buf)
 		}
@@ -244,7 +244,7 @@ func (g *group) execute(ctx context.Context, p *program, perReplica [][]*deviceD
 	start := time.Now()
 	outputs, x, err := runProgram(g.engine, p, n, buffers, inputs, donate)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for i, dn := range donate {
 		if dn {
@@ -262,7 +262,7 @@ func (g *group) execute(ctx context.Context, p *program, perReplica [][]*deviceD
 		d.lastStep.Store(ran)
 	}
 	metrics.executed(time.Since(start), len(p.description))
-	return outputs, nil
+	return outputs, ran, nil
 }
 
 // prepareReplayLocked prepares a compiled step's meeting: isReplay is
