@@ -343,3 +343,30 @@ func Pool2d(x Tensor, o PoolParams, isMax bool) Tensor {
 	}
 	return out
 }
+
+// IndexSelect picks the slices at indices along axis (torch.index_select).
+func IndexSelect(h Tensor, axis int, indices []int) Tensor {
+	dims := slices.Clone(h.Dims)
+	dims[axis] = len(indices)
+	out := New(dims...)
+	for i := range out.V {
+		idx := Unravel(i, dims)
+		idx[axis] = indices[idx[axis]]
+		out.V[i] = h.V[Ravel(idx, h.Dims)]
+	}
+	return out
+}
+
+// Tril zeroes the elements above the diagonal-th diagonal of the last
+// two axes (torch.tril).
+func Tril(h Tensor, diagonal int) Tensor {
+	out := New(h.Dims...)
+	r := len(h.Dims)
+	for i, v := range h.V {
+		idx := Unravel(i, h.Dims)
+		if idx[r-1]-idx[r-2] <= diagonal {
+			out.V[i] = v
+		}
+	}
+	return out
+}
