@@ -14,6 +14,8 @@ const (
 	Int64    = dtypes.Int64
 	Bool     = dtypes.Bool
 	Uint64   = dtypes.Uint64
+	// InvalidDType is the zero DType: "none given".
+	InvalidDType = dtypes.InvalidDType
 )
 
 // SupportedDTypes lists every element type tensors can have.

@@ -2,6 +2,7 @@ package xla
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
@@ -83,8 +84,8 @@ func (t *Tensor) Shape() shapes.Shape { return t.shape }
 // DType returns the element type.
 func (t *Tensor) DType() DType { return t.shape.DType }
 
-// Dims returns the dimensions (nil for a scalar).
-func (t *Tensor) Dims() []int { return t.shape.Dimensions }
+// Dims returns a copy of the dimensions (nil for a scalar).
+func (t *Tensor) Dims() []int { return slices.Clone(t.shape.Dimensions) }
 
 // Rank returns the number of dimensions.
 func (t *Tensor) Rank() int { return t.shape.Rank() }

@@ -1,8 +1,14 @@
 // Package nn holds torch-style layers, losses and models on lazy xla
 // tensors: Linear, Conv2d, BatchNorm2d, ReLU, MaxPool2d, AvgPool2d,
-// AdaptiveAvgPool2d, Dropout, Flatten, Sequential; MSELoss,
-// CrossEntropyLoss, NLLLoss; ResNet-18 with torchvision's layout and
-// parameter names.
+// AdaptiveAvgPool2d, Dropout, Flatten, Sequential; the transformer's
+// Embedding, LayerNorm, GELU (exact and tanh), MultiheadAttention (causal
+// or with torch's boolean mask), the pre-LN Block and a GPT with learned
+// positions and a head tied to its embedding; MSELoss, CrossEntropyLoss,
+// NLLLoss; ResNet-18 with torchvision's layout and parameter names.
+//
+// SetComputeDType is the mixed-precision policy (torch's autocast for one
+// model): matmuls and activations in bf16, parameters, norms, softmax and
+// losses in float32.
 //
 // A Module lists its own parameters, buffers and children in registration
 // order, so NamedParameters and StateDict give torch's names and order

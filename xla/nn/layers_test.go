@@ -154,78 +154,82 @@ func layerCases() []layerCase {
 
 func TestLayersAgainstFloat64Reference(t *testing.T) {
 	for ci, tc := range layerCases() {
-		t.Run(tc.name, func(t *testing.T) {
-			d := newEngine(t, 1).Device(0)
-			ctx := testContext(t)
-			m, err := tc.build(d)
-			require.NoError(t, err)
-			rng := rand.New(rand.NewPCG(uint64(ci), 5))
-			xHost := reference.New(tc.input...)
-			x32 := make([]float32, len(xHost.V))
-			for i := range x32 {
-				x32[i] = float32(rng.NormFloat64())
-				xHost.V[i] = float64(x32[i])
+		t.Run(tc.name, func(t *testing.T) { runLayerCase(t, tc, ci) })
+	}
+}
+
+// runLayerCase checks one module's forward values and the gradients of
+// its input and parameters; seed picks the inputs.
+func runLayerCase(t *testing.T, tc layerCase, ci int) {
+	d := newEngine(t, 1).Device(0)
+	ctx := testContext(t)
+	m, err := tc.build(d)
+	require.NoError(t, err)
+	rng := rand.New(rand.NewPCG(uint64(ci), 5))
+	xHost := reference.New(tc.input...)
+	x32 := make([]float32, len(xHost.V))
+	for i := range x32 {
+		x32[i] = float32(rng.NormFloat64())
+		xHost.V[i] = float64(x32[i])
+	}
+	x, err := xla.FromSlice(d, x32, tc.input...)
+	require.NoError(t, err)
+	require.NoError(t, x.SetRequiresGrad(true))
+	params := NamedParameters(m)
+	hosts := make([]reference.Tensor, len(params))
+	for i, p := range params {
+		v, err := p.Tensor.Float32s(ctx)
+		require.NoError(t, err)
+		hosts[i] = reference.Tensor{Dims: slices.Clone(p.Tensor.Dims()), V: toFloat64(v)}
+	}
+	want := tc.reference(xHost, hosts)
+	y := m.Forward(x)
+	require.NoError(t, y.Err())
+	require.Equal(t, want.Dims, y.Dims())
+	r := make([]float32, len(want.V))
+	rHost := make([]float64, len(r))
+	for i := range r {
+		r[i] = float32(rng.NormFloat64())
+		rHost[i] = float64(r[i])
+	}
+	rt, err := xla.FromSlice(d, r, want.Dims...)
+	require.NoError(t, err)
+	require.NoError(t, y.Mul(rt).Sum().Backward())
+	got, err := y.Float32s(ctx)
+	require.NoError(t, err)
+	for i := range want.V {
+		assert.InDelta(t, want.V[i], float64(got[i]), fwdAbs+fwdRel*math.Abs(want.V[i]), "forward[%d]", i)
+	}
+	loss := func(x reference.Tensor, p []reference.Tensor) float64 {
+		out := tc.reference(x, p)
+		var s float64
+		for i := range out.V {
+			s += out.V[i] * rHost[i]
+		}
+		return s
+	}
+	check := func(name string, grad *xla.Tensor, values []float64, perturb func(j int, h float64) float64) {
+		require.NotNil(t, grad, "%s has a gradient", name)
+		g, err := grad.Float32s(ctx)
+		require.NoError(t, err)
+		for j := range values {
+			fd := (perturb(j, fdStep) - perturb(j, -fdStep)) / (2 * fdStep)
+			if !assert.InDelta(t, fd, float64(g[j]), gradAbs+gradRel*math.Abs(fd), "d/d %s[%d]", name, j) {
+				return
 			}
-			x, err := xla.FromSlice(d, x32, tc.input...)
-			require.NoError(t, err)
-			require.NoError(t, x.SetRequiresGrad(true))
-			params := NamedParameters(m)
-			hosts := make([]reference.Tensor, len(params))
-			for i, p := range params {
-				v, err := p.Tensor.Float32s(ctx)
-				require.NoError(t, err)
-				hosts[i] = reference.Tensor{Dims: slices.Clone(p.Tensor.Dims()), V: toFloat64(v)}
-			}
-			want := tc.reference(xHost, hosts)
-			y := m.Forward(x)
-			require.NoError(t, y.Err())
-			require.Equal(t, want.Dims, y.Dims())
-			r := make([]float32, len(want.V))
-			rHost := make([]float64, len(r))
-			for i := range r {
-				r[i] = float32(rng.NormFloat64())
-				rHost[i] = float64(r[i])
-			}
-			rt, err := xla.FromSlice(d, r, want.Dims...)
-			require.NoError(t, err)
-			require.NoError(t, y.Mul(rt).Sum().Backward())
-			got, err := y.Float32s(ctx)
-			require.NoError(t, err)
-			for i := range want.V {
-				assert.InDelta(t, want.V[i], float64(got[i]), fwdAbs+fwdRel*math.Abs(want.V[i]), "forward[%d]", i)
-			}
-			loss := func(x reference.Tensor, p []reference.Tensor) float64 {
-				out := tc.reference(x, p)
-				var s float64
-				for i := range out.V {
-					s += out.V[i] * rHost[i]
-				}
-				return s
-			}
-			check := func(name string, grad *xla.Tensor, values []float64, perturb func(j int, h float64) float64) {
-				require.NotNil(t, grad, "%s has a gradient", name)
-				g, err := grad.Float32s(ctx)
-				require.NoError(t, err)
-				for j := range values {
-					fd := (perturb(j, fdStep) - perturb(j, -fdStep)) / (2 * fdStep)
-					if !assert.InDelta(t, fd, float64(g[j]), gradAbs+gradRel*math.Abs(fd), "d/d %s[%d]", name, j) {
-						return
-					}
-				}
-			}
-			check("input", x.Grad(), xHost.V, func(j int, h float64) float64 {
-				xp := reference.Tensor{Dims: xHost.Dims, V: slices.Clone(xHost.V)}
-				xp.V[j] += h
-				return loss(xp, hosts)
-			})
-			for i, p := range params {
-				check(p.Name, p.Tensor.Grad(), hosts[i].V, func(j int, h float64) float64 {
-					ps := slices.Clone(hosts)
-					ps[i] = reference.Tensor{Dims: hosts[i].Dims, V: slices.Clone(hosts[i].V)}
-					ps[i].V[j] += h
-					return loss(xHost, ps)
-				})
-			}
+		}
+	}
+	check("input", x.Grad(), xHost.V, func(j int, h float64) float64 {
+		xp := reference.Tensor{Dims: xHost.Dims, V: slices.Clone(xHost.V)}
+		xp.V[j] += h
+		return loss(xp, hosts)
+	})
+	for i, p := range params {
+		check(p.Name, p.Tensor.Grad(), hosts[i].V, func(j int, h float64) float64 {
+			ps := slices.Clone(hosts)
+			ps[i] = reference.Tensor{Dims: hosts[i].Dims, V: slices.Clone(hosts[i].V)}
+			ps[i].V[j] += h
+			return loss(xHost, ps)
 		})
 	}
 }

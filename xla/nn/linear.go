@@ -12,6 +12,7 @@ type Linear struct {
 	Weight, Bias *xla.Tensor // Bias is nil without bias
 	// err is why Dense could not build the layer.
 	err error
+	precision
 }
 
 // NewLinear creates a Linear layer on d with torch's default init.
@@ -46,9 +47,9 @@ func (l *Linear) Forward(x *xla.Tensor) *xla.Tensor {
 	if l.err != nil {
 		return x.Fail(l.err)
 	}
-	y := x.MatMul(l.Weight.T())
+	y := l.cast(x).MatMul(l.cast(l.Weight).T())
 	if l.Bias != nil {
-		y = y.Add(l.Bias)
+		y = y.Add(l.cast(l.Bias))
 	}
 	return y
 }

@@ -40,8 +40,9 @@ func NLLLoss(logp, labels *xla.Tensor, r Reduction) *xla.Tensor {
 	return reduce(picked.Neg(), r)
 }
 
-// CrossEntropyLoss is NLLLoss of LogSoftmax(logits, 1): logits [N, C],
+// CrossEntropyLoss is NLLLoss of LogSoftmax(logits, 1), in float32 for
+// bfloat16 logits (as autocast runs it): logits [N, C],
 // integer labels [N].
 func CrossEntropyLoss(logits, labels *xla.Tensor, r Reduction) *xla.Tensor {
-	return NLLLoss(logits.LogSoftmax(1), labels, r)
+	return NLLLoss(logits.Cast(opmath(logits.DType())).LogSoftmax(1), labels, r)
 }

@@ -68,8 +68,21 @@ func collect(m Module, own func(Module) []Named) []Named {
 	return out
 }
 
-// NamedParameters returns every parameter with its full torch name.
-func NamedParameters(m Module) []Named { return collect(m, Module.Params) }
+// NamedParameters returns every parameter with its full torch name. A
+// tensor shared by two modules (a tied embedding and output head) is
+// listed once, under its first name, as torch's named_parameters does, so
+// an optimizer updates it once with the sum of both uses' gradients.
+func NamedParameters(m Module) []Named {
+	seen := map[*xla.Tensor]bool{}
+	var out []Named
+	for _, p := range collect(m, Module.Params) {
+		if !seen[p.Tensor] {
+			seen[p.Tensor] = true
+			out = append(out, p)
+		}
+	}
+	return out
+}
 
 // NamedBuffers returns every buffer with its full torch name.
 func NamedBuffers(m Module) []Named { return collect(m, Module.Buffers) }
@@ -94,7 +107,8 @@ func NumParameters(m Module) int {
 }
 
 // StateDict returns parameters and buffers in torch's state_dict order:
-// each module's own parameters, then its buffers, then its children.
+// each module's own parameters, then its buffers, then its children. A
+// shared tensor appears under each of its names, as in torch.
 func StateDict(m Module) []Named {
 	return collect(m, func(mod Module) []Named { return append(mod.Params(), mod.Buffers()...) })
 }
