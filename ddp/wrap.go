@@ -89,6 +89,7 @@ type DistributedDataParallel struct {
 	buffers     []nn.Named
 	collectives ReplicaCollectives
 	noSync      bool
+	syncs       int
 	closed      bool
 	unhook      func()
 }
@@ -229,6 +230,7 @@ func (m *DistributedDataParallel) SyncGradients(ctx context.Context) error {
 		if err := m.collectives.MeanGradients(ctx, m.dev, withGrad); err != nil {
 			return err
 		}
+		m.syncs++
 	}
 	if m.cfg.manualSync {
 		return m.broadcastBuffers(ctx)
@@ -268,6 +270,10 @@ func (m *DistributedDataParallel) NoSync(fn func() error) error {
 	defer func() { m.noSync = false }()
 	return fn()
 }
+
+// GradientSyncs counts the times this replica averaged its gradients with
+// the others: one per step, one per K micro-steps under NoSync.
+func (m *DistributedDataParallel) GradientSyncs() int { return m.syncs }
 
 // Module returns the wrapped module (torch's ddp_model.module).
 func (m *DistributedDataParallel) Module() nn.Module { return m.module }

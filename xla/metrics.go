@@ -39,6 +39,10 @@ type Metrics struct {
 	// SkippedExecutions counts MarkSteps compile-only mode did not run
 	// (EnvCompileOnly).
 	SkippedExecutions int64
+	// AllReduces counts the in-graph all-reduces executed across local
+	// replicas (AllReduce ops of programs run on more than one device,
+	// once per program run, not per device).
+	AllReduces int64
 }
 
 type metricsRegistry struct {
@@ -84,6 +88,7 @@ func MetricsReport() string {
 	row("BufferCollections:", m.BufferCollections)
 	row("StepTraces:", m.StepTraces)
 	row("DonatedBuffers:", m.DonatedBuffers)
+	row("AllReduces:", m.AllReduces)
 	if m.SkippedExecutions > 0 {
 		row("SkippedExecutions:", m.SkippedExecutions)
 	}
@@ -124,5 +129,7 @@ func (r *metricsRegistry) collectedForBuffers() {
 func (r *metricsRegistry) stepTraced() { r.update(func(m *Metrics) { m.StepTraces++ }) }
 
 func (r *metricsRegistry) donated(n int) { r.update(func(m *Metrics) { m.DonatedBuffers += int64(n) }) }
+
+func (r *metricsRegistry) allReduced(n int) { r.update(func(m *Metrics) { m.AllReduces += int64(n) }) }
 
 func (r *metricsRegistry) skippedExecution() { r.update(func(m *Metrics) { m.SkippedExecutions++ }) }

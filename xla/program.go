@@ -41,6 +41,19 @@ type program struct {
 	description  []string
 	// aliases are the trace's parameter-to-output donation pairs.
 	aliases []int
+	// allReduces counts the program's in-graph all-reduces (Metrics).
+	allReduces int
+}
+
+// newProgram fills in what a program's description says.
+func newProgram(p *program) *program {
+	prefix := opAllReduce.name + "("
+	for _, line := range p.description {
+		if strings.HasPrefix(line, prefix) {
+			p.allReduces++
+		}
+	}
+	return p
 }
 
 // programCache holds compiled programs by fingerprint and device set, in
@@ -266,7 +279,7 @@ func (lt *loweredTrace) compile(b *backend.Backend) (p *program, err error) {
 	if err != nil {
 		return nil, err
 	}
-	return &program{exec: exec, graph: lt.graph, numOutputs: len(lt.outputs), description: lt.description, aliases: lt.aliases}, nil
+	return newProgram(&program{exec: exec, graph: lt.graph, numOutputs: len(lt.outputs), description: lt.description, aliases: lt.aliases}), nil
 }
 
 // deviceNums returns the devices' numbers: the program's device assignment.
@@ -303,7 +316,7 @@ func (c *programCache) loadFromDisk(want progcache.Header, devices []*Device) *p
 		return nil
 	}
 	metrics.persistentHit()
-	return &program{exec: exec, numOutputs: h.Outputs, description: h.Description}
+	return newProgram(&program{exec: exec, numOutputs: h.Outputs, description: h.Description})
 }
 
 // saveToDisk stores a freshly compiled program; failures only cost the next

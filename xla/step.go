@@ -262,6 +262,9 @@ func (g *group) execute(ctx context.Context, p *program, perReplica [][]*deviceD
 		d.lastStep.Store(ran)
 	}
 	metrics.executed(time.Since(start), len(p.description))
+	if len(g.devices) > 1 && p.allReduces > 0 {
+		metrics.allReduced(p.allReduces)
+	}
 	return outputs, ran, nil
 }
 

@@ -61,6 +61,16 @@ func (g *ProcessGroup) SharedMemoryAllReduces() int64 {
 	return 0
 }
 
+// Collectives reports how many collectives (all-reduces, broadcasts,
+// barriers, ...) this rank has issued: every rank's count is the same at
+// the same point of the program, and a gradient all-reduce of n buckets
+// adds n.
+func (g *ProcessGroup) Collectives() uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.seq
+}
+
 // HasSharedMemory reports whether the group set up a same-host
 // shared-memory segment.
 func (g *ProcessGroup) HasSharedMemory() bool {

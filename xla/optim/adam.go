@@ -2,6 +2,7 @@ package optim
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/nn"
@@ -19,6 +20,61 @@ type Adam struct {
 	cfg       AdamConfig
 	decoupled bool
 	m, v      []*xla.Tensor
+	// decay is each parameter's weight decay: cfg.WeightDecay, or its
+	// group's.
+	decay []float64
+}
+
+// ParamGroup is a set of parameters with its own weight decay, a torch
+// param_group ({"params": ..., "weight_decay": ...}).
+type ParamGroup struct {
+	Params      []*xla.Tensor
+	WeightDecay float64
+}
+
+// DecayGroups splits named parameters as nanoGPT and Hugging Face do for
+// AdamW: matrices and embeddings (2 or more dimensions) decay by
+// weightDecay, biases and norm weights (1 dimension or scalars) do not.
+// Either group may be empty.
+func DecayGroups(named []nn.Named, weightDecay float64) []ParamGroup {
+	decay, keep := ParamGroup{WeightDecay: weightDecay}, ParamGroup{}
+	for _, p := range named {
+		if p.Tensor != nil && p.Tensor.Rank() >= 2 {
+			decay.Params = append(decay.Params, p.Tensor)
+		} else {
+			keep.Params = append(keep.Params, p.Tensor)
+		}
+	}
+	return []ParamGroup{decay, keep}
+}
+
+// NewAdamWGroups creates torch.optim.AdamW over parameter groups, each
+// with its own weight decay (cfg.WeightDecay is ignored); the state is
+// numbered across the groups in order, as torch numbers it.
+func NewAdamWGroups(groups []ParamGroup, cfg AdamConfig) (*Adam, error) {
+	var params []*xla.Tensor
+	var decay []float64
+	seen := map[*xla.Tensor]int{}
+	for gi, g := range groups {
+		if g.WeightDecay < 0 || math.IsNaN(g.WeightDecay) {
+			return nil, fmt.Errorf("optim: AdamW group %d: weight decay %g must be >= 0", gi, g.WeightDecay)
+		}
+		for _, p := range g.Params {
+			if other, dup := seen[p]; dup && p != nil {
+				return nil, fmt.Errorf("optim: AdamW: a parameter is in groups %d and %d: torch refuses this too", other, gi)
+			}
+			seen[p] = gi
+			params = append(params, p)
+			decay = append(decay, g.WeightDecay)
+		}
+	}
+	cfg.WeightDecay = 0
+	a, err := newAdam(params, cfg, true)
+	if err != nil {
+		return nil, err
+	}
+	a.decay = decay
+	return a, nil
 }
 
 // NewAdam creates torch.optim.Adam (weight decay added to the gradient).
@@ -44,7 +100,10 @@ func newAdam(params []*xla.Tensor, cfg AdamConfig, decoupled bool) (*Adam, error
 	if err != nil {
 		return nil, err
 	}
-	a := &Adam{base: b, cfg: cfg, decoupled: decoupled}
+	a := &Adam{base: b, cfg: cfg, decoupled: decoupled, decay: make([]float64, len(params))}
+	for i := range a.decay {
+		a.decay[i] = cfg.WeightDecay
+	}
 	if a.m, err = zerosLike(params); err != nil {
 		return nil, err
 	}
@@ -83,10 +142,11 @@ func (a *Adam) Step() error {
 		}
 		p, g := opmath(param.Detach()), opmath(param.Grad())
 		current := p
-		if a.decoupled {
-			current = p.Mul(a.lrFor(p).MulScalar(-a.cfg.WeightDecay).AddScalar(1))
-		} else {
-			g = weightDecayed(g, p, a.cfg.WeightDecay)
+		switch {
+		case a.decoupled && a.decay[i] != 0:
+			current = p.Mul(a.lrFor(p).MulScalar(-a.decay[i]).AddScalar(1))
+		case !a.decoupled:
+			g = weightDecayed(g, p, a.decay[i])
 		}
 		corr := correctionsFor(p.DType())
 		c1, c2 := corr.c1, corr.c2

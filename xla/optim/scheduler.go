@@ -68,3 +68,25 @@ func NewLinearWarmup(opt Optimizer, startFactor float64, totalIters int) (Schedu
 		return base * (startFactor + (1-startFactor)*float64(min(e, totalIters))/float64(totalIters))
 	}), nil
 }
+
+// NewWarmupCosine is the transformer schedule (nanoGPT's get_lr): the
+// rate rises linearly to the initial rate over warmup iterations
+// (lr·(it+1)/(warmup+1)), then follows half a cosine down to minLR at
+// iteration decayIters, and stays at minLR after. Call Step after each
+// optimizer step; the rate is a program input, so no step recompiles.
+func NewWarmupCosine(opt Optimizer, warmup, decayIters int, minLR float64) (Scheduler, error) {
+	base := opt.LR()
+	if warmup < 0 || decayIters <= warmup || !(minLR >= 0) || minLR > base {
+		return nil, fmt.Errorf("optim: WarmupCosine(warmup %d, decay %d, min %g): needs 0 <= warmup < decay iterations and 0 <= min lr <= lr %g", warmup, decayIters, minLR, base)
+	}
+	return newSchedule(opt, func(it int) float64 {
+		switch {
+		case it < warmup:
+			return base * float64(it+1) / float64(warmup+1)
+		case it > decayIters:
+			return minLR
+		}
+		ratio := float64(it-warmup) / float64(decayIters-warmup)
+		return minLR + (base-minLR)*0.5*(1+math.Cos(math.Pi*ratio))
+	}), nil
+}

@@ -1,0 +1,92 @@
+package optim
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/xladdp/xladdp/xla"
+)
+
+// ClipGradNorm scales the gradients of params in place so that their
+// global norm is at most maxNorm, torch.nn.utils.clip_grad_norm_: the
+// total norm of all gradients together (normType 2, any p > 0, or
+// math.Inf(1) for the largest magnitude) is computed in float32 (the
+// gradients' dtype for float64), each gradient is multiplied by
+// min(maxNorm/(norm+1e-6), 1), and the norm (before clipping) is returned
+// as a scalar tensor.
+//
+// Everything is recorded into the step's program: nothing is read back to
+// the host, and maxNorm is a program input (Device.Hyperparameter), so
+// neither a new norm nor a new maxNorm recompiles. A NaN or infinite
+// gradient makes the norm NaN or +Inf and, as in torch without
+// error_if_nonfinite, the clipped gradients NaN (0 for finite entries
+// under an infinite norm); raising on it would need a host read. Call it
+// after Backward (a DDP wrapper has averaged the gradients there) and
+// before the optimizer's Step; parameters without a gradient are skipped.
+func ClipGradNorm(params []*xla.Tensor, maxNorm, normType float64) (*xla.Tensor, error) {
+	if !(maxNorm >= 0) || math.IsInf(maxNorm, 0) {
+		return nil, fmt.Errorf("optim: ClipGradNorm max norm %g: must be finite and >= 0", maxNorm)
+	}
+	if !(normType > 0) {
+		return nil, fmt.Errorf("optim: ClipGradNorm norm type %g: must be > 0 (2, or math.Inf(1) for the max norm)", normType)
+	}
+	var grads []*xla.Tensor
+	for i, p := range params {
+		if p == nil {
+			return nil, fmt.Errorf("optim: ClipGradNorm: parameter %d is nil", i)
+		}
+		if g := p.Grad(); g != nil {
+			if err := g.Err(); err != nil {
+				return nil, err
+			}
+			grads = append(grads, g)
+		}
+	}
+	if len(grads) == 0 {
+		if len(params) == 0 {
+			return nil, fmt.Errorf("optim: ClipGradNorm: no parameters")
+		}
+		return params[0].Device().Zeros(xla.Float32), nil
+	}
+	d := grads[0].Device()
+	dt := opmathDType(grads[0].DType())
+	var total *xla.Tensor
+	for _, g := range grads {
+		if g.Device() != d {
+			return nil, fmt.Errorf("optim: ClipGradNorm: gradients on %s and %s: clip each device's parameters apart", d, g.Device())
+		}
+		a := g.Cast(dt).Abs()
+		var part *xla.Tensor
+		switch {
+		case math.IsInf(normType, 1):
+			part = a.Max()
+		case normType == 2:
+			part = a.Square().Sum()
+		default:
+			part = a.PowScalar(normType).Sum()
+		}
+		switch {
+		case total == nil:
+			total = part
+		case math.IsInf(normType, 1):
+			total = total.Maximum(part)
+		default:
+			total = total.Add(part)
+		}
+	}
+	switch {
+	case normType == 2:
+		total = total.Sqrt()
+	case !math.IsInf(normType, 1):
+		total = total.PowScalar(1 / normType)
+	}
+	coef := d.Hyperparameter(maxNorm, dt).Div(total.AddScalar(1e-6)).Minimum(d.Ones(dt))
+	for _, p := range params {
+		if g := p.Grad(); g != nil {
+			if err := p.SetGrad(g.Mul(coef.Cast(g.DType()))); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return total, total.Err()
+}
