@@ -53,6 +53,9 @@ func equivalenceScenario(rep *report) {
 	}
 	defer done()
 	params := make([][][]float32, devices)
+	syncs := make([]int, devices)
+	collectivesBefore := dist.Default().Collectives()
+	xla.ResetMetrics()
 	err = e.RunReplicas(ctx, devices, func(ctx context.Context, r xla.Replica) error {
 		replica, replicas := dist.Rank()*devices+r.Index(), dist.WorldSize()*devices
 		rows := globalRows / replicas
@@ -60,7 +63,7 @@ func equivalenceScenario(rep *report) {
 		params[r.Index()], err = trainModel(ctx, r.Device(), trainRun{
 			kind: kind, seed: 100 + uint64(replica), steps: equivalenceSteps,
 			shards: split(replica*rows, (replica+1)*rows, micro), wrap: true, opts: opts, compiled: compiled,
-			mark: func() error { return r.MarkStep(ctx) },
+			mark: func() error { return r.MarkStep(ctx) }, syncs: &syncs[r.Index()],
 		})
 		return err
 	})
@@ -70,6 +73,8 @@ func equivalenceScenario(rep *report) {
 	}
 	rep.Params = params[0]
 	rep.BytesToHost = xla.GetMetrics().BytesToHost
+	rep.Counters = map[string]int64{"gradient syncs": int64(syncs[0]),
+		"collectives": int64(dist.Default().Collectives() - collectivesBefore), "in-graph all-reduces": xla.GetMetrics().AllReduces}
 	rep.Hashes["step traces"] = strconv.FormatInt(xla.GetMetrics().StepTraces, 10)
 	rep.SharedMemoryAllReduces = dist.Default().SharedMemoryAllReduces()
 	for i, p := range params {
@@ -129,12 +134,19 @@ func TestWrapEqualsSingleDevice(t *testing.T) {
 		{kind: "toy", processes: 1, devices: 4, micro: 1, wrap: "compiled"},
 		{kind: "toy", processes: 2, devices: 2, micro: 1, wrap: "compiled"},
 		{kind: "cnn", processes: 4, devices: 1, micro: 1, wrap: "compiled"},
+		// The GPT (AdamW groups, clipping, warmup+cosine) at 2 and 3
+		// ranks, local replicas and processes, with and without 4
+		// accumulated micro-batches per step.
+		{kind: "gpt", processes: 1, devices: 2, micro: 1},
+		{kind: "gpt", processes: 1, devices: 3, micro: 4},
+		{kind: "gpt", processes: 2, devices: 1, micro: 4},
+		{kind: "gpt", processes: 3, devices: 1, micro: 1},
 	}
 	e := xlatest.NewEngine(t, 1)
 	ctx := xlatest.Context(t)
 	d := e.Device(0)
 	references := map[string][][]float32{}
-	for _, kind := range []string{"toy", "cnn", "branch", "wide"} {
+	for _, kind := range []string{"toy", "cnn", "branch", "wide", "gpt"} {
 		shards := split(0, globalRows, 1)
 		if kind == "cnn" {
 			shards = split(0, globalRows, 4)
@@ -170,6 +182,25 @@ func TestWrapEqualsSingleDevice(t *testing.T) {
 						first = h
 					}
 					assert.Equal(t, first, h, "%s differs from replica 0", replica)
+				}
+			}
+			if c.kind == "gpt" {
+				// One gradient average per step, however many micro-batches:
+				// in-graph, one all-reduce per parameter (28) per step; across
+				// processes one bucket all-reduce per step, besides Wrap's
+				// parameter layout check and broadcast and the first step's
+				// gradient layout check.
+				for r, rep := range reps {
+					assert.EqualValues(t, equivalenceSteps, rep.Counters["gradient syncs"], "rank %d", r)
+					wantInGraph, wantCollectives := int64(0), int64(0)
+					if c.devices > 1 {
+						wantInGraph = 28 * equivalenceSteps
+					}
+					if c.processes > 1 {
+						wantCollectives = equivalenceSteps + 3
+					}
+					assert.Equal(t, wantInGraph, rep.Counters["in-graph all-reduces"], "rank %d", r)
+					assert.Equal(t, wantCollectives, rep.Counters["collectives"], "rank %d", r)
 				}
 			}
 			want, got := references[c.kind], reps[0].Params

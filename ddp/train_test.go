@@ -16,9 +16,15 @@ import (
 // globalRows rows: "toy" (10→10→5, MSE, SGD), "cnn" (conv, BatchNorm,
 // ReLU, max pool, linear; cross-entropy, SGD with momentum) and "branch"
 // (the toy with a middle layer used on even steps only, trained with
-// FindUnusedParameters) and "wide" (10→wideHidden→5: gradients large
-// enough for the ring and shared-memory all-reduces).
-const globalRows = 16
+// FindUnusedParameters), "wide" (10→wideHidden→5: gradients large
+// enough for the ring and shared-memory all-reduces) and "gpt" (a small
+// GPT on next-token prediction: AdamW with decay groups, clipping at 1,
+// warmup and cosine). 48 rows divide into 2, 3 and 4 replicas of 4
+// micro-batches.
+const globalRows = 48
+
+// gptTestConfig is the "gpt" model: 2 blocks, 2 heads, width 16.
+var gptTestConfig = nn.GPTConfig{Vocab: 11, BlockSize: 8, Layers: 2, Heads: 2, Width: 16}
 
 const wideHidden = 8192
 
@@ -90,6 +96,8 @@ func newModel(d *xla.Device, kind string, seed uint64, step *int) (nn.Module, er
 			return nil, err
 		}
 		return nn.NewSequential(conv, bn, nn.ReLU{}, pool, nn.Flatten{}, fc), nil
+	case "gpt":
+		return nn.NewGPT(d, rng, gptTestConfig)
 	}
 	return nil, fmt.Errorf("unknown model %q", kind)
 }
@@ -98,6 +106,9 @@ func newModel(d *xla.Device, kind string, seed uint64, step *int) (nn.Module, er
 // loss of model on them, a mean over the rows.
 func lossOn(d *xla.Device, model nn.Module, kind string, lo, hi int) (*xla.Tensor, error) {
 	rng := rand.New(rand.NewPCG(7, 8))
+	if kind == "gpt" {
+		return gptLossOn(d, model, rng, lo, hi)
+	}
 	if kind == "cnn" {
 		xs := make([]float32, globalRows*64)
 		for i := range xs {
@@ -135,6 +146,30 @@ func lossOn(d *xla.Device, model nn.Module, kind string, lo, hi int) (*xla.Tenso
 	return nn.MSELoss(model.Forward(x), y, nn.ReductionMean), nil
 }
 
+// gptLossOn is the "gpt" model's mean next-token loss on rows [lo, hi)
+// of a fixed token stream cut into rows of BlockSize+1 tokens.
+func gptLossOn(d *xla.Device, model nn.Module, rng *rand.Rand, lo, hi int) (*xla.Tensor, error) {
+	t, v := gptTestConfig.BlockSize, gptTestConfig.Vocab
+	stream := make([]int32, globalRows*(t+1))
+	for i := range stream {
+		stream[i] = int32(rng.IntN(v))
+	}
+	ids, targets := make([]int32, 0, (hi-lo)*t), make([]int32, 0, (hi-lo)*t)
+	for r := lo; r < hi; r++ {
+		row := stream[r*(t+1) : (r+1)*(t+1)]
+		ids, targets = append(ids, row[:t]...), append(targets, row[1:]...)
+	}
+	x, err := xla.FromSlice(d, ids, hi-lo, t)
+	if err != nil {
+		return nil, err
+	}
+	y, err := xla.FromSlice(d, targets, (hi-lo)*t)
+	if err != nil {
+		return nil, err
+	}
+	return nn.CrossEntropyLoss(model.Forward(x).Reshape(-1, v), y, nn.ReductionMean), nil
+}
+
 // trainRun says what trainModel trains.
 type trainRun struct {
 	kind  string
@@ -150,6 +185,39 @@ type trainRun struct {
 	// compiled trains with two compiled steps, forward+backward and the
 	// update, and (wrapped, with ManualSync) SyncGradients between them.
 	compiled bool
+	// syncs, when set, receives the wrapper's GradientSyncs at the end.
+	syncs *int
+}
+
+// optimizerFor returns kind's optimizer and what runs between the last
+// Backward and the optimizer's Step (gpt: clipping) and after it (gpt:
+// the schedule).
+func optimizerFor(kind string, model nn.Module) (opt optim.Optimizer, beforeStep func() error, afterStep func(), err error) {
+	beforeStep, afterStep = func() error { return nil }, func() {}
+	if kind == "gpt" {
+		adamw, err := optim.NewAdamWGroups(optim.DecayGroups(nn.NamedParameters(model), 0.1), optim.AdamConfig{LR: 3e-3, Beta2: 0.99})
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		sched, err := optim.NewWarmupCosine(adamw, 5, 20, 3e-4)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		beforeStep = func() error {
+			_, err := optim.ClipGradNorm(nn.Parameters(model), 1, 2)
+			return err
+		}
+		return adamw, beforeStep, sched.Step, nil
+	}
+	cfg := optim.SGDConfig{LR: 0.1}
+	switch kind {
+	case "cnn":
+		cfg = optim.SGDConfig{LR: 0.05, Momentum: 0.9}
+	case "wide":
+		cfg = optim.SGDConfig{LR: 0.01}
+	}
+	opt, err = optim.NewSGD(nn.Parameters(model), cfg)
+	return opt, beforeStep, afterStep, err
 }
 
 // trainModel trains run on d and returns the parameters.
@@ -174,16 +242,12 @@ func trainModel(ctx context.Context, d *xla.Device, run trainRun) ([][]float32, 
 		defer wrapped.Close()
 		model = wrapped
 	}
-	cfg := optim.SGDConfig{LR: 0.1}
-	switch run.kind {
-	case "cnn":
-		cfg = optim.SGDConfig{LR: 0.05, Momentum: 0.9}
-	case "wide":
-		cfg = optim.SGDConfig{LR: 0.01}
-	}
-	opt, err := optim.NewSGD(nn.Parameters(model), cfg)
+	opt, beforeStep, afterStep, err := optimizerFor(run.kind, model)
 	if err != nil {
 		return nil, err
+	}
+	if wrapped != nil && run.syncs != nil {
+		defer func() { *run.syncs = wrapped.GradientSyncs() }()
 	}
 	backward := func(s [2]int) error {
 		loss, err := lossOn(d, model, run.kind, s[0], s[1])
@@ -217,9 +281,13 @@ func trainModel(ctx context.Context, d *xla.Device, run trainRun) ([][]float32, 
 		if err := backward(run.shards[last]); err != nil {
 			return nil, err
 		}
+		if err := beforeStep(); err != nil {
+			return nil, err
+		}
 		if err := opt.Step(); err != nil {
 			return nil, err
 		}
+		afterStep()
 		if err := run.mark(); err != nil {
 			return nil, err
 		}

@@ -24,11 +24,11 @@ func TestMPIWrapEqualsSingleDevice(t *testing.T) {
 	ctx := xlatest.Context(t)
 	d := e.Device(0)
 	for _, c := range []struct {
-		kind               string
-		processes, devices int
-		wrap               string
-	}{{"toy", 2, 2, ""}, {"toy", 4, 1, "bucket=0.00001"}, {"cnn", 2, 1, ""}} {
-		t.Run(fmt.Sprintf("%s/%dx%d/%s", c.kind, c.processes, c.devices, c.wrap), func(t *testing.T) {
+		kind                      string
+		processes, devices, micro int
+		wrap                      string
+	}{{"toy", 2, 2, 1, ""}, {"toy", 4, 1, 1, "bucket=0.00001"}, {"cnn", 2, 1, 1, ""}, {"gpt", 2, 1, 4, ""}} {
+		t.Run(fmt.Sprintf("%s/%dx%d/micro%d/%s", c.kind, c.processes, c.devices, c.micro, c.wrap), func(t *testing.T) {
 			shards := split(0, globalRows, 1)
 			if c.kind == "cnn" {
 				shards = split(0, globalRows, c.processes*c.devices)
@@ -37,12 +37,16 @@ func TestMPIWrapEqualsSingleDevice(t *testing.T) {
 				mark: func() error { return d.MarkStep(ctx) }})
 			require.NoError(t, err)
 			res := workertest.MPIRun(t, 3*time.Minute, "equivalence", c.processes, nil, "XLADDP_TEST_TIMEOUT=60s", "XLADDP_TEST_MODEL="+c.kind,
-				"XLADDP_TEST_WRAP="+c.wrap, "XLADDP_TEST_DEVICES="+strconv.Itoa(c.devices), "XLADDP_TEST_MICRO=1")
+				"XLADDP_TEST_WRAP="+c.wrap, "XLADDP_TEST_DEVICES="+strconv.Itoa(c.devices), "XLADDP_TEST_MICRO="+strconv.Itoa(c.micro))
 			require.NoError(t, res.Err, "%s", res.Output)
 			first := ""
 			for r, rep := range res.Reps {
 				require.NotNil(t, rep, "rank %d: %s", r, res.Output)
 				require.Empty(t, rep.Error, "rank %d", r)
+				if c.kind == "gpt" { // one all-reduce per 4 micro-batches (and 3 set-up collectives)
+					assert.EqualValues(t, equivalenceSteps, rep.Counters["gradient syncs"], "rank %d", r)
+					assert.EqualValues(t, equivalenceSteps+3, rep.Counters["collectives"], "rank %d", r)
+				}
 				delete(rep.Hashes, "step traces")
 				for replica, h := range rep.Hashes {
 					if first == "" {

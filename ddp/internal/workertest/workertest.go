@@ -42,6 +42,8 @@ type Report struct {
 	// what its process copied from devices to the host.
 	Params      [][]float32
 	BytesToHost int64
+	// Counters are a scenario's named counts (gradient syncs, collectives).
+	Counters map[string]int64
 }
 
 // Rank is this worker's rank as its launcher gave it: $RANK, or Open MPI's.
