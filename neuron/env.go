@@ -74,6 +74,11 @@ func Environment(job Job, getenv func(string) string) (map[string]string, error)
 	}
 	set("NEURON_RT_ROOT_COMM_ID", rootCommID(cmpOr(job.MasterAddr, getenv(workerenv.MasterAddr), "localhost")))
 	set("ALLREDUCE_GRADIENTS_BUCKET_SIZE_MB", "50")
+	// bf16 compute (nn.SetComputeDType, and neuronx-cc's default auto-cast
+	// of fp32 matmuls) rounds stochastically on the device, as Neuron
+	// recommends for bf16 training: round-to-nearest drops small updates
+	// and biases long sums. A user's 0 is kept.
+	set("NEURON_RT_STOCHASTIC_ROUNDING_EN", "1")
 	switch job.Mode {
 	case SpawnOneProcess:
 		set("NEURONCORE_NUM_DEVICES", strconv.Itoa(job.LocalDevices))
