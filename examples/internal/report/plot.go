@@ -25,6 +25,8 @@ type Curves struct {
 	AccuracyOf string
 	// Loss holds (step, loss) points.
 	Loss plotter.XYs
+	// ValLoss holds (step, validation loss) points, drawn with Loss.
+	ValLoss plotter.XYs
 	// Accuracy holds (epoch, accuracy) points.
 	Accuracy plotter.XYs
 }
@@ -32,6 +34,11 @@ type Curves struct {
 // AddLoss records the loss after step.
 func (c *Curves) AddLoss(step int, loss float64) {
 	c.Loss = append(c.Loss, plotter.XY{X: float64(step), Y: loss})
+}
+
+// AddValLoss records the validation loss after step.
+func (c *Curves) AddValLoss(step int, loss float64) {
+	c.ValLoss = append(c.ValLoss, plotter.XY{X: float64(step), Y: loss})
 }
 
 // AddAccuracy records the accuracy after epoch.
@@ -57,6 +64,18 @@ func (c *Curves) WritePNG(path string) error {
 		return err
 	}
 	lossPlot.Add(line, plotter.NewGrid())
+	if len(c.ValLoss) > 0 {
+		lossPlot.Title.Text = c.Title + ": loss"
+		val, points, err := plotter.NewLinePoints(c.ValLoss)
+		if err != nil {
+			return err
+		}
+		val.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
+		lossPlot.Add(val, points)
+		lossPlot.Legend.Add("train", line)
+		lossPlot.Legend.Add("val", val, points)
+		lossPlot.Legend.Top = true
+	}
 	plots := []*plot.Plot{lossPlot}
 	if len(c.Accuracy) > 0 {
 		accPlot := plot.New()

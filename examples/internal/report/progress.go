@@ -21,6 +21,8 @@ type Progress struct {
 	start   time.Time
 	samples int
 	prefix  string
+	// Unit names what Step's samples count ("samples" when empty).
+	Unit string
 }
 
 // NewProgress starts showing an epoch of total steps on out; title names
@@ -43,15 +45,31 @@ func (p *Progress) Step(step int, loss float64, samples int) {
 	}
 	p.samples += samples
 	rate := float64(p.samples) / max(time.Since(p.start).Seconds(), 1e-9)
+	unit := p.Unit
+	if unit == "" {
+		unit = "samples"
+	}
 	if p.bar != nil {
-		p.bar.Describe(fmt.Sprintf("%s loss %.4f %.0f samples/s", p.prefix, loss, rate))
+		p.bar.Describe(fmt.Sprintf("%s loss %.4f %.0f %s/s", p.prefix, loss, rate, unit))
 		_ = p.bar.Set(step)
 		return
 	}
 	if step%p.every == 0 || step == p.total {
 		eta := time.Duration(float64(time.Since(p.start)) / float64(step) * float64(p.total-step)).Round(time.Second)
-		fmt.Fprintf(p.out, "%s step %d/%d loss %.4f %.0f samples/s eta %v\n", p.prefix, step, p.total, loss, rate, eta)
+		fmt.Fprintf(p.out, "%s step %d/%d loss %.4f %.0f %s/s eta %v\n", p.prefix, step, p.total, loss, rate, unit, eta)
 	}
+}
+
+// Note prints a line between steps (a val loss), above the bar on a
+// terminal.
+func (p *Progress) Note(line string) {
+	if p == nil {
+		return
+	}
+	if p.bar != nil {
+		_ = p.bar.Clear()
+	}
+	fmt.Fprintln(p.out, line)
 }
 
 // Done ends the epoch's display.

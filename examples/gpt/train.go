@@ -1,0 +1,259 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/xladdp/xladdp/ddp"
+	"github.com/xladdp/xladdp/examples/internal/report"
+	"github.com/xladdp/xladdp/xla"
+	"github.com/xladdp/xladdp/xla/nn"
+	"github.com/xladdp/xladdp/xla/optim"
+)
+
+// trainer is one replica's model, optimizer and data.
+type trainer struct {
+	c       config
+	w       ddp.Worker
+	text    *corpus
+	net     *nn.GPT
+	model   *ddp.DistributedDataParallel
+	opt     *optim.Adam
+	sched   optim.Scheduler
+	perStep int // rows per replica per micro-step
+}
+
+func newTrainer(ctx context.Context, c config, w ddp.Worker, text *corpus) (*trainer, error) {
+	rows := c.batchSize / (w.WorldSize * c.gradAccum)
+	if rows < 1 {
+		return nil, fmt.Errorf("--batch-size %d is less than one row per replica (%d) per micro-step (--grad-accum %d): raise it",
+			c.batchSize, w.WorldSize, c.gradAccum)
+	}
+	t := &trainer{c: c, w: w, text: text, perStep: rows}
+	var err error
+	if t.net, err = nn.NewGPT(w.Device, nn.NewRand(c.seed), c.model); err != nil {
+		return nil, err
+	}
+	if err := nn.SetComputeDType(t.net, c.computeDType()); err != nil {
+		return nil, err
+	}
+	if t.model, err = ddp.Wrap(ctx, t.net); err != nil {
+		return nil, err
+	}
+	groups := optim.DecayGroups(nn.NamedParameters(t.model), c.weightDecay)
+	if t.opt, err = optim.NewAdamWGroups(groups, optim.AdamConfig{LR: c.lr, Beta2: 0.99}); err != nil {
+		t.model.Close()
+		return nil, err
+	}
+	if t.sched, err = optim.NewWarmupCosine(t.opt, c.warmup, c.steps, c.minLR); err != nil {
+		t.model.Close()
+		return nil, err
+	}
+	return t, nil
+}
+
+// upload puts a batch on the replica's device.
+func (t *trainer) upload(ids, targets []int32, rows int) (x, y *xla.Tensor, err error) {
+	if x, err = xla.FromSlice(t.w.Device, ids, rows, t.c.model.BlockSize); err != nil {
+		return nil, nil, err
+	}
+	y, err = xla.FromSlice(t.w.Device, targets, rows*t.c.model.BlockSize)
+	return x, y, err
+}
+
+// lossOf is the mean next-token cross-entropy (float32) of model on x, y.
+func (t *trainer) lossOf(model nn.Module, x, y *xla.Tensor) *xla.Tensor {
+	return nn.CrossEntropyLoss(model.Forward(x).Reshape(-1, t.c.model.Vocab), y, nn.ReductionMean)
+}
+
+// step records one optimizer step: --grad-accum micro-steps whose
+// gradients accumulate locally (NoSync) but the last, whose Backward
+// averages them across the replicas, then clipping, AdamW and the
+// schedule, all in the step's program; it returns the step's mean loss.
+func (t *trainer) step(ctx context.Context, it int) (*xla.Tensor, error) {
+	rng := rand.New(rand.NewPCG(t.c.seed, uint64(t.w.Rank)<<40|uint64(it)))
+	t.opt.ZeroGrad()
+	var total *xla.Tensor
+	for k := range t.c.gradAccum {
+		ids, targets, err := batch(rng, t.text.train, t.perStep, t.c.model.BlockSize)
+		if err != nil {
+			return nil, err
+		}
+		x, y, err := t.upload(ids, targets, t.perStep)
+		if err != nil {
+			return nil, err
+		}
+		loss := t.lossOf(t.model, x, y).DivScalar(float64(t.c.gradAccum))
+		backward := func() error { return loss.Backward() }
+		if k < t.c.gradAccum-1 {
+			err = t.model.NoSync(backward)
+		} else {
+			err = backward()
+		}
+		if err != nil {
+			return nil, err
+		}
+		if total == nil {
+			total = loss.Detach()
+		} else {
+			total = total.Add(loss.Detach())
+		}
+	}
+	if t.c.clip > 0 {
+		if _, err := optim.ClipGradNorm(nn.Parameters(t.model), t.c.clip, 2); err != nil {
+			return nil, err
+		}
+	}
+	if err := t.opt.Step(); err != nil {
+		return nil, err
+	}
+	t.sched.Step()
+	return total, t.w.Device.MarkStep(ctx)
+}
+
+// valLoss estimates the val loss on --eval-iters batches in eval mode
+// (this replica's batches; every replica runs it, so replicas in one
+// process stay in step), reading the device once.
+func (t *trainer) valLoss(ctx context.Context, it int) (float64, error) {
+	nn.Eval(t.net)
+	defer nn.Train(t.net)
+	rng := rand.New(rand.NewPCG(t.c.seed^0x7661, uint64(t.w.Rank)<<40|uint64(it)))
+	var sum *xla.Tensor
+	for range t.c.evalIters {
+		ids, targets, err := batch(rng, t.text.val, t.perStep, t.c.model.BlockSize)
+		if err != nil {
+			return 0, err
+		}
+		x, y, err := t.upload(ids, targets, t.perStep)
+		if err != nil {
+			return 0, err
+		}
+		loss := t.lossOf(t.net, x, y).Detach()
+		if sum == nil {
+			sum = loss
+		} else {
+			sum = sum.Add(loss)
+		}
+		if err := t.w.Device.MarkStep(ctx); err != nil {
+			return 0, err
+		}
+	}
+	v, err := sum.Item(ctx)
+	return v / float64(t.c.evalIters), err
+}
+
+// train is one replica's run; rank 0 reports.
+func train(ctx context.Context, c config, w ddp.Worker, text *corpus, out io.Writer) (res result, err error) {
+	t, err := newTrainer(ctx, c, w, text)
+	if err != nil {
+		return res, err
+	}
+	defer t.model.Close()
+	rank0 := w.Rank == 0
+	shape := fmt.Sprintf("%+v", c.model)
+	ck := optim.Checkpoint{Model: t.model, Optimizer: t.opt, Metadata: map[string]string{"gpt": shape}}
+	if c.Resume {
+		if err := ddp.LoadCheckpoint(ctx, c.Checkpoint, &ck); err != nil {
+			return res, err
+		}
+		if got := ck.Metadata["gpt"]; got != shape {
+			return res, fmt.Errorf("--resume: %s holds a GPT %s, this run builds %s: give the same --size, --layers, --heads, --width, --block, --dropout and --data",
+				c.Checkpoint, got, shape)
+		}
+		for range ck.Step {
+			t.sched.Step() // the learning rate of the step it resumes at
+		}
+		res.ResumedAt = ck.Step
+		slog.Info("resumed", "rank", w.Rank, "checkpoint", c.Checkpoint, "step", ck.Step)
+	}
+	if rank0 {
+		fmt.Fprintf(out, "training a %d-layer, %d-head, %d-wide GPT (%d parameters, %d characters of vocabulary, block %d) on %d replicas (%s), %s\n",
+			c.model.Layers, c.model.Heads, c.model.Width, nn.NumParameters(t.net), c.model.Vocab, c.model.BlockSize, w.WorldSize, w.Device, c.precision)
+		fmt.Fprintf(out, "global batch %d = %d replicas × %d micro-steps × %d rows; AdamW lr %.3g → %.3g (warmup %d, cosine to step %d), clip %g; %d train / %d val characters\n",
+			t.perStep*w.WorldSize*c.gradAccum, w.WorldSize, c.gradAccum, t.perStep, c.lr, c.minLR, c.warmup, c.steps, c.clip, len(text.train), len(text.val))
+	}
+	curves := report.Curves{Title: "char GPT"}
+	var progress *report.Progress
+	if rank0 {
+		progress = report.NewProgress(out, "steps", c.steps-ck.Step, c.LogInterval)
+		progress.Unit = "tokens"
+	}
+	var logged *xla.Tensor
+	loggedAt := 0
+	readLogged := func() error {
+		if logged == nil {
+			return nil
+		}
+		v, err := logged.Item(ctx)
+		if err != nil {
+			return err
+		}
+		res.TrainLoss = v
+		curves.AddLoss(loggedAt, v)
+		progress.Step(loggedAt-ck.Step, v, c.LogInterval*c.batchSize*c.model.BlockSize)
+		logged = nil
+		return nil
+	}
+	start := time.Now()
+	for it := ck.Step; it < c.steps; it++ {
+		loss, err := t.step(ctx, it)
+		if err != nil {
+			return res, err
+		}
+		// The loss is read one step late, once the next step is on its
+		// way, so the host never waits for a running program.
+		if err := readLogged(); err != nil {
+			return res, err
+		}
+		done := it + 1
+		if done%c.LogInterval == 0 || done == c.steps {
+			logged, loggedAt = loss, done
+		}
+		if done%c.evalInterval == 0 || done == c.steps {
+			if err := readLogged(); err != nil {
+				return res, err
+			}
+			if res.ValLoss, err = t.valLoss(ctx, done); err != nil {
+				return res, err
+			}
+			res.ValLosses = append(res.ValLosses, [2]float64{float64(done), res.ValLoss})
+			curves.AddValLoss(done, res.ValLoss)
+			if rank0 {
+				progress.Note(fmt.Sprintf("step %d: train loss %.4f, val loss %.4f, lr %.3g", done, res.TrainLoss, res.ValLoss, t.opt.LR()))
+			}
+			if c.Checkpoint != "" {
+				ck.Step = done
+				if err := ddp.SaveCheckpoint(ctx, c.Checkpoint, ck); err != nil {
+					return res, err
+				}
+			}
+		}
+		res.Steps = done
+	}
+	progress.Done()
+	res.Trained = time.Since(start)
+	res.TokensPerSec = float64((res.Steps-ck.Step)*t.perStep*w.WorldSize*c.gradAccum*c.model.BlockSize) / max(res.Trained.Seconds(), 1e-9)
+	res.Compilations = xla.GetMetrics().Compilations
+	res.GradientSyncs = t.model.GradientSyncs()
+	if c.sample > 0 {
+		if res.Sample, err = generate(ctx, t, c.sample); err != nil {
+			return res, err
+		}
+	}
+	if rank0 {
+		fmt.Fprintf(out, "done: %d steps, train loss %.4f, val loss %.4f, %v training, %.0f tokens/s, %d gradient all-reduces, programs: %d compiled\n",
+			res.Steps, res.TrainLoss, res.ValLoss, res.Trained.Round(time.Millisecond), res.TokensPerSec, res.GradientSyncs, res.Compilations)
+		if res.Sample != "" {
+			fmt.Fprintf(out, "sample (%s characters, temperature %s):\n%s\n", strconv.Itoa(c.sample), strconv.FormatFloat(sampleTemperature, 'g', -1, 64), res.Sample)
+		}
+		if err := c.Finish(out, &curves); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
