@@ -1,9 +1,14 @@
 package xla
 
 import (
+	"math"
+	"math/rand/v2"
 	"testing"
 
+	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
 	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/xladdp/xladdp/xla/internal/reference"
 )
@@ -100,4 +105,45 @@ func referenceDotGeneral(a, b reference.Tensor, dc dotCase, outDims []int) refer
 		out.V[o] = sum
 	}
 	return out
+}
+
+// TestBFloat16MatMulAccumulatesInFloat32: a bf16 matmul (and its batched
+// form) equals the float64 product of its bf16 operands rounded once to
+// bf16, as bf16 hardware computes it (float32 accumulation), and its
+// gradients are bf16 too.
+func TestBFloat16MatMulAccumulatesInFloat32(t *testing.T) {
+	d := newEngine(t, 1).Device(0)
+	ctx := testContext(t)
+	rng := rand.New(rand.NewPCG(3, 4))
+	const m, k, n = 3, 300, 2
+	av, bv := make([]bfloat16.BFloat16, 2*m*k), make([]bfloat16.BFloat16, 2*k*n)
+	for i := range av {
+		av[i] = bfloat16.FromFloat64(rng.NormFloat64())
+	}
+	for i := range bv {
+		bv[i] = bfloat16.FromFloat64(rng.NormFloat64())
+	}
+	a, err := FromSlice(d, av, 2, m, k)
+	require.NoError(t, err)
+	b, err := FromSlice(d, bv, 2, k, n)
+	require.NoError(t, err)
+	require.NoError(t, a.SetRequiresGrad(true))
+	y := a.MatMul(b)
+	require.Equal(t, BFloat16, y.DType())
+	require.NoError(t, y.Cast(Float32).Sum().Backward())
+	got, err := Values[bfloat16.BFloat16](ctx, y)
+	require.NoError(t, err)
+	for bi := range 2 {
+		for i := range m {
+			for j := range n {
+				var exact float64
+				for p := range k {
+					exact += float64(av[(bi*m+i)*k+p].Float32()) * float64(bv[(bi*k+p)*n+j].Float32())
+				}
+				want := float64(bfloat16.FromFloat64(exact).Float32())
+				assert.InDelta(t, want, float64(got[(bi*m+i)*n+j].Float32()), math.Abs(want)/128, "[%d,%d,%d] one bf16 rounding of %g", bi, i, j, exact)
+			}
+		}
+	}
+	assert.Equal(t, BFloat16, a.Grad().DType())
 }

@@ -196,7 +196,8 @@ type loweredTrace struct {
 // lowerTrace replays tr into a GoMLX SPMD graph over devices.
 func lowerTrace(b *backend.Backend, devices []*Device, tr *trace) (lt *loweredTrace, err error) {
 	rc := &replayContext{trace: tr, values: map[*node]*graph.Node{}, numReplicas: len(devices),
-		randomStates: map[*node]*graph.Node{}, channelsLast: map[*graph.Node]*graph.Node{}}
+		randomStates: map[*node]*graph.Node{}, channelsLast: map[*graph.Node]*graph.Node{},
+		widenBFloat16Dots: b.Target() == backend.CPU}
 	defer func() {
 		if r := recover(); r != nil {
 			at := "while lowering"
@@ -366,6 +367,9 @@ type replayContext struct {
 	// ownGradientNodes are the nodes whose gradient rule is replay's own
 	// (owngrad.go).
 	ownGradientNodes []*graph.Node
+	// widenBFloat16Dots computes bf16 dots as float32 dots of the widened
+	// operands, rounded to bf16 (dotgrad.go): on XLA's CPU backend.
+	widenBFloat16Dots bool
 }
 
 // gradient returns d(loss)/d(wrt), computing all gradients the trace asks of
