@@ -1,0 +1,158 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"image/png"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/xladdp/xladdp/examples/internal/exampletest"
+	"github.com/xladdp/xladdp/xla"
+)
+
+func TestMain(m *testing.M) { exampletest.Main(m, "gpt", main) }
+
+// tiny is a model that trains in seconds.
+var tiny = []string{"--layers", "2", "--heads", "2", "--width", "64", "--block", "32", "--batch-size", "32", "--eval-iters", "4"}
+
+// corpusOrSkip returns the fortunes directory.
+func corpusOrSkip(t *testing.T) string {
+	if _, err := os.Stat(filepath.Join(DefaultCorpus, "wisdom")); err != nil {
+		t.Fatalf("Debian's fortunes is missing (make deps installs it): %v", err)
+	}
+	return DefaultCorpus
+}
+
+// TestLearnsSpawnedAndResumes trains the tiny GPT on 2 CPU replicas for
+// 120 steps: the val loss falls below 3.2 nats, under the 3.36 of the
+// best model that ignores context (the val split's unigram entropy) from
+// ln(113) = 4.73 at the start; the checkpoint, the plot and a sample are
+// written. A run resumed from the checkpoint continues at step 120.
+func TestLearnsSpawnedAndResumes(t *testing.T) {
+	exampletest.CleanEnv(t)
+	dir := t.TempDir()
+	ckpt, plot := filepath.Join(dir, "gpt.safetensors"), filepath.Join(dir, "curves.png")
+	args := append([]string{"--spawn", "--cpu-devices", "2", "--data", corpusOrSkip(t), "--checkpoint", ckpt, "--eval-interval", "60"}, tiny...)
+	var out bytes.Buffer
+	res, err := run(t.Context(), append(args, "--steps", "120", "--sample", "60", "--plot", plot, "--metrics"), &out)
+	require.NoError(t, err, out.String())
+	t.Log(out.String())
+	require.Len(t, res.ValLosses, 2)
+	assert.Less(t, res.ValLoss, 3.2)
+	assert.Less(t, res.ValLosses[1][1], res.ValLosses[0][1], "the val loss falls")
+	assert.Equal(t, 120, res.GradientSyncs)
+	assert.Len(t, []rune(res.Sample), 60)
+	assert.Contains(t, out.String(), "on 2 replicas")
+	assert.Contains(t, out.String(), "step 60: train loss")
+	assert.Contains(t, out.String(), "AllReduces:")
+	f, err := os.Open(plot)
+	require.NoError(t, err)
+	_, err = png.Decode(f)
+	require.NoError(t, f.Close())
+	require.NoError(t, err)
+
+	out.Reset()
+	more, err := run(t.Context(), append(args, "--steps", "140", "--sample", "0", "--resume"), &out)
+	require.NoError(t, err, out.String())
+	assert.Equal(t, 120, more.ResumedAt)
+	assert.Equal(t, 140, more.Steps)
+	assert.Equal(t, 20, more.GradientSyncs)
+	assert.Less(t, more.ValLoss, 3.2)
+
+	out.Reset()
+	_, err = run(t.Context(), append(args, "--steps", "140", "--width", "32", "--resume"), &out)
+	assert.ErrorContains(t, err, "gpt.safetensors", "another model's checkpoint is refused")
+}
+
+// TestOneAllReducePerAccumulatedStep is the step's accounting over 1000
+// micro-steps (250 optimizer steps of 4 micro-batches) with clipping,
+// warmup+cosine and bf16, on 2 replicas: one gradient average per
+// optimizer step (the in-graph all-reduces are one per parameter per
+// step), nothing read from the device but the two values read after the
+// last step (train and val loss), and every program compiled once: a run
+// of 8 steps has the same programs.
+func TestOneAllReducePerAccumulatedStep(t *testing.T) {
+	exampletest.CleanEnv(t)
+	args := []string{"--spawn", "--cpu-devices", "2", "--data", corpusOrSkip(t), "--layers", "1", "--heads", "2", "--width", "16",
+		"--block", "8", "--batch-size", "16", "--grad-accum", "4", "--precision", "bf16", "--clip", "1", "--warmup", "5",
+		"--eval-iters", "1", "--sample", "0"}
+	programs := func(steps int) (result, xla.Metrics) {
+		n := strconv.Itoa(steps)
+		var out bytes.Buffer
+		res, err := run(t.Context(), append(args, "--steps", n, "--log-interval", n, "--eval-interval", n), &out)
+		require.NoError(t, err, out.String())
+		return res, xla.GetMetrics()
+	}
+	short, shortMetrics := programs(8)
+	res, m := programs(250)
+	assert.Equal(t, 250, res.GradientSyncs)
+	assert.EqualValues(t, 250*16, m.AllReduces, "16 parameters, one all-reduce each per optimizer step")
+	assert.EqualValues(t, 2*2, m.TransfersToHost, "each replica reads its train loss and val loss once, after the last step")
+	assert.Equal(t, shortMetrics.Compilations+shortMetrics.PersistentCacheHits, m.Compilations+m.PersistentCacheHits,
+		"no program is specific to a step, a learning rate or a gradient norm")
+	assert.Positive(t, short.Compilations)
+	assert.Less(t, res.ValLoss, short.ValLoss)
+}
+
+// TestUnderDdprun trains 2 ranks in 2 processes (the host all-reduce)
+// with bf16 and 2 micro-steps per step: rank 0 alone reports.
+func TestUnderDdprun(t *testing.T) {
+	exampletest.CleanEnv(t)
+	cmd := exec.Command(exampletest.Ddprun(t), append([]string{"--nproc_per_node=2"}, exampletest.Self()...)...)
+	cmd.Env = append(os.Environ(), exampletest.Env("gpt", append([]string{"--data", corpusOrSkip(t), "--steps", "30", "--eval-interval", "30",
+		"--precision", "bf16", "--grad-accum", "2", "--sample", "20"}, tiny...)...)...)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	done := regexp.MustCompile(`\[rank0\]:done: 30 steps, train loss (\S+), val loss (\S+), .* 30 gradient all-reduces`).FindSubmatch(out)
+	require.NotNil(t, done, "%s", out)
+	v, err := strconv.ParseFloat(string(done[2]), 64)
+	require.NoError(t, err)
+	assert.Less(t, v, 4.0, "below ln(113) = 4.73 after 30 steps")
+	assert.NotContains(t, string(out), "[rank1]:done")
+	assert.Contains(t, string(out), "on 2 replicas")
+	assert.Contains(t, string(out), "bf16")
+}
+
+func TestBadInput(t *testing.T) {
+	exampletest.CleanEnv(t)
+	dir := t.TempDir()
+	latin1, short := filepath.Join(dir, "latin1.txt"), filepath.Join(dir, "short.txt")
+	require.NoError(t, os.WriteFile(latin1, append(bytes.Repeat([]byte("abc "), 50), 0xe9), 0o644))
+	require.NoError(t, os.WriteFile(short, bytes.Repeat([]byte("to be or not "), 10), 0o644))
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--size", "huge"}, `--size "huge": want small or full`},
+		{[]string{"--heads", "3"}, "the width a multiple of the heads"},
+		{[]string{"--precision", "fp16"}, `--precision "fp16": want fp32 or bf16`},
+		{[]string{"--grad-accum", "0"}, "must be positive"},
+		{[]string{"--steps", "-5"}, "must be positive"},
+		{[]string{"--warmup", "600"}, "--warmup 600: must be from 0 to --steps - 1 (599)"},
+		{[]string{"--dropout", "1"}, "--dropout 1: must be in [0, 1)"},
+		{[]string{"--lr", "NaN"}, "--lr NaN must be positive"},
+		{[]string{"--min-lr", "0.1"}, "--min-lr 0.1 in [0, lr]"},
+		{[]string{"--clip", "-1"}, "--clip -1 >= 0"},
+		{[]string{"--resume"}, "--resume needs --checkpoint"},
+		{[]string{"--spawn", "extra"}, `unexpected argument "extra"`},
+		{[]string{"--spawn", "--data", "/nonexistent"}, "make deps installs Debian's fortunes"},
+		{[]string{"--spawn", "--data", latin1}, "is not UTF-8 text"},
+		{[]string{"--spawn", "--data", short}, "not more than --block 64"},
+		{[]string{"--spawn", "--cpu-devices", "2", "--batch-size", "1"}, "--batch-size 1 is less than one row per replica (2)"},
+		{[]string{"--spawn", "--resume", "--checkpoint", filepath.Join(dir, "none.safetensors")}, "none.safetensors"},
+		{[]string{"--spawn", "--plot", filepath.Join(dir, "curves.jpg")}, "name a .png file"},
+		{[]string{"--spawn", "--checkpoint", "/nonexistent/dir/c.safetensors"}, "--checkpoint /nonexistent/dir/c.safetensors: its directory"},
+	} {
+		_, err := run(context.Background(), tc.args, &bytes.Buffer{})
+		require.Error(t, err, tc.args)
+		assert.Contains(t, err.Error(), tc.want, tc.args)
+	}
+}
