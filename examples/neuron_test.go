@@ -43,6 +43,8 @@ var trn1Commands = []struct {
 	{line: "bin/ddprun --nproc_per_node=2 bin/finetune --device neuron --data hymenoptera_data --pretrained resnet18.safetensors", long: true},
 	{line: "NEURON_NUM_DEVICES=2 bin/linear --spawn --device neuron"},
 	{line: "bin/ddprun --nproc_per_node=2 bin/linear --device neuron"},
+	{line: "NEURON_NUM_DEVICES=2 bin/gpt --spawn --device neuron --precision bf16"},
+	{line: "bin/ddprun --nproc_per_node=2 bin/gpt --device neuron --precision bf16 --grad-accum 4"},
 	{line: "XLADDP_DEVICE=neuron bin/xladevices"},
 }
 
@@ -58,6 +60,9 @@ func shortRun(program string, f fixtures, ckpt string) []string {
 		return []string{"--image-size", "32", "--batch-size", "4", "--epochs", "1", "--max-steps", "2", "--checkpoint", ckpt}
 	case "linear":
 		return []string{"--epochs", "2"}
+	case "gpt":
+		return []string{"--layers", "1", "--width", "16", "--heads", "2", "--block", "8", "--batch-size", "8",
+			"--steps", "2", "--eval-interval", "2", "--eval-iters", "1", "--sample", "4", "--checkpoint", ckpt}
 	}
 	return nil
 }
@@ -69,6 +74,7 @@ var finalLoss = map[string]*regexp.Regexp{
 	"cifar10":  regexp.MustCompile(`last loss ([^,\s]+)`),
 	"finetune": regexp.MustCompile(`last loss ([^,\s]+)`),
 	"linear":   regexp.MustCompile(`before training, (\S+) after`),
+	"gpt":      regexp.MustCompile(`train loss ([^,\s]+), val loss`),
 }
 
 type fixtures struct {
@@ -187,7 +193,7 @@ func buildCommands(t *testing.T) string {
 	paths := exampletest.Build(t, exampletest.DdprunPackage, "github.com/xladdp/xladdp/backend/cmd/xladevices",
 		"github.com/xladdp/xladdp/examples/toy", "github.com/xladdp/xladdp/examples/mnist",
 		"github.com/xladdp/xladdp/examples/cifar10", "github.com/xladdp/xladdp/examples/finetune",
-		"github.com/xladdp/xladdp/examples/linear")
+		"github.com/xladdp/xladdp/examples/linear", "github.com/xladdp/xladdp/examples/gpt")
 	return filepath.Dir(paths[exampletest.DdprunPackage])
 }
 

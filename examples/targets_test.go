@@ -20,7 +20,7 @@ func TestEveryCommandLinksEveryTarget(t *testing.T) {
 	require.NoError(t, err, "go list")
 	commands := strings.Fields(string(out))
 	for _, want := range []string{"backend/cmd/xladevices", "examples/toy", "examples/mnist", "examples/cifar10",
-		"examples/finetune", "examples/linear", "examples/collectives", "examples/devicecollectives"} {
+		"examples/finetune", "examples/linear", "examples/gpt", "examples/collectives", "examples/devicecollectives"} {
 		require.Contains(t, commands, "github.com/xladdp/xladdp/"+want, "go list found no such command")
 	}
 	for _, cmd := range commands {
