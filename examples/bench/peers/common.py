@@ -29,7 +29,7 @@ def load_safetensors(path):
 
 def parse(runner):
     p = argparse.ArgumentParser(description=f"{runner}: time a benchmark training step")
-    p.add_argument("--model", choices=["cnn", "toy", "resnet18-cifar"], default="cnn")
+    p.add_argument("--model", choices=["cnn", "toy", "resnet18-cifar", "gpt"], default="cnn")
     p.add_argument("--init", required=True, help="safetensors from examples/bench/step --init-out")
     p.add_argument("--samples", type=int, default=7)
     p.add_argument("--steps", type=int, default=5, help="steps per timed sample")
@@ -43,7 +43,7 @@ def parse(runner):
 # The models, in torch's module numbering (nn.Sequential indices).
 CNN_PARAMS = ["0.weight", "0.bias", "2.weight", "2.bias", "7.weight", "7.bias", "10.weight", "10.bias"]
 TOY_PARAMS = ["0.weight", "0.bias", "2.weight", "2.bias"]
-BATCH = {"cnn": 64, "toy": 20, "resnet18-cifar": 32}
+BATCH = {"cnn": 64, "toy": 20, "resnet18-cifar": 32, "gpt": 32}
 
 
 def state_names(model, state):

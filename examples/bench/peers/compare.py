@@ -1,7 +1,9 @@
 """`make bench`'s side-by-side comparison: runs xladdp's examples/bench/step
 and the peers (JAX jit / lax.scan, torch-xla PJRT CPU, PyTorch eager with
 Debian's reference BLAS and with OpenBLAS, PyTorch DDP over gloo) on the
-MNIST CNN, the toy MLP and ResNet-18 (CIFAR-10 stem), with the same
+MNIST CNN, the toy MLP, ResNet-18 (CIFAR-10 stem) and examples/gpt's small
+GPT (AdamW groups, clipping; JAX and PyTorch from gpt_jax.py and
+gpt_torch.py), with the same
 initial weights and batches, alternating runners round by round, and
 prints a markdown table of medians (warm-up excluded) with ratios to
 xladdp. Every runner's eval-mode loss of the initial weights must agree with
@@ -46,7 +48,25 @@ def cases(step_bin, init):
     resnet_timing = ["--steps", "3", "--warmup", "2", "--samples", "3"]
     resnet_go = lambda *a: go("--model", "resnet18-cifar", *a, *resnet_timing)
     resnet_py = lambda exe, script, *a, env=None: py(exe, script, "--model", "resnet18-cifar", "--init", resnet, *a, *resnet_timing, env=env)
+    gpt_timing = ["--steps", "5", "--warmup", "10", "--samples", "6"]
+    gpt_go = lambda *a: go("--model", "gpt", *a, *gpt_timing)
+    gpt_py = lambda exe, script, init_file, *a, env=None: py(exe, script, "--model", "gpt", "--init", init_file, *a, *gpt_timing, env=env)
     return [
+        ("GPT 4x128 block 64, batch 32, one core (taskset -c 0)", "gpt", [
+            ("xladdp", pin(gpt_go())),
+            ("xladdp compiled", pin(gpt_go("--mode", "compiled"))),
+            ("JAX jit", pin(gpt_py(JAX, "gpt_jax.py", init["gpt"]))),
+            ("PyTorch 1.13 eager, OpenBLAS, 1 thread", pin(gpt_py(DEBIAN, "gpt_torch.py", init["gpt"], "--threads", "1", env=one_thread))),
+        ]),
+        ("GPT 4x128 block 64, batch 16 per worker, 2 processes x 1 core", "gpt16", [
+            ("xladdp ddp.Wrap (host path)", gpt_go("--batch", "16", "--processes", "2")),
+            ("PyTorch 1.13 DDP gloo 2x1 thread, OpenBLAS", gpt_py(DEBIAN, "gpt_torch.py", init["gpt16"], "--replicas", "2", env=OPENBLAS)),
+        ]),
+        ("GPT 4x128 block 64, batch 32, 1 device", "gpt", [
+            ("xladdp", gpt_go()),
+            ("JAX jit", gpt_py(JAX, "gpt_jax.py", init["gpt"])),
+            ("PyTorch 1.13 eager, OpenBLAS", gpt_py(DEBIAN, "gpt_torch.py", init["gpt"], env=OPENBLAS)),
+        ]),
         ("ResNet-18 CIFAR, batch 32, 1 device", "resnet18-cifar", [
             ("xladdp", resnet_go()),
             ("xladdp compiled", resnet_go("--mode", "compiled")),
@@ -136,6 +156,9 @@ def main():
         subprocess.run([a.step_bin, "--model", model, "--replicas", "2", "--init-out", init[model]], check=True)
     init["cnn32"] = os.path.join(tmp, "cnn32.safetensors")
     subprocess.run([a.step_bin, "--model", "cnn", "--batch", "32", "--replicas", "2", "--init-out", init["cnn32"]], check=True)
+    for name, batch in (("gpt", "32"), ("gpt16", "16")):
+        init[name] = os.path.join(tmp, f"{name}.safetensors")
+        subprocess.run([a.step_bin, "--model", "gpt", "--batch", batch, "--replicas", "2", "--init-out", init[name]], check=True)
     init["resnet18-cifar"] = os.path.join(tmp, "resnet18-cifar.safetensors")
     subprocess.run([a.step_bin, "--model", "resnet18-cifar", "--replicas", "2", "--init-out", init["resnet18-cifar"]], check=True)
     table = cases(a.step_bin, init)
@@ -161,7 +184,7 @@ def main():
                 ours, ours_loss = med, res["initial_loss"]
             if abs(res["initial_loss"] - ours_loss) > 1e-3:
                 raise SystemExit(f"{title}: {name}'s initial loss {res['initial_loss']} differs from xladdp's {ours_loss}")
-            batch = {"cnn": 64, "cnn32": 32, "toy": 20, "resnet18-cifar": 32}[model] * res["replicas"] * res.get("processes", 1)
+            batch = {"cnn": 64, "cnn32": 32, "toy": 20, "resnet18-cifar": 32, "gpt": 32, "gpt16": 16}[model] * res["replicas"] * res.get("processes", 1)
             label = res["runner"] if name.startswith("xladdp") is False else name
             print(f"| {title} | {label} | {med:.4g} | {batch / (med / 1000):.0f} | {med / ours:.2f}x | {res['initial_loss']:.6f} |")
             rows.append({"case": title, "runner": res["runner"], "name": name, "median_ms": med,

@@ -7,7 +7,9 @@
 // Models: "cnn" is the smdistributed MNIST CNN (conv 1→32→64, max-pool,
 // dropout, fc 9216→128→10, log-softmax, NLL, Adadelta lr 1.0) on a batch
 // of 64 random images per replica; "toy" is the Neuron DDP tutorial's MLP
-// (10→10→5, MSE, SGD lr 0.001, batch 20). Every replica trains the same
+// (10→10→5, MSE, SGD lr 0.001, batch 20); "gpt" is examples/gpt's small
+// GPT (4 layers, 4 heads, 128 wide, block 64, vocabulary 65, batch 32;
+// AdamW with decay groups, clipping at 1). Every replica trains the same
 // model on its own batch with gradients averaged in-graph.
 //
 // --init-out writes the initial weights and each replica's batch as
@@ -90,7 +92,7 @@ func main() {
 func parse(args []string) (config, error) {
 	var c config
 	f := pflag.NewFlagSet("step", pflag.ContinueOnError)
-	f.StringVar(&c.model, "model", "cnn", "cnn (MNIST CNN, Adadelta), toy (MLP, SGD), resnet18 (224x224, SGD momentum) or resnet18-cifar (the CIFAR-10 stem at 32x32, batch 32, SGD momentum)")
+	f.StringVar(&c.model, "model", "cnn", "cnn (MNIST CNN, Adadelta), toy (MLP, SGD), resnet18 (224x224, SGD momentum), resnet18-cifar (the CIFAR-10 stem at 32x32, batch 32, SGD momentum) or gpt (examples/gpt's small GPT, block 64, batch 32, AdamW groups, clipping)")
 	f.IntVar(&c.replicas, "replicas", 1, "CPU replicas (devices)")
 	f.IntVar(&c.samples, "samples", 7, "timed samples; the figure is their median")
 	f.IntVar(&c.steps, "steps", 5, "training steps per sample (timed together, synchronized at the end)")
@@ -110,8 +112,8 @@ func parse(args []string) (config, error) {
 	switch {
 	case *mode != "lazy" && *mode != "compiled":
 		return c, fmt.Errorf("--mode=%q: want lazy or compiled", *mode)
-	case c.model != "cnn" && c.model != "toy" && c.model != "resnet18" && c.model != "resnet18-cifar":
-		return c, fmt.Errorf("--model=%q: want cnn, toy, resnet18 or resnet18-cifar", c.model)
+	case c.model != "cnn" && c.model != "toy" && c.model != "resnet18" && c.model != "resnet18-cifar" && c.model != "gpt":
+		return c, fmt.Errorf("--model=%q: want cnn, toy, resnet18, resnet18-cifar or gpt", c.model)
 	case c.batch < 0:
 		return c, fmt.Errorf("--batch=%d: want at least 1 (or 0, the model's)", c.batch)
 	case c.processes < 1:
@@ -301,22 +303,11 @@ func writeInit(ctx context.Context, d *xla.Device, s spec, c config) error {
 	}
 	named := nn.StateDict(model)
 	for r := range c.replicas {
-		xs, labels, ys := s.batchOf(c.seed, r)
-		x, err := xla.FromSlice(d, xs, append([]int{s.batch}, s.inDims...)...)
+		x, y, err := s.upload(d, c.seed, r)
 		if err != nil {
 			return err
 		}
-		named = append(named, nn.Named{Name: fmt.Sprintf("batch.%d.x", r), Tensor: x})
-		var y *xla.Tensor
-		if labels != nil {
-			y, err = xla.FromSlice(d, labels, s.batch)
-		} else {
-			y, err = xla.FromSlice(d, ys, s.batch, s.outDim)
-		}
-		if err != nil {
-			return err
-		}
-		named = append(named, nn.Named{Name: fmt.Sprintf("batch.%d.y", r), Tensor: y})
+		named = append(named, nn.Named{Name: fmt.Sprintf("batch.%d.x", r), Tensor: x}, nn.Named{Name: fmt.Sprintf("batch.%d.y", r), Tensor: y})
 	}
 	tensors, err := nn.EncodeTensors(ctx, named)
 	if err != nil {

@@ -15,20 +15,38 @@ type spec struct {
 	inDims  []int
 	classes int // 0: regression targets of outDim
 	outDim  int
-	build   func(d *xla.Device, rng *rand.Rand) (nn.Module, error)
-	loss    func(out, target *xla.Tensor) *xla.Tensor
-	opt     func(params []*xla.Tensor) (optim.Optimizer, error)
+	// tokens: the inputs are token ids [batch, inDims[0]] below classes
+	// and the labels the next token at every position.
+	tokens bool
+	// clip is the gradients' global norm bound (0: none).
+	clip  float64
+	build func(d *xla.Device, rng *rand.Rand) (nn.Module, error)
+	loss  func(out, target *xla.Tensor) *xla.Tensor
+	opt   func(params []nn.Named) (optim.Optimizer, error)
 }
 
+// gptBench is the benchmark GPT: examples/gpt's small preset.
+var gptBench = nn.GPTConfig{Vocab: 65, BlockSize: 64, Layers: 4, Heads: 4, Width: 128}
+
 func specOf(model string) spec {
+	if model == "gpt" {
+		return spec{batch: 32, inDims: []int{gptBench.BlockSize}, classes: gptBench.Vocab, tokens: true, clip: 1,
+			build: func(d *xla.Device, rng *rand.Rand) (nn.Module, error) { return nn.NewGPT(d, rng, gptBench) },
+			loss: func(out, y *xla.Tensor) *xla.Tensor {
+				return nn.CrossEntropyLoss(out.Reshape(-1, gptBench.Vocab), y, nn.ReductionMean)
+			},
+			opt: func(ps []nn.Named) (optim.Optimizer, error) {
+				return optim.NewAdamWGroups(optim.DecayGroups(ps, 0.1), optim.AdamConfig{LR: 1e-3, Beta2: 0.99})
+			}}
+	}
 	if model == "resnet18-cifar" {
 		return spec{batch: 32, inDims: []int{3, 32, 32}, classes: 10,
 			build: func(d *xla.Device, rng *rand.Rand) (nn.Module, error) {
 				return nn.NewResNet18(d, rng, nn.ResNetConfig{NumClasses: 10, CIFAR: true})
 			},
 			loss: func(out, y *xla.Tensor) *xla.Tensor { return nn.CrossEntropyLoss(out, y, nn.ReductionMean) },
-			opt: func(ps []*xla.Tensor) (optim.Optimizer, error) {
-				return optim.NewSGD(ps, optim.SGDConfig{LR: 0.01, Momentum: 0.9})
+			opt: func(ps []nn.Named) (optim.Optimizer, error) {
+				return optim.NewSGD(tensorsOf(ps), optim.SGDConfig{LR: 0.01, Momentum: 0.9})
 			}}
 	}
 	if model == "resnet18" {
@@ -37,8 +55,8 @@ func specOf(model string) spec {
 				return nn.NewResNet18(d, rng, nn.ResNetConfig{NumClasses: 1000})
 			},
 			loss: func(out, y *xla.Tensor) *xla.Tensor { return nn.CrossEntropyLoss(out, y, nn.ReductionMean) },
-			opt: func(ps []*xla.Tensor) (optim.Optimizer, error) {
-				return optim.NewSGD(ps, optim.SGDConfig{LR: 0.01, Momentum: 0.9})
+			opt: func(ps []nn.Named) (optim.Optimizer, error) {
+				return optim.NewSGD(tensorsOf(ps), optim.SGDConfig{LR: 0.01, Momentum: 0.9})
 			}}
 	}
 	if model == "toy" {
@@ -52,22 +70,45 @@ func specOf(model string) spec {
 				return nn.NewSequential(l1, nn.ReLU{}, l2), err
 			},
 			loss: func(out, y *xla.Tensor) *xla.Tensor { return nn.MSELoss(out, y, nn.ReductionMean) },
-			opt: func(ps []*xla.Tensor) (optim.Optimizer, error) {
-				return optim.NewSGD(ps, optim.SGDConfig{LR: 0.001})
+			opt: func(ps []nn.Named) (optim.Optimizer, error) {
+				return optim.NewSGD(tensorsOf(ps), optim.SGDConfig{LR: 0.001})
 			}}
 	}
 	return spec{batch: 64, inDims: []int{1, 28, 28}, classes: 10,
 		build: func(d *xla.Device, rng *rand.Rand) (nn.Module, error) { return nn.NewMNISTNet(d, rng) },
 		loss:  func(out, y *xla.Tensor) *xla.Tensor { return nn.NLLLoss(out.LogSoftmax(1), y, nn.ReductionMean) },
-		opt: func(ps []*xla.Tensor) (optim.Optimizer, error) {
-			return optim.NewAdadelta(ps, optim.AdadeltaConfig{LR: 1.0})
+		opt: func(ps []nn.Named) (optim.Optimizer, error) {
+			return optim.NewAdadelta(tensorsOf(ps), optim.AdadeltaConfig{LR: 1.0})
 		}}
 }
 
+func tensorsOf(named []nn.Named) []*xla.Tensor {
+	out := make([]*xla.Tensor, len(named))
+	for i, n := range named {
+		out[i] = n.Tensor
+	}
+	return out
+}
+
 // batchOf returns replica r's fixed batch: inputs N(0,1), class labels or
-// N(0,1) targets.
+// N(0,1) targets; for a tokens model, random ids and their next ids.
 func (s spec) batchOf(seed uint64, r int) (x []float32, labels []int32, y []float32) {
 	rng := rand.New(rand.NewPCG(seed, uint64(1000+r)))
+	if s.tokens {
+		t := s.inDims[0]
+		stream := make([]int32, s.batch*(t+1))
+		for i := range stream {
+			stream[i] = int32(rng.IntN(s.classes))
+		}
+		x = make([]float32, 0, s.batch*t)
+		for b := range s.batch {
+			for _, id := range stream[b*(t+1) : b*(t+1)+t] {
+				x = append(x, float32(id))
+			}
+			labels = append(labels, stream[b*(t+1)+1:(b+1)*(t+1)]...)
+		}
+		return x, labels, nil
+	}
 	x = make([]float32, s.batch*product(s.inDims))
 	for i := range x {
 		x[i] = float32(rng.NormFloat64())
@@ -107,23 +148,39 @@ func (s spec) setUp(d *xla.Device, seed uint64, r int) (*replicaState, error) {
 	if err != nil {
 		return nil, err
 	}
-	params := nn.Parameters(model)
-	opt, err := s.opt(params)
+	opt, err := s.opt(nn.NamedParameters(model))
 	if err != nil {
 		return nil, err
 	}
+	x, y, err := s.upload(d, seed, r)
+	return &replicaState{model: model, opt: opt, params: nn.Parameters(model), x: x, y: y}, err
+}
+
+// upload puts replica r's batch on d: float inputs, or Int32 token ids.
+func (s spec) upload(d *xla.Device, seed uint64, r int) (x, y *xla.Tensor, err error) {
 	xs, labels, ys := s.batchOf(seed, r)
-	x, err := xla.FromSlice(d, xs, append([]int{s.batch}, s.inDims...)...)
-	if err != nil {
-		return nil, err
-	}
-	var y *xla.Tensor
-	if labels != nil {
-		y, err = xla.FromSlice(d, labels, s.batch)
+	dims := append([]int{s.batch}, s.inDims...)
+	if s.tokens {
+		ids := make([]int32, len(xs))
+		for i, v := range xs {
+			ids[i] = int32(v)
+		}
+		x, err = xla.FromSlice(d, ids, dims...)
 	} else {
+		x, err = xla.FromSlice(d, xs, dims...)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	switch {
+	case s.tokens:
+		y, err = xla.FromSlice(d, labels, len(labels))
+	case labels != nil:
+		y, err = xla.FromSlice(d, labels, s.batch)
+	default:
 		y, err = xla.FromSlice(d, ys, s.batch, s.outDim)
 	}
-	return &replicaState{model: model, opt: opt, params: params, x: x, y: y}, err
+	return x, y, err
 }
 
 // step records one training step with gradients averaged across replicas
@@ -138,6 +195,11 @@ func (rs *replicaState) step(s spec, replicas int) error {
 			if err := p.SetGrad(xla.AllReduce(p.Grad(), xla.ReduceMean)); err != nil {
 				return err
 			}
+		}
+	}
+	if s.clip > 0 {
+		if _, err := optim.ClipGradNorm(rs.params, s.clip, 2); err != nil {
+			return err
 		}
 	}
 	if err := rs.opt.Step(); err != nil {

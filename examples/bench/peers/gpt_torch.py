@@ -1,0 +1,136 @@
+"""PyTorch eager (Debian's python3-torch 1.13) side of `make bench`'s GPT:
+examples/gpt's small model (4 pre-LN blocks of torch's MultiheadAttention,
+128 wide, block 64, a head tied to the embedding), AdamW with decay groups
+(lr 1e-3, betas 0.9/0.99, weight decay 0.1 on matrices), clip_grad_norm_
+at 1, from the weights and batches examples/bench/step --init-out wrote;
+one process with --threads intra-op threads, or --replicas processes of
+DDP over gloo (one thread each)."""
+
+import os
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn as nn
+import torch.nn.functional as F
+
+import common
+
+args = common.parse("torch")
+V, BLOCK, LAYERS, HEADS, WIDTH = 65, 64, 4, 4, 128
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(WIDTH)
+        self.attn = nn.MultiheadAttention(WIDTH, HEADS, batch_first=True)
+        self.ln_2 = nn.LayerNorm(WIDTH)
+        self.mlp = nn.Sequential(nn.Linear(WIDTH, 4 * WIDTH), nn.GELU(), nn.Linear(4 * WIDTH, WIDTH), nn.Dropout(0.0))
+
+    def forward(self, x, mask):
+        h = self.ln_1(x)
+        a, _ = self.attn(h, h, h, attn_mask=mask, need_weights=False)
+        x = x + a
+        return x + self.mlp(self.ln_2(x))
+
+
+class GPT(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.tok_emb = nn.Embedding(V, WIDTH)
+        self.pos_emb = nn.Embedding(BLOCK, WIDTH)
+        self.drop = nn.Dropout(0.0)
+        self.blocks = nn.ModuleList([Block() for _ in range(LAYERS)])
+        self.ln_f = nn.LayerNorm(WIDTH)
+        self.head = nn.Linear(WIDTH, V, bias=False)
+        self.head.weight = self.tok_emb.weight
+
+    def forward(self, ids):
+        t = ids.shape[1]
+        mask = torch.ones(t, t, dtype=torch.bool).triu(1)
+        x = self.drop(self.tok_emb(ids) + self.pos_emb(torch.arange(t)))
+        for b in self.blocks:
+            x = b(x, mask)
+        return self.head(self.ln_f(x))
+
+
+def loss_of(logits, y):
+    return F.cross_entropy(logits.reshape(-1, V), y)
+
+
+def optimizer(net):
+    decay = [p for p in net.parameters() if p.dim() >= 2]
+    keep = [p for p in net.parameters() if p.dim() < 2]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": keep, "weight_decay": 0.0}],
+                             lr=1e-3, betas=(0.9, 0.99))
+
+
+def run(rank, world, port, queue):
+    torch.set_num_threads(args.threads or (1 if world > 1 else 2))
+    state = common.load_safetensors(args.init)
+    net = GPT()
+    net.load_state_dict({k: torch.from_numpy(v) for k, v in state.items() if not k.startswith("batch.")})
+    x = torch.from_numpy(state[f"batch.{rank}.x"]).long()
+    y = torch.from_numpy(state[f"batch.{rank}.y"]).long()
+    with torch.no_grad():
+        initial = loss_of(net(x), y).item()
+    model = net
+    if world > 1:
+        os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+        dist.init_process_group("gloo", rank=rank, world_size=world)
+        model = torch.nn.parallel.DistributedDataParallel(net)
+    opt = optimizer(net)
+
+    def steps(n):
+        for _ in range(n):
+            opt.zero_grad()
+            loss_of(model(x), y).backward()
+            torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+            opt.step()
+
+    steps(args.warmup)
+    times = []
+    for _ in range(args.samples):
+        if world > 1:
+            dist.barrier()
+        start = time.perf_counter()
+        steps(args.steps)
+        times.append((time.perf_counter() - start) * 1000 / args.steps)
+    if world > 1:
+        dist.destroy_process_group()
+    if rank == 0:
+        queue.put((initial, times))
+
+
+if __name__ == "__main__":
+    path = os.environ.get("LD_LIBRARY_PATH", "")
+    blas = "OpenBLAS" if "openblas" in path else "system BLAS"
+    name = f"torch {torch.__version__} eager ({blas})"
+    if args.replicas == 1:
+        import queue as q
+
+        out = q.Queue()
+        run(0, 1, 0, out)
+    else:
+        import socket
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        ctx = mp.get_context("spawn")
+        out = ctx.SimpleQueue()
+        procs = [ctx.Process(target=run, args=(r, args.replicas, port, out)) for r in range(args.replicas)]
+        for p in procs:
+            p.start()
+        while any(p.is_alive() for p in procs):
+            failed = [r for r, p in enumerate(procs) if p.exitcode not in (None, 0)]
+            if failed:
+                for p in procs:
+                    p.terminate()
+                raise SystemExit(f"torch DDP rank {failed[0]} exited with {procs[failed[0]].exitcode}")
+            time.sleep(0.05)
+        name = f"torch {torch.__version__} DDP gloo ({blas})"
+    initial, times = out.get()
+    common.report(name, args, initial, times)
