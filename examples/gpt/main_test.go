@@ -72,14 +72,14 @@ func TestLearnsSpawnedAndResumes(t *testing.T) {
 	assert.ErrorContains(t, err, "gpt.safetensors", "another model's checkpoint is refused")
 }
 
-// TestOneAllReducePerAccumulatedStep is the step's accounting over 1000
+// TestLongOneAllReducePerAccumulatedStep is the step's accounting over 1000
 // micro-steps (250 optimizer steps of 4 micro-batches) with clipping,
 // warmup+cosine and bf16, on 2 replicas: one gradient average per
 // optimizer step (the in-graph all-reduces are one per parameter per
 // step), nothing read from the device but the two values read after the
 // last step (train and val loss), and every program compiled once: a run
 // of 8 steps has the same programs.
-func TestOneAllReducePerAccumulatedStep(t *testing.T) {
+func TestLongOneAllReducePerAccumulatedStep(t *testing.T) {
 	exampletest.CleanEnv(t)
 	args := []string{"--spawn", "--cpu-devices", "2", "--data", corpusOrSkip(t), "--layers", "1", "--heads", "2", "--width", "16",
 		"--block", "8", "--batch-size", "16", "--grad-accum", "4", "--precision", "bf16", "--clip", "1", "--warmup", "5",
