@@ -208,7 +208,7 @@ func runEquivalence(t *testing.T, cases []equivalenceCase) {
 			}
 			if c.kind == "gpt" {
 				// One gradient average per step, however many micro-batches:
-				// in-graph, one all-reduce per parameter (28) per step; across
+				// in-graph, one all-reduce per parameter (16) per step; across
 				// processes one bucket all-reduce per step, besides Wrap's
 				// parameter layout check and broadcast and the first step's
 				// gradient layout check.
@@ -216,7 +216,7 @@ func runEquivalence(t *testing.T, cases []equivalenceCase) {
 					assert.EqualValues(t, equivalenceSteps, rep.Counters["gradient syncs"], "rank %d", r)
 					wantInGraph, wantCollectives := int64(0), int64(0)
 					if c.devices > 1 {
-						wantInGraph = 28 * equivalenceSteps
+						wantInGraph = 16 * equivalenceSteps
 					}
 					if c.processes > 1 {
 						wantCollectives = equivalenceSteps + 3

@@ -23,8 +23,8 @@ import (
 // micro-batches.
 const globalRows = 48
 
-// gptTestConfig is the "gpt" model: 2 blocks, 2 heads, width 16.
-var gptTestConfig = nn.GPTConfig{Vocab: 11, BlockSize: 8, Layers: 2, Heads: 2, Width: 16}
+// gptTestConfig is the "gpt" model: 1 block, 2 heads, width 16.
+var gptTestConfig = nn.GPTConfig{Vocab: 11, BlockSize: 8, Layers: 1, Heads: 2, Width: 16}
 
 const wideHidden = 8192
 

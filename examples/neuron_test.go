@@ -45,7 +45,7 @@ var trn1Commands = []struct {
 	{line: "bin/ddprun --nproc_per_node=2 bin/finetune --device neuron --data hymenoptera_data --pretrained resnet18.safetensors", long: true},
 	{line: "NEURON_NUM_DEVICES=2 bin/linear --spawn --device neuron"},
 	{line: "bin/ddprun --nproc_per_node=2 bin/linear --device neuron"},
-	{line: "NEURON_NUM_DEVICES=2 bin/gpt --spawn --device neuron --precision bf16"},
+	{line: "NEURON_NUM_DEVICES=2 bin/gpt --spawn --device neuron"},
 	{line: "bin/ddprun --nproc_per_node=2 bin/gpt --device neuron --precision bf16 --grad-accum 4", long: true},
 	{line: "XLADDP_DEVICE=neuron bin/xladevices"},
 }
