@@ -107,15 +107,15 @@ func TestLongOneAllReducePerAccumulatedStep(t *testing.T) {
 func TestUnderDdprun(t *testing.T) {
 	exampletest.CleanEnv(t)
 	cmd := exec.Command(exampletest.Ddprun(t), append([]string{"--nproc_per_node=2"}, exampletest.Self()...)...)
-	cmd.Env = append(os.Environ(), exampletest.Env("gpt", append([]string{"--data", corpusOrSkip(t), "--steps", "30", "--eval-interval", "30",
-		"--precision", "bf16", "--grad-accum", "2", "--sample", "20"}, tiny...)...)...)
+	cmd.Env = append(os.Environ(), exampletest.Env("gpt", append([]string{"--data", corpusOrSkip(t), "--steps", "20", "--eval-interval", "20",
+		"--precision", "bf16", "--grad-accum", "2", "--sample", "0"}, tiny...)...)...)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	done := regexp.MustCompile(`\[rank0\]:done: 30 steps, train loss (\S+), val loss (\S+), .* 30 gradient all-reduces`).FindSubmatch(out)
+	done := regexp.MustCompile(`\[rank0\]:done: 20 steps, train loss (\S+), val loss (\S+), .* 20 gradient all-reduces`).FindSubmatch(out)
 	require.NotNil(t, done, "%s", out)
 	v, err := strconv.ParseFloat(string(done[2]), 64)
 	require.NoError(t, err)
-	assert.Less(t, v, 4.0, "below ln(113) = 4.73 after 30 steps")
+	assert.Less(t, v, 4.3, "below ln(113) = 4.73 after 20 steps")
 	assert.NotContains(t, string(out), "[rank1]:done")
 	assert.Contains(t, string(out), "on 2 replicas")
 	assert.Contains(t, string(out), "bf16")
