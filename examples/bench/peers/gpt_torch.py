@@ -11,11 +11,11 @@ import time
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 import torch.nn as nn
 import torch.nn.functional as F
 
 import common
+import torch_launch
 
 args = common.parse("torch")
 V, BLOCK, LAYERS, HEADS, WIDTH = 65, 64, 4, 4, 128
@@ -105,32 +105,4 @@ def run(rank, world, port, queue):
 
 
 if __name__ == "__main__":
-    path = os.environ.get("LD_LIBRARY_PATH", "")
-    blas = "OpenBLAS" if "openblas" in path else "system BLAS"
-    name = f"torch {torch.__version__} eager ({blas})"
-    if args.replicas == 1:
-        import queue as q
-
-        out = q.Queue()
-        run(0, 1, 0, out)
-    else:
-        import socket
-
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        ctx = mp.get_context("spawn")
-        out = ctx.SimpleQueue()
-        procs = [ctx.Process(target=run, args=(r, args.replicas, port, out)) for r in range(args.replicas)]
-        for p in procs:
-            p.start()
-        while any(p.is_alive() for p in procs):
-            failed = [r for r, p in enumerate(procs) if p.exitcode not in (None, 0)]
-            if failed:
-                for p in procs:
-                    p.terminate()
-                raise SystemExit(f"torch DDP rank {failed[0]} exited with {procs[failed[0]].exitcode}")
-            time.sleep(0.05)
-        name = f"torch {torch.__version__} DDP gloo ({blas})"
-    initial, times = out.get()
-    common.report(name, args, initial, times)
+    torch_launch.main(run, args)

@@ -7,9 +7,9 @@ import time
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 import common
+import torch_launch
 import torch_model
 
 args = common.parse("torch")
@@ -53,37 +53,4 @@ def run(rank, world, port, queue):
 
 
 if __name__ == "__main__":
-    path = os.environ.get("LD_LIBRARY_PATH", "")
-    blas = "OpenBLAS" if "openblas" in path else "reference BLAS" if path.endswith("/blas") else "system BLAS"
-    name = f"torch {torch.__version__} eager ({blas})"
-    if args.replicas == 1:
-        import queue as q
-
-        out = q.Queue()
-        run(0, 1, 0, out)
-    else:
-        import socket
-
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        ctx = mp.get_context("spawn")
-        out = ctx.SimpleQueue()
-        procs = [ctx.Process(target=run, args=(r, args.replicas, port, out)) for r in range(args.replicas)]
-        for p in procs:
-            p.start()
-        # A rank that fails leaves the others waiting in a collective
-        # (gloo's timeout is 30 minutes): stop them all at the first failure.
-        while any(p.is_alive() for p in procs):
-            failed = [r for r, p in enumerate(procs) if p.exitcode not in (None, 0)]
-            if failed:
-                for p in procs:
-                    p.terminate()
-                raise SystemExit(f"torch DDP rank {failed[0]} exited with {procs[failed[0]].exitcode}")
-            time.sleep(0.05)
-        for r, p in enumerate(procs):
-            if p.exitcode != 0:
-                raise SystemExit(f"torch DDP rank {r} exited with {p.exitcode}")
-        name = f"torch {torch.__version__} DDP gloo ({blas})"
-    initial, times = out.get()
-    common.report(name, args, initial, times)
+    torch_launch.main(run, args)
