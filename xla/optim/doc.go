@@ -1,6 +1,9 @@
 // Package optim holds torch-style optimizers (SGD with momentum, dampening,
-// Nesterov and weight decay; Adam; AdamW; Adadelta), learning-rate
-// schedulers (StepLR, CosineAnnealingLR, LinearWarmup) and training
+// Nesterov and weight decay; Adam; AdamW, with parameter groups of their
+// own weight decay (NewAdamWGroups, DecayGroups); Adadelta), learning-rate
+// schedulers (StepLR, CosineAnnealingLR, LinearWarmup, WarmupCosine),
+// ClipGradNorm (torch.nn.utils.clip_grad_norm_, inside the step's
+// program: no host read, no recompilation) and training
 // checkpoints (model, optimizer state, step and epoch in one safetensors
 // file, written atomically).
 //
