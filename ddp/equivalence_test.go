@@ -127,10 +127,10 @@ func TestWrapEqualsSingleDevice(t *testing.T) {
 		{kind: "toy", processes: 2, devices: 2, micro: 1, wrap: "compiled"},
 		{kind: "cnn", processes: 4, devices: 1, micro: 1, wrap: "compiled"},
 		// The GPT (AdamW groups, clipping, warmup+cosine) at 2 local
-		// replicas with 4 accumulated micro-batches per step, and at 3
+		// replicas with 2 accumulated micro-batches per step, and at 3
 		// processes; TestLongWrapEqualsSingleDeviceGPT has the other
-		// layouts, the mpi tests 2 processes with accumulation.
-		{kind: "gpt", processes: 1, devices: 2, micro: 4},
+		// layouts (4 micro-batches); the mpi tests accumulate the toy's.
+		{kind: "gpt", processes: 1, devices: 2, micro: 2},
 		{kind: "gpt", processes: 3, devices: 1, micro: 1},
 	})
 }
