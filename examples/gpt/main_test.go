@@ -49,6 +49,7 @@ func TestLearnsSpawnedAndResumes(t *testing.T) {
 	assert.Less(t, res.ValLoss, 3.2)
 	assert.Less(t, res.ValLosses[1][1], res.ValLosses[0][1], "the val loss falls")
 	assert.Equal(t, 120, res.GradientSyncs)
+	assert.Greater(t, res.TokensPerSec, 1000.0)
 	assert.Len(t, []rune(res.Sample), 60)
 	assert.Contains(t, out.String(), "on 2 replicas")
 	assert.Contains(t, out.String(), "step 60: train loss")
@@ -65,11 +66,14 @@ func TestLearnsSpawnedAndResumes(t *testing.T) {
 	assert.Equal(t, 120, more.ResumedAt)
 	assert.Equal(t, 130, more.Steps)
 	assert.Equal(t, 10, more.GradientSyncs)
+	assert.Greater(t, more.TokensPerSec, 1000.0)
 	assert.Less(t, more.ValLoss, 3.2)
 
 	out.Reset()
 	_, err = run(t.Context(), append(args, "--steps", "130", "--width", "32", "--resume"), &out)
-	assert.ErrorContains(t, err, "gpt.safetensors", "another model's checkpoint is refused")
+	assert.ErrorContains(t, err, "a checkpoint resumes the same --data and model flags only", "another model's checkpoint is refused")
+	_, err = run(t.Context(), append(args, "--steps", "100", "--resume"), &out)
+	assert.ErrorContains(t, err, "is at step 130, and --steps is 100: nothing to train; raise --steps")
 }
 
 // TestLongOneAllReducePerAccumulatedStep is the step's accounting over 1000

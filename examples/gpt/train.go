@@ -159,11 +159,14 @@ func train(ctx context.Context, c config, w ddp.Worker, text *corpus, out io.Wri
 	ck := optim.Checkpoint{Model: t.model, Optimizer: t.opt, Metadata: map[string]string{"gpt": shape}}
 	if c.Resume {
 		if err := ddp.LoadCheckpoint(ctx, c.Checkpoint, &ck); err != nil {
-			return res, err
+			return res, fmt.Errorf("--resume: %w (a checkpoint resumes the same --data and model flags only)", err)
 		}
 		if got := ck.Metadata["gpt"]; got != shape {
 			return res, fmt.Errorf("--resume: %s holds a GPT %s, this run builds %s: give the same --size, --layers, --heads, --width, --block, --dropout and --data",
 				c.Checkpoint, got, shape)
+		}
+		if ck.Step >= c.steps {
+			return res, fmt.Errorf("--resume: %s is at step %d, and --steps is %d: nothing to train; raise --steps", c.Checkpoint, ck.Step, c.steps)
 		}
 		for range ck.Step {
 			t.sched.Step() // the learning rate of the step it resumes at
@@ -199,8 +202,8 @@ func train(ctx context.Context, c config, w ddp.Worker, text *corpus, out io.Wri
 		logged = nil
 		return nil
 	}
-	start := time.Now()
-	for it := ck.Step; it < c.steps; it++ {
+	start, first := time.Now(), ck.Step
+	for it := first; it < c.steps; it++ {
 		loss, err := t.step(ctx, it)
 		if err != nil {
 			return res, err
@@ -237,7 +240,7 @@ func train(ctx context.Context, c config, w ddp.Worker, text *corpus, out io.Wri
 	}
 	progress.Done()
 	res.Trained = time.Since(start)
-	res.TokensPerSec = float64((res.Steps-ck.Step)*t.perStep*w.WorldSize*c.gradAccum*c.model.BlockSize) / max(res.Trained.Seconds(), 1e-9)
+	res.TokensPerSec = float64((res.Steps-first)*t.perStep*w.WorldSize*c.gradAccum*c.model.BlockSize) / max(res.Trained.Seconds(), 1e-9)
 	res.Compilations = xla.GetMetrics().Compilations
 	res.GradientSyncs = t.model.GradientSyncs()
 	if c.sample > 0 {
