@@ -63,7 +63,7 @@ func shortRun(program string, f fixtures, ckpt string) []string {
 	case "linear":
 		return []string{"--epochs", "2"}
 	case "gpt":
-		return []string{"--layers", "1", "--width", "16", "--heads", "2", "--block", "8", "--batch-size", "8",
+		return []string{"--data", f.text, "--layers", "1", "--width", "16", "--heads", "2", "--block", "8", "--batch-size", "8",
 			"--steps", "2", "--eval-interval", "2", "--eval-iters", "1", "--sample", "0", "--checkpoint", ckpt}
 	}
 	return nil
@@ -80,7 +80,7 @@ var finalLoss = map[string]*regexp.Regexp{
 }
 
 type fixtures struct {
-	bin, mnist, folder, weights string
+	bin, mnist, folder, weights, text string
 }
 
 // TestTrn1CommandsOnTheNeuronStandIn runs every Trn1 command line of the
@@ -102,6 +102,8 @@ func runTrn1Commands(t *testing.T, long bool) {
 	f := fixtures{mnist: exampletest.MNISTSubset(t, 512, 200), folder: t.TempDir(),
 		weights: exampletest.ResNet18Weights(t)}
 	exampletest.ImageFolder(t, f.folder, 8)
+	f.text = filepath.Join(t.TempDir(), "text.txt")
+	require.NoError(t, os.WriteFile(f.text, []byte(strings.Repeat("The quick brown fox jumps over the lazy dog.\n", 40)), 0o644))
 	f.bin = buildCommands(t)
 	marker := filepath.Join(t.TempDir(), "imported-by")
 	env := standInEnv(t, marker)
