@@ -20,3 +20,13 @@ const (
 
 // SupportedDTypes lists every element type tensors can have.
 var SupportedDTypes = []DType{Float32, Float64, BFloat16, Int32, Int64, Bool, Uint64}
+
+// OpMathDType is the dtype arithmetic on dt runs in where precision
+// matters (optimizer updates, norms, softmax, losses): float32 for
+// bfloat16, whose 8 significant bits round 0.999 to 1.0, else dt itself.
+func OpMathDType(dt DType) DType {
+	if dt == BFloat16 {
+		return Float32
+	}
+	return dt
+}

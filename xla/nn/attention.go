@@ -85,7 +85,7 @@ func (m *MultiheadAttention) Attend(x, mask *xla.Tensor) *xla.Tensor {
 	q, k, v := heads(0), heads(1), heads(2)
 	scores := q.MulScalar(1 / math.Sqrt(float64(hd))).MatMul(k.Permute(0, 1, 3, 2))
 	// Softmax in float32 whatever the compute dtype, as autocast runs it.
-	scores = scores.Cast(opmath(scores.DType()))
+	scores = scores.Cast(xla.OpMathDType(scores.DType()))
 	var weights *xla.Tensor
 	if mask == nil {
 		weights = scores.Softmax(-1)
@@ -95,14 +95,6 @@ func (m *MultiheadAttention) Attend(x, mask *xla.Tensor) *xla.Tensor {
 	weights = m.drop.Forward(weights).Cast(v.DType())
 	out := weights.MatMul(v).Permute(0, 2, 1, 3).Reshape(bsz, t, e)
 	return m.OutProj.Forward(out)
-}
-
-// opmath is the dtype reductions run in: float32 for bfloat16.
-func opmath(dt xla.DType) xla.DType {
-	if dt == xla.BFloat16 {
-		return xla.Float32
-	}
-	return dt
 }
 
 // Params returns the packed input projection.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 
 	"github.com/xladdp/xladdp/xla"
 )
@@ -151,11 +152,10 @@ func (g *GPT) initGPT2(d *xla.Device, rng *rand.Rand) error {
 	return b.err
 }
 
+// isResidualProjection reports a block's attn.out_proj or second MLP weight.
 func isResidualProjection(name string) bool {
-	var i int
-	var rest string
-	n, _ := fmt.Sscanf(name, "blocks.%d.%s", &i, &rest)
-	return n == 2 && (rest == "attn.out_proj.weight" || rest == "mlp.2.weight")
+	return strings.HasPrefix(name, "blocks.") &&
+		(strings.HasSuffix(name, ".attn.out_proj.weight") || strings.HasSuffix(name, ".mlp.2.weight"))
 }
 
 // Forward maps token ids [B, T] (T <= BlockSize) to logits [B, T, Vocab].

@@ -44,5 +44,5 @@ func NLLLoss(logp, labels *xla.Tensor, r Reduction) *xla.Tensor {
 // bfloat16 logits (as autocast runs it): logits [N, C],
 // integer labels [N].
 func CrossEntropyLoss(logits, labels *xla.Tensor, r Reduction) *xla.Tensor {
-	return NLLLoss(logits.Cast(opmath(logits.DType())).LogSoftmax(1), labels, r)
+	return NLLLoss(logits.Cast(xla.OpMathDType(logits.DType())).LogSoftmax(1), labels, r)
 }

@@ -49,7 +49,7 @@ func ClipGradNorm(params []*xla.Tensor, maxNorm, normType float64) (*xla.Tensor,
 		return params[0].Device().Zeros(xla.Float32), nil
 	}
 	d := grads[0].Device()
-	dt := opmathDType(grads[0].DType())
+	dt := xla.OpMathDType(grads[0].DType())
 	var total *xla.Tensor
 	for _, g := range grads {
 		if g.Device() != d {

@@ -68,7 +68,7 @@ func newBase(params []*xla.Tensor, lr float64) (base, error) {
 	}
 	b := base{params: params, lr: lr, step: step, lrs: map[xla.DType]*xla.Tensor{}}
 	for _, p := range params {
-		dt := opmathDType(p.DType())
+		dt := xla.OpMathDType(p.DType())
 		if b.lrs[dt] == nil {
 			if b.lrs[dt] = d.Hyperparameter(lr, dt); b.lrs[dt].Err() != nil {
 				return base{}, b.lrs[dt].Err()
@@ -148,18 +148,7 @@ func hyperparametersJSON(o Optimizer) string {
 // Adam step computed in bf16 is off by tens of percent. Other dtypes are
 // computed as they are.
 func opmath(t *xla.Tensor) *xla.Tensor {
-	if dt := opmathDType(t.DType()); dt != t.DType() {
-		return t.Cast(dt)
-	}
-	return t
-}
-
-// opmathDType is the dtype opmath computes a dtype's update in.
-func opmathDType(dt xla.DType) xla.DType {
-	if dt == xla.BFloat16 {
-		return xla.Float32
-	}
-	return dt
+	return t.Cast(xla.OpMathDType(t.DType()))
 }
 
 // assignAll stores each computed value into its tensor, rounded back to
