@@ -90,25 +90,26 @@ func tensorsOf(named []nn.Named) []*xla.Tensor {
 	return out
 }
 
+// tokensOf returns a tokens model's replica r batch: rows of random ids
+// and, for each, the id after it.
+func (s spec) tokensOf(seed uint64, r int) (ids, next []int32) {
+	rng := rand.New(rand.NewPCG(seed, uint64(1000+r)))
+	t := s.inDims[0]
+	stream := make([]int32, s.batch*(t+1))
+	for i := range stream {
+		stream[i] = int32(rng.IntN(s.classes))
+	}
+	for b := range s.batch {
+		row := stream[b*(t+1) : (b+1)*(t+1)]
+		ids, next = append(ids, row[:t]...), append(next, row[1:]...)
+	}
+	return ids, next
+}
+
 // batchOf returns replica r's fixed batch: inputs N(0,1), class labels or
-// N(0,1) targets; for a tokens model, random ids and their next ids.
+// N(0,1) targets.
 func (s spec) batchOf(seed uint64, r int) (x []float32, labels []int32, y []float32) {
 	rng := rand.New(rand.NewPCG(seed, uint64(1000+r)))
-	if s.tokens {
-		t := s.inDims[0]
-		stream := make([]int32, s.batch*(t+1))
-		for i := range stream {
-			stream[i] = int32(rng.IntN(s.classes))
-		}
-		x = make([]float32, 0, s.batch*t)
-		for b := range s.batch {
-			for _, id := range stream[b*(t+1) : b*(t+1)+t] {
-				x = append(x, float32(id))
-			}
-			labels = append(labels, stream[b*(t+1)+1:(b+1)*(t+1)]...)
-		}
-		return x, labels, nil
-	}
 	x = make([]float32, s.batch*product(s.inDims))
 	for i := range x {
 		x[i] = float32(rng.NormFloat64())
@@ -158,23 +159,20 @@ func (s spec) setUp(d *xla.Device, seed uint64, r int) (*replicaState, error) {
 
 // upload puts replica r's batch on d: float inputs, or Int32 token ids.
 func (s spec) upload(d *xla.Device, seed uint64, r int) (x, y *xla.Tensor, err error) {
-	xs, labels, ys := s.batchOf(seed, r)
 	dims := append([]int{s.batch}, s.inDims...)
 	if s.tokens {
-		ids := make([]int32, len(xs))
-		for i, v := range xs {
-			ids[i] = int32(v)
+		ids, next := s.tokensOf(seed, r)
+		if x, err = xla.FromSlice(d, ids, dims...); err != nil {
+			return nil, nil, err
 		}
-		x, err = xla.FromSlice(d, ids, dims...)
-	} else {
-		x, err = xla.FromSlice(d, xs, dims...)
+		y, err = xla.FromSlice(d, next, len(next))
+		return x, y, err
 	}
-	if err != nil {
+	xs, labels, ys := s.batchOf(seed, r)
+	if x, err = xla.FromSlice(d, xs, dims...); err != nil {
 		return nil, nil, err
 	}
 	switch {
-	case s.tokens:
-		y, err = xla.FromSlice(d, labels, len(labels))
 	case labels != nil:
 		y, err = xla.FromSlice(d, labels, s.batch)
 	default:
