@@ -6,11 +6,8 @@ at 1, from the weights and batches examples/bench/step --init-out wrote;
 one process with --threads intra-op threads, or --replicas processes of
 DDP over gloo (one thread each)."""
 
-import os
-import time
 
 import torch
-import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 
@@ -76,32 +73,16 @@ def run(rank, world, port, queue):
     y = torch.from_numpy(state[f"batch.{rank}.y"]).long()
     with torch.no_grad():
         initial = loss_of(net(x), y).item()
-    model = net
-    if world > 1:
-        os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
-        dist.init_process_group("gloo", rank=rank, world_size=world)
-        model = torch.nn.parallel.DistributedDataParallel(net)
+    model = torch_launch.wrap(net, rank, world, port)
     opt = optimizer(net)
 
-    def steps(n):
-        for _ in range(n):
-            opt.zero_grad()
-            loss_of(model(x), y).backward()
-            torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
-            opt.step()
+    def step():
+        opt.zero_grad()
+        loss_of(model(x), y).backward()
+        torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+        opt.step()
 
-    steps(args.warmup)
-    times = []
-    for _ in range(args.samples):
-        if world > 1:
-            dist.barrier()
-        start = time.perf_counter()
-        steps(args.steps)
-        times.append((time.perf_counter() - start) * 1000 / args.steps)
-    if world > 1:
-        dist.destroy_process_group()
-    if rank == 0:
-        queue.put((initial, times))
+    torch_launch.timed(step, args, rank, world, initial, queue)
 
 
 if __name__ == "__main__":

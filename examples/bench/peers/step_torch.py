@@ -2,11 +2,8 @@
 process with --threads intra-op threads, or --replicas processes of DDP
 over gloo (one thread each), each on its own batch."""
 
-import os
-import time
 
 import torch
-import torch.distributed as dist
 
 import common
 import torch_launch
@@ -25,31 +22,15 @@ def run(rank, world, port, queue):
     with torch.no_grad():
         initial = torch_model.loss_of(args.model, net(x), y).item()
     net.train()
-    model = net
-    if world > 1:
-        os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
-        dist.init_process_group("gloo", rank=rank, world_size=world)
-        model = torch.nn.parallel.DistributedDataParallel(net)
+    model = torch_launch.wrap(net, rank, world, port)
     opt = torch_model.optimizer(args.model, net)
 
-    def steps(n):
-        for _ in range(n):
-            opt.zero_grad()
-            torch_model.loss_of(args.model, model(x), y).backward()
-            opt.step()
+    def step():
+        opt.zero_grad()
+        torch_model.loss_of(args.model, model(x), y).backward()
+        opt.step()
 
-    steps(args.warmup)
-    times = []
-    for _ in range(args.samples):
-        if world > 1:
-            dist.barrier()
-        start = time.perf_counter()
-        steps(args.steps)
-        times.append((time.perf_counter() - start) * 1000 / args.steps)
-    if world > 1:
-        dist.destroy_process_group()
-    if rank == 0:
-        queue.put((initial, times))
+    torch_launch.timed(step, args, rank, world, initial, queue)
 
 
 if __name__ == "__main__":

@@ -1,13 +1,15 @@
-"""How the PyTorch peers start: one process, or --replicas processes of
-DDP over gloo that meet on a free loopback port; the first rank to fail
-stops them all (gloo would wait 30 minutes). Rank 0 puts (initial loss,
-step times) on the queue; main reports them as common.report does."""
+"""How the PyTorch peers start and time their steps: one process, or
+--replicas processes of DDP over gloo that meet on a free loopback port;
+the first rank to fail stops them all (gloo would wait 30 minutes). Rank 0
+puts (initial loss, step times) on the queue; main reports them as
+common.report does."""
 
 import os
 import socket
 import time
 
 import torch
+import torch.distributed as dist
 import torch.multiprocessing as mp
 
 import common
@@ -45,3 +47,31 @@ def main(run, args):
         name = f"torch {torch.__version__} DDP gloo ({blas})"
     initial, times = out.get()
     common.report(name, args, initial, times)
+
+
+def wrap(net, rank, world, port):
+    """net itself alone, else net in DDP over gloo with the other ranks."""
+    if world == 1:
+        return net
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    return torch.nn.parallel.DistributedDataParallel(net)
+
+
+def timed(step, args, rank, world, initial, queue):
+    """Runs --warmup steps, then --samples timed runs of --steps steps
+    (the ranks meet before each), and rank 0 queues the per-step times."""
+    for _ in range(args.warmup):
+        step()
+    times = []
+    for _ in range(args.samples):
+        if world > 1:
+            dist.barrier()
+        start = time.perf_counter()
+        for _ in range(args.steps):
+            step()
+        times.append((time.perf_counter() - start) * 1000 / args.steps)
+    if world > 1:
+        dist.destroy_process_group()
+    if rank == 0:
+        queue.put((initial, times))
