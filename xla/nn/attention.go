@@ -52,13 +52,12 @@ func (m *MultiheadAttention) setTraining(on bool) { m.drop.setTraining(on) }
 
 // Forward is self-attention over x [B, T, E], causal if m.Causal.
 func (m *MultiheadAttention) Forward(x *xla.Tensor) *xla.Tensor {
-	if x.Err() != nil || !m.Causal {
-		return m.Attend(x, nil)
+	if x.Err() != nil || !m.Causal || x.Rank() < 2 {
+		return m.attend(x, nil)
 	}
 	t := x.Dims()[1]
 	d := x.Device()
-	future := d.Ones(xla.Float32, t, t).Tril(0).Equal(d.Zeros(xla.Float32))
-	return m.Attend(x, future)
+	return m.attend(x, d.Ones(xla.Float32, t, t).Tril(0).Greater(d.Zeros(xla.Float32)))
 }
 
 // Attend is self-attention over x [B, T, E] with torch's boolean
@@ -66,15 +65,24 @@ func (m *MultiheadAttention) Forward(x *xla.Tensor) *xla.Tensor {
 // broadcastable to [B, Heads, T, T]; nil attends everywhere. A query
 // that may attend nothing gets NaN, as in torch.
 func (m *MultiheadAttention) Attend(x, mask *xla.Tensor) *xla.Tensor {
+	if x.Err() != nil || mask == nil || mask.Err() != nil {
+		return m.attend(x, mask)
+	}
+	if mask.DType() != xla.Bool {
+		return xla.Failed(x, fmt.Errorf("nn: MultiheadAttention: the mask is %s, want Bool (true = may not attend)", mask.Shape()))
+	}
+	return m.attend(x, mask.Equal(x.Device().Zeros(xla.Bool)))
+}
+
+// attend is self-attention over x [B, T, E] where keep (Bool, nil for
+// everywhere) holds.
+func (m *MultiheadAttention) attend(x, keep *xla.Tensor) *xla.Tensor {
 	if x.Err() != nil {
 		return x
 	}
 	e := m.InProjWeight.Dims()[1]
 	if x.Rank() != 3 || x.Dims()[2] != e {
 		return xla.Failed(x, fmt.Errorf("nn: MultiheadAttention(embed %d) of %s: needs [batch, time, %d]", e, x.Shape(), e))
-	}
-	if mask != nil && mask.Err() == nil && mask.DType() != xla.Bool {
-		return xla.Failed(x, fmt.Errorf("nn: MultiheadAttention: the mask is %s, want Bool (true = may not attend)", mask.Shape()))
 	}
 	bsz, t, h := x.Dims()[0], x.Dims()[1], m.Heads
 	hd := e / h
@@ -87,10 +95,10 @@ func (m *MultiheadAttention) Attend(x, mask *xla.Tensor) *xla.Tensor {
 	// Softmax in float32 whatever the compute dtype, as autocast runs it.
 	scores = scores.Cast(xla.OpMathDType(scores.DType()))
 	var weights *xla.Tensor
-	if mask == nil {
+	if keep == nil {
 		weights = scores.Softmax(-1)
 	} else {
-		weights = scores.MaskedSoftmax(mask.Equal(x.Device().Zeros(xla.Bool)), -1)
+		weights = scores.MaskedSoftmax(keep, -1)
 	}
 	weights = m.drop.Forward(weights).Cast(v.DType())
 	out := weights.MatMul(v).Permute(0, 2, 1, 3).Reshape(bsz, t, e)

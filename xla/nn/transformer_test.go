@@ -135,6 +135,11 @@ func TestTransformerLayersRefuseBadInput(t *testing.T) {
 			require.NoError(t, err)
 			return m.Forward(d.Zeros(xla.Float32, 3, 4)).Err()
 		}, "needs [batch, time, 4]"},
+		{"causal attention of a vector", func() error {
+			m, err := NewMultiheadAttention(d, NewRand(1), 4, 2, 0, true)
+			require.NoError(t, err)
+			return m.Forward(d.Zeros(xla.Float32, 4)).Err()
+		}, "needs [batch, time, 4]"},
 		{"attention with a float mask", func() error {
 			m, err := NewMultiheadAttention(d, NewRand(1), 4, 2, 0, false)
 			require.NoError(t, err)
