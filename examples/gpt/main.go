@@ -16,6 +16,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -177,6 +179,9 @@ func run(ctx context.Context, args []string, out io.Writer) (result, error) {
 				c.data, len(split), c.model.BlockSize)
 		}
 	}
+	if err := fitsInMemory(c.model, "/proc/meminfo"); err != nil {
+		return result{}, err
+	}
 	xla.ResetMetrics() // this run's counts
 	var res result
 	err = ddp.Run(ctx, func(ctx context.Context, w ddp.Worker) error {
@@ -187,4 +192,26 @@ func run(ctx context.Context, args []string, out io.Writer) (result, error) {
 		return err
 	}, c.launch)
 	return res, err
+}
+
+// fitsInMemory refuses a model whose weights, gradients and AdamW state
+// (16 bytes a parameter) outgrow the machine's memory (MemTotal of
+// meminfo; no check where it cannot be read): the Go runtime would die
+// allocating them instead of saying which flag to lower.
+func fitsInMemory(model nn.GPTConfig, meminfo string) error {
+	b, err := os.ReadFile(meminfo)
+	if err != nil {
+		return nil
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		var kb float64
+		if _, err := fmt.Sscanf(line, "MemTotal: %g kB", &kb); err == nil {
+			if need := 16 * model.Parameters(); need > kb*1024 {
+				return fmt.Errorf("a GPT of %.3g parameters needs %.3g GiB for its weights, gradients and AdamW state; this machine has %.3g GiB: lower --layers, --width or --block",
+					model.Parameters(), need/(1<<30), kb/(1<<20))
+			}
+			return nil
+		}
+	}
+	return nil
 }

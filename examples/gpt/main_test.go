@@ -155,6 +155,8 @@ func TestBadInput(t *testing.T) {
 		{[]string{"--spawn", "--data", "/nonexistent"}, "make deps installs Debian's fortunes"},
 		{[]string{"--spawn", "--data", latin1}, "is not UTF-8 text"},
 		{[]string{"--spawn", "--data", short}, "not more than --block 64"},
+		{[]string{"--spawn", "--width", "100000", "--heads", "1", "--layers", "1"}, "needs 1.79e+03 GiB for its weights, gradients and AdamW state"},
+		{[]string{"--spawn", "--layers", "100000000", "--width", "4096"}, "lower --layers, --width or --block"},
 		{[]string{"--spawn", "--cpu-devices", "2", "--batch-size", "1"}, "--batch-size 1 is less than one row per replica (2)"},
 		{[]string{"--spawn", "--resume", "--checkpoint", filepath.Join(dir, "none.safetensors")}, "none.safetensors"},
 		{[]string{"--spawn", "--plot", filepath.Join(dir, "curves.jpg")}, "name a .png file"},

@@ -35,7 +35,7 @@ func NewMultiheadAttention(d *xla.Device, rng *rand.Rand, embed, heads int, drop
 	b := &builder{dev: d, rng: rng}
 	m := &MultiheadAttention{Heads: heads, Causal: causal, drop: drop}
 	m.InProjWeight = b.param(b.uniform(math.Sqrt(6/float64(embed+3*embed)), 3*embed, embed), 3*embed, embed)
-	m.InProjBias = b.param(filled(0, 3*embed), 3*embed)
+	m.InProjBias = b.param(b.filled(0, 3*embed), 3*embed)
 	if b.err != nil {
 		return nil, b.err
 	}

@@ -19,10 +19,10 @@ type BatchNorm2d struct {
 func NewBatchNorm2d(d *xla.Device, c int) (*BatchNorm2d, error) {
 	b := &builder{dev: d}
 	bn := &BatchNorm2d{
-		Weight:      b.param(filled(1, c), c),
-		Bias:        b.param(filled(0, c), c),
-		RunningMean: b.upload(filled(0, c), c),
-		RunningVar:  b.upload(filled(1, c), c),
+		Weight:      b.param(b.filled(1, c), c),
+		Bias:        b.param(b.filled(0, c), c),
+		RunningMean: b.upload(b.filled(0, c), c),
+		RunningVar:  b.upload(b.filled(1, c), c),
 		Momentum:    0.1, Eps: 1e-5, training: true,
 	}
 	if b.err == nil {

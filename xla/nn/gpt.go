@@ -80,7 +80,19 @@ func (c GPTConfig) check() error {
 	if c.Vocab < 1 || c.BlockSize < 1 || c.Layers < 1 || c.Heads < 1 || c.Width < 1 || c.Width%c.Heads != 0 {
 		return fmt.Errorf("nn: GPT %+v: vocabulary, block size, layers, heads and width must be positive, the width a multiple of the heads", c)
 	}
+	if p := c.Parameters(); p > xla.MaxTensorBytes/4 {
+		return fmt.Errorf("nn: GPT %+v has %.3g parameters, more than any device holds (xla.MaxTensorBytes)", c, p)
+	}
 	return nil
+}
+
+// Parameters counts the model's parameters (the tied head once), in
+// float64 so that no configuration overflows: per block 12·W² + 13·W
+// (attention 4·W² + 4·W, MLP 8·W² + 5·W, two norms 4·W), the embeddings
+// (Vocab + BlockSize)·W and the final norm 2·W.
+func (c GPTConfig) Parameters() float64 {
+	w := float64(c.Width)
+	return float64(c.Layers)*(12*w*w+13*w) + float64(c.Vocab+c.BlockSize)*w + 2*w
 }
 
 // GPT is a character- or token-level decoder: token and learned position

@@ -34,7 +34,10 @@ type gptRun struct {
 
 // gptFixtureValues is gen_gpt_fixture.py's formula for the k-th tensor.
 func gptFixtureValues(name string, k int, dims []int) []float32 {
-	n := size(dims)
+	n := 1
+	for _, d := range dims {
+		n *= d
+	}
 	out := make([]float32, n)
 	for i := range out {
 		base := (math.Mod(float64(i)*7919+float64(k)*104729, 1000) - 500) / 500

@@ -1,7 +1,9 @@
 package nn
 
 import (
+	"fmt"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 
 	"github.com/xladdp/xladdp/xla"
@@ -40,18 +42,28 @@ func (b *builder) param(values []float32, dims ...int) *xla.Tensor {
 	return t
 }
 
-func size(dims []int) int {
-	n := 1
+// alloc returns a host slice for a tensor of dims, or nil (and b.err)
+// when no tensor can be that large: an impossible size is an error
+// before it is an allocation the Go runtime dies of.
+func (b *builder) alloc(dims ...int) []float32 {
+	n := uint64(1)
 	for _, d := range dims {
-		n *= d
+		hi, lo := bits.Mul64(n, uint64(max(d, 0)))
+		if hi != 0 || lo > xla.MaxTensorBytes/4 {
+			if b.err == nil {
+				b.err = fmt.Errorf("nn: a parameter of %v float32 values is larger than any tensor (xla.MaxTensorBytes, %d bytes)", dims, int64(xla.MaxTensorBytes))
+			}
+			return nil
+		}
+		n = lo
 	}
-	return n
+	return make([]float32, n)
 }
 
 // uniform draws U(-bound, bound): torch's kaiming_uniform_(a=sqrt(5))
 // weights and default biases use bound 1/sqrt(fan_in).
 func (b *builder) uniform(bound float64, dims ...int) []float32 {
-	v := make([]float32, size(dims))
+	v := b.alloc(dims...)
 	for i := range v {
 		v[i] = float32((b.rng.Float64()*2 - 1) * bound)
 	}
@@ -61,15 +73,15 @@ func (b *builder) uniform(bound float64, dims ...int) []float32 {
 // normal draws N(0, std): torchvision's kaiming_normal_(fan_out, relu) for
 // ResNet convolutions uses std sqrt(2/fan_out).
 func (b *builder) normal(std float64, dims ...int) []float32 {
-	v := make([]float32, size(dims))
+	v := b.alloc(dims...)
 	for i := range v {
 		v[i] = float32(b.rng.NormFloat64() * std)
 	}
 	return v
 }
 
-func filled(value float32, dims ...int) []float32 {
-	v := make([]float32, size(dims))
+func (b *builder) filled(value float32, dims ...int) []float32 {
+	v := b.alloc(dims...)
 	for i := range v {
 		v[i] = value
 	}

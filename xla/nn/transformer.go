@@ -61,7 +61,7 @@ func NewLayerNorm(d *xla.Device, dim int, eps float64) (*LayerNorm, error) {
 		eps = 1e-5
 	}
 	b := &builder{dev: d}
-	l := &LayerNorm{Weight: b.param(filled(1, dim), dim), Bias: b.param(filled(0, dim), dim), Eps: eps}
+	l := &LayerNorm{Weight: b.param(b.filled(1, dim), dim), Bias: b.param(b.filled(0, dim), dim), Eps: eps}
 	return l, b.err
 }
 

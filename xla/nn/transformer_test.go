@@ -108,6 +108,17 @@ func TestTransformerLayersAgainstFloat64Reference(t *testing.T) {
 	}
 }
 
+// TestGPTParameters: the count GPTConfig.Parameters gives before
+// building is the built model's.
+func TestGPTParameters(t *testing.T) {
+	d := newEngine(t, 1).Device(0)
+	for _, c := range []GPTConfig{{Vocab: 11, BlockSize: 8, Layers: 2, Heads: 2, Width: 16}, {Vocab: 65, BlockSize: 64, Layers: 4, Heads: 4, Width: 128}} {
+		g, err := NewGPT(d, NewRand(1), c)
+		require.NoError(t, err)
+		assert.EqualValues(t, NumParameters(g), c.Parameters(), "%+v", c)
+	}
+}
+
 // TestTransformerLayersRefuseBadInput: impossible sizes fail at
 // construction, wrong inputs in the result, never a panic.
 func TestTransformerLayersRefuseBadInput(t *testing.T) {
@@ -155,6 +166,10 @@ func TestTransformerLayersRefuseBadInput(t *testing.T) {
 			require.NoError(t, err)
 			return g.Forward(d.Zeros(xla.Float32, 2, 3)).Err()
 		}, "want Int32 or Int64"},
+		{"GPT larger than any device", func() error {
+			_, err := NewGPT(d, NewRand(1), GPTConfig{Vocab: 5, BlockSize: 4, Layers: 100_000_000, Heads: 1, Width: 4096})
+			return err
+		}, "more than any device holds"},
 		{"integer compute dtype", func() error { return SetComputeDType(NewSequential(), xla.Int32) }, "must be a float type"},
 	} {
 		t.Run(tc.name, func(t *testing.T) { assert.ErrorContains(t, tc.err(), tc.want) })
