@@ -34,13 +34,15 @@ func equivalenceScenario(rep *report) {
 	devices, _ := strconv.Atoi(os.Getenv("XLADDP_TEST_DEVICES"))
 	micro, _ := strconv.Atoi(os.Getenv("XLADDP_TEST_MICRO"))
 	var opts []WrapOption
-	compiled := false
+	compiled, zero := false, false
 	for _, o := range strings.Split(os.Getenv("XLADDP_TEST_WRAP"), ",") {
 		switch {
 		case o == "view":
 			opts = append(opts, GradientAsBucketView())
 		case o == "compiled":
 			compiled = true
+		case o == "zero":
+			zero = true
 		case strings.HasPrefix(o, "bucket="):
 			mb, _ := strconv.ParseFloat(strings.TrimPrefix(o, "bucket="), 64)
 			opts = append(opts, BucketCapMB(mb))
@@ -52,19 +54,32 @@ func equivalenceScenario(rep *report) {
 		return
 	}
 	defer done()
+	steps := equivalenceSteps
+	if s, err := strconv.Atoi(os.Getenv("XLADDP_TEST_STEPS")); err == nil {
+		steps = s
+	}
 	params := make([][][]float32, devices)
 	syncs := make([]int, devices)
+	losses := make([][]float32, devices)
 	collectivesBefore := dist.Default().Collectives()
 	xla.ResetMetrics()
 	err = e.RunReplicas(ctx, devices, func(ctx context.Context, r xla.Replica) error {
 		replica, replicas := dist.Rank()*devices+r.Index(), dist.WorldSize()*devices
 		rows := globalRows / replicas
 		var err error
-		params[r.Index()], err = trainModel(ctx, r.Device(), trainRun{
-			kind: kind, seed: 100 + uint64(replica), steps: equivalenceSteps,
+		run := trainRun{
+			kind: kind, seed: 100 + uint64(replica), steps: steps,
 			shards: split(replica*rows, (replica+1)*rows, micro), wrap: true, opts: opts, compiled: compiled,
 			mark: func() error { return r.MarkStep(ctx) }, syncs: &syncs[r.Index()],
-		})
+			optimizer: os.Getenv("XLADDP_TEST_OPTIM"), zero: zero,
+		}
+		if os.Getenv("XLADDP_TEST_LOSSES") != "" {
+			// Every replica keeps its losses (they are outputs of the
+			// programs every replica must trace alike); replica 0's are
+			// reported.
+			run.losses = &losses[r.Index()]
+		}
+		params[r.Index()], err = trainModel(ctx, r.Device(), run)
 		return err
 	})
 	if err != nil {
@@ -72,6 +87,7 @@ func equivalenceScenario(rep *report) {
 		return
 	}
 	rep.Params = params[0]
+	rep.Losses = losses[0]
 	rep.BytesToHost = xla.GetMetrics().BytesToHost
 	rep.Counters = map[string]int64{"gradient syncs": int64(syncs[0]),
 		"collectives": int64(dist.Default().Collectives() - collectivesBefore), "in-graph all-reduces": xla.GetMetrics().AllReduces}

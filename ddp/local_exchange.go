@@ -19,6 +19,7 @@ type localExchange struct {
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced at each publish
 	results map[uint64]*localResult
+	gathers map[uint64]*localGather
 	rounds  map[*xla.Device]uint64
 }
 
@@ -100,4 +101,63 @@ func hostOnce[T any](ctx context.Context, dev *xla.Device, timeout time.Duration
 	}
 	t, _ := v.(T)
 	return t, nil
+}
+
+// localGather is one gatherLocal round: each replica's value by index.
+type localGather struct {
+	values  []any
+	posted  int
+	pending int // replicas that have not read it yet
+}
+
+// gatherLocal returns every local replica's value, in replica order, to
+// each of them; they wait for each other (within timeout).
+func gatherLocal[T any](ctx context.Context, dev *xla.Device, timeout time.Duration, what string, mine T) ([]T, error) {
+	index, count := dev.Replica()
+	if count == 1 {
+		return []T{mine}, nil
+	}
+	x := exchangeOf(dev)
+	round := x.next(dev)
+	x.mu.Lock()
+	if x.gathers == nil {
+		x.gathers = map[uint64]*localGather{}
+	}
+	g := x.gathers[round]
+	if g == nil {
+		g = &localGather{values: make([]any, count), pending: count}
+		x.gathers[round] = g
+	}
+	g.values[index] = mine
+	g.posted++
+	if g.posted == count {
+		close(x.changed)
+		x.changed = make(chan struct{})
+	}
+	x.mu.Unlock()
+	limit := time.NewTimer(timeout)
+	defer limit.Stop()
+	for {
+		x.mu.Lock()
+		if g.posted == count {
+			if g.pending--; g.pending == 0 {
+				delete(x.gathers, round)
+			}
+			x.mu.Unlock()
+			out := make([]T, count)
+			for i, v := range g.values {
+				out[i], _ = v.(T)
+			}
+			return out, nil
+		}
+		changed := x.changed
+		x.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%s: waiting for the other local replicas: %w", what, context.Cause(ctx))
+		case <-limit.C:
+			return nil, fmt.Errorf("%s: the other local replicas did not arrive in %s", what, timeout)
+		}
+	}
 }

@@ -187,37 +187,65 @@ type trainRun struct {
 	compiled bool
 	// syncs, when set, receives the wrapper's GradientSyncs at the end.
 	syncs *int
+	// optimizer replaces the kind's (optimizerFor); zero shards it
+	// (ZeroRedundancyOptimizer; needs wrap).
+	optimizer string
+	zero      bool
+	// losses, when set, receives each step's loss (the last micro-batch's).
+	losses *[]float32
 }
 
-// optimizerFor returns kind's optimizer and what runs between the last
-// Backward and the optimizer's Step (gpt: clipping) and after it (gpt:
-// the schedule).
-func optimizerFor(kind string, model nn.Module) (opt optim.Optimizer, beforeStep func() error, afterStep func(), err error) {
-	beforeStep, afterStep = func() error { return nil }, func() {}
-	if kind == "gpt" {
-		adamw, err := optim.NewAdamWGroups(optim.DecayGroups(nn.NamedParameters(model), 0.1), optim.AdamConfig{LR: 3e-3, Beta2: 0.99})
-		if err != nil {
-			return nil, nil, nil, err
+// optimizerRecipe is how a test model is optimized: its parameter groups
+// (nil: one), the optimizer built over groups (the model's, or a sharded
+// optimizer's shards), whether the gradients are clipped at 1 before
+// each step, and the schedule (nil: none).
+type optimizerRecipe struct {
+	groups   []optim.ParamGroup
+	build    NewOptimizer
+	clip     bool
+	schedule func(optim.Optimizer) (optim.Scheduler, error)
+}
+
+// optimizerFor returns kind's optimizer recipe; name, when set, replaces
+// the kind's optimizer ("adam", "adamw", "adadelta", "nesterov").
+func optimizerFor(kind, name string, model nn.Module) optimizerRecipe {
+	if kind == "gpt" && name == "" {
+		return optimizerRecipe{
+			groups: optim.DecayGroups(nn.NamedParameters(model), 0.1),
+			build: func(groups []optim.ParamGroup) (optim.Optimizer, error) {
+				return optim.NewAdamWGroups(groups, optim.AdamConfig{LR: 3e-3, Beta2: 0.99})
+			},
+			clip: true,
+			schedule: func(opt optim.Optimizer) (optim.Scheduler, error) {
+				return optim.NewWarmupCosine(opt, 5, 20, 3e-4)
+			},
 		}
-		sched, err := optim.NewWarmupCosine(adamw, 5, 20, 3e-4)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		beforeStep = func() error {
-			_, err := optim.ClipGradNorm(nn.Parameters(model), 1, 2)
-			return err
-		}
-		return adamw, beforeStep, sched.Step, nil
 	}
-	cfg := optim.SGDConfig{LR: 0.1}
-	switch kind {
-	case "cnn":
-		cfg = optim.SGDConfig{LR: 0.05, Momentum: 0.9}
-	case "wide":
-		cfg = optim.SGDConfig{LR: 0.01}
+	sgd := func(cfg optim.SGDConfig) NewOptimizer {
+		return func(groups []optim.ParamGroup) (optim.Optimizer, error) { return optim.NewSGD(groups[0].Params, cfg) }
 	}
-	opt, err = optim.NewSGD(nn.Parameters(model), cfg)
-	return opt, beforeStep, afterStep, err
+	build := sgd(optim.SGDConfig{LR: 0.1})
+	switch {
+	case name == "adam":
+		build = func(groups []optim.ParamGroup) (optim.Optimizer, error) {
+			return optim.NewAdam(groups[0].Params, optim.AdamConfig{LR: 1e-2, WeightDecay: 0.01})
+		}
+	case name == "adamw":
+		build = func(groups []optim.ParamGroup) (optim.Optimizer, error) {
+			return optim.NewAdamW(groups[0].Params, optim.AdamConfig{LR: 1e-2, WeightDecay: 0.1})
+		}
+	case name == "adadelta":
+		build = func(groups []optim.ParamGroup) (optim.Optimizer, error) {
+			return optim.NewAdadelta(groups[0].Params, optim.AdadeltaConfig{LR: 1, WeightDecay: 0.01})
+		}
+	case name == "nesterov":
+		build = sgd(optim.SGDConfig{LR: 0.05, Momentum: 0.9, Nesterov: true, WeightDecay: 1e-3})
+	case kind == "cnn":
+		build = sgd(optim.SGDConfig{LR: 0.05, Momentum: 0.9})
+	case kind == "wide":
+		build = sgd(optim.SGDConfig{LR: 0.01})
+	}
+	return optimizerRecipe{build: build}
 }
 
 // trainModel trains run on d and returns the parameters.
@@ -242,19 +270,31 @@ func trainModel(ctx context.Context, d *xla.Device, run trainRun) ([][]float32, 
 		defer wrapped.Close()
 		model = wrapped
 	}
-	opt, beforeStep, afterStep, err := optimizerFor(run.kind, model)
+	opt, beforeStep, afterStep, err := buildOptimizer(ctx, run, model, wrapped)
 	if err != nil {
 		return nil, err
 	}
 	if wrapped != nil && run.syncs != nil {
 		defer func() { *run.syncs = wrapped.GradientSyncs() }()
 	}
+	var losses []*xla.Tensor
 	backward := func(s [2]int) error {
 		loss, err := lossOn(d, model, run.kind, s[0], s[1])
 		if err != nil {
 			return err
 		}
+		if run.losses != nil && s == run.shards[len(run.shards)-1] {
+			losses = append(losses, loss.Detach())
+		}
 		return loss.DivScalar(float64(len(run.shards))).Backward()
+	}
+	if run.losses != nil {
+		defer func() {
+			for _, l := range losses {
+				v, _ := l.Item(ctx)
+				*run.losses = append(*run.losses, float32(v))
+			}
+		}()
 	}
 	if run.compiled {
 		return trainCompiled(ctx, d, run, model, wrapped, opt, backward)
@@ -293,6 +333,47 @@ func trainModel(ctx context.Context, d *xla.Device, run trainRun) ([][]float32, 
 		}
 	}
 	return parameterValues(ctx, model)
+}
+
+// buildOptimizer makes run's optimizer for model (sharded over the
+// replicas when run.zero) and what runs between the last Backward and
+// Step (clipping) and after Step (the schedule).
+func buildOptimizer(ctx context.Context, run trainRun, model nn.Module, wrapped *DistributedDataParallel) (
+	opt optim.Optimizer, beforeStep func() error, afterStep func(), err error) {
+	recipe := optimizerFor(run.kind, run.optimizer, model)
+	beforeStep, afterStep = func() error { return nil }, func() {}
+	if run.zero {
+		z, err := NewZeroRedundancyOptimizer(ctx, wrapped, recipe.groups, recipe.build)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		if recipe.clip {
+			beforeStep = func() error { return z.ClipGradNorm(1, 2) }
+		}
+		opt = z
+	} else {
+		groups := recipe.groups
+		if groups == nil {
+			groups = []optim.ParamGroup{{Params: nn.Parameters(model)}}
+		}
+		if opt, err = recipe.build(groups); err != nil {
+			return nil, nil, nil, err
+		}
+		if recipe.clip {
+			beforeStep = func() error {
+				_, err := optim.ClipGradNorm(nn.Parameters(model), 1, 2)
+				return err
+			}
+		}
+	}
+	if recipe.schedule != nil {
+		sched, err := recipe.schedule(opt)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		afterStep = sched.Step
+	}
+	return opt, beforeStep, afterStep, nil
 }
 
 // trainCompiled is trainModel's loop with compiled steps (one shard).

@@ -92,6 +92,9 @@ type DistributedDataParallel struct {
 	syncs       int
 	closed      bool
 	unhook      func()
+	// zero is the module's sharded optimizer, which averages the
+	// gradients in its Step instead of Backward.
+	zero *ZeroRedundancyOptimizer
 }
 
 // Wrap returns module wrapped for data-parallel training over every
@@ -192,7 +195,7 @@ func Wrap(ctx context.Context, module nn.Module, opts ...WrapOption) (*Distribut
 // replicas. A Backward that reached none of them (an unwrapped model, a
 // saliency map) syncs nothing, as torch's per-parameter hooks never fire.
 func (m *DistributedDataParallel) averageGradients(leaves []*xla.Tensor) error {
-	if m.noSync || m.cfg.manualSync || !m.ownsAny(leaves) {
+	if m.noSync || m.cfg.manualSync || m.zero != nil || !m.ownsAny(leaves) {
 		return nil
 	}
 	return m.SyncGradients(m.ctx)

@@ -278,3 +278,24 @@ func (dd *deviceData) ready(d *Device) (*pjrt.Buffer, error) {
 	}
 	return pb, nil
 }
+
+// DeviceBytes returns the size of t's buffer as the PJRT plugin reports
+// it, computing t first if it is pending: what t holds on its device, not
+// what its shape says it should.
+func (t *Tensor) DeviceBytes(ctx context.Context) (int64, error) {
+	if err := t.materialize(ctx); err != nil {
+		return 0, err
+	}
+	if t.shape.IsZeroSize() {
+		return 0, nil
+	}
+	pb, err := t.data.ready(t.dev)
+	if err != nil {
+		return 0, fmt.Errorf("xla: DeviceBytes of %s: %w", t.shape, err)
+	}
+	n, err := pb.Size()
+	if err != nil {
+		return 0, fmt.Errorf("xla: DeviceBytes of %s: %w", t.shape, err)
+	}
+	return int64(n), nil
+}

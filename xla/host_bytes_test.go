@@ -45,3 +45,23 @@ func TestFromBytesRoundTrip(t *testing.T) {
 		})
 	}
 }
+
+// TestDeviceBytes: the plugin's size of a buffer, for a pending value (it
+// is computed first), a bfloat16 one and an empty one; a failed tensor's
+// error comes back.
+func TestDeviceBytes(t *testing.T) {
+	d := newEngine(t, 1).Device(0)
+	ctx := t.Context()
+	x := d.Ones(Float32, 3, 5).AddScalar(1)
+	n, err := x.DeviceBytes(ctx)
+	require.NoError(t, err)
+	assert.EqualValues(t, 60, n)
+	n, err = x.Cast(BFloat16).DeviceBytes(ctx)
+	require.NoError(t, err)
+	assert.EqualValues(t, 30, n)
+	n, err = d.Zeros(Float32, 0, 4).DeviceBytes(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, n)
+	_, err = x.Reshape(7).DeviceBytes(ctx)
+	assert.Error(t, err)
+}

@@ -49,7 +49,7 @@ func SaveCheckpoint(ctx context.Context, path string, c Checkpoint) error {
 	if c.Optimizer != nil {
 		named = append(named, prefixed(optimizerPrefix, c.Optimizer.State())...)
 		meta["lr"] = strconv.FormatFloat(c.Optimizer.LR(), 'g', -1, 64)
-		meta["optimizer"] = hyperparametersJSON(c.Optimizer)
+		meta["optimizer"] = HyperparametersJSON(c.Optimizer)
 	}
 	tensors, err := nn.EncodeTensors(ctx, named)
 	if err != nil {

@@ -24,6 +24,16 @@ import (
 // after Backward (a DDP wrapper has averaged the gradients there) and
 // before the optimizer's Step; parameters without a gradient are skipped.
 func ClipGradNorm(params []*xla.Tensor, maxNorm, normType float64) (*xla.Tensor, error) {
+	return ClipGradNormAcross(params, maxNorm, normType, nil)
+}
+
+// ClipGradNormAcross is ClipGradNorm over gradients split across replicas,
+// a sharded optimizer's: across combines this replica's partial (the sum
+// of |g|^p of its gradients, or their largest magnitude for the infinity
+// norm, told by max) with every other replica's and returns the job's; a
+// nil across is ClipGradNorm.
+func ClipGradNormAcross(params []*xla.Tensor, maxNorm, normType float64,
+	across func(partial *xla.Tensor, max bool) (*xla.Tensor, error)) (*xla.Tensor, error) {
 	if !(maxNorm >= 0) || math.IsInf(maxNorm, 0) {
 		return nil, fmt.Errorf("optim: ClipGradNorm max norm %g: must be finite and >= 0", maxNorm)
 	}
@@ -72,6 +82,12 @@ func ClipGradNorm(params []*xla.Tensor, maxNorm, normType float64) (*xla.Tensor,
 			total = total.Maximum(part)
 		default:
 			total = total.Add(part)
+		}
+	}
+	if across != nil {
+		var err error
+		if total, err = across(total, math.IsInf(normType, 1)); err != nil {
+			return nil, err
 		}
 	}
 	switch {

@@ -136,8 +136,9 @@ func weightDecayed(grad, p *xla.Tensor, wd float64) *xla.Tensor {
 	return grad.Add(p.MulScalar(wd))
 }
 
-// hyperparametersJSON renders an optimizer's settings for checkpoint metadata.
-func hyperparametersJSON(o Optimizer) string {
+// HyperparametersJSON renders an optimizer's settings as JSON (sorted keys), as
+// checkpoints store them.
+func HyperparametersJSON(o Optimizer) string {
 	b, _ := json.Marshal(o.Hyperparameters())
 	return string(b)
 }

@@ -163,8 +163,21 @@ func (g *group) allGather(seq uint64, out, in Buffer, deadline time.Time) error 
 
 // reduceScatter gives this rank its block of in reduced across ranks,
 // leaving in unchanged.
+//
+// Its fold order is the all-reduce's wherever that one folds in rank
+// order (same host, or a small buffer), so that a sharded optimizer's
+// reduce-scatter and the plain wrapper's all-reduce sum alike; a large
+// buffer between hosts takes the ring.
 func (g *group) reduceScatter(seq uint64, out, in Buffer, op ReduceOp, deadline time.Time) error {
 	n := out.Len()
+	if g.size > 1 && n > 0 {
+		switch {
+		case g.shm != nil:
+			return g.shmReduceScatter(seq, out, in, op, deadline)
+		case len(in.Bytes()) <= directAllReduceBytes:
+			return g.directReduceScatter(seq, out, in, op, deadline)
+		}
+	}
 	work := transport.ByteBuffer(in.DType, append([]byte(nil), in.Bytes()...))
 	if g.size > 1 && n > 0 {
 		b := make([]int, g.size+1)
@@ -177,6 +190,35 @@ func (g *group) reduceScatter(seq uint64, out, in Buffer, op ReduceOp, deadline 
 	}
 	copy(out.Bytes(), work.Slice(g.rank*n, (g.rank+1)*n).Bytes())
 	return nil
+}
+
+// directReduceScatter sends each rank its block of in and folds the
+// blocks it receives in rank order, as directAllReduce does.
+func (g *group) directReduceScatter(seq uint64, out, in Buffer, op ReduceOp, deadline time.Time) error {
+	n := out.Len()
+	var sent []sentJob
+	for q, p := range g.peers {
+		if p != nil {
+			sent = append(sent, sentJob{q, p.send(kindCollective, tag(seq, 0, 0), g.opDesc, in.Slice(q*n, (q+1)*n).Bytes(), deadline)})
+		}
+	}
+	parts := make([]Buffer, g.size)
+	parts[g.rank] = in.Slice(g.rank*n, (g.rank+1)*n)
+	for q, p := range g.peers {
+		if p == nil {
+			continue
+		}
+		got := make([]byte, len(out.Bytes()))
+		if err := p.recv(kindCollective, tag(seq, 0, 0), g.opDesc, got, deadline); err != nil {
+			return peerError(q, err)
+		}
+		parts[q] = transport.ByteBuffer(in.DType, got)
+	}
+	copy(out.Bytes(), parts[0].Bytes())
+	for q := 1; q < g.size; q++ {
+		transport.ReduceInto(out, parts[q], op)
+	}
+	return waitAll(sent)
 }
 
 // exchange sends msg to every peer and returns what each sent (nil for

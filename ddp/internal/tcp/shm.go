@@ -317,12 +317,7 @@ func (g *group) shmReduce(seq uint64, step int, buf Buffer, offsets []int, op Re
 		lo, hi := offsets[q]+b[part]*size, offsets[q]+b[part+1]*size
 		return transport.ByteBuffer(buf.DType, s.slotOf(q)[lo:hi])
 	}
-	own := buf.Slice(b[r], b[r+1])
-	for q := range n {
-		if q != r {
-			transport.ReduceInto(own, peerPart(q, r), op)
-		}
-	}
+	foldInRankOrder(buf.Slice(b[r], b[r+1]), r, n, func(q int) Buffer { return peerPart(q, r) }, op)
 	if _, err := g.exchange(kindCollective, seq, step, nil, deadline); err != nil {
 		return err
 	}
@@ -334,6 +329,58 @@ func (g *group) shmReduce(seq uint64, step int, buf Buffer, offsets []int, op Re
 	// Peers still read this rank's part until everyone has copied.
 	_, err := g.exchange(kindCollective, seq, step+1, nil, deadline)
 	return err
+}
+
+// foldInRankOrder combines the n ranks' parts into own (rank r's part,
+// which it holds) as ((p0 ∘ p1) ∘ p2) ∘ ... in rank order, the order
+// every other same-host reduction folds in, so that an all-reduce and a
+// reduce-scatter of the same values agree bit for bit whichever rank
+// owns a chunk. The ops are commutative, so p_r ∘ acc = acc ∘ p_r.
+func foldInRankOrder(own Buffer, r, n int, part func(q int) Buffer, op ReduceOp) {
+	if r > 0 {
+		acc := transport.ByteBuffer(own.DType, append([]byte(nil), part(0).Bytes()...))
+		for q := 1; q < r; q++ {
+			transport.ReduceInto(acc, part(q), op)
+		}
+		transport.ReduceInto(own, acc, op)
+	}
+	for q := r + 1; q < n; q++ {
+		transport.ReduceInto(own, part(q), op)
+	}
+}
+
+// shmReduceScatter reduce-scatters through the staging areas, window by
+// window: every rank stages its window of in, and each folds its block's
+// part of the window from every rank's staging area in rank order.
+func (g *group) shmReduceScatter(seq uint64, out, in Buffer, op ReduceOp, deadline time.Time) error {
+	s := g.shm
+	size := in.DType.Size()
+	per := s.staging / size
+	mineLo, mineHi := g.rank*out.Len(), (g.rank+1)*out.Len()
+	step := 0
+	for lo := 0; lo < in.Len(); lo += per {
+		hi := min(lo+per, in.Len())
+		copy(s.slotOf(g.rank)[shmHeaderBytes:], in.Slice(lo, hi).Bytes())
+		if _, err := g.exchange(kindCollective, seq, step, nil, deadline); err != nil {
+			return err
+		}
+		if a, b := max(lo, mineLo), min(hi, mineHi); a < b {
+			staged := func(q int) Buffer {
+				return transport.ByteBuffer(in.DType, s.slotOf(q)[shmHeaderBytes+(a-lo)*size:shmHeaderBytes+(b-lo)*size])
+			}
+			dst := out.Slice(a-mineLo, b-mineLo)
+			copy(dst.Bytes(), staged(0).Bytes())
+			for q := 1; q < g.size; q++ {
+				transport.ReduceInto(dst, staged(q), op)
+			}
+		}
+		// Peers read this rank's staging area until everyone has folded.
+		if _, err := g.exchange(kindCollective, seq, step+1, nil, deadline); err != nil {
+			return err
+		}
+		step += 2
+	}
+	return nil
 }
 
 // close releases the segment. Its pages are replaced by private zero

@@ -42,6 +42,8 @@ type Report struct {
 	// what its process copied from devices to the host.
 	Params      [][]float32
 	BytesToHost int64
+	// Losses are a training scenario's per-step losses (replica 0's).
+	Losses []float32
 	// Counters are a scenario's named counts (gradient syncs, collectives).
 	Counters map[string]int64
 }

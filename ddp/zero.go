@@ -1,0 +1,423 @@
+package ddp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/xladdp/xladdp/ddp/dist"
+	"github.com/xladdp/xladdp/xla"
+	"github.com/xladdp/xladdp/xla/nn"
+	"github.com/xladdp/xladdp/xla/optim"
+)
+
+// NewOptimizer builds the optimizer a ZeroRedundancyOptimizer runs on its
+// shards: one group per group given to NewZeroRedundancyOptimizer, same
+// weight decay, its parameters this replica's flat master shards. For
+// one group, optim.NewAdam(groups[0].Params, cfg); for decay groups,
+// optim.NewAdamWGroups(groups, cfg).
+type NewOptimizer func(groups []optim.ParamGroup) (optim.Optimizer, error)
+
+// ZeroRedundancyOptimizer is ZeRO stage 1, torch's
+// ZeroRedundancyOptimizer over a DistributedDataParallel module: the
+// optimizer state and the master weights are sharded over the replicas
+// of the job. The module's parameters are laid end to end in buckets
+// (by parameter group and dtype, at most the wrapper's BucketCapMB each),
+// each cut into one equal shard per replica (zero-padded when its length
+// does not divide). Step reduce-scatters the gradients (each replica
+// receives the mean over all replicas of its shard only), updates its
+// shard with the inner optimizer, and all-gathers the updated parameters
+// into every replica's module: the same update as the plain optimizer
+// on averaged gradients, with 1/N of its state per replica. In-graph
+// over local replicas (recorded into the step's program), through the
+// host process group across processes, and both at once. bfloat16
+// parameters keep float32 master shards.
+//
+// The wrapper stops averaging gradients in Backward once it has one:
+// Step does it. Every replica calls each method at the same point.
+type ZeroRedundancyOptimizer struct {
+	module   *DistributedDataParallel
+	dev      *xla.Device
+	params   []nn.Named
+	groupOf  []int
+	groups   []optim.ParamGroup // weight decays as given; Params unused after construction
+	capBytes int
+	buckets  []*zeroBucket
+	masters  []*xla.Tensor // this replica's shard of each bucket
+	inner    optim.Optimizer
+	// The job: replica is this replica's global index among replicas;
+	// local is the replicas per process; group is nil for one process.
+	replica, replicas, local int
+	group                    *dist.ProcessGroup
+	host                     *zeroHost
+	layout                   string
+	clip                     *clipRequest
+	lastNorm                 *xla.Tensor
+}
+
+// clipRequest is a ClipGradNorm waiting for the next Step.
+type clipRequest struct{ maxNorm, normType float64 }
+
+// NewZeroRedundancyOptimizer shards module's optimizer: groups lists the
+// module's parameters with their weight decay (nil: one group of them
+// all), newOptimizer builds the optimizer over this replica's shards.
+// Every replica calls it at the same point, with the same groups and the
+// same optimizer settings: a replica that differs is an error on every
+// replica, naming it. Parameters with no elements are left out.
+func NewZeroRedundancyOptimizer(ctx context.Context, module *DistributedDataParallel, groups []optim.ParamGroup,
+	newOptimizer NewOptimizer) (*ZeroRedundancyOptimizer, error) {
+	z, err := newZero(ctx, module, groups, newOptimizer)
+	if err != nil {
+		return nil, fmt.Errorf("ddp: NewZeroRedundancyOptimizer on replica %d: %w", globalReplica(module), err)
+	}
+	module.zero = z
+	return z, nil
+}
+
+// globalReplica is the replica index of m's device in the job, for errors.
+func globalReplica(m *DistributedDataParallel) int {
+	if m == nil || m.dev == nil {
+		return max(dist.Rank(), 0)
+	}
+	index, count := m.dev.Replica()
+	return max(dist.Rank(), 0)*count + index
+}
+
+func newZero(ctx context.Context, module *DistributedDataParallel, groups []optim.ParamGroup, newOptimizer NewOptimizer) (*ZeroRedundancyOptimizer, error) {
+	switch {
+	case module == nil:
+		return nil, errors.New("a nil module: wrap the model with ddp.Wrap first")
+	case newOptimizer == nil:
+		return nil, errors.New("a nil NewOptimizer")
+	case module.closed:
+		return nil, errors.New("the module's wrapper is closed")
+	case module.zero != nil:
+		return nil, errors.New("the module already has a ZeroRedundancyOptimizer: one per wrapper")
+	case len(module.params) == 0:
+		return nil, errors.New("the module has no parameters with elements: nothing to shard")
+	}
+	if groups == nil {
+		all := make([]*xla.Tensor, len(module.params))
+		for i, p := range module.params {
+			all[i] = p.Tensor
+		}
+		groups = []optim.ParamGroup{{Params: all}}
+	}
+	groupOf, err := groupsOf(module.params, groups)
+	if err != nil {
+		return nil, err
+	}
+	if module.dev.Tracing() {
+		return nil, errors.New("called inside a compiled step: create the optimizer before compiling")
+	}
+	z := &ZeroRedundancyOptimizer{module: module, dev: module.dev, params: module.params, groupOf: groupOf,
+		capBytes: int(module.cfg.bucketCapMB * (1 << 20)), group: dist.Default()}
+	z.groups = make([]optim.ParamGroup, len(groups))
+	for i, g := range groups {
+		z.groups[i].WeightDecay = g.WeightDecay
+	}
+	index, local := module.dev.Replica()
+	processes, rank := 1, 0
+	if z.group != nil && z.group.WorldSize() > 1 {
+		processes, rank = z.group.WorldSize(), z.group.Rank()
+		z.host = &zeroHost{group: z.group}
+	} else {
+		z.group = nil
+	}
+	z.replica, z.replicas, z.local = rank*local+index, processes*local, local
+	z.buckets = planZeroBuckets(z.params, groupOf, len(groups), z.capBytes, z.replicas)
+	if err := z.initMasters(ctx); err != nil {
+		return nil, err
+	}
+	shardGroups := make([]optim.ParamGroup, len(groups))
+	for i, g := range groups {
+		shardGroups[i].WeightDecay = g.WeightDecay
+	}
+	for b, bucket := range z.buckets {
+		shardGroups[bucket.group].Params = append(shardGroups[bucket.group].Params, z.masters[b])
+	}
+	if z.inner, err = newOptimizer(shardGroups); err != nil {
+		return nil, fmt.Errorf("building the optimizer over the shards: %w", err)
+	}
+	if z.inner == nil {
+		return nil, errors.New("NewOptimizer returned no optimizer")
+	}
+	z.layout = zeroLayoutText(z.params, groupOf, groups, z.capBytes, z.inner)
+	if err := z.agreeOnLayout(ctx); err != nil {
+		return nil, err
+	}
+	return z, nil
+}
+
+// initMasters uploads this replica's shard of every bucket from the
+// module's parameters (equal on every replica since Wrap).
+func (z *ZeroRedundancyOptimizer) initMasters(ctx context.Context) error {
+	if err := z.dev.MarkStep(ctx); err != nil {
+		return err
+	}
+	values := make([][]byte, len(z.params))
+	for i, p := range z.params {
+		values[i] = make([]byte, p.Tensor.Shape().Memory())
+		if err := p.Tensor.CopyBytesTo(ctx, values[i]); err != nil {
+			return fmt.Errorf("reading %s: %w", p.Name, err)
+		}
+	}
+	z.masters = make([]*xla.Tensor, len(z.buckets))
+	for b, bucket := range z.buckets {
+		m, err := xla.FromBytes(z.dev, bucket.masterDType(), []int{bucket.shardLen(z.replicas)},
+			shardBytes(bucket, values, z.replica, z.replicas))
+		if err != nil {
+			return fmt.Errorf("uploading the master shard of bucket %d: %w", b, err)
+		}
+		if err := m.SetRequiresGrad(true); err != nil {
+			return err
+		}
+		z.masters[b] = m
+	}
+	return nil
+}
+
+// agreeOnLayout compares the layout (parameters, groups, optimizer) with
+// every local replica and every rank.
+func (z *ZeroRedundancyOptimizer) agreeOnLayout(ctx context.Context) error {
+	timeout := timeoutOf(z.group)
+	texts, err := gatherLocal(ctx, z.dev, timeout, "comparing the optimizer layout", z.layout)
+	if err != nil {
+		return err
+	}
+	index, _ := z.dev.Replica()
+	for i, text := range texts {
+		if text != z.layout {
+			return fmt.Errorf("%w: %s: local replicas %d and %d differ: %s", dist.ErrMismatch, zeroMismatch.summary, i, index,
+				firstDifference(text, z.layout))
+		}
+	}
+	if z.group == nil {
+		return nil
+	}
+	_, err = hostOnce(ctx, z.dev, timeout, "comparing the optimizer layout", func() (struct{}, error) {
+		h := &hostPath{group: z.group}
+		replicas, err := h.checkLayout(ctx, z.layout, z.local, zeroMismatch)
+		if err == nil && replicas != z.replicas {
+			err = fmt.Errorf("ranks run different numbers of local replicas (%d in all, %d here × %d ranks): "+
+				"ZeroRedundancyOptimizer needs the same count on every rank", replicas, z.local, z.group.WorldSize())
+		}
+		return struct{}{}, err
+	})
+	return err
+}
+
+var zeroMismatch = mismatchKind{"ranks built ZeroRedundancyOptimizer differently (same model, groups and optimizer " +
+	"settings on every rank?)", "line"}
+
+// firstDifference names the first line where a and b differ.
+func firstDifference(a, b string) string {
+	la, lb := strings.Split(a, "\n"), strings.Split(b, "\n")
+	for i := 0; i < max(len(la), len(lb)); i++ {
+		if x, y := lineAt(la, i), lineAt(lb, i); x != y {
+			return fmt.Sprintf("%q against %q", x, y)
+		}
+	}
+	return "no line differs"
+}
+
+// ClipGradNorm makes the next Step clip the averaged gradients to a total
+// norm of maxNorm before the update, torch's clip_grad_norm_ over the
+// whole model (the norm is over every shard of every replica; see
+// optim.ClipGradNorm). Call it where the plain loop calls
+// optim.ClipGradNorm, between Backward and Step; LastGradNorm returns the
+// norm once Step ran.
+func (z *ZeroRedundancyOptimizer) ClipGradNorm(maxNorm, normType float64) error {
+	if !(maxNorm >= 0) || math.IsInf(maxNorm, 0) || !(normType > 0) {
+		return fmt.Errorf("ddp: ClipGradNorm(%g, %g): the max norm must be finite and >= 0, the norm type > 0", maxNorm, normType)
+	}
+	z.clip = &clipRequest{maxNorm: maxNorm, normType: normType}
+	return nil
+}
+
+// LastGradNorm is the total gradient norm the last Step clipped by, or nil.
+func (z *ZeroRedundancyOptimizer) LastGradNorm() *xla.Tensor { return z.lastNorm }
+
+// Step averages the gradients shard by shard, updates this replica's
+// shard and gathers the updated parameters into the module. Across
+// processes it runs the step's program first (the gradients must reach
+// the host) and the update after it (the updated shards must too), so it
+// cannot run inside a compiled step there.
+func (z *ZeroRedundancyOptimizer) Step() error {
+	clip := z.clip
+	z.clip = nil
+	z.lastNorm = nil
+	have, err := z.gradientsPresent()
+	if err != nil || !have {
+		if err == nil {
+			err = z.inner.Step() // counts the step, as the plain optimizer does
+		}
+		return err
+	}
+	ctx := z.module.ctx
+	var shards []*xla.Tensor
+	if z.group == nil {
+		shards, err = z.reduceScatterInGraph()
+	} else {
+		shards, err = z.reduceScatterOnHost(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("ddp: ZeroRedundancyOptimizer.Step on replica %d: %w", z.replica, err)
+	}
+	for b, m := range z.masters {
+		if err := m.SetGrad(shards[b].Cast(m.DType())); err != nil {
+			return err
+		}
+	}
+	if clip != nil {
+		if z.lastNorm, err = optim.ClipGradNormAcross(z.masters, clip.maxNorm, clip.normType, z.combineNorm); err != nil {
+			return fmt.Errorf("ddp: ZeroRedundancyOptimizer.Step on replica %d: clipping: %w", z.replica, err)
+		}
+	}
+	if err := z.inner.Step(); err != nil {
+		return err
+	}
+	if z.group == nil {
+		err = z.allGatherInGraph()
+	} else {
+		err = z.allGatherOnHost(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("ddp: ZeroRedundancyOptimizer.Step on replica %d: %w", z.replica, err)
+	}
+	z.module.syncs++
+	return nil
+}
+
+// gradientsPresent reports whether the module's parameters have
+// gradients: all or none, since a bucket is reduced whole.
+func (z *ZeroRedundancyOptimizer) gradientsPresent() (bool, error) {
+	with := -1
+	for i, p := range z.params {
+		if p.Tensor.Grad() == nil {
+			continue
+		}
+		with = i
+	}
+	if with < 0 {
+		return false, nil
+	}
+	for _, p := range z.params {
+		if p.Tensor.Grad() == nil {
+			return false, fmt.Errorf("ddp: ZeroRedundancyOptimizer.Step on replica %d: %s has no gradient but %s has: "+
+				"a sharded optimizer updates every parameter; wrap with ddp.FindUnusedParameters() so unused ones get zeros",
+				z.replica, p.Name, z.params[with].Name)
+		}
+	}
+	return true, nil
+}
+
+// flatGradients lays bucket b's gradients end to end, zero-padded.
+func (z *ZeroRedundancyOptimizer) flatGradients(b *zeroBucket) *xla.Tensor {
+	parts := make([]*xla.Tensor, 0, len(b.members)+1)
+	for _, m := range b.members {
+		parts = append(parts, z.params[m.param].Tensor.Grad().Reshape(m.length))
+	}
+	if b.padded > b.length {
+		parts = append(parts, z.dev.Zeros(b.dtype, b.padded-b.length))
+	}
+	if len(parts) == 1 {
+		return parts[0]
+	}
+	return xla.Concat(0, parts...)
+}
+
+// reduceScatterInGraph gives each local replica the mean of its shard.
+func (z *ZeroRedundancyOptimizer) reduceScatterInGraph() ([]*xla.Tensor, error) {
+	out := make([]*xla.Tensor, len(z.buckets))
+	for i, b := range z.buckets {
+		out[i] = xla.ReduceScatter(z.flatGradients(b), xla.ReduceMean, 0)
+		if err := out[i].Err(); err != nil {
+			return nil, fmt.Errorf("reduce-scattering bucket %d: %w", i, err)
+		}
+	}
+	return out, nil
+}
+
+// allGatherInGraph sets every parameter from the local replicas' shards.
+func (z *ZeroRedundancyOptimizer) allGatherInGraph() error {
+	for i, b := range z.buckets {
+		whole := xla.AllGather(z.masters[i].Detach().Cast(b.dtype), 0)
+		for _, m := range b.members {
+			p := z.params[m.param]
+			if err := p.Tensor.Assign(whole.Narrow(0, m.offset, m.length).Reshape(m.dims...)); err != nil {
+				return fmt.Errorf("gathering %s: %w", p.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// combineNorm sums (or takes the largest of) every replica's partial
+// gradient norm.
+func (z *ZeroRedundancyOptimizer) combineNorm(partial *xla.Tensor, largest bool) (*xla.Tensor, error) {
+	op := xla.ReduceSum
+	if largest {
+		op = xla.ReduceMax
+	}
+	if z.local > 1 {
+		partial = xla.AllReduce(partial, op)
+	}
+	if z.group == nil {
+		return partial, partial.Err()
+	}
+	return z.host.combineScalar(z.module.ctx, z.dev, partial, op)
+}
+
+// ZeroGrad drops the module's gradients and the shards'.
+func (z *ZeroRedundancyOptimizer) ZeroGrad() {
+	for _, p := range z.params {
+		p.Tensor.ZeroGrad()
+	}
+	z.inner.ZeroGrad()
+}
+
+// LR and SetLR are the inner optimizer's (schedulers drive them).
+func (z *ZeroRedundancyOptimizer) LR() float64      { return z.inner.LR() }
+func (z *ZeroRedundancyOptimizer) SetLR(lr float64) { z.inner.SetLR(lr) }
+
+// Hyperparameters are the inner optimizer's settings.
+func (z *ZeroRedundancyOptimizer) Hyperparameters() map[string]float64 { return z.inner.Hyperparameters() }
+
+// State is this replica's part of the state: the inner optimizer's state
+// over the shards ("step", "state.<bucket>.exp_avg", ...) and the master
+// shards ("master.<bucket>"). Save it with SaveShardedCheckpoint, which
+// writes every replica's.
+func (z *ZeroRedundancyOptimizer) State() []nn.Named {
+	out := append([]nn.Named(nil), z.inner.State()...)
+	for b, m := range z.masters {
+		out = append(out, nn.Named{Name: fmt.Sprintf("master.%d", b), Tensor: m})
+	}
+	return out
+}
+
+// Inner returns the optimizer running on the shards.
+func (z *ZeroRedundancyOptimizer) Inner() optim.Optimizer { return z.inner }
+
+// ShardBytes measures this replica's share, from its live device
+// buffers: the inner optimizer's state (Adam's moments and step) and the
+// master shards.
+func (z *ZeroRedundancyOptimizer) ShardBytes(ctx context.Context) (state, masters int64, err error) {
+	for _, s := range z.inner.State() {
+		n, err := s.Tensor.DeviceBytes(ctx)
+		if err != nil {
+			return 0, 0, fmt.Errorf("ddp: measuring %s: %w", s.Name, err)
+		}
+		state += n
+	}
+	for _, m := range z.masters {
+		n, err := m.DeviceBytes(ctx)
+		if err != nil {
+			return 0, 0, err
+		}
+		masters += n
+	}
+	return state, masters, nil
+}
