@@ -384,7 +384,9 @@ func (z *ZeroRedundancyOptimizer) LR() float64      { return z.inner.LR() }
 func (z *ZeroRedundancyOptimizer) SetLR(lr float64) { z.inner.SetLR(lr) }
 
 // Hyperparameters are the inner optimizer's settings.
-func (z *ZeroRedundancyOptimizer) Hyperparameters() map[string]float64 { return z.inner.Hyperparameters() }
+func (z *ZeroRedundancyOptimizer) Hyperparameters() map[string]float64 {
+	return z.inner.Hyperparameters()
+}
 
 // State is this replica's part of the state: the inner optimizer's state
 // over the shards ("step", "state.<bucket>.exp_avg", ...) and the master

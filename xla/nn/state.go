@@ -16,6 +16,10 @@ var safetensorsDTypes = map[xla.DType]string{
 	xla.Int64: "I64", xla.Bool: "BOOL", xla.Uint64: "U64",
 }
 
+// SafetensorsDType is d's name in a safetensors file ("F32", "BF16", ...),
+// or "" for a dtype the files here do not hold.
+func SafetensorsDType(d xla.DType) string { return safetensorsDTypes[d] }
+
 // EncodeTensors copies named tensors to the host as safetensors tensors
 // (running a MarkStep if any is pending).
 func EncodeTensors(ctx context.Context, named []Named) ([]safetensors.Tensor, error) {

@@ -223,14 +223,20 @@ func ReadFile(path string) (File, error) {
 	return Decode(path, data)
 }
 
-// WriteFile writes f to path atomically: a temporary file in the same
-// directory is written, synced and renamed over path, and the directory is
-// synced, so a crash leaves either the old file or the new one.
+// WriteFile writes f to path atomically (WriteAtomic).
 func WriteFile(path string, f File) error {
 	data, err := Encode(f)
 	if err != nil {
 		return err
 	}
+	return WriteAtomic(path, data)
+}
+
+// WriteAtomic writes data to path atomically: a temporary file in the
+// same directory is written, synced and renamed over path, and the
+// directory is synced, so a crash leaves either the old file or the new
+// one.
+func WriteAtomic(path string, data []byte) error {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
@@ -251,11 +257,18 @@ func WriteFile(path string, f File) error {
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return fmt.Errorf("safetensors: renaming into %s: %w", path, err)
 	}
-	if d, err := os.Open(dir); err == nil {
-		defer d.Close()
-		if err := d.Sync(); err != nil {
-			return fmt.Errorf("safetensors: syncing directory %s: %w", dir, err)
-		}
+	return SyncDir(dir)
+}
+
+// SyncDir makes the entries of dir (a rename into it) durable.
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return nil // nothing to sync on a directory that cannot be opened
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("safetensors: syncing directory %s: %w", dir, err)
 	}
 	return nil
 }
