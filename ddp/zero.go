@@ -190,7 +190,7 @@ func (z *ZeroRedundancyOptimizer) agreeOnLayout(ctx context.Context) error {
 	index, _ := z.dev.Replica()
 	for i, text := range texts {
 		if text != z.layout {
-			return fmt.Errorf("%w: %s: local replicas %d and %d differ: %s", dist.ErrMismatch, zeroMismatch.summary, i, index,
+			return fmt.Errorf("%s: local replicas %d and %d differ: %s", zeroMismatch.summary, i, index,
 				firstDifference(text, z.layout))
 		}
 	}

@@ -32,8 +32,8 @@ const zeroTolerance = 1e-6
 // in-graph (local replicas), across processes (tcp with shared memory and
 // without), and both (2×2), for SGD (plain, momentum, Nesterov), Adam,
 // AdamW with decay groups and clipping (the GPT) and Adadelta, on bucket
-// lengths that do not divide the replica count (the toy has 115
-// parameters, 3 and 4 replicas). TestLongZeroEqualsWrap runs 200 steps.
+// lengths that do not divide the replica count (the toy's 165
+// parameters over 2 and 4 replicas). TestLongZeroEqualsWrap runs 200 steps.
 func TestZeroEqualsWrap(t *testing.T) {
 	runZeroEquivalence(t, []zeroCase{
 		{kind: "toy", optimizer: "adam", processes: 1, devices: 3, micro: 1},
@@ -41,9 +41,21 @@ func TestZeroEqualsWrap(t *testing.T) {
 		{kind: "toy", optimizer: "nesterov", processes: 2, devices: 2, micro: 2},
 		{kind: "toy", optimizer: "adamw", processes: 4, devices: 1, micro: 1, wrap: "bucket=0.0002"},
 		{kind: "cnn", processes: 2, devices: 1, micro: 1},
-		{kind: "gpt", processes: 1, devices: 2, micro: 2},
-		{kind: "gpt", processes: 3, devices: 1, micro: 1, shmOff: true},
 	})
+}
+
+// TestLongZeroEqualsWrap: 200 steps of the GPT (AdamW groups, clipping,
+// warmup+cosine) and the CNN, sharded over 2, 3 and 4 replicas in-graph,
+// across processes (tcp with and without shared memory) and 2×2.
+func TestLongZeroEqualsWrap(t *testing.T) {
+	var cases []zeroCase
+	for _, kind := range []string{"gpt", "cnn"} {
+		for _, layout := range [][2]int{{1, 2}, {1, 3}, {1, 4}, {2, 1}, {3, 1}, {4, 1}, {2, 2}} {
+			cases = append(cases, zeroCase{kind: kind, processes: layout[0], devices: layout[1], micro: 1, steps: 200})
+		}
+		cases = append(cases, zeroCase{kind: kind, processes: 3, devices: 1, micro: 1, steps: 200, shmOff: true})
+	}
+	runZeroEquivalence(t, cases)
 }
 
 // runZeroEquivalence trains each case plain and sharded and compares them.
