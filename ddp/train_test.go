@@ -209,13 +209,13 @@ type optimizerRecipe struct {
 // optimizerFor returns kind's optimizer recipe; name, when set, replaces
 // the kind's optimizer ("adam", "adamw", "adadelta", "nesterov").
 func optimizerFor(kind, name string, model nn.Module) optimizerRecipe {
-	if kind == "gpt" && name == "" {
+	if kind == "gpt" && (name == "" || name == "noclip") {
 		return optimizerRecipe{
 			groups: optim.DecayGroups(nn.NamedParameters(model), 0.1),
 			build: func(groups []optim.ParamGroup) (optim.Optimizer, error) {
 				return optim.NewAdamWGroups(groups, optim.AdamConfig{LR: 3e-3, Beta2: 0.99})
 			},
-			clip: true,
+			clip: name == "",
 			schedule: func(opt optim.Optimizer) (optim.Scheduler, error) {
 				return optim.NewWarmupCosine(opt, 5, 20, 3e-4)
 			},
