@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -332,19 +331,12 @@ func (h *hostPath) layouts(ctx context.Context, layout string) []*string {
 	g := h.group
 	out := make([]*string, g.WorldSize())
 	if g.Store() == nil {
-		lengths := make([]int64, g.WorldSize())
-		if g.AllGather(ctx, dist.Int64s(lengths), dist.Int64s([]int64{int64(len(layout))})) != nil {
-			return out
-		}
-		words := (int(slices.Max(lengths)) + 7) / 8
-		mine := make([]int64, words)
-		copy(dist.Int64s(mine).Bytes(), layout)
-		all := make([]int64, words*g.WorldSize())
-		if g.AllGather(ctx, dist.Int64s(all), dist.Int64s(mine)) != nil {
+		all, err := allGatherBytes(ctx, g, []byte(layout))
+		if err != nil {
 			return out
 		}
 		for r := range out {
-			text := string(dist.Int64s(all[r*words:]).Bytes()[:lengths[r]])
+			text := string(all[r])
 			out[r] = &text
 		}
 		return out
