@@ -3,13 +3,12 @@ package ddp
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/xladdp/xladdp/ddp/dist"
+	"github.com/xladdp/xladdp/ddp/internal/exchange"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/nn"
 	"github.com/xladdp/xladdp/xla/optim"
@@ -49,12 +48,12 @@ func saveOnRankZero(ctx context.Context, m nn.Module, path string, write func() 
 		return fmt.Errorf("ddp: saving %s: %w", path, err)
 	}
 	g := dist.Default()
-	_, err = hostOnce(ctx, dev, timeoutOf(g), "writing "+path, func() (struct{}, error) {
+	_, err = exchange.HostOnce(ctx, dev, exchange.Timeout(g), "writing "+path, func() (struct{}, error) {
 		var saveErr error
 		if g == nil || g.Rank() == 0 {
 			saveErr = write()
 		}
-		return struct{}{}, agreeOnRankZero(ctx, g, saveErr, "saving "+path)
+		return struct{}{}, exchange.AgreeOnRankZero(ctx, g, saveErr, "saving "+path)
 	})
 	return err
 }
@@ -72,13 +71,13 @@ func LoadCheckpoint(ctx context.Context, path string, c *optim.Checkpoint) error
 		return err
 	}
 	g := dist.Default()
-	file, err := hostOnce(ctx, dev, timeoutOf(g), "reading the checkpoint", func() (safetensors.File, error) {
+	file, err := exchange.HostOnce(ctx, dev, exchange.Timeout(g), "reading the checkpoint", func() (safetensors.File, error) {
 		data, err := os.ReadFile(path)
 		if err != nil {
 			return safetensors.File{}, fmt.Errorf("ddp: LoadCheckpoint on rank %d: %w", max(dist.Rank(), 0), err)
 		}
-		if err := sameOnEveryRank(ctx, g, sha256.Sum256(data), path); err != nil {
-			return safetensors.File{}, err
+		if err := exchange.SameOnEveryRank(ctx, g, sha256.Sum256(data), path); err != nil {
+			return safetensors.File{}, fmt.Errorf("ddp: LoadCheckpoint: %w", err)
 		}
 		return safetensors.Decode(path, data)
 	})
@@ -98,56 +97,4 @@ func checkpointDevice(m nn.Module) (*xla.Device, error) {
 		return nil, errors.New("ddp: checkpoint of a model with no tensors")
 	}
 	return state[0].Tensor.Device(), nil
-}
-
-func timeoutOf(g *dist.ProcessGroup) time.Duration {
-	if g == nil {
-		return dist.DefaultTimeout
-	}
-	return g.Timeout()
-}
-
-// agreeOnRankZero hands rank 0's outcome of what to every rank: a
-// broadcast that also keeps the others waiting until rank 0 is done.
-func agreeOnRankZero(ctx context.Context, g *dist.ProcessGroup, err error, what string) error {
-	if g == nil || g.WorldSize() == 1 {
-		return err
-	}
-	status := []int32{0}
-	if err != nil {
-		status[0] = 1
-	}
-	if bcastErr := g.Broadcast(ctx, dist.Int32s(status), 0); bcastErr != nil {
-		return errors.Join(err, bcastErr)
-	}
-	if err != nil {
-		return err
-	}
-	if status[0] != 0 {
-		return fmt.Errorf("ddp: rank 0 failed %s (its log says why)", what)
-	}
-	return nil
-}
-
-// sameOnEveryRank checks that every rank read the same file.
-func sameOnEveryRank(ctx context.Context, g *dist.ProcessGroup, digest [32]byte, path string) error {
-	if g == nil || g.WorldSize() == 1 {
-		return nil
-	}
-	mine := make([]int64, 4)
-	for i := range mine {
-		mine[i] = int64(binary.LittleEndian.Uint64(digest[8*i:]))
-	}
-	all := make([]int64, 4*g.WorldSize())
-	if err := g.AllGather(ctx, dist.Int64s(all), dist.Int64s(mine)); err != nil {
-		return err
-	}
-	for r := range g.WorldSize() {
-		for i := range mine {
-			if all[4*r+i] != all[i] {
-				return fmt.Errorf("ddp: LoadCheckpoint: rank %d read a different %s than rank 0 (an older copy? every rank must see the same file)", r, path)
-			}
-		}
-	}
-	return nil
 }

@@ -1,4 +1,4 @@
-package ddp
+package ddp_test
 
 import (
 	"context"
@@ -15,14 +15,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xladdp/xladdp/backend"
+	"github.com/xladdp/xladdp/ddp"
 	"github.com/xladdp/xladdp/ddp/dist"
+	"github.com/xladdp/xladdp/ddp/internal/ddptest"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/nn"
 	"github.com/xladdp/xladdp/xla/optim"
 	"github.com/xladdp/xladdp/xla/xlatest"
 )
 
-func init() { groupScenarios["resume"] = resumeScenario }
+func init() { ddptest.Scenarios["resume"] = resumeScenario }
 
 const (
 	resumeSteps = 20
@@ -33,14 +35,14 @@ const (
 // rank's quarter of the batch, resuming from $XLADDP_TEST_DIR/ckpt if it
 // exists and checkpointing every resumeEvery steps; rank 1 kills itself
 // with SIGKILL when it reaches step $XLADDP_TEST_KILL_AT.
-func resumeScenario(rep *report) {
+func resumeScenario(rep *ddptest.Report) {
 	ctx := context.Background()
 	killAt, err := strconv.Atoi(os.Getenv("XLADDP_TEST_KILL_AT"))
 	if err != nil {
 		killAt = -1
 	}
 	path := filepath.Join(os.Getenv("XLADDP_TEST_DIR"), "ckpt.safetensors")
-	e, done, err := joinJob(ctx, 1)
+	e, done, err := ddptest.JoinJob(ctx, 1)
 	if err != nil {
 		rep.Error = err.Error()
 		return
@@ -48,11 +50,11 @@ func resumeScenario(rep *report) {
 	defer done()
 	d := e.Device(0)
 	params, err := func() ([][]float32, error) {
-		model, err := newModel(d, "cnn", 100+uint64(dist.Rank()), nil)
+		model, err := ddptest.NewModel(d, "cnn", 100+uint64(dist.Rank()), nil)
 		if err != nil {
 			return nil, err
 		}
-		m, err := Wrap(ctx, model)
+		m, err := ddp.Wrap(ctx, model)
 		if err != nil {
 			return nil, err
 		}
@@ -62,18 +64,18 @@ func resumeScenario(rep *report) {
 		}
 		c := optim.Checkpoint{Model: m, Optimizer: opt}
 		if _, err := os.Stat(path); err == nil {
-			if err := LoadCheckpoint(ctx, path, &c); err != nil {
+			if err := ddp.LoadCheckpoint(ctx, path, &c); err != nil {
 				return nil, err
 			}
 			rep.Hashes["resumed at"] = strconv.Itoa(c.Step)
 		}
-		rows := globalRows / dist.WorldSize()
+		rows := ddptest.GlobalRows / dist.WorldSize()
 		for step := c.Step; step < resumeSteps; step++ {
 			if step == killAt && dist.Rank() == 1 {
 				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 			}
 			opt.ZeroGrad()
-			loss, err := lossOn(d, m, "cnn", dist.Rank()*rows, (dist.Rank()+1)*rows)
+			loss, err := ddptest.LossOn(d, m, "cnn", dist.Rank()*rows, (dist.Rank()+1)*rows)
 			if err != nil {
 				return nil, err
 			}
@@ -87,16 +89,16 @@ func resumeScenario(rep *report) {
 				return nil, err
 			}
 			if (step+1)%resumeEvery == 0 {
-				if err := SaveCheckpoint(ctx, path, optim.Checkpoint{Model: m, Optimizer: opt, Step: step + 1}); err != nil {
+				if err := ddp.SaveCheckpoint(ctx, path, optim.Checkpoint{Model: m, Optimizer: opt, Step: step + 1}); err != nil {
 					return nil, err
 				}
 			}
 		}
-		out, err := parameterValues(ctx, m)
+		out, err := ddptest.ParameterValues(ctx, m)
 		if err != nil {
 			return nil, err
 		}
-		rep.Hashes["parameters"] = hashParams(out)
+		rep.Hashes["parameters"] = ddptest.HashParams(out)
 		for _, t := range nn.StateDict(m) {
 			v, err := xla.Values[float32](ctx, t.Tensor.Cast(xla.Float32))
 			if err != nil {
@@ -110,7 +112,7 @@ func resumeScenario(rep *report) {
 		rep.Error = err.Error()
 		return
 	}
-	rep.Hashes["state"] = hashParams(params)
+	rep.Hashes["state"] = ddptest.HashParams(params)
 }
 
 // TestCheckpointResumeAfterSIGKILL: a 2-process training killed (SIGKILL,
@@ -119,10 +121,10 @@ func resumeScenario(rep *report) {
 // buffers) bit-identical to an uninterrupted run's. The temporary file a
 // writer killed mid-save leaves is never picked up.
 func TestCheckpointResumeAfterSIGKILL(t *testing.T) {
-	run := func(dir string, killAt int) []report {
-		cmds, outs := launchJob(t, "resume", 2, "XLADDP_TEST_TIMEOUT=30s", "XLADDP_TEST_DIR="+dir,
+	run := func(dir string, killAt int) []ddptest.Report {
+		cmds, outs := ddptest.Launch(t, "resume", 2, "XLADDP_TEST_TIMEOUT=30s", "XLADDP_TEST_DIR="+dir,
 			"XLADDP_TEST_KILL_AT="+strconv.Itoa(killAt))
-		return waitReports(t, cmds, outs)
+		return ddptest.WaitReports(t, cmds, outs)
 	}
 	whole := run(t.TempDir(), -1)
 	for r, rep := range whole {
@@ -130,7 +132,7 @@ func TestCheckpointResumeAfterSIGKILL(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	cmds, outs := launchJob(t, "resume", 2, "XLADDP_TEST_TIMEOUT=30s", "XLADDP_TEST_DIR="+dir, "XLADDP_TEST_KILL_AT=12")
+	cmds, outs := ddptest.Launch(t, "resume", 2, "XLADDP_TEST_TIMEOUT=30s", "XLADDP_TEST_DIR="+dir, "XLADDP_TEST_KILL_AT=12")
 	err := cmds[1].Wait()
 	var exit *exec.ExitError
 	require.ErrorAs(t, err, &exit)
@@ -157,21 +159,21 @@ func TestLoadCheckpointRefusesDamage(t *testing.T) {
 	e := xlatest.NewEngine(t, 1)
 	ctx := xlatest.Context(t)
 	d := e.Device(0)
-	model, err := newModel(d, "toy", 1, nil)
+	model, err := ddptest.NewModel(d, "toy", 1, nil)
 	require.NoError(t, err)
 	opt, err := optim.NewSGD(nn.Parameters(model), optim.SGDConfig{LR: 0.1, Momentum: 0.5})
 	require.NoError(t, err)
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.safetensors")
-	require.NoError(t, SaveCheckpoint(ctx, good, optim.Checkpoint{Model: model, Optimizer: opt, Step: 3}))
+	require.NoError(t, ddp.SaveCheckpoint(ctx, good, optim.Checkpoint{Model: model, Optimizer: opt, Step: 3}))
 	data, err := os.ReadFile(good)
 	require.NoError(t, err)
 	before, err := nn.Parameters(model)[0].Float32s(ctx)
 	require.NoError(t, err)
-	other, err := newModel(d, "cnn", 1, nil)
+	other, err := ddptest.NewModel(d, "cnn", 1, nil)
 	require.NoError(t, err)
 	otherPath := filepath.Join(dir, "other.safetensors")
-	require.NoError(t, SaveCheckpoint(ctx, otherPath, optim.Checkpoint{Model: other}))
+	require.NoError(t, ddp.SaveCheckpoint(ctx, otherPath, optim.Checkpoint{Model: other}))
 	for name, content := range map[string][]byte{
 		"truncated": data[:len(data)/2],
 		"empty":     {},
@@ -179,18 +181,18 @@ func TestLoadCheckpointRefusesDamage(t *testing.T) {
 	} {
 		path := filepath.Join(dir, name)
 		require.NoError(t, os.WriteFile(path, content, 0o600))
-		err := LoadCheckpoint(ctx, path, &optim.Checkpoint{Model: model, Optimizer: opt})
+		err := ddp.LoadCheckpoint(ctx, path, &optim.Checkpoint{Model: model, Optimizer: opt})
 		assert.ErrorContains(t, err, path, name)
 	}
-	err = LoadCheckpoint(ctx, otherPath, &optim.Checkpoint{Model: model, Optimizer: opt})
+	err = ddp.LoadCheckpoint(ctx, otherPath, &optim.Checkpoint{Model: model, Optimizer: opt})
 	assert.Error(t, err, "a checkpoint of another model")
-	err = LoadCheckpoint(ctx, filepath.Join(dir, "missing"), &optim.Checkpoint{Model: model})
+	err = ddp.LoadCheckpoint(ctx, filepath.Join(dir, "missing"), &optim.Checkpoint{Model: model})
 	assert.True(t, errors.Is(err, os.ErrNotExist), "%v", err)
 	after, err := nn.Parameters(model)[0].Float32s(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, before, after, "a failed load changed the model")
 	c := optim.Checkpoint{Model: model, Optimizer: opt}
-	require.NoError(t, LoadCheckpoint(ctx, good, &c))
+	require.NoError(t, ddp.LoadCheckpoint(ctx, good, &c))
 	assert.Equal(t, 3, c.Step)
 }
 
@@ -203,9 +205,9 @@ func TestSaveStateDictFromReplicaZero(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "model.safetensors")
 	want := make(chan []float32, 1)
-	save := func(path string) func(context.Context, Worker) error {
-		return func(ctx context.Context, w Worker) error {
-			model, err := newModel(w.Device, "toy", 7+uint64(w.Rank), nil)
+	save := func(path string) func(context.Context, ddp.Worker) error {
+		return func(ctx context.Context, w ddp.Worker) error {
+			model, err := ddptest.NewModel(w.Device, "toy", 7+uint64(w.Rank), nil)
 			if err != nil {
 				return err
 			}
@@ -216,14 +218,14 @@ func TestSaveStateDictFromReplicaZero(t *testing.T) {
 				}
 				want <- v
 			}
-			return SaveStateDict(ctx, path, model, map[string]string{"classes": `["a","b"]`})
+			return ddp.SaveStateDict(ctx, path, model, map[string]string{"classes": `["a","b"]`})
 		}
 	}
-	require.NoError(t, Spawn(t.Context(), save(path), SpawnOptions{Devices: 2, Device: backend.Options{Target: backend.CPU}}))
+	require.NoError(t, ddp.Spawn(t.Context(), save(path), ddp.SpawnOptions{Devices: 2, Device: backend.Options{Target: backend.CPU}}))
 
 	ctx := xlatest.Context(t)
 	d := xlatest.NewEngine(t, 1).Device(0)
-	fresh, err := newModel(d, "toy", 99, nil)
+	fresh, err := ddptest.NewModel(d, "toy", 99, nil)
 	require.NoError(t, err)
 	meta, err := nn.LoadStateDict(path, fresh)
 	require.NoError(t, err, "plain torch names load into the unwrapped model")
@@ -233,7 +235,7 @@ func TestSaveStateDictFromReplicaZero(t *testing.T) {
 	assert.Equal(t, <-want, got, "the file holds replica 0's values")
 
 	bad := filepath.Join(dir, "missing-dir", "model.safetensors")
-	err = Spawn(t.Context(), save(bad), SpawnOptions{Devices: 2, Device: backend.Options{Target: backend.CPU}})
+	err = ddp.Spawn(t.Context(), save(bad), ddp.SpawnOptions{Devices: 2, Device: backend.Options{Target: backend.CPU}})
 	assert.ErrorContains(t, err, "missing-dir")
 	<-want
 }

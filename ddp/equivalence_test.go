@@ -1,112 +1,18 @@
-package ddp
+package ddp_test
 
 import (
-	"context"
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"fmt"
 	"math"
-	"os"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/xladdp/xladdp/ddp/dist"
-	"github.com/xladdp/xladdp/xla"
+	"github.com/xladdp/xladdp/ddp/internal/ddptest"
 	"github.com/xladdp/xladdp/xla/xlatest"
 )
-
-func init() { groupScenarios["equivalence"] = equivalenceScenario }
-
-const equivalenceSteps = 20
-
-// equivalenceScenario trains $XLADDP_TEST_MODEL on this rank's
-// $XLADDP_TEST_DEVICES local replicas, each with its share of the global
-// batch (in $XLADDP_TEST_MICRO micro-batches) and its own seed, and
-// reports local replica 0's parameters and a hash of every replica's.
-func equivalenceScenario(rep *report) {
-	ctx := context.Background()
-	kind := os.Getenv("XLADDP_TEST_MODEL")
-	devices, _ := strconv.Atoi(os.Getenv("XLADDP_TEST_DEVICES"))
-	micro, _ := strconv.Atoi(os.Getenv("XLADDP_TEST_MICRO"))
-	var opts []WrapOption
-	compiled, zero := false, false
-	for _, o := range strings.Split(os.Getenv("XLADDP_TEST_WRAP"), ",") {
-		switch {
-		case o == "view":
-			opts = append(opts, GradientAsBucketView())
-		case o == "compiled":
-			compiled = true
-		case o == "zero":
-			zero = true
-		case strings.HasPrefix(o, "bucket="):
-			mb, _ := strconv.ParseFloat(strings.TrimPrefix(o, "bucket="), 64)
-			opts = append(opts, BucketCapMB(mb))
-		}
-	}
-	e, done, err := joinJob(ctx, devices)
-	if err != nil {
-		rep.Error = err.Error()
-		return
-	}
-	defer done()
-	steps := equivalenceSteps
-	if s, err := strconv.Atoi(os.Getenv("XLADDP_TEST_STEPS")); err == nil {
-		steps = s
-	}
-	params := make([][][]float32, devices)
-	syncs := make([]int, devices)
-	losses := make([][]float32, devices)
-	collectivesBefore := dist.Default().Collectives()
-	xla.ResetMetrics()
-	err = e.RunReplicas(ctx, devices, func(ctx context.Context, r xla.Replica) error {
-		replica, replicas := dist.Rank()*devices+r.Index(), dist.WorldSize()*devices
-		rows := globalRows / replicas
-		var err error
-		run := trainRun{
-			kind: kind, seed: 100 + uint64(replica), steps: steps,
-			shards: split(replica*rows, (replica+1)*rows, micro), wrap: true, opts: opts, compiled: compiled,
-			mark: func() error { return r.MarkStep(ctx) }, syncs: &syncs[r.Index()],
-			optimizer: os.Getenv("XLADDP_TEST_OPTIM"), zero: zero,
-		}
-		if os.Getenv("XLADDP_TEST_LOSSES") != "" {
-			// Every replica keeps its losses (they are outputs of the
-			// programs every replica must trace alike); replica 0's are
-			// reported.
-			run.losses = &losses[r.Index()]
-		}
-		params[r.Index()], err = trainModel(ctx, r.Device(), run)
-		return err
-	})
-	if err != nil {
-		rep.Error = err.Error()
-		return
-	}
-	rep.Params = params[0]
-	rep.Losses = losses[0]
-	rep.BytesToHost = xla.GetMetrics().BytesToHost
-	rep.Counters = map[string]int64{"gradient syncs": int64(syncs[0]),
-		"collectives": int64(dist.Default().Collectives() - collectivesBefore), "in-graph all-reduces": xla.GetMetrics().AllReduces}
-	rep.Hashes["step traces"] = strconv.FormatInt(xla.GetMetrics().StepTraces, 10)
-	rep.SharedMemoryAllReduces = dist.Default().SharedMemoryAllReduces()
-	for i, p := range params {
-		rep.Hashes[fmt.Sprintf("replica %d", dist.Rank()*devices+i)] = hashParams(p)
-	}
-}
-
-func hashParams(params [][]float32) string {
-	h := sha256.New()
-	for _, p := range params {
-		for _, v := range p {
-			_ = binary.Write(h, binary.LittleEndian, v)
-		}
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
 
 // TestWrapEqualsSingleDevice is the key property: with fixed seeds,
 // training 20 steps on a global batch split over 4 replicas, in every
@@ -185,12 +91,12 @@ func runEquivalence(t *testing.T, cases []equivalenceCase) {
 		if references[kind] != nil {
 			continue
 		}
-		shards := split(0, globalRows, 1)
+		shards := ddptest.Split(0, ddptest.GlobalRows, 1)
 		if kind == "cnn" {
-			shards = split(0, globalRows, 4)
+			shards = ddptest.Split(0, ddptest.GlobalRows, 4)
 		}
-		want, err := trainModel(ctx, d, trainRun{kind: kind, seed: 100, steps: equivalenceSteps, shards: shards,
-			mark: func() error { return d.MarkStep(ctx) }})
+		want, err := ddptest.TrainModel(ctx, d, ddptest.Run{Kind: kind, Seed: 100, Steps: ddptest.EquivalenceSteps, Shards: shards,
+			Mark: func() error { return d.MarkStep(ctx) }})
 		require.NoError(t, err, kind)
 		references[kind] = want
 	}
@@ -202,8 +108,8 @@ func runEquivalence(t *testing.T, cases []equivalenceCase) {
 			if c.wrap == "shm-off" {
 				env = append(env, dist.EnvShmMiB+"=0")
 			}
-			cmds, outs := launchJob(t, "equivalence", c.processes, env...)
-			reps := waitReports(t, cmds, outs)
+			cmds, outs := ddptest.Launch(t, "equivalence", c.processes, env...)
+			reps := ddptest.WaitReports(t, cmds, outs)
 			var first string
 			for r, rep := range reps {
 				require.Empty(t, rep.Error, "rank %d", r)
@@ -229,13 +135,13 @@ func runEquivalence(t *testing.T, cases []equivalenceCase) {
 				// parameter layout check and broadcast and the first step's
 				// gradient layout check.
 				for r, rep := range reps {
-					assert.EqualValues(t, equivalenceSteps, rep.Counters["gradient syncs"], "rank %d", r)
+					assert.EqualValues(t, ddptest.EquivalenceSteps, rep.Counters["gradient syncs"], "rank %d", r)
 					wantInGraph, wantCollectives := int64(0), int64(0)
 					if c.devices > 1 {
-						wantInGraph = 16 * equivalenceSteps
+						wantInGraph = 16 * ddptest.EquivalenceSteps
 					}
 					if c.processes > 1 {
-						wantCollectives = equivalenceSteps + 3
+						wantCollectives = ddptest.EquivalenceSteps + 3
 					}
 					assert.Equal(t, wantInGraph, rep.Counters["in-graph all-reduces"], "rank %d", r)
 					assert.Equal(t, wantCollectives, rep.Counters["collectives"], "rank %d", r)
@@ -253,7 +159,7 @@ func runEquivalence(t *testing.T, cases []equivalenceCase) {
 					if r == 0 {
 						initial = bytes
 					}
-					assert.Equal(t, equivalenceSteps*bytes+initial+int64(c.devices)*bytes, rep.BytesToHost, "rank %d", r)
+					assert.Equal(t, ddptest.EquivalenceSteps*bytes+initial+int64(c.devices)*bytes, rep.BytesToHost, "rank %d", r)
 				}
 			}
 			require.Len(t, got, len(want))

@@ -2,14 +2,13 @@ package ddp
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/xladdp/xladdp/ddp/dist"
+	"github.com/xladdp/xladdp/ddp/internal/exchange"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/nn"
 )
@@ -76,23 +75,6 @@ var errCompiledAcrossProcesses = errors.New("ddp: the job spans processes, so gr
 	"between two programs, and a compiled step is one program: train with lazy steps (MarkStep) across processes, " +
 	"or wrap with ddp.ManualSync() and call SyncGradients between a compiled backward step and a compiled optimizer step")
 
-// hostDType maps a gradient's element type to the process group's.
-func hostDType(d xla.DType) (dist.DType, bool) {
-	switch d {
-	case xla.Float32:
-		return dist.Float32, true
-	case xla.Float64:
-		return dist.Float64, true
-	case xla.BFloat16:
-		return dist.BFloat16, true
-	case xla.Int32:
-		return dist.Int32, true
-	case xla.Int64:
-		return dist.Int64, true
-	}
-	return 0, false
-}
-
 // layoutOf describes params as every rank must see them: name, dtype and
 // shape in order. Ranks compare its hash.
 func layoutOf(params []nn.Named) string {
@@ -121,7 +103,7 @@ func (h *hostPath) MeanGradients(ctx context.Context, dev *xla.Device, params []
 	}
 	h.stats.Execute += time.Since(start)
 	layout := layoutOf(params)
-	res, err := hostOnce(ctx, dev, h.group.Timeout(), "the gradient all-reduce", func() (*hostResult, error) {
+	res, err := exchange.HostOnce(ctx, dev, h.group.Timeout(), "the gradient all-reduce", func() (*hostResult, error) {
 		return h.reduce(ctx, params, layout, count)
 	})
 	if err != nil {
@@ -188,7 +170,7 @@ func (h *hostPath) reduce(ctx context.Context, params []nn.Named, layout string,
 			h.stats.Download += time.Since(start)
 			start = time.Now()
 			if err := h.group.AllReduce(ctx, b.buf, dist.Sum); err != nil {
-				failed = h.explainMismatch(ctx, err, layout, gradientsMismatch)
+				failed = exchange.ExplainMismatch(ctx, h.group, err, layout, gradientsMismatch)
 			}
 			break
 		}
@@ -200,7 +182,7 @@ func (h *hostPath) reduce(ctx context.Context, params []nn.Named, layout string,
 	}
 	for _, w := range works {
 		if err := w.Wait(ctx); err != nil && failed == nil {
-			failed = h.explainMismatch(ctx, err, layout, gradientsMismatch)
+			failed = exchange.ExplainMismatch(ctx, h.group, err, layout, gradientsMismatch)
 		}
 	}
 	h.stats.AllReduce += time.Since(start)
@@ -219,7 +201,7 @@ func (h *hostPath) plan(ctx context.Context, params []nn.Named, layout string, l
 	bytesIn := map[*bucket]int{}
 	for i := len(params) - 1; i >= 0; i-- {
 		t := params[i].Tensor
-		if _, ok := hostDType(t.DType()); !ok {
+		if _, ok := exchange.HostDType(t.DType()); !ok {
 			return fmt.Errorf("ddp: the gradient of %s is %s; the host path all-reduces float32, float64, bfloat16, int32 and int64", params[i].Name, t.DType())
 		}
 		n := t.Shape().Size()
@@ -239,7 +221,7 @@ func (h *hostPath) plan(ctx context.Context, params []nn.Named, layout string, l
 		bytesIn[b] += size
 	}
 	for _, b := range buckets {
-		dtype, _ := hostDType(b.dtype)
+		dtype, _ := exchange.HostDType(b.dtype)
 		n := bytesIn[b] / b.dtype.Size()
 		var err error
 		if h.sharedBuckets {
@@ -250,7 +232,7 @@ func (h *hostPath) plan(ctx context.Context, params []nn.Named, layout string, l
 			b.buf = dist.ByteBuffer(dtype, make([]byte, bytesIn[b]))
 		}
 	}
-	replicas, err := h.checkLayout(ctx, layout, localReplicas, gradientsMismatch)
+	replicas, err := exchange.CheckLayout(ctx, h.group, layout, localReplicas, gradientsMismatch)
 	if err != nil {
 		return err
 	}
@@ -258,110 +240,12 @@ func (h *hostPath) plan(ctx context.Context, params []nn.Named, layout string, l
 	return nil
 }
 
-// checkLayout compares a fingerprint of layout with every rank's and
-// returns the replica count of the job; what says what differs if it
-// does not match.
-func (h *hostPath) checkLayout(ctx context.Context, layout string, localReplicas int, what mismatchKind) (int, error) {
-	sum := sha256.Sum256([]byte(layout))
-	mine := []int64{int64(binary.LittleEndian.Uint64(sum[:8])), int64(localReplicas)}
-	all := make([]int64, 2*h.group.WorldSize())
-	if err := h.group.AllGather(ctx, dist.Int64s(all), dist.Int64s(mine)); err != nil {
-		return 0, h.explainMismatch(ctx, err, layout, what)
-	}
-	replicas := 0
-	same := true
-	for r := range h.group.WorldSize() {
-		replicas += int(all[2*r+1])
-		same = same && all[2*r] == all[0]
-	}
-	if !same {
-		return 0, h.explainMismatch(ctx, dist.ErrMismatch, layout, what)
-	}
-	return replicas, nil
-}
-
-// layoutWait bounds how long a failing rank waits for the others' layouts.
-const layoutWait = 5 * time.Second
-
-// mismatchKind is what ranks disagree on when their layouts differ, as
-// explainMismatch says it.
-type mismatchKind struct{ summary, item string }
-
 var (
-	gradientsMismatch = mismatchKind{"ranks averaged different gradient sets (a branch taken on some ranks only? " +
-		"ddp.FindUnusedParameters keeps them in step)", "gradient"}
-	broadcastMismatch = mismatchKind{"ranks hold different tensors for the broadcast from rank 0 (do all ranks build " +
-		"the same model?)", "tensor"}
+	gradientsMismatch = exchange.Mismatch{Summary: "ranks averaged different gradient sets (a branch taken on some ranks only? " +
+		"ddp.FindUnusedParameters keeps them in step)", Item: "gradient"}
+	broadcastMismatch = exchange.Mismatch{Summary: "ranks hold different tensors for the broadcast from rank 0 (do all ranks build " +
+		"the same model?)", Item: "tensor"}
 )
-
-// explainMismatch turns a failure that may come from ranks with different
-// layouts into an error naming the ranks and the first differing tensor,
-// from every rank's layout.
-func (h *hostPath) explainMismatch(ctx context.Context, cause error, layout string, what mismatchKind) error {
-	if !errors.Is(cause, dist.ErrMismatch) {
-		return cause
-	}
-	g := h.group
-	ctx, cancel := context.WithTimeout(ctx, layoutWait)
-	defer cancel()
-	layouts := h.layouts(ctx, layout)
-	mine := strings.Split(layout, "\n")
-	for r, other := range layouts {
-		if r == g.Rank() || other == nil {
-			continue
-		}
-		theirs := strings.Split(*other, "\n")
-		for i := 0; i < max(len(mine), len(theirs)); i++ {
-			a, b := lineAt(mine, i), lineAt(theirs, i)
-			if a != b {
-				return fmt.Errorf("%w: %s: %s %d is %s on rank %d but %s on rank %d",
-					dist.ErrMismatch, what.summary, what.item, i, a, g.Rank(), b, r)
-			}
-		}
-	}
-	return cause
-}
-
-// layouts returns the layout of every rank it could learn (nil for the
-// others): through the store, where every failing rank posts its own; or,
-// on a group without one (the mpi backend), by gathering them from every
-// rank, which works while the group is still usable (the layout check's
-// failure leaves it so, and every rank takes this path then).
-func (h *hostPath) layouts(ctx context.Context, layout string) []*string {
-	g := h.group
-	out := make([]*string, g.WorldSize())
-	if g.Store() == nil {
-		all, err := allGatherBytes(ctx, g, []byte(layout))
-		if err != nil {
-			return out
-		}
-		for r := range out {
-			text := string(all[r])
-			out[r] = &text
-		}
-		return out
-	}
-	if err := g.Store().Set(ctx, fmt.Sprintf("ddp/layout/%d", g.Rank()), []byte(layout)); err != nil {
-		return out
-	}
-	for r := range g.WorldSize() {
-		if r == g.Rank() {
-			continue
-		}
-		if other, err := g.Store().Get(ctx, fmt.Sprintf("ddp/layout/%d", r)); err == nil {
-			text := string(other)
-			out[r] = &text
-		}
-	}
-	return out
-}
-
-func lineAt(lines []string, i int) string {
-	if i < len(lines) && lines[i] != "" {
-		return lines[i]
-	}
-	return "absent"
-}
 
 func (h *hostPath) BroadcastFromFirst(ctx context.Context, dev *xla.Device, tensors []nn.Named) error {
 	if dev.Tracing() {
@@ -377,11 +261,11 @@ func (h *hostPath) BroadcastFromFirst(ctx context.Context, dev *xla.Device, tens
 	}
 	offsets, total := packing(tensors)
 	layout := layoutOf(tensors)
-	blob, err := hostOnce(ctx, dev, h.group.Timeout(), "the broadcast from rank 0", func() ([]byte, error) {
+	blob, err := exchange.HostOnce(ctx, dev, h.group.Timeout(), "the broadcast from rank 0", func() ([]byte, error) {
 		// Ranks whose tensors differ would read rank 0's bytes as theirs
 		// (MPI does not check sizes): compare layouts first, once each.
 		if layout != h.broadcastLayout {
-			if _, err := h.checkLayout(ctx, layout, 0, broadcastMismatch); err != nil {
+			if _, err := exchange.CheckLayout(ctx, h.group, layout, 0, broadcastMismatch); err != nil {
 				return nil, err
 			}
 			h.broadcastLayout = layout

@@ -1,4 +1,4 @@
-package ddp
+package ddp_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/xladdp/xladdp/backend"
+	"github.com/xladdp/xladdp/ddp"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/data"
 	"github.com/xladdp/xladdp/xla/xlatest"
@@ -48,14 +49,14 @@ func TestDistributedSamplerMatchesTorch(t *testing.T) {
 	for _, c := range fixture.Cases {
 		name := fmt.Sprintf("n%d/R%d/seed%d/epoch%d/shuffle%v/drop%v", c.N, c.Replicas, c.Seed, c.Epoch, c.Shuffle, c.DropLast)
 		for rank, want := range c.Ranks {
-			opts := []SamplerOption{SamplerReplicas(c.Replicas, rank), SamplerSeed(c.Seed)}
+			opts := []ddp.SamplerOption{ddp.SamplerReplicas(c.Replicas, rank), ddp.SamplerSeed(c.Seed)}
 			if !c.Shuffle {
-				opts = append(opts, NoShuffle())
+				opts = append(opts, ddp.NoShuffle())
 			}
 			if c.DropLast {
-				opts = append(opts, DropLast())
+				opts = append(opts, ddp.DropLast())
 			}
-			s, err := NewDistributedSampler(c.N, opts...)
+			s, err := ddp.NewDistributedSampler(c.N, opts...)
 			require.NoError(t, err, name)
 			got := s.Indices(c.Epoch)
 			assert.Equal(t, want.Len, s.Len(), "%s rank %d: Len", name, rank)
@@ -83,11 +84,11 @@ func TestDistributedSamplerProperties(t *testing.T) {
 				name := fmt.Sprintf("n%d/R%d/drop%v", n, replicas, drop)
 				var all [][]int
 				for rank := range replicas {
-					opts := []SamplerOption{SamplerReplicas(replicas, rank), SamplerSeed(9)}
+					opts := []ddp.SamplerOption{ddp.SamplerReplicas(replicas, rank), ddp.SamplerSeed(9)}
 					if drop {
-						opts = append(opts, DropLast())
+						opts = append(opts, ddp.DropLast())
 					}
-					s, err := NewDistributedSampler(n, opts...)
+					s, err := ddp.NewDistributedSampler(n, opts...)
 					require.NoError(t, err)
 					idx := s.Indices(2)
 					assert.Len(t, idx, s.Len(), name)
@@ -114,7 +115,7 @@ func TestDistributedSamplerProperties(t *testing.T) {
 				}
 				assert.Len(t, counts, n, "%s: every index visited", name)
 				if n > 0 {
-					full, _ := NewDistributedSampler(n, SamplerReplicas(1, 0), SamplerSeed(9))
+					full, _ := ddp.NewDistributedSampler(n, ddp.SamplerReplicas(1, 0), ddp.SamplerSeed(9))
 					perm := full.Indices(2)
 					for i := n; i < len(order); i++ {
 						assert.Equal(t, perm[(i-n)%n], order[i], "%s: padding position %d repeats the head", name, i)
@@ -123,7 +124,7 @@ func TestDistributedSamplerProperties(t *testing.T) {
 			}
 		}
 	}
-	a, _ := NewDistributedSampler(100, SamplerReplicas(2, 0))
+	a, _ := ddp.NewDistributedSampler(100, ddp.SamplerReplicas(2, 0))
 	assert.False(t, slices.Equal(a.Indices(0), a.Indices(1)), "epochs 0 and 1 give the same order")
 }
 
@@ -138,10 +139,10 @@ func TestDistributedSamplerRefusesBadArguments(t *testing.T) {
 		{10, 2, 2, "want 0 <= replica < count"},
 		{10, 2, -1, "want 0 <= replica < count"},
 	} {
-		_, err := NewDistributedSampler(c.n, SamplerReplicas(c.replicas, c.rank))
+		_, err := ddp.NewDistributedSampler(c.n, ddp.SamplerReplicas(c.replicas, c.rank))
 		assert.ErrorContains(t, err, c.want, "%+v", c)
 	}
-	s, err := NewDistributedSampler(10)
+	s, err := ddp.NewDistributedSampler(10)
 	require.NoError(t, err)
 	assert.Equal(t, 10, s.Len(), "without a process group: one replica")
 	s.SetEpoch(4)
@@ -156,27 +157,27 @@ func TestDistributedSamplerInsideReplicasNamesItsReplica(t *testing.T) {
 	const n = 10
 	t.Setenv("XLADDP_CPU_DEVICES", "")
 	indices := make([][]int, 2)
-	err := Spawn(xlatest.Context(t), func(ctx context.Context, w Worker) error {
-		if _, err := NewDistributedSampler(n); err == nil {
+	err := ddp.Spawn(xlatest.Context(t), func(ctx context.Context, w ddp.Worker) error {
+		if _, err := ddp.NewDistributedSampler(n); err == nil {
 			return fmt.Errorf("replica %d: a sampler without its replica was accepted", w.Rank)
 		} else if !strings.Contains(err.Error(), "ddp.SamplerForDevice(w.Device)") {
 			return fmt.Errorf("replica %d: %w", w.Rank, err)
 		}
-		s, err := NewDistributedSampler(n, SamplerForDevice(w.Device))
+		s, err := ddp.NewDistributedSampler(n, ddp.SamplerForDevice(w.Device))
 		if err != nil {
 			return err
 		}
 		indices[w.Rank] = s.Indices(0)
 		return nil
-	}, SpawnOptions{Devices: 2, Device: backend.Options{Target: backend.CPU, CPUDevices: 2}})
+	}, ddp.SpawnOptions{Devices: 2, Device: backend.Options{Target: backend.CPU, CPUDevices: 2}})
 	require.NoError(t, err)
 	for r := range 2 {
-		want, err := NewDistributedSampler(n, SamplerReplicas(2, r))
+		want, err := ddp.NewDistributedSampler(n, ddp.SamplerReplicas(2, r))
 		require.NoError(t, err)
 		assert.Equal(t, want.Indices(0), indices[r], "replica %d", r)
 	}
 	assert.ElementsMatch(t, []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, append(indices[0], indices[1]...))
-	s, err := NewDistributedSampler(n)
+	s, err := ddp.NewDistributedSampler(n)
 	require.NoError(t, err, "outside replicas, the process is the replica")
 	assert.Equal(t, n, s.Len())
 }
@@ -191,11 +192,11 @@ func TestDistributedSamplerInLoader(t *testing.T) {
 	require.NoError(t, err)
 	seen := make([][]float32, replicas)
 	err = e.RunReplicas(xlatest.Context(t), replicas, func(ctx context.Context, r xla.Replica) error {
-		s, err := NewDistributedSampler(n, SamplerForDevice(r.Device()), DropLast())
+		s, err := ddp.NewDistributedSampler(n, ddp.SamplerForDevice(r.Device()), ddp.DropLast())
 		if err != nil {
 			return err
 		}
-		want, err := NewDistributedSampler(n, SamplerReplicas(replicas, r.Index()), DropLast())
+		want, err := ddp.NewDistributedSampler(n, ddp.SamplerReplicas(replicas, r.Index()), ddp.DropLast())
 		if err != nil {
 			return err
 		}
@@ -220,7 +221,7 @@ func TestDistributedSamplerInLoader(t *testing.T) {
 	})
 	require.NoError(t, err)
 	for r := range replicas {
-		s, _ := NewDistributedSampler(n, SamplerReplicas(replicas, r), DropLast())
+		s, _ := ddp.NewDistributedSampler(n, ddp.SamplerReplicas(replicas, r), ddp.DropLast())
 		var want []float32
 		for _, i := range s.Indices(1) {
 			sample, err := ds.Get(i)

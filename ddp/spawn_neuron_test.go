@@ -1,4 +1,4 @@
-package ddp
+package ddp_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xladdp/xladdp/backend"
+	"github.com/xladdp/xladdp/ddp"
 	"github.com/xladdp/xladdp/internal/workerenv"
 	"github.com/xladdp/xladdp/neuron"
 	_ "github.com/xladdp/xladdp/neuron" // the neuron target's bootstrap
@@ -27,7 +28,7 @@ var spawnNeuronKeys = []string{"NEURONCORE_NUM_DEVICES", "NEURON_PJRT_PROCESSES_
 
 // spawnNeuron records the Neuron variables its process was given next to
 // spawnTrain's line.
-func spawnNeuron(ctx context.Context, w Worker) error {
+func spawnNeuron(ctx context.Context, w ddp.Worker) error {
 	env := map[string]string{}
 	for _, k := range spawnNeuronKeys {
 		env[k] = os.Getenv(k)
@@ -44,7 +45,7 @@ func spawnNeuron(ctx context.Context, w Worker) error {
 
 func init() {
 	if os.Getenv(spawnScenarioEnv) == "neuron" && os.Getenv(workerenv.SpawnChild) == "1" {
-		_ = Spawn(context.Background(), spawnNeuron, SpawnOptions{Device: backend.Options{Target: neuron.Target}, ExitChild: true})
+		_ = ddp.Spawn(context.Background(), spawnNeuron, ddp.SpawnOptions{Device: backend.Options{Target: neuron.Target}, ExitChild: true})
 	}
 }
 
@@ -58,7 +59,7 @@ func TestSpawnOnNeuron(t *testing.T) {
 	cpuDir := t.TempDir()
 	t.Setenv("XLADDP_TEST_DIR", cpuDir)
 	t.Setenv(spawnScenarioEnv, "train")
-	require.NoError(t, Spawn(t.Context(), spawnTrain, SpawnOptions{Devices: 2, Device: backend.Options{Target: backend.CPU}}))
+	require.NoError(t, ddp.Spawn(t.Context(), spawnTrain, ddp.SpawnOptions{Devices: 2, Device: backend.Options{Target: backend.CPU}}))
 	wantHash := strings.Fields(readSpawned(t, cpuDir, 2)[0])[3]
 
 	for _, kv := range neurontest.StandInForCPU(t, t.TempDir(), "") {
@@ -90,7 +91,7 @@ func TestSpawnOnNeuron(t *testing.T) {
 			dir := t.TempDir()
 			t.Setenv("XLADDP_TEST_DIR", dir)
 			t.Setenv("NEURON_RT_VISIBLE_CORES", tc.userCores)
-			err := Spawn(t.Context(), spawnNeuron, SpawnOptions{Devices: 2, Processes: tc.processes,
+			err := ddp.Spawn(t.Context(), spawnNeuron, ddp.SpawnOptions{Devices: 2, Processes: tc.processes,
 				Device: backend.Options{Target: neuron.Target}, Command: []string{os.Args[0], "-test.run=^$"}})
 			require.NoError(t, err)
 			for r, line := range readSpawned(t, dir, 2) {
@@ -145,7 +146,7 @@ func TestVisibleGPUs(t *testing.T) {
 		{list: "3", n: 2, target: "", want: []string{"3", "1"}},
 	}
 	for _, tc := range cases {
-		got, err := visibleGPUs(tc.list, tc.n, tc.target)
+		got, err := ddp.VisibleGPUs(tc.list, tc.n, tc.target)
 		if tc.wantErr != "" {
 			assert.ErrorContains(t, err, tc.wantErr, "%q", tc.list)
 			continue

@@ -1,4 +1,4 @@
-package ddp
+package ddp_test
 
 import (
 	"bytes"
@@ -14,7 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xladdp/xladdp/backend"
+	"github.com/xladdp/xladdp/ddp"
 	"github.com/xladdp/xladdp/ddp/dist"
+	"github.com/xladdp/xladdp/ddp/internal/ddptest"
 )
 
 // spawnScenarioEnv makes the test binary, re-executed by Spawn, run
@@ -24,7 +26,7 @@ const spawnScenarioEnv = "XLADDP_TEST_SPAWN"
 // spawnTrain trains the toy on w's quarter of the batch with Wrap and
 // writes its parameters' hash to $XLADDP_TEST_DIR/rank<N>; a rank named
 // by $XLADDP_TEST_SPAWN_FAIL fails instead.
-func spawnTrain(ctx context.Context, w Worker) error {
+func spawnTrain(ctx context.Context, w ddp.Worker) error {
 	if fmt.Sprint(w.Rank) == os.Getenv("XLADDP_TEST_SPAWN_FAIL") {
 		return fmt.Errorf("rank %d was told to fail", w.Rank)
 	}
@@ -32,21 +34,21 @@ func spawnTrain(ctx context.Context, w Worker) error {
 		<-ctx.Done() // until stopped
 		return ctx.Err()
 	}
-	rows := globalRows / w.WorldSize
-	params, err := trainModel(ctx, w.Device, trainRun{kind: "toy", seed: 100 + uint64(w.Rank), steps: 5,
-		shards: split(w.Rank*rows, (w.Rank+1)*rows, 1), wrap: true, mark: func() error { return w.Device.MarkStep(ctx) }})
+	rows := ddptest.GlobalRows / w.WorldSize
+	params, err := ddptest.TrainModel(ctx, w.Device, ddptest.Run{Kind: "toy", Seed: 100 + uint64(w.Rank), Steps: 5,
+		Shards: ddptest.Split(w.Rank*rows, (w.Rank+1)*rows, 1), Wrap: true, Mark: func() error { return w.Device.MarkStep(ctx) }})
 	if err != nil {
 		return err
 	}
-	line := fmt.Sprintf("%d %d %d %s", w.Rank, w.WorldSize, w.LocalRank, hashParams(params))
+	line := fmt.Sprintf("%d %d %d %s", w.Rank, w.WorldSize, w.LocalRank, ddptest.HashParams(params))
 	return os.WriteFile(filepath.Join(os.Getenv("XLADDP_TEST_DIR"), fmt.Sprintf("rank%d", w.Rank)), []byte(line), 0o600)
 }
 
 func init() {
-	if scenario := os.Getenv(spawnScenarioEnv); (scenario == "train" || scenario == "return") && SpawnedChild() {
+	if scenario := os.Getenv(spawnScenarioEnv); (scenario == "train" || scenario == "return") && ddp.SpawnedChild() {
 		// A Spawn child: run the worker; Spawn exits the process when
 		// asked, else returns here, and the child says so.
-		err := Spawn(context.Background(), spawnTrain, SpawnOptions{Device: backend.Options{Target: backend.CPU},
+		err := ddp.Spawn(context.Background(), spawnTrain, ddp.SpawnOptions{Device: backend.Options{Target: backend.CPU},
 			ExitChild: os.Getenv(spawnScenarioEnv) != "return"})
 		returned := fmt.Sprintf("returned %v", err)
 		_ = os.WriteFile(filepath.Join(os.Getenv("XLADDP_TEST_DIR"), "returned"+os.Getenv(dist.EnvRank)), []byte(returned), 0o600)
@@ -76,7 +78,7 @@ func TestSpawn(t *testing.T) {
 			dir := t.TempDir()
 			t.Setenv("XLADDP_TEST_DIR", dir)
 			t.Setenv(spawnScenarioEnv, "train")
-			err := Spawn(t.Context(), spawnTrain, SpawnOptions{Devices: 2, Processes: processes,
+			err := ddp.Spawn(t.Context(), spawnTrain, ddp.SpawnOptions{Devices: 2, Processes: processes,
 				Device: backend.Options{Target: backend.CPU}, Command: []string{os.Args[0], "-test.run=^$"}})
 			require.NoError(t, err)
 			lines := readSpawned(t, dir, 2)
@@ -100,7 +102,7 @@ func TestSpawnFailure(t *testing.T) {
 			t.Setenv("XLADDP_TEST_DIR", t.TempDir())
 			t.Setenv(spawnScenarioEnv, "train")
 			t.Setenv("XLADDP_TEST_SPAWN_FAIL", "1")
-			err := Spawn(t.Context(), spawnTrain, SpawnOptions{Devices: 2, Processes: processes,
+			err := ddp.Spawn(t.Context(), spawnTrain, ddp.SpawnOptions{Devices: 2, Processes: processes,
 				Device: backend.Options{Target: backend.CPU}, Command: []string{os.Args[0], "-test.run=^$"}})
 			require.Error(t, err)
 			if processes {
@@ -110,12 +112,12 @@ func TestSpawnFailure(t *testing.T) {
 			}
 		})
 	}
-	err := Spawn(t.Context(), nil, SpawnOptions{})
+	err := ddp.Spawn(t.Context(), nil, ddp.SpawnOptions{})
 	assert.ErrorContains(t, err, "nil function")
-	err = Spawn(t.Context(), spawnTrain, SpawnOptions{Devices: -1})
+	err = ddp.Spawn(t.Context(), spawnTrain, ddp.SpawnOptions{Devices: -1})
 	assert.ErrorContains(t, err, "cannot be negative")
 	t.Setenv("NEURON_NUM_DEVICES", "two")
-	err = Spawn(t.Context(), spawnTrain, SpawnOptions{})
+	err = ddp.Spawn(t.Context(), spawnTrain, ddp.SpawnOptions{})
 	assert.ErrorContains(t, err, "$NEURON_NUM_DEVICES")
 }
 
@@ -130,7 +132,7 @@ func TestSpawnCancelled(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 	defer cancel()
 	start := time.Now()
-	err := Spawn(ctx, spawnTrain, SpawnOptions{Devices: 2, Processes: true,
+	err := ddp.Spawn(ctx, spawnTrain, ddp.SpawnOptions{Devices: 2, Processes: true,
 		Device: backend.Options{Target: backend.CPU}, Command: []string{os.Args[0], "-test.run=^$"}})
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Less(t, time.Since(start), 6*time.Second)
@@ -156,10 +158,10 @@ func TestSpawnChildReturnsUnlessAskedToExit(t *testing.T) {
 			if fail {
 				t.Setenv("XLADDP_TEST_SPAWN_FAIL", "1")
 			}
-			require.NoError(t, Spawn(t.Context(), spawnTrain, SpawnOptions{Devices: 2, Processes: true,
+			require.NoError(t, ddp.Spawn(t.Context(), spawnTrain, ddp.SpawnOptions{Devices: 2, Processes: true,
 				Device: backend.Options{Target: backend.CPU}, Command: []string{os.Args[0], "-test.run=^$"}}),
 				"the children exit 0 themselves after Spawn returned")
-			assert.False(t, SpawnedChild())
+			assert.False(t, ddp.SpawnedChild())
 			for r := range 2 {
 				b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("returned%d", r)))
 				require.NoError(t, err, "rank %d's Spawn did not return", r)

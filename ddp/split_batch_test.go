@@ -1,4 +1,4 @@
-package ddp
+package ddp_test
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/xladdp/xladdp/ddp"
+	"github.com/xladdp/xladdp/ddp/internal/ddptest"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/nn"
 	"github.com/xladdp/xladdp/xla/optim"
@@ -32,12 +34,12 @@ func TestSplitBatchEqualsOneStepOnTheBatch(t *testing.T) {
 		ys[i] = float32(rng.NormFloat64())
 	}
 	train := func(ctx context.Context, d *xla.Device, wrap bool) ([][]float32, error) {
-		model, err := newModel(d, "toy", 5, nil)
+		model, err := ddptest.NewModel(d, "toy", 5, nil)
 		if err != nil {
 			return nil, err
 		}
 		if wrap {
-			m, err := Wrap(ctx, model)
+			m, err := ddp.Wrap(ctx, model)
 			if err != nil {
 				return nil, err
 			}
@@ -49,11 +51,11 @@ func TestSplitBatchEqualsOneStepOnTheBatch(t *testing.T) {
 			return nil, err
 		}
 		for range steps {
-			x, err := SplitBatch(d, xs, 16, 10)
+			x, err := ddp.SplitBatch(d, xs, 16, 10)
 			if err != nil {
 				return nil, err
 			}
-			y, err := SplitBatch(d, ys, 16, 5)
+			y, err := ddp.SplitBatch(d, ys, 16, 5)
 			if err != nil {
 				return nil, err
 			}
@@ -68,7 +70,7 @@ func TestSplitBatchEqualsOneStepOnTheBatch(t *testing.T) {
 				return nil, err
 			}
 		}
-		return parameterValues(ctx, model)
+		return ddptest.ParameterValues(ctx, model)
 	}
 	want, err := train(ctx, e.Device(0), false)
 	require.NoError(t, err)
@@ -95,11 +97,11 @@ func TestSplitBatchRefusesBadBatches(t *testing.T) {
 	errs := make([][]error, 4)
 	require.NoError(t, e.RunReplicas(xlatest.Context(t), 4, func(ctx context.Context, r xla.Replica) error {
 		d := r.Device()
-		_, e1 := SplitBatch(d, make([]float32, 10*3), 10, 3)
-		_, e2 := SplitBatch(d, []float32{}, 0, 3)
-		_, e3 := SplitBatch(d, make([]float32, 7), 8)
-		_, e4 := SplitBatch[float32](d, nil)
-		_, e5 := SplitBatch(d, make([]float32, 8), 8, -1)
+		_, e1 := ddp.SplitBatch(d, make([]float32, 10*3), 10, 3)
+		_, e2 := ddp.SplitBatch(d, []float32{}, 0, 3)
+		_, e3 := ddp.SplitBatch(d, make([]float32, 7), 8)
+		_, e4 := ddp.SplitBatch[float32](d, nil)
+		_, e5 := ddp.SplitBatch(d, make([]float32, 8), 8, -1)
 		errs[r.Index()] = []error{e1, e2, e3, e4, e5}
 		return nil
 	}))
@@ -110,7 +112,7 @@ func TestSplitBatchRefusesBadBatches(t *testing.T) {
 		assert.ErrorContains(t, errs[r][3], "leading rows dimension")
 		assert.ErrorContains(t, errs[r][4], "negative dimension")
 	}
-	x, err := SplitBatch(e.Device(0), []int32{1, 2, 3}, 3)
+	x, err := ddp.SplitBatch(e.Device(0), []int32{1, 2, 3}, 3)
 	require.NoError(t, err, "a standalone device takes the whole batch")
 	assert.Equal(t, []int{3}, x.Dims())
 }

@@ -92,9 +92,8 @@ type DistributedDataParallel struct {
 	syncs       int
 	closed      bool
 	unhook      func()
-	// zero is the module's sharded optimizer, which averages the
-	// gradients in its Step instead of Backward.
-	zero *ZeroRedundancyOptimizer
+	// hook replaces the averaging of the gradients (RegisterCommHook).
+	hook CommHook
 }
 
 // Wrap returns module wrapped for data-parallel training over every
@@ -195,7 +194,7 @@ func Wrap(ctx context.Context, module nn.Module, opts ...WrapOption) (*Distribut
 // replicas. A Backward that reached none of them (an unwrapped model, a
 // saliency map) syncs nothing, as torch's per-parameter hooks never fire.
 func (m *DistributedDataParallel) averageGradients(leaves []*xla.Tensor) error {
-	if m.noSync || m.cfg.manualSync || m.zero != nil || !m.ownsAny(leaves) {
+	if m.noSync || m.cfg.manualSync || !m.ownsAny(leaves) {
 		return nil
 	}
 	return m.SyncGradients(m.ctx)
@@ -230,7 +229,13 @@ func (m *DistributedDataParallel) SyncGradients(ctx context.Context) error {
 		withGrad = append(withGrad, p)
 	}
 	if len(withGrad) > 0 {
-		if err := m.collectives.MeanGradients(ctx, m.dev, withGrad); err != nil {
+		var err error
+		if m.hook != nil {
+			err = m.hook(ctx, withGrad)
+		} else {
+			err = m.collectives.MeanGradients(ctx, m.dev, withGrad)
+		}
+		if err != nil {
 			return err
 		}
 		m.syncs++
@@ -240,6 +245,36 @@ func (m *DistributedDataParallel) SyncGradients(ctx context.Context) error {
 	}
 	return nil
 }
+
+// CommHook takes over what the wrapper does with the gradients after a
+// Backward, torch's DDP communication hook: params are the module's
+// parameters with a gradient (every one of them with
+// FindUnusedParameters, the missing ones zero-filled), in registration
+// order, and the hook leaves in each gradient what the optimizer should
+// apply. ctx is the one given to Wrap (or to SyncGradients).
+type CommHook func(ctx context.Context, params []nn.Named) error
+
+// RegisterCommHook makes hook run where the wrapper would average the
+// gradients: after each Backward outside NoSync, or in SyncGradients with
+// ManualSync. One hook per wrapper, registered before training. The
+// sharded optimizer (package ddp/zero) registers one that leaves the
+// gradients local, since its Step reduce-scatters them.
+func (m *DistributedDataParallel) RegisterCommHook(hook CommHook) error {
+	switch {
+	case hook == nil:
+		return errors.New("ddp: RegisterCommHook(nil)")
+	case m.closed:
+		return errors.New("ddp: RegisterCommHook on a closed wrapper: it no longer syncs gradients")
+	case m.hook != nil:
+		return errors.New("ddp: RegisterCommHook: the wrapper already has a hook (one per wrapper)")
+	}
+	m.hook = hook
+	return nil
+}
+
+// BucketBytes is the most bytes of gradients the wrapper reduces as one
+// buffer (BucketCapMB).
+func (m *DistributedDataParallel) BucketBytes() int { return int(m.cfg.bucketCapMB * (1 << 20)) }
 
 // broadcastBuffers gives every replica global replica 0's buffers, unless
 // BroadcastBuffers(false).

@@ -1,4 +1,4 @@
-package ddp
+package ddp_test
 
 import (
 	"context"
@@ -10,13 +10,15 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/xladdp/xladdp/ddp"
 	"github.com/xladdp/xladdp/ddp/dist"
+	"github.com/xladdp/xladdp/ddp/internal/ddptest"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/nn"
 	"github.com/xladdp/xladdp/xla/optim"
 )
 
-func init() { groupScenarios["wrap-hostile"] = wrapHostileScenario }
+func init() { ddptest.Scenarios["wrap-hostile"] = wrapHostileScenario }
 
 // wrapHostileCases are misuses of Wrap in a 2-process job; each runs on
 // rank r and returns its error.
@@ -38,7 +40,7 @@ var wrapHostileCases = map[string]func(ctx context.Context, d *xla.Device, rank 
 		}
 		defer m.Close()
 		step := xla.Compile(func(args ...*xla.Tensor) ([]*xla.Tensor, error) {
-			loss, err := lossOn(d, m, "toy", 0, 4)
+			loss, err := ddptest.LossOn(d, m, "toy", 0, 4)
 			if err != nil {
 				return nil, err
 			}
@@ -61,7 +63,7 @@ var wrapHostileCases = map[string]func(ctx context.Context, d *xla.Device, rank 
 		}
 		for range 4 {
 			opt.ZeroGrad()
-			loss, err := lossOn(d, m, "toy", 0, 4)
+			loss, err := ddptest.LossOn(d, m, "toy", 0, 4)
 			if err != nil {
 				return err
 			}
@@ -88,11 +90,11 @@ var wrapHostileCases = map[string]func(ctx context.Context, d *xla.Device, rank 
 	},
 	// The ranks wrap different models.
 	"different-models": func(ctx context.Context, d *xla.Device, rank int) error {
-		model, err := newModel(d, []string{"toy", "cnn"}[rank], 1, nil)
+		model, err := ddptest.NewModel(d, []string{"toy", "cnn"}[rank], 1, nil)
 		if err != nil {
 			return err
 		}
-		_, err = Wrap(ctx, model)
+		_, err = ddp.Wrap(ctx, model)
 		return err
 	},
 	// The ctx given to Wrap ends during training: Backward's host
@@ -106,7 +108,7 @@ var wrapHostileCases = map[string]func(ctx context.Context, d *xla.Device, rank 
 		}
 		defer m.Close()
 		cancel(errors.New("the user gave up"))
-		loss, err := lossOn(d, m, "toy", 0, 4)
+		loss, err := ddptest.LossOn(d, m, "toy", 0, 4)
 		if err != nil {
 			return err
 		}
@@ -114,11 +116,11 @@ var wrapHostileCases = map[string]func(ctx context.Context, d *xla.Device, rank 
 	},
 	// In-graph collectives would average each process's replicas only.
 	"in-graph": func(ctx context.Context, d *xla.Device, rank int) error {
-		model, err := newModel(d, "toy", 1, nil)
+		model, err := ddptest.NewModel(d, "toy", 1, nil)
 		if err != nil {
 			return err
 		}
-		_, err = Wrap(ctx, model, WithCollectives(&InGraph{}))
+		_, err = ddp.Wrap(ctx, model, ddp.WithCollectives(&ddp.InGraph{}))
 		return err
 	},
 	// Only rank 0 wraps; rank 1 leaves the job.
@@ -126,34 +128,34 @@ var wrapHostileCases = map[string]func(ctx context.Context, d *xla.Device, rank 
 		if rank == 1 {
 			return dist.Destroy()
 		}
-		model, err := newModel(d, "toy", 1, nil)
+		model, err := ddptest.NewModel(d, "toy", 1, nil)
 		if err != nil {
 			return err
 		}
-		_, err = Wrap(ctx, model)
+		_, err = ddp.Wrap(ctx, model)
 		return err
 	},
 }
 
 // wrapToy wraps a fresh toy model on d.
-func wrapToy(ctx context.Context, d *xla.Device) (*DistributedDataParallel, error) {
-	model, err := newModel(d, "toy", 1, nil)
+func wrapToy(ctx context.Context, d *xla.Device) (*ddp.DistributedDataParallel, error) {
+	model, err := ddptest.NewModel(d, "toy", 1, nil)
 	if err != nil {
 		return nil, err
 	}
-	return Wrap(ctx, model)
+	return ddp.Wrap(ctx, model)
 }
 
 // trainBranch trains "branch" for 6 steps with the middle layer used when
 // useMid(step), without FindUnusedParameters.
 func trainBranch(ctx context.Context, d *xla.Device, useMid func(step int) bool) error {
 	step := 0
-	model, err := newModel(d, "branch", 1, &step)
+	model, err := ddptest.NewModel(d, "branch", 1, &step)
 	if err != nil {
 		return err
 	}
-	b := model.(*branchy)
-	m, err := Wrap(ctx, model)
+	b := model.(*ddptest.Branchy)
+	m, err := ddp.Wrap(ctx, model)
 	if err != nil {
 		return err
 	}
@@ -167,9 +169,9 @@ func trainBranch(ctx context.Context, d *xla.Device, useMid func(step int) bool)
 		if useMid(i) {
 			on = 0
 		}
-		b.step = &on
+		b.Step = &on
 		opt.ZeroGrad()
-		loss, err := lossOn(d, m, "toy", 0, 4)
+		loss, err := ddptest.LossOn(d, m, "toy", 0, 4)
 		if err != nil {
 			return err
 		}
@@ -186,9 +188,9 @@ func trainBranch(ctx context.Context, d *xla.Device, useMid func(step int) bool)
 	return nil
 }
 
-func wrapHostileScenario(rep *report) {
+func wrapHostileScenario(rep *ddptest.Report) {
 	ctx := context.Background()
-	e, done, err := joinJob(ctx, 1)
+	e, done, err := ddptest.JoinJob(ctx, 1)
 	if err != nil {
 		rep.Error = err.Error()
 		return
@@ -231,8 +233,8 @@ func TestWrapHostileAcrossProcesses(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			cmds, outs := launchJob(t, "wrap-hostile", 2, "XLADDP_TEST_TIMEOUT=60s", "XLADDP_TEST_CASE="+c.name)
-			for r, rep := range waitReports(t, cmds, outs) {
+			cmds, outs := ddptest.Launch(t, "wrap-hostile", 2, "XLADDP_TEST_TIMEOUT=60s", "XLADDP_TEST_CASE="+c.name)
+			for r, rep := range ddptest.WaitReports(t, cmds, outs) {
 				require.Empty(t, rep.Error, "rank %d", r)
 				assert.Less(t, rep.Elapsed, 20.0, "rank %d took %.1fs", r, rep.Elapsed)
 				if c.want[r] == "" {

@@ -1,6 +1,6 @@
 //go:build mpi
 
-package ddp
+package ddp_test
 
 import (
 	"fmt"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/xladdp/xladdp/ddp/internal/ddptest"
 	"github.com/xladdp/xladdp/ddp/internal/workertest"
 	"github.com/xladdp/xladdp/xla/xlatest"
 )
@@ -29,12 +30,12 @@ func TestMPIWrapEqualsSingleDevice(t *testing.T) {
 		wrap                      string
 	}{{"toy", 2, 2, 1, ""}, {"toy", 4, 1, 1, "bucket=0.00001"}, {"cnn", 2, 1, 1, ""}, {"toy", 2, 1, 4, ""}} {
 		t.Run(fmt.Sprintf("%s/%dx%d/micro%d/%s", c.kind, c.processes, c.devices, c.micro, c.wrap), func(t *testing.T) {
-			shards := split(0, globalRows, 1)
+			shards := ddptest.Split(0, ddptest.GlobalRows, 1)
 			if c.kind == "cnn" {
-				shards = split(0, globalRows, c.processes*c.devices)
+				shards = ddptest.Split(0, ddptest.GlobalRows, c.processes*c.devices)
 			}
-			want, err := trainModel(ctx, d, trainRun{kind: c.kind, seed: 100, steps: equivalenceSteps, shards: shards,
-				mark: func() error { return d.MarkStep(ctx) }})
+			want, err := ddptest.TrainModel(ctx, d, ddptest.Run{Kind: c.kind, Seed: 100, Steps: ddptest.EquivalenceSteps, Shards: shards,
+				Mark: func() error { return d.MarkStep(ctx) }})
 			require.NoError(t, err)
 			res := workertest.MPIRun(t, 3*time.Minute, "equivalence", c.processes, nil, "XLADDP_TEST_TIMEOUT=60s", "XLADDP_TEST_MODEL="+c.kind,
 				"XLADDP_TEST_WRAP="+c.wrap, "XLADDP_TEST_DEVICES="+strconv.Itoa(c.devices), "XLADDP_TEST_MICRO="+strconv.Itoa(c.micro))
@@ -44,8 +45,8 @@ func TestMPIWrapEqualsSingleDevice(t *testing.T) {
 				require.NotNil(t, rep, "rank %d: %s", r, res.Output)
 				require.Empty(t, rep.Error, "rank %d", r)
 				if c.micro > 1 { // one all-reduce per 4 micro-batches (and 3 set-up collectives)
-					assert.EqualValues(t, equivalenceSteps, rep.Counters["gradient syncs"], "rank %d", r)
-					assert.EqualValues(t, equivalenceSteps+3, rep.Counters["collectives"], "rank %d", r)
+					assert.EqualValues(t, ddptest.EquivalenceSteps, rep.Counters["gradient syncs"], "rank %d", r)
+					assert.EqualValues(t, ddptest.EquivalenceSteps+3, rep.Counters["collectives"], "rank %d", r)
 				}
 				delete(rep.Hashes, "step traces")
 				for replica, h := range rep.Hashes {

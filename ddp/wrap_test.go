@@ -1,4 +1,4 @@
-package ddp
+package ddp_test
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/xladdp/xladdp/ddp"
+	"github.com/xladdp/xladdp/ddp/internal/ddptest"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/nn"
 	"github.com/xladdp/xladdp/xla/xlatest"
@@ -20,25 +22,25 @@ import (
 func TestWrapRefusesBadModules(t *testing.T) {
 	e := xlatest.NewEngine(t, 2)
 	ctx := xlatest.Context(t)
-	_, err := Wrap(ctx, nil)
+	_, err := ddp.Wrap(ctx, nil)
 	assert.ErrorContains(t, err, "nil module")
-	_, err = Wrap(ctx, nn.NewSequential(nn.ReLU{}))
+	_, err = ddp.Wrap(ctx, nn.NewSequential(nn.ReLU{}))
 	assert.ErrorContains(t, err, "no parameters or buffers")
 	a, err := nn.NewLinear(e.Device(0), nn.NewRand(1), 2, 2, true)
 	require.NoError(t, err)
 	b, err := nn.NewLinear(e.Device(1), nn.NewRand(1), 2, 2, true)
 	require.NoError(t, err)
-	_, err = Wrap(ctx, nn.NewSequential(a, b))
+	_, err = ddp.Wrap(ctx, nn.NewSequential(a, b))
 	assert.ErrorContains(t, err, "move the module to one device first")
 	for _, mb := range []float64{0, -1, math.NaN(), math.Inf(1), 1e9} {
-		_, err = Wrap(ctx, a, BucketCapMB(mb))
+		_, err = ddp.Wrap(ctx, a, ddp.BucketCapMB(mb))
 		assert.ErrorContains(t, err, "give a size in MiB above 0", "BucketCapMB(%v)", mb)
 	}
-	_, err = Wrap(ctx, nn.NewSequential(a, nn.Dense(e.Device(0), nn.NewRand(1), -1, 2)))
+	_, err = ddp.Wrap(ctx, nn.NewSequential(a, nn.Dense(e.Device(0), nn.NewRand(1), -1, 2)))
 	assert.ErrorContains(t, err, "the module failed to build: 1: nn: Dense(-1, 2)")
-	assert.ErrorContains(t, Run(ctx, nil, Options{}), "nil function")
+	assert.ErrorContains(t, ddp.Run(ctx, nil, ddp.Options{}), "nil function")
 	t.Setenv("XLADDP_DEVICE", "tpu")
-	assert.ErrorContains(t, Run(ctx, func(context.Context, Worker) error { return nil }, Options{Spawn: true}), `"tpu"`)
+	assert.ErrorContains(t, ddp.Run(ctx, func(context.Context, ddp.Worker) error { return nil }, ddp.Options{Spawn: true}), `"tpu"`)
 }
 
 // TestWrapSubsetOfReplicas: when only replica 0 wraps its model, the
@@ -48,8 +50,8 @@ func TestWrapSubsetOfReplicas(t *testing.T) {
 	e := xlatest.NewEngine(t, 2)
 	start := time.Now()
 	err := e.RunReplicas(xlatest.Context(t), 2, func(ctx context.Context, r xla.Replica) error {
-		_, err := trainModel(ctx, r.Device(), trainRun{kind: "toy", seed: 1, steps: 2, shards: split(0, 8, 1), wrap: r.Index() == 0,
-			mark: func() error { return r.MarkStep(ctx) }})
+		_, err := ddptest.TrainModel(ctx, r.Device(), ddptest.Run{Kind: "toy", Seed: 1, Steps: 2, Shards: ddptest.Split(0, 8, 1), Wrap: r.Index() == 0,
+			Mark: func() error { return r.MarkStep(ctx) }})
 		return err
 	})
 	require.Error(t, err)
@@ -70,7 +72,7 @@ func TestWrapCloseTwiceAndTrainLocally(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		m, err := Wrap(ctx, lin)
+		m, err := ddp.Wrap(ctx, lin)
 		if err != nil {
 			return err
 		}
@@ -99,12 +101,12 @@ func TestWrapStateDictNames(t *testing.T) {
 	e := xlatest.NewEngine(t, 1)
 	ctx := xlatest.Context(t)
 	d := e.Device(0)
-	model, err := newModel(d, "cnn", 1, nil)
+	model, err := ddptest.NewModel(d, "cnn", 1, nil)
 	require.NoError(t, err)
-	plain, err := Wrap(ctx, model)
+	plain, err := ddp.Wrap(ctx, model)
 	require.NoError(t, err)
 	defer plain.Close()
-	torchy, err := Wrap(ctx, model, TorchStateDictNames())
+	torchy, err := ddp.Wrap(ctx, model, ddp.TorchStateDictNames())
 	require.NoError(t, err)
 	defer torchy.Close()
 	var names, torchNames []string
@@ -121,9 +123,9 @@ func TestWrapStateDictNames(t *testing.T) {
 	}
 	path := filepath.Join(t.TempDir(), "torch.safetensors")
 	require.NoError(t, nn.SaveStateDict(ctx, path, torchy, nil))
-	fresh, err := newModel(d, "cnn", 2, nil)
+	fresh, err := ddptest.NewModel(d, "cnn", 2, nil)
 	require.NoError(t, err)
-	freshWrapped, err := Wrap(ctx, fresh, TorchStateDictNames())
+	freshWrapped, err := ddp.Wrap(ctx, fresh, ddp.TorchStateDictNames())
 	require.NoError(t, err)
 	defer freshWrapped.Close()
 	_, err = nn.LoadStateDict(path, freshWrapped)
@@ -159,7 +161,7 @@ func TestWrapBroadcastBuffers(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			m, err := Wrap(ctx, &scaled{lin: lin, scale: one}, BroadcastBuffers(on))
+			m, err := ddp.Wrap(ctx, &scaled{lin: lin, scale: one}, ddp.BroadcastBuffers(on))
 			if err != nil {
 				return err
 			}

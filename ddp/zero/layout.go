@@ -1,4 +1,4 @@
-package ddp
+package zero
 
 import (
 	"encoding/binary"
@@ -17,12 +17,18 @@ import (
 // depends on the parameters and the bucket cap only, never on the world
 // size: a checkpoint's buckets are the same at any world size, only their
 // padding and cuts differ.
+// member is one parameter's place in its bucket, in elements.
+type member struct {
+	param, offset, length int
+	dims                  []int
+}
+
 type zeroBucket struct {
 	group   int
 	dtype   xla.DType
-	members []bucketMember // offsets in elements from the bucket's start
-	length  int            // elements of the parameters
-	padded  int            // length rounded up to a multiple of the replica count
+	members []member // offsets in elements from the bucket's start
+	length  int      // elements of the parameters
+	padded  int      // length rounded up to a multiple of the replica count
 }
 
 // shardLen is each replica's share of b's elements.
@@ -49,7 +55,7 @@ func planZeroBuckets(params []nn.Named, groupOf []int, groups, capBytes, replica
 				open = &zeroBucket{group: g, dtype: t.DType()}
 				buckets = append(buckets, open)
 			}
-			open.members = append(open.members, bucketMember{param: i, offset: open.length, length: n, dims: t.Dims()})
+			open.members = append(open.members, member{param: i, offset: open.length, length: n, dims: t.Dims()})
 			open.length += n
 		}
 	}

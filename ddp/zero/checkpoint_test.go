@@ -1,4 +1,4 @@
-package ddp
+package zero_test
 
 import (
 	"context"
@@ -15,15 +15,18 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/xladdp/xladdp/ddp"
 	"github.com/xladdp/xladdp/ddp/dist"
+	"github.com/xladdp/xladdp/ddp/internal/ddptest"
+	"github.com/xladdp/xladdp/ddp/zero"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/optim"
 	"github.com/xladdp/xladdp/xla/xlatest"
 )
 
 func init() {
-	groupScenarios["zero-resume"] = zeroResumeScenario
-	groupScenarios["zero-save-loop"] = zeroSaveLoopScenario
+	ddptest.Scenarios["zero-resume"] = zeroResumeScenario
+	ddptest.Scenarios["zero-save-loop"] = zeroSaveLoopScenario
 }
 
 const (
@@ -37,11 +40,11 @@ const (
 // trains zeroResumeSteps more; phase "resume" loads it and trains
 // zeroResumeSteps. Each local replica's losses after the save are reported
 // (in Params, one list per local replica).
-func zeroResumeScenario(rep *report) {
+func zeroResumeScenario(rep *ddptest.Report) {
 	ctx := context.Background()
 	kind, dir, phase := os.Getenv("XLADDP_TEST_MODEL"), os.Getenv("XLADDP_TEST_DIR"), os.Getenv("XLADDP_TEST_PHASE")
 	devices, _ := strconv.Atoi(os.Getenv("XLADDP_TEST_DEVICES"))
-	e, done, err := joinJob(ctx, devices)
+	e, done, err := ddptest.JoinJob(ctx, devices)
 	if err != nil {
 		rep.Error = err.Error()
 		return
@@ -50,7 +53,7 @@ func zeroResumeScenario(rep *report) {
 	losses := make([][]float32, devices)
 	err = e.RunReplicas(ctx, devices, func(ctx context.Context, r xla.Replica) error {
 		replica, replicas := dist.Rank()*devices+r.Index(), dist.WorldSize()*devices
-		rows := globalRows / replicas
+		rows := ddptest.GlobalRows / replicas
 		d := r.Device()
 		model, z, err := newShardedModel(ctx, d, kind, os.Getenv("XLADDP_TEST_OPTIM"), uint64(100+replica))
 		if err != nil {
@@ -59,7 +62,7 @@ func zeroResumeScenario(rep *report) {
 		ck := optim.Checkpoint{Model: model, Optimizer: z}
 		step := func(record bool) error {
 			z.ZeroGrad()
-			loss, err := lossOn(d, model, kind, replica*rows, (replica+1)*rows)
+			loss, err := ddptest.LossOn(d, model, kind, replica*rows, (replica+1)*rows)
 			if err != nil {
 				return err
 			}
@@ -86,11 +89,11 @@ func zeroResumeScenario(rep *report) {
 				}
 			}
 			ck.Step = zeroResumeAt
-			if err := SaveShardedCheckpoint(ctx, dir, ck); err != nil {
+			if err := zero.SaveCheckpoint(ctx, dir, ck); err != nil {
 				return err
 			}
 		} else {
-			if err := LoadShardedCheckpoint(ctx, dir, &ck); err != nil {
+			if err := zero.LoadCheckpoint(ctx, dir, &ck); err != nil {
 				return err
 			}
 			if ck.Step != zeroResumeAt {
@@ -113,18 +116,18 @@ func zeroResumeScenario(rep *report) {
 
 // newShardedModel builds kind wrapped, with its optimizer (or name's)
 // sharded.
-func newShardedModel(ctx context.Context, d *xla.Device, kind, name string, seed uint64) (*DistributedDataParallel, *ZeroRedundancyOptimizer, error) {
+func newShardedModel(ctx context.Context, d *xla.Device, kind, name string, seed uint64) (*ddp.DistributedDataParallel, *zero.ZeroRedundancyOptimizer, error) {
 	step := 0
-	inner, err := newModel(d, kind, seed, &step)
+	inner, err := ddptest.NewModel(d, kind, seed, &step)
 	if err != nil {
 		return nil, nil, err
 	}
-	model, err := Wrap(ctx, inner)
+	model, err := ddp.Wrap(ctx, inner)
 	if err != nil {
 		return nil, nil, err
 	}
-	recipe := optimizerFor(kind, name, model)
-	z, err := NewZeroRedundancyOptimizer(ctx, model, recipe.groups, recipe.build)
+	recipe := ddptest.OptimizerFor(kind, name, model)
+	z, err := zero.New(ctx, model, recipe.Groups, recipe.Build)
 	return model, z, err
 }
 
@@ -144,12 +147,12 @@ func TestZeroResumesAtAnotherWorldSize(t *testing.T) {
 		t.Run(fmt.Sprintf("%s/%dx%d", c.optimizer, c.processes, c.devices), func(t *testing.T) {
 			dir := t.TempDir()
 			run := func(phase string, processes, devices int) []float64 {
-				cmds, outs := launchJob(t, "zero-resume", processes, "XLADDP_TEST_TIMEOUT=60s", "XLADDP_TEST_MODEL=toy",
+				cmds, outs := ddptest.Launch(t, "zero-resume", processes, "XLADDP_TEST_TIMEOUT=60s", "XLADDP_TEST_MODEL=toy",
 					"XLADDP_TEST_OPTIM="+c.optimizer, "XLADDP_TEST_DIR="+dir, "XLADDP_TEST_PHASE="+phase,
 					"XLADDP_TEST_DEVICES="+strconv.Itoa(devices))
 				mean := make([]float64, zeroResumeSteps)
 				count := 0
-				for r, rep := range waitReports(t, cmds, outs) {
+				for r, rep := range ddptest.WaitReports(t, cmds, outs) {
 					require.Empty(t, rep.Error, "rank %d (%s)", r, phase)
 					for _, losses := range rep.Params {
 						require.Len(t, losses, zeroResumeSteps)
@@ -179,9 +182,9 @@ func TestZeroResumesAtAnotherWorldSize(t *testing.T) {
 // zeroSaveLoopScenario trains the wide model sharded over 2 local
 // replicas and saves a sharded checkpoint to $XLADDP_TEST_DIR after every
 // step, printing "saved N" to stdout, until killed.
-func zeroSaveLoopScenario(rep *report) {
+func zeroSaveLoopScenario(rep *ddptest.Report) {
 	ctx := context.Background()
-	e, done, err := joinJob(ctx, 2)
+	e, done, err := ddptest.JoinJob(ctx, 2)
 	if err != nil {
 		rep.Error = err.Error()
 		return
@@ -194,14 +197,14 @@ func zeroSaveLoopScenario(rep *report) {
 		}
 		for s := 1; ; s++ {
 			z.ZeroGrad()
-			loss, err := lossOn(r.Device(), model, "wide", r.Index()*24, (r.Index()+1)*24)
+			loss, err := ddptest.LossOn(r.Device(), model, "wide", r.Index()*24, (r.Index()+1)*24)
 			if err != nil {
 				return err
 			}
 			if err := optim.BackwardStep(ctx, loss, z); err != nil {
 				return err
 			}
-			if err := SaveShardedCheckpoint(ctx, os.Getenv("XLADDP_TEST_DIR"), optim.Checkpoint{Model: model, Optimizer: z, Step: s}); err != nil {
+			if err := zero.SaveCheckpoint(ctx, os.Getenv("XLADDP_TEST_DIR"), optim.Checkpoint{Model: model, Optimizer: z, Step: s}); err != nil {
 				return err
 			}
 			if r.Index() == 0 {
@@ -222,7 +225,7 @@ func TestZeroSaveSurvivesSIGKILL(t *testing.T) {
 	e := xlatest.NewEngine(t, 1)
 	ctx := xlatest.Context(t)
 	for trial := range 4 {
-		cmds, outs := launchJob(t, "zero-save-loop", 1, "XLADDP_TEST_DIR="+dir)
+		cmds, outs := ddptest.Launch(t, "zero-save-loop", 1, "XLADDP_TEST_DIR="+dir)
 		deadline := time.Now().Add(time.Minute)
 		for !strings.Contains(outs[0].String(), "saved") {
 			require.True(t, time.Now().Before(deadline), "trial %d: no save in a minute: %s", trial, outs[0].String())
@@ -238,16 +241,16 @@ func TestZeroSaveSurvivesSIGKILL(t *testing.T) {
 				last, _ = strconv.Atoi(v)
 			}
 		}
-		ck, err := readShardedCheckpoint(dir)
+		saved, err := zero.CommittedStep(dir)
 		require.NoError(t, err, "trial %d: after a SIGKILL (last reported save: step %d)", trial, last)
-		assert.Contains(t, []int{last, last + 1}, ck.manifest.Step, "trial %d", trial)
+		assert.Contains(t, []int{last, last + 1}, saved, "trial %d", trial)
 		versions, _ := filepath.Glob(filepath.Join(dir, "step-*"))
-		t.Logf("trial %d: killed after step %d's save; checkpoint at step %d; %d version directories", trial, last, ck.manifest.Step, len(versions))
+		t.Logf("trial %d: killed after step %d's save; checkpoint at step %d; %d version directories", trial, last, saved, len(versions))
 		model, z, err := newShardedModel(ctx, e.Device(0), "wide", "adam", 7)
 		require.NoError(t, err)
 		loaded := optim.Checkpoint{Model: model, Optimizer: z}
-		require.NoError(t, LoadShardedCheckpoint(ctx, dir, &loaded), "trial %d", trial)
-		assert.Equal(t, ck.manifest.Step, loaded.Step)
-		require.NoError(t, ConsolidateCheckpoint(dir, filepath.Join(t.TempDir(), "whole.safetensors")))
+		require.NoError(t, zero.LoadCheckpoint(ctx, dir, &loaded), "trial %d", trial)
+		assert.Equal(t, saved, loaded.Step)
+		require.NoError(t, zero.ConsolidateCheckpoint(dir, filepath.Join(t.TempDir(), "whole.safetensors")))
 	}
 }

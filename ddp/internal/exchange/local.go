@@ -1,4 +1,4 @@
-package ddp
+package exchange
 
 import (
 	"context"
@@ -83,9 +83,9 @@ func (x *localExchange) await(ctx context.Context, round uint64, timeout time.Du
 	}
 }
 
-// hostOnce runs fn on local replica 0 of dev's group and hands its
+// HostOnce runs fn on local replica 0 of dev's group and hands its
 // result to the other local replicas, which wait for it (within timeout).
-func hostOnce[T any](ctx context.Context, dev *xla.Device, timeout time.Duration, what string, fn func() (T, error)) (T, error) {
+func HostOnce[T any](ctx context.Context, dev *xla.Device, timeout time.Duration, what string, fn func() (T, error)) (T, error) {
 	index, count := dev.Replica()
 	x := exchangeOf(dev)
 	round := x.next(dev)
@@ -103,16 +103,16 @@ func hostOnce[T any](ctx context.Context, dev *xla.Device, timeout time.Duration
 	return t, nil
 }
 
-// localGather is one gatherLocal round: each replica's value by index.
+// localGather is one GatherLocal round: each replica's value by index.
 type localGather struct {
 	values  []any
 	posted  int
 	pending int // replicas that have not read it yet
 }
 
-// gatherLocal returns every local replica's value, in replica order, to
+// GatherLocal returns every local replica's value, in replica order, to
 // each of them; they wait for each other (within timeout).
-func gatherLocal[T any](ctx context.Context, dev *xla.Device, timeout time.Duration, what string, mine T) ([]T, error) {
+func GatherLocal[T any](ctx context.Context, dev *xla.Device, timeout time.Duration, what string, mine T) ([]T, error) {
 	index, count := dev.Replica()
 	if count == 1 {
 		return []T{mine}, nil

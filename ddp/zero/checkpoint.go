@@ -1,4 +1,4 @@
-package ddp
+package zero
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/xladdp/xladdp/ddp/dist"
+	"github.com/xladdp/xladdp/ddp/internal/exchange"
 	"github.com/xladdp/xladdp/xla/nn"
 	"github.com/xladdp/xladdp/xla/optim"
 	"github.com/xladdp/xladdp/xla/safetensors"
@@ -87,26 +88,26 @@ func shardFileName(replica, replicas int) string {
 	return fmt.Sprintf("shard-%05d-of-%05d.safetensors", replica, replicas)
 }
 
-// SaveShardedCheckpoint writes c (its Optimizer a ZeroRedundancyOptimizer)
+// SaveCheckpoint writes c (its Optimizer a ZeroRedundancyOptimizer)
 // to the directory dir: every replica its own shard, global replica 0 the
 // model and the manifest, committed atomically as a whole (LATEST). It
 // returns on every replica once the new version is committed; an error on
 // any replica is every replica's. Every replica calls it at the same
 // point; dir must be one directory every rank sees (a shared file system
 // across nodes). Older versions are removed once the new one is
-// committed. LoadShardedCheckpoint resumes it at any world size;
+// committed. LoadCheckpoint resumes it at any world size;
 // ConsolidateCheckpoint turns it into one file for ddp.LoadCheckpoint and
 // torch.
-func SaveShardedCheckpoint(ctx context.Context, dir string, c optim.Checkpoint) error {
+func SaveCheckpoint(ctx context.Context, dir string, c optim.Checkpoint) error {
 	z, ok := c.Optimizer.(*ZeroRedundancyOptimizer)
 	if !ok {
-		return fmt.Errorf("ddp: SaveShardedCheckpoint of a %T: it saves a ZeroRedundancyOptimizer's shards (ddp.SaveCheckpoint saves a plain optimizer)", c.Optimizer)
+		return fmt.Errorf("zero: SaveCheckpoint of a %T: it saves a ZeroRedundancyOptimizer's shards (ddp.SaveCheckpoint saves a plain optimizer)", c.Optimizer)
 	}
 	if c.Model == nil || c.Step < 0 || c.Epoch < 0 {
-		return fmt.Errorf("ddp: SaveShardedCheckpoint: a model and a non-negative step (%d) and epoch (%d) are needed", c.Step, c.Epoch)
+		return fmt.Errorf("zero: SaveCheckpoint: a model and a non-negative step (%d) and epoch (%d) are needed", c.Step, c.Epoch)
 	}
 	if err := z.save(ctx, dir, c); err != nil {
-		return fmt.Errorf("ddp: SaveShardedCheckpoint to %s on replica %d: %w", dir, z.replica, err)
+		return fmt.Errorf("zero: SaveCheckpoint to %s on replica %d: %w", dir, z.replica, err)
 	}
 	return nil
 }
@@ -115,8 +116,8 @@ func (z *ZeroRedundancyOptimizer) save(ctx context.Context, dir string, c optim.
 	if err := z.dev.MarkStep(ctx); err != nil {
 		return err
 	}
-	timeout := timeoutOf(z.group)
-	id, err := hostOnce(ctx, z.dev, timeout, "starting the checkpoint", func() (string, error) {
+	timeout := exchange.Timeout(z.group)
+	id, err := exchange.HostOnce(ctx, z.dev, timeout, "starting the checkpoint", func() (string, error) {
 		return z.startVersion(ctx, dir, c.Step)
 	})
 	if err != nil {
@@ -132,11 +133,11 @@ func (z *ZeroRedundancyOptimizer) save(ctx context.Context, dir string, c optim.
 	if z.replica == 0 {
 		model, modelErr = writeModel(ctx, version, c.Model)
 	}
-	records, err := gatherLocal(ctx, z.dev, timeout, "collecting the shard files", rec)
+	records, err := exchange.GatherLocal(ctx, z.dev, timeout, "collecting the shard files", rec)
 	if err != nil {
 		return err
 	}
-	_, err = hostOnce(ctx, z.dev, timeout, "committing the checkpoint", func() (struct{}, error) {
+	_, err = exchange.HostOnce(ctx, z.dev, timeout, "committing the checkpoint", func() (struct{}, error) {
 		all, err := z.gatherRecords(ctx, records)
 		if err == nil && z.replica == 0 {
 			err = modelErr
@@ -144,7 +145,7 @@ func (z *ZeroRedundancyOptimizer) save(ctx context.Context, dir string, c optim.
 				err = z.commit(dir, id, c, model, all)
 			}
 		}
-		return struct{}{}, agreeOnRankZero(ctx, z.group, err, "committing "+dir)
+		return struct{}{}, exchange.AgreeOnRankZero(ctx, z.group, err, "committing "+dir)
 	})
 	return err
 }
@@ -161,7 +162,7 @@ func (z *ZeroRedundancyOptimizer) startVersion(ctx context.Context, dir string, 
 	for i, b := range nonce {
 		words[1] |= int64(b) << (8 * i)
 	}
-	if err := agreeOnRankZero(ctx, z.group, err, "naming the checkpoint"); err != nil {
+	if err := exchange.AgreeOnRankZero(ctx, z.group, err, "naming the checkpoint"); err != nil {
 		return "", err
 	}
 	if z.group != nil {
@@ -219,7 +220,7 @@ func (z *ZeroRedundancyOptimizer) gatherRecords(ctx context.Context, local []sha
 	}
 	blobs := [][]byte{mine}
 	if z.group != nil {
-		if blobs, err = allGatherBytes(ctx, z.group, mine); err != nil {
+		if blobs, err = exchange.AllGatherBytes(ctx, z.group, mine); err != nil {
 			return nil, err
 		}
 	}
@@ -240,30 +241,6 @@ func (z *ZeroRedundancyOptimizer) gatherRecords(ctx context.Context, local []sha
 		}
 	}
 	return all, nil
-}
-
-// allGatherBytes gathers a byte string of any length from every rank.
-func allGatherBytes(ctx context.Context, g *dist.ProcessGroup, mine []byte) ([][]byte, error) {
-	lengths := make([]int64, g.WorldSize())
-	if err := g.AllGather(ctx, dist.Int64s(lengths), dist.Int64s([]int64{int64(len(mine))})); err != nil {
-		return nil, err
-	}
-	longest := int64(0)
-	for _, n := range lengths {
-		longest = max(longest, n)
-	}
-	words := int((longest + 7) / 8)
-	padded := make([]int64, words)
-	copy(dist.Int64s(padded).Bytes(), mine)
-	all := make([]int64, words*g.WorldSize())
-	if err := g.AllGather(ctx, dist.Int64s(all), dist.Int64s(padded)); err != nil {
-		return nil, err
-	}
-	out := make([][]byte, g.WorldSize())
-	for r := range out {
-		out[r] = append([]byte(nil), dist.Int64s(all[r*words : (r+1)*words]).Bytes()[:lengths[r]]...)
-	}
-	return out, nil
 }
 
 // commit is global replica 0's last part: the manifest, then LATEST, then
@@ -314,8 +291,8 @@ func (z *ZeroRedundancyOptimizer) agree(ctx context.Context, what string, err er
 	if err != nil {
 		msg = err.Error()
 	}
-	timeout := timeoutOf(z.group)
-	msgs, gerr := gatherLocal(ctx, z.dev, timeout, what, msg)
+	timeout := exchange.Timeout(z.group)
+	msgs, gerr := exchange.GatherLocal(ctx, z.dev, timeout, what, msg)
 	if gerr != nil {
 		return errors.Join(err, gerr)
 	}
@@ -323,7 +300,7 @@ func (z *ZeroRedundancyOptimizer) agree(ctx context.Context, what string, err er
 	for _, m := range msgs {
 		localFailed = localFailed || m != ""
 	}
-	failed, herr := hostOnce(ctx, z.dev, timeout, what, func() ([]int, error) {
+	failed, herr := exchange.HostOnce(ctx, z.dev, timeout, what, func() ([]int, error) {
 		status := []int32{0}
 		if localFailed {
 			status[0] = 1

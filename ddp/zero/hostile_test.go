@@ -1,4 +1,4 @@
-package ddp
+package zero_test
 
 import (
 	"context"
@@ -12,32 +12,35 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/xladdp/xladdp/ddp"
+	"github.com/xladdp/xladdp/ddp/internal/ddptest"
+	"github.com/xladdp/xladdp/ddp/zero"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/nn"
 	"github.com/xladdp/xladdp/xla/optim"
 	"github.com/xladdp/xladdp/xla/xlatest"
 )
 
-func init() { groupScenarios["zero-hostile"] = zeroHostileScenario }
+func init() { ddptest.Scenarios["zero-hostile"] = zeroHostileScenario }
 
 // zeroHostileScenario builds a sharded toy optimizer whose settings
 // differ on rank 1 ($XLADDP_TEST_CASE: "lr" or "kind") and reports the
 // error.
-func zeroHostileScenario(rep *report) {
+func zeroHostileScenario(rep *ddptest.Report) {
 	ctx := context.Background()
-	e, done, err := joinJob(ctx, 1)
+	e, done, err := ddptest.JoinJob(ctx, 1)
 	if err != nil {
 		rep.Error = err.Error()
 		return
 	}
 	defer done()
 	step := 0
-	inner, err := newModel(e.Device(0), "toy", 1, &step)
+	inner, err := ddptest.NewModel(e.Device(0), "toy", 1, &step)
 	if err != nil {
 		rep.Error = err.Error()
 		return
 	}
-	model, err := Wrap(ctx, inner)
+	model, err := ddp.Wrap(ctx, inner)
 	if err != nil {
 		rep.Error = err.Error()
 		return
@@ -46,13 +49,13 @@ func zeroHostileScenario(rep *report) {
 	if rep.Rank == 1 && os.Getenv("XLADDP_TEST_CASE") == "kind" {
 		name = "adadelta"
 	}
-	build := optimizerFor("toy", name, model).build
+	build := ddptest.OptimizerFor("toy", name, model).Build
 	if rep.Rank == 1 && os.Getenv("XLADDP_TEST_CASE") == "lr" {
 		build = func(groups []optim.ParamGroup) (optim.Optimizer, error) {
 			return optim.NewAdam(groups[0].Params, optim.AdamConfig{LR: 2e-2, WeightDecay: 0.01})
 		}
 	}
-	_, err = NewZeroRedundancyOptimizer(ctx, model, nil, build)
+	_, err = zero.New(ctx, model, nil, build)
 	rep.Errors = []string{errorText(err)}
 }
 
@@ -72,8 +75,8 @@ func TestZeroRefusesRanksThatDiffer(t *testing.T) {
 		"kind": "optim.Adadelta",
 	} {
 		t.Run(c, func(t *testing.T) {
-			cmds, outs := launchJob(t, "zero-hostile", 2, "XLADDP_TEST_TIMEOUT=30s", "XLADDP_TEST_CASE="+c)
-			for r, rep := range waitReports(t, cmds, outs) {
+			cmds, outs := ddptest.Launch(t, "zero-hostile", 2, "XLADDP_TEST_TIMEOUT=30s", "XLADDP_TEST_CASE="+c)
+			for r, rep := range ddptest.WaitReports(t, cmds, outs) {
 				require.Empty(t, rep.Error, "rank %d", r)
 				require.Len(t, rep.Errors, 1, "rank %d", r)
 				assert.Contains(t, rep.Errors[0], "built ZeroRedundancyOptimizer differently", "rank %d", r)
@@ -86,11 +89,11 @@ func TestZeroRefusesRanksThatDiffer(t *testing.T) {
 	errs := make([]error, 2)
 	_ = e.RunReplicas(ctx, 2, func(ctx context.Context, r xla.Replica) error {
 		step := 0
-		inner, err := newModel(r.Device(), "toy", 1, &step)
+		inner, err := ddptest.NewModel(r.Device(), "toy", 1, &step)
 		require.NoError(t, err)
-		model, err := Wrap(ctx, inner)
+		model, err := ddp.Wrap(ctx, inner)
 		require.NoError(t, err)
-		_, errs[r.Index()] = NewZeroRedundancyOptimizer(ctx, model, nil, func(groups []optim.ParamGroup) (optim.Optimizer, error) {
+		_, errs[r.Index()] = zero.New(ctx, model, nil, func(groups []optim.ParamGroup) (optim.Optimizer, error) {
 			return optim.NewSGD(groups[0].Params, optim.SGDConfig{LR: 0.1 * float64(1+r.Index())})
 		})
 		return nil
@@ -117,26 +120,39 @@ func TestZeroRefusesBadModules(t *testing.T) {
 		return p
 	}
 	empty, full, other := param(0, 3), param(4), param(2)
-	wrapped := func(ps ...*xla.Tensor) *DistributedDataParallel {
-		w, err := Wrap(ctx, tensorModule(ps))
+	wrapped := func(ps ...*xla.Tensor) *ddp.DistributedDataParallel {
+		w, err := ddp.Wrap(ctx, tensorModule(ps))
 		require.NoError(t, err)
 		return w
 	}
-	_, err := NewZeroRedundancyOptimizer(ctx, nil, nil, sgd)
+	_, err := zero.New(ctx, nil, nil, sgd)
 	assert.ErrorContains(t, err, "wrap the model with ddp.Wrap first")
-	_, err = NewZeroRedundancyOptimizer(ctx, wrapped(full), nil, nil)
+	_, err = zero.New(ctx, wrapped(full), nil, nil)
 	assert.ErrorContains(t, err, "nil NewOptimizer")
-	_, err = NewZeroRedundancyOptimizer(ctx, wrapped(empty), nil, sgd)
+	_, err = zero.New(ctx, wrapped(empty), nil, sgd)
 	assert.ErrorContains(t, err, "no parameters with elements")
-	_, err = NewZeroRedundancyOptimizer(ctx, wrapped(full, other), []optim.ParamGroup{{Params: []*xla.Tensor{full}}}, sgd)
+	_, err = zero.New(ctx, wrapped(full, other), []optim.ParamGroup{{Params: []*xla.Tensor{full}}}, sgd)
 	assert.ErrorContains(t, err, "is in no parameter group")
-	_, err = NewZeroRedundancyOptimizer(ctx, wrapped(full, other), []optim.ParamGroup{{Params: []*xla.Tensor{full, other}}, {Params: []*xla.Tensor{full}}}, sgd)
+	_, err = zero.New(ctx, wrapped(full, other), []optim.ParamGroup{{Params: []*xla.Tensor{full, other}}, {Params: []*xla.Tensor{full}}}, sgd)
 	assert.ErrorContains(t, err, "is in parameter groups 0 and 1")
-	_, err = NewZeroRedundancyOptimizer(ctx, wrapped(full), []optim.ParamGroup{{Params: []*xla.Tensor{full, param(3)}}}, sgd)
+	_, err = zero.New(ctx, wrapped(full), []optim.ParamGroup{{Params: []*xla.Tensor{full, param(3)}}}, sgd)
 	assert.ErrorContains(t, err, "not a parameter of the wrapped module")
-	z, err := NewZeroRedundancyOptimizer(ctx, wrapped(empty, full), nil, sgd)
+	module := wrapped(empty, full)
+	z, err := zero.New(ctx, module, nil, sgd)
 	require.NoError(t, err)
-	assert.Len(t, z.params, 1)
+	var masters [][]int
+	for _, s := range z.State() {
+		if strings.HasPrefix(s.Name, "master.") {
+			masters = append(masters, s.Tensor.Dims())
+		}
+	}
+	assert.Equal(t, [][]int{{4}}, masters, "one bucket of the 4 elements of the one non-empty parameter")
+	_, err = zero.New(ctx, module, nil, sgd)
+	assert.ErrorContains(t, err, "already has a hook", "a second sharded optimizer on one wrapper")
+	closed := wrapped(full)
+	closed.Close()
+	_, err = zero.New(ctx, closed, nil, sgd)
+	assert.ErrorContains(t, err, "closed wrapper")
 }
 
 // TestZeroLoadRefusesBrokenCheckpoints: a shard missing, a shard from
@@ -152,29 +168,35 @@ func TestZeroLoadRefusesBrokenCheckpoints(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			return SaveShardedCheckpoint(ctx, dir, optim.Checkpoint{Model: model, Optimizer: z, Step: 3})
+			return zero.SaveCheckpoint(ctx, dir, optim.Checkpoint{Model: model, Optimizer: z, Step: 3})
 		}))
 	}
 	good, foreign := t.TempDir(), t.TempDir()
 	save(good, 1)
 	save(foreign, 2)
 	version := func(dir string) string {
-		id, err := os.ReadFile(filepath.Join(dir, latestName))
+		id, err := os.ReadFile(filepath.Join(dir, "LATEST"))
 		require.NoError(t, err)
 		return filepath.Join(dir, strings.TrimSpace(string(id)))
 	}
-	editManifest := func(dir string, edit func(m *zeroManifest)) {
-		path := filepath.Join(version(dir), manifestName)
-		data, err := os.ReadFile(path)
+	// The manifest as docs/zero.md describes it, edited as JSON.
+	type object = map[string]any
+	readManifest := func(dir string) object {
+		data, err := os.ReadFile(filepath.Join(version(dir), "manifest.json"))
 		require.NoError(t, err)
-		var m zeroManifest
+		var m object
 		require.NoError(t, json.Unmarshal(data, &m))
-		edit(&m)
-		data, err = json.Marshal(m)
+		return m
+	}
+	editManifest := func(dir string, edit func(m object)) {
+		m := readManifest(dir)
+		edit(m)
+		path := filepath.Join(version(dir), "manifest.json")
+		data, err := json.Marshal(m)
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(path, data, 0o644))
 	}
-	shard1 := shardFileName(1, 2)
+	shard1 := "shard-00001-of-00002.safetensors"
 	for _, c := range []struct {
 		name, want string
 		breakIt    func(dir string)
@@ -189,20 +211,22 @@ func TestZeroLoadRefusesBrokenCheckpoints(t *testing.T) {
 			data, err := os.ReadFile(filepath.Join(version(foreign), shard1))
 			require.NoError(t, err)
 			require.NoError(t, os.WriteFile(filepath.Join(version(dir), shard1), data, 0o644))
-			var theirs zeroManifest
-			raw, _ := os.ReadFile(filepath.Join(version(foreign), manifestName))
-			require.NoError(t, json.Unmarshal(raw, &theirs))
-			editManifest(dir, func(m *zeroManifest) { m.Shards[1] = theirs.Shards[1] })
+			theirs := readManifest(foreign)["shards"].([]any)
+			editManifest(dir, func(m object) { m["shards"].([]any)[1] = theirs[1] })
 		}},
 		{"replica count lies", "3 shard files for 2 replicas", func(dir string) {
-			editManifest(dir, func(m *zeroManifest) { m.Shards = append(m.Shards, m.Shards[0]); m.Replicas = 2 })
+			editManifest(dir, func(m object) { m["shards"] = append(m["shards"].([]any), m["shards"].([]any)[0]); m["replicas"] = 2 })
 		}},
-		{"bucket length lies", "length 166", func(dir string) { editManifest(dir, func(m *zeroManifest) { m.Buckets[0].Length++ }) }},
-		{"file outside", "outside its directory", func(dir string) { editManifest(dir, func(m *zeroManifest) { m.Model.Name = "../model.safetensors" }) }},
+		{"bucket length lies", "length 166", func(dir string) {
+			editManifest(dir, func(m object) { m["buckets"].([]any)[0].(object)["length"] = 166.0 })
+		}},
+		{"file outside", "outside its directory", func(dir string) {
+			editManifest(dir, func(m object) { m["model"].(object)["name"] = "../model.safetensors" })
+		}},
 		{"LATEST names nothing", "no such file", func(dir string) {
-			require.NoError(t, os.WriteFile(filepath.Join(dir, latestName), []byte("step-9-0\n"), 0o644))
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "LATEST"), []byte("step-9-0\n"), 0o644))
 		}},
-		{"not a checkpoint", "not a sharded checkpoint", func(dir string) { require.NoError(t, os.Remove(filepath.Join(dir, latestName))) }},
+		{"not a checkpoint", "not a sharded checkpoint", func(dir string) { require.NoError(t, os.Remove(filepath.Join(dir, "LATEST"))) }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -210,13 +234,13 @@ func TestZeroLoadRefusesBrokenCheckpoints(t *testing.T) {
 			c.breakIt(dir)
 			model, z, err := newShardedModel(ctx, e.Device(0), "toy", "adam", 9)
 			require.NoError(t, err)
-			before, err := parameterValues(ctx, model)
+			before, err := ddptest.ParameterValues(ctx, model)
 			require.NoError(t, err)
 			loaded := optim.Checkpoint{Model: model, Optimizer: z}
-			err = LoadShardedCheckpoint(ctx, dir, &loaded)
+			err = zero.LoadCheckpoint(ctx, dir, &loaded)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), c.want)
-			after, err := parameterValues(ctx, model)
+			after, err := ddptest.ParameterValues(ctx, model)
 			require.NoError(t, err)
 			assert.Equal(t, before, after, "a failed load changed the model")
 			assert.Zero(t, loaded.Step)

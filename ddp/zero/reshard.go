@@ -1,4 +1,4 @@
-package ddp
+package zero
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/xladdp/xladdp/ddp/dist"
+	"github.com/xladdp/xladdp/ddp/internal/exchange"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/nn"
 	"github.com/xladdp/xladdp/xla/optim"
@@ -35,7 +36,7 @@ type shardedCheckpoint struct {
 func readShardedCheckpoint(dir string) (*shardedCheckpoint, error) {
 	latest, err := os.ReadFile(filepath.Join(dir, latestName))
 	if err != nil {
-		return nil, fmt.Errorf("%s is not a sharded checkpoint (no %s: was it saved with SaveShardedCheckpoint?): %w", dir, latestName, err)
+		return nil, fmt.Errorf("%s is not a sharded checkpoint (no %s: was it saved with SaveCheckpoint?): %w", dir, latestName, err)
 	}
 	id := strings.TrimSpace(string(latest))
 	if !strings.HasPrefix(id, "step-") || strings.ContainsAny(id, `/\`) {
@@ -154,30 +155,30 @@ func elements(dims []int) (int, bool) {
 	return n, true
 }
 
-// LoadShardedCheckpoint restores c.Model and c.Optimizer (a
+// LoadCheckpoint restores c.Model and c.Optimizer (a
 // ZeroRedundancyOptimizer built for this job) from the sharded checkpoint
 // in dir, saved at any world size: each replica rebuilds its shards from
 // the saved ones. It sets c.Step, c.Epoch and c.Metadata. It is all or
 // nothing on every replica: files, manifest, layout and optimizer are
 // checked and every tensor is uploaded on every replica before anything
 // is assigned, and an error on one replica is an error on all.
-func LoadShardedCheckpoint(ctx context.Context, dir string, c *optim.Checkpoint) error {
+func LoadCheckpoint(ctx context.Context, dir string, c *optim.Checkpoint) error {
 	z, ok := c.Optimizer.(*ZeroRedundancyOptimizer)
 	if !ok {
-		return fmt.Errorf("ddp: LoadShardedCheckpoint into a %T: it restores a ZeroRedundancyOptimizer (ddp.LoadCheckpoint restores a plain optimizer)", c.Optimizer)
+		return fmt.Errorf("zero: LoadCheckpoint into a %T: it restores a ZeroRedundancyOptimizer (ddp.LoadCheckpoint restores a plain optimizer)", c.Optimizer)
 	}
 	if c.Model == nil {
-		return fmt.Errorf("ddp: LoadShardedCheckpoint: no model")
+		return fmt.Errorf("zero: LoadCheckpoint: no model")
 	}
 	if err := z.load(ctx, dir, c); err != nil {
-		return fmt.Errorf("ddp: LoadShardedCheckpoint from %s on replica %d: %w", dir, z.replica, err)
+		return fmt.Errorf("zero: LoadCheckpoint from %s on replica %d: %w", dir, z.replica, err)
 	}
 	return nil
 }
 
 func (z *ZeroRedundancyOptimizer) load(ctx context.Context, dir string, c *optim.Checkpoint) error {
-	timeout := timeoutOf(z.group)
-	ck, err := hostOnce(ctx, z.dev, timeout, "reading the checkpoint", func() (*shardedCheckpoint, error) {
+	timeout := exchange.Timeout(z.group)
+	ck, err := exchange.HostOnce(ctx, z.dev, timeout, "reading the checkpoint", func() (*shardedCheckpoint, error) {
 		ck, err := readShardedCheckpoint(dir)
 		var digest [32]byte
 		if ck != nil {
@@ -186,7 +187,7 @@ func (z *ZeroRedundancyOptimizer) load(ctx context.Context, dir string, c *optim
 		if agreed := z.agreeProcesses(ctx, "reading "+dir, err); agreed != nil {
 			return nil, agreed
 		}
-		return ck, sameOnEveryRank(ctx, z.group, digest, filepath.Join(dir, latestName))
+		return ck, exchange.SameOnEveryRank(ctx, z.group, digest, filepath.Join(dir, latestName))
 	})
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-package ddp
+package zero
 
 import (
 	"context"
@@ -7,21 +7,23 @@ import (
 	"math"
 	"strings"
 
+	"github.com/xladdp/xladdp/ddp"
 	"github.com/xladdp/xladdp/ddp/dist"
+	"github.com/xladdp/xladdp/ddp/internal/exchange"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/nn"
 	"github.com/xladdp/xladdp/xla/optim"
 )
 
 // NewOptimizer builds the optimizer a ZeroRedundancyOptimizer runs on its
-// shards: one group per group given to NewZeroRedundancyOptimizer, same
-// weight decay, its parameters this replica's flat master shards. For
-// one group, optim.NewAdam(groups[0].Params, cfg); for decay groups,
+// shards: one group per group given to New, same weight decay, its
+// parameters this replica's flat master shards. For one group,
+// optim.NewAdam(groups[0].Params, cfg); for decay groups,
 // optim.NewAdamWGroups(groups, cfg).
 type NewOptimizer func(groups []optim.ParamGroup) (optim.Optimizer, error)
 
 // ZeroRedundancyOptimizer is ZeRO stage 1, torch's
-// ZeroRedundancyOptimizer over a DistributedDataParallel module: the
+// ZeroRedundancyOptimizer over a ddp.DistributedDataParallel module: the
 // optimizer state and the master weights are sharded over the replicas
 // of the job. The module's parameters are laid end to end in buckets
 // (by parameter group and dtype, at most the wrapper's BucketCapMB each),
@@ -35,10 +37,11 @@ type NewOptimizer func(groups []optim.ParamGroup) (optim.Optimizer, error)
 // host process group across processes, and both at once. bfloat16
 // parameters keep float32 master shards.
 //
-// The wrapper stops averaging gradients in Backward once it has one:
-// Step does it. Every replica calls each method at the same point.
+// It registers the wrapper's comm hook, so Backward leaves the gradients
+// local: Step averages them. Every replica calls each method at the same
+// point.
 type ZeroRedundancyOptimizer struct {
-	module   *DistributedDataParallel
+	ctx      context.Context
 	dev      *xla.Device
 	params   []nn.Named
 	groupOf  []int
@@ -60,65 +63,80 @@ type ZeroRedundancyOptimizer struct {
 // clipRequest is a ClipGradNorm waiting for the next Step.
 type clipRequest struct{ maxNorm, normType float64 }
 
-// NewZeroRedundancyOptimizer shards module's optimizer: groups lists the
-// module's parameters with their weight decay (nil: one group of them
-// all), newOptimizer builds the optimizer over this replica's shards.
-// Every replica calls it at the same point, with the same groups and the
-// same optimizer settings: a replica that differs is an error on every
-// replica, naming it. Parameters with no elements are left out.
-func NewZeroRedundancyOptimizer(ctx context.Context, module *DistributedDataParallel, groups []optim.ParamGroup,
+// New shards module's optimizer: groups lists the module's parameters
+// with their weight decay (nil: one group of them all), newOptimizer
+// builds the optimizer over this replica's shards. Every replica calls it
+// at the same point, with the same groups and the same optimizer
+// settings: a replica that differs is an error on every replica, naming
+// it. Parameters with no elements are left out. ctx bounds the waits of
+// Step, as Wrap's does the wrapper's: pass the replica's ctx.
+func New(ctx context.Context, module *ddp.DistributedDataParallel, groups []optim.ParamGroup,
 	newOptimizer NewOptimizer) (*ZeroRedundancyOptimizer, error) {
-	z, err := newZero(ctx, module, groups, newOptimizer)
+	params := parametersOf(module)
+	z, err := newZero(ctx, module, params, groups, newOptimizer)
 	if err != nil {
-		return nil, fmt.Errorf("ddp: NewZeroRedundancyOptimizer on replica %d: %w", globalReplica(module), err)
+		return nil, fmt.Errorf("zero: New on replica %d: %w", globalReplica(params), err)
 	}
-	module.zero = z
 	return z, nil
 }
 
-// globalReplica is the replica index of m's device in the job, for errors.
-func globalReplica(m *DistributedDataParallel) int {
-	if m == nil || m.dev == nil {
+// parametersOf is the module's parameters with elements, as the wrapper
+// keeps them in step.
+func parametersOf(module *ddp.DistributedDataParallel) []nn.Named {
+	if module == nil {
+		return nil
+	}
+	var out []nn.Named
+	for _, p := range nn.NamedParameters(module.Module()) {
+		if p.Tensor != nil && p.Tensor.Shape().Size() > 0 {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// globalReplica is the replica index of the parameters' device in the
+// job, for errors.
+func globalReplica(params []nn.Named) int {
+	if len(params) == 0 {
 		return max(dist.Rank(), 0)
 	}
-	index, count := m.dev.Replica()
+	index, count := params[0].Tensor.Device().Replica()
 	return max(dist.Rank(), 0)*count + index
 }
 
-func newZero(ctx context.Context, module *DistributedDataParallel, groups []optim.ParamGroup, newOptimizer NewOptimizer) (*ZeroRedundancyOptimizer, error) {
+func newZero(ctx context.Context, module *ddp.DistributedDataParallel, params []nn.Named, groups []optim.ParamGroup,
+	newOptimizer NewOptimizer) (*ZeroRedundancyOptimizer, error) {
 	switch {
 	case module == nil:
 		return nil, errors.New("a nil module: wrap the model with ddp.Wrap first")
 	case newOptimizer == nil:
 		return nil, errors.New("a nil NewOptimizer")
-	case module.closed:
-		return nil, errors.New("the module's wrapper is closed")
-	case module.zero != nil:
-		return nil, errors.New("the module already has a ZeroRedundancyOptimizer: one per wrapper")
-	case len(module.params) == 0:
+	case len(params) == 0:
 		return nil, errors.New("the module has no parameters with elements: nothing to shard")
 	}
 	if groups == nil {
-		all := make([]*xla.Tensor, len(module.params))
-		for i, p := range module.params {
+		all := make([]*xla.Tensor, len(params))
+		for i, p := range params {
 			all[i] = p.Tensor
 		}
 		groups = []optim.ParamGroup{{Params: all}}
 	}
-	groupOf, err := groupsOf(module.params, groups)
+	groupOf, err := groupsOf(params, groups)
 	if err != nil {
 		return nil, err
 	}
-	if module.dev.Tracing() {
+	dev := params[0].Tensor.Device()
+	if dev.Tracing() {
 		return nil, errors.New("called inside a compiled step: create the optimizer before compiling")
 	}
-	z := &ZeroRedundancyOptimizer{module: module, dev: module.dev, params: module.params, groupOf: groupOf,
-		capBytes: int(module.cfg.bucketCapMB * (1 << 20)), group: dist.Default()}
+	z := &ZeroRedundancyOptimizer{ctx: ctx, dev: dev, params: params, groupOf: groupOf,
+		capBytes: module.BucketBytes(), group: dist.Default()}
 	z.groups = make([]optim.ParamGroup, len(groups))
 	for i, g := range groups {
 		z.groups[i].WeightDecay = g.WeightDecay
 	}
-	index, local := module.dev.Replica()
+	index, local := dev.Replica()
 	processes, rank := 1, 0
 	if z.group != nil && z.group.WorldSize() > 1 {
 		processes, rank = z.group.WorldSize(), z.group.Rank()
@@ -146,6 +164,10 @@ func newZero(ctx context.Context, module *DistributedDataParallel, groups []opti
 	}
 	z.layout = zeroLayoutText(z.params, groupOf, groups, z.capBytes, z.inner)
 	if err := z.agreeOnLayout(ctx); err != nil {
+		return nil, err
+	}
+	// Backward leaves the gradients local; Step reduce-scatters them.
+	if err := module.RegisterCommHook(func(context.Context, []nn.Named) error { return nil }); err != nil {
 		return nil, err
 	}
 	return z, nil
@@ -182,24 +204,23 @@ func (z *ZeroRedundancyOptimizer) initMasters(ctx context.Context) error {
 // agreeOnLayout compares the layout (parameters, groups, optimizer) with
 // every local replica and every rank.
 func (z *ZeroRedundancyOptimizer) agreeOnLayout(ctx context.Context) error {
-	timeout := timeoutOf(z.group)
-	texts, err := gatherLocal(ctx, z.dev, timeout, "comparing the optimizer layout", z.layout)
+	timeout := exchange.Timeout(z.group)
+	texts, err := exchange.GatherLocal(ctx, z.dev, timeout, "comparing the optimizer layout", z.layout)
 	if err != nil {
 		return err
 	}
 	index, _ := z.dev.Replica()
 	for i, text := range texts {
 		if text != z.layout {
-			return fmt.Errorf("%s: local replicas %d and %d differ: %s", zeroMismatch.summary, i, index,
+			return fmt.Errorf("%s: local replicas %d and %d differ: %s", zeroMismatch.Summary, i, index,
 				firstDifference(text, z.layout))
 		}
 	}
 	if z.group == nil {
 		return nil
 	}
-	_, err = hostOnce(ctx, z.dev, timeout, "comparing the optimizer layout", func() (struct{}, error) {
-		h := &hostPath{group: z.group}
-		replicas, err := h.checkLayout(ctx, z.layout, z.local, zeroMismatch)
+	_, err = exchange.HostOnce(ctx, z.dev, timeout, "comparing the optimizer layout", func() (struct{}, error) {
+		replicas, err := exchange.CheckLayout(ctx, z.group, z.layout, z.local, zeroMismatch)
 		if err == nil && replicas != z.replicas {
 			err = fmt.Errorf("ranks run different numbers of local replicas (%d in all, %d here × %d ranks): "+
 				"ZeroRedundancyOptimizer needs the same count on every rank", replicas, z.local, z.group.WorldSize())
@@ -209,14 +230,14 @@ func (z *ZeroRedundancyOptimizer) agreeOnLayout(ctx context.Context) error {
 	return err
 }
 
-var zeroMismatch = mismatchKind{"ranks built ZeroRedundancyOptimizer differently (same model, groups and optimizer " +
-	"settings on every rank?)", "line"}
+var zeroMismatch = exchange.Mismatch{Summary: "ranks built ZeroRedundancyOptimizer differently (same model, groups and optimizer " +
+	"settings on every rank?)", Item: "line"}
 
 // firstDifference names the first line where a and b differ.
 func firstDifference(a, b string) string {
 	la, lb := strings.Split(a, "\n"), strings.Split(b, "\n")
 	for i := 0; i < max(len(la), len(lb)); i++ {
-		if x, y := lineAt(la, i), lineAt(lb, i); x != y {
+		if x, y := exchange.LineAt(la, i), exchange.LineAt(lb, i); x != y {
 			return fmt.Sprintf("%q against %q", x, y)
 		}
 	}
@@ -231,7 +252,7 @@ func firstDifference(a, b string) string {
 // norm once Step ran.
 func (z *ZeroRedundancyOptimizer) ClipGradNorm(maxNorm, normType float64) error {
 	if !(maxNorm >= 0) || math.IsInf(maxNorm, 0) || !(normType > 0) {
-		return fmt.Errorf("ddp: ClipGradNorm(%g, %g): the max norm must be finite and >= 0, the norm type > 0", maxNorm, normType)
+		return fmt.Errorf("zero: ClipGradNorm(%g, %g): the max norm must be finite and >= 0, the norm type > 0", maxNorm, normType)
 	}
 	z.clip = &clipRequest{maxNorm: maxNorm, normType: normType}
 	return nil
@@ -256,7 +277,7 @@ func (z *ZeroRedundancyOptimizer) Step() error {
 		}
 		return err
 	}
-	ctx := z.module.ctx
+	ctx := z.ctx
 	var shards []*xla.Tensor
 	if z.group == nil {
 		shards, err = z.reduceScatterInGraph()
@@ -264,7 +285,7 @@ func (z *ZeroRedundancyOptimizer) Step() error {
 		shards, err = z.reduceScatterOnHost(ctx)
 	}
 	if err != nil {
-		return fmt.Errorf("ddp: ZeroRedundancyOptimizer.Step on replica %d: %w", z.replica, err)
+		return fmt.Errorf("zero: ZeroRedundancyOptimizer.Step on replica %d: %w", z.replica, err)
 	}
 	for b, m := range z.masters {
 		if err := m.SetGrad(shards[b].Cast(m.DType())); err != nil {
@@ -273,7 +294,7 @@ func (z *ZeroRedundancyOptimizer) Step() error {
 	}
 	if clip != nil {
 		if z.lastNorm, err = optim.ClipGradNormAcross(z.masters, clip.maxNorm, clip.normType, z.combineNorm); err != nil {
-			return fmt.Errorf("ddp: ZeroRedundancyOptimizer.Step on replica %d: clipping: %w", z.replica, err)
+			return fmt.Errorf("zero: ZeroRedundancyOptimizer.Step on replica %d: clipping: %w", z.replica, err)
 		}
 	}
 	if err := z.inner.Step(); err != nil {
@@ -283,11 +304,11 @@ func (z *ZeroRedundancyOptimizer) Step() error {
 		err = z.allGatherInGraph()
 	} else {
 		err = z.allGatherOnHost(ctx)
+		z.host.stats.Steps++
 	}
 	if err != nil {
-		return fmt.Errorf("ddp: ZeroRedundancyOptimizer.Step on replica %d: %w", z.replica, err)
+		return fmt.Errorf("zero: ZeroRedundancyOptimizer.Step on replica %d: %w", z.replica, err)
 	}
-	z.module.syncs++
 	return nil
 }
 
@@ -306,7 +327,7 @@ func (z *ZeroRedundancyOptimizer) gradientsPresent() (bool, error) {
 	}
 	for _, p := range z.params {
 		if p.Tensor.Grad() == nil {
-			return false, fmt.Errorf("ddp: ZeroRedundancyOptimizer.Step on replica %d: %s has no gradient but %s has: "+
+			return false, fmt.Errorf("zero: ZeroRedundancyOptimizer.Step on replica %d: %s has no gradient but %s has: "+
 				"a sharded optimizer updates every parameter; wrap with ddp.FindUnusedParameters() so unused ones get zeros",
 				z.replica, p.Name, z.params[with].Name)
 		}
@@ -368,7 +389,7 @@ func (z *ZeroRedundancyOptimizer) combineNorm(partial *xla.Tensor, largest bool)
 	if z.group == nil {
 		return partial, partial.Err()
 	}
-	return z.host.combineScalar(z.module.ctx, z.dev, partial, op)
+	return z.host.combineScalar(z.ctx, z.dev, partial, op)
 }
 
 // ZeroGrad drops the module's gradients and the shards'.
@@ -390,7 +411,7 @@ func (z *ZeroRedundancyOptimizer) Hyperparameters() map[string]float64 {
 
 // State is this replica's part of the state: the inner optimizer's state
 // over the shards ("step", "state.<bucket>.exp_avg", ...) and the master
-// shards ("master.<bucket>"). Save it with SaveShardedCheckpoint, which
+// shards ("master.<bucket>"). Save it with SaveCheckpoint, which
 // writes every replica's.
 func (z *ZeroRedundancyOptimizer) State() []nn.Named {
 	out := append([]nn.Named(nil), z.inner.State()...)
@@ -410,7 +431,7 @@ func (z *ZeroRedundancyOptimizer) ShardBytes(ctx context.Context) (state, master
 	for _, s := range z.inner.State() {
 		n, err := s.Tensor.DeviceBytes(ctx)
 		if err != nil {
-			return 0, 0, fmt.Errorf("ddp: measuring %s: %w", s.Name, err)
+			return 0, 0, fmt.Errorf("zero: measuring %s: %w", s.Name, err)
 		}
 		state += n
 	}

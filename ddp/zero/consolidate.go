@@ -1,4 +1,4 @@
-package ddp
+package zero
 
 import (
 	"fmt"
@@ -22,7 +22,7 @@ import (
 func ConsolidateCheckpoint(dir, path string) error {
 	ck, err := readShardedCheckpoint(dir)
 	if err != nil {
-		return fmt.Errorf("ddp: ConsolidateCheckpoint: %w", err)
+		return fmt.Errorf("zero: ConsolidateCheckpoint: %w", err)
 	}
 	m := &ck.manifest
 	out := safetensors.File{Metadata: map[string]string{}}
@@ -65,7 +65,7 @@ func ConsolidateCheckpoint(dir, path string) error {
 		for b, bucket := range m.Buckets {
 			full, dtype, err := ck.wholeBucket(key, b)
 			if err != nil {
-				return fmt.Errorf("ddp: ConsolidateCheckpoint: %w", err)
+				return fmt.Errorf("zero: ConsolidateCheckpoint: %w", err)
 			}
 			size := len(full) / bucket.Padded
 			for _, mem := range bucket.Members {
@@ -81,7 +81,7 @@ func ConsolidateCheckpoint(dir, path string) error {
 		}
 	}
 	if err := safetensors.WriteFile(path, out); err != nil {
-		return fmt.Errorf("ddp: ConsolidateCheckpoint: %w", err)
+		return fmt.Errorf("zero: ConsolidateCheckpoint: %w", err)
 	}
 	return nil
 }

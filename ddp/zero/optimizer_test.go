@@ -1,4 +1,4 @@
-package ddp
+package zero_test
 
 import (
 	"fmt"
@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xladdp/xladdp/ddp/dist"
+	"github.com/xladdp/xladdp/ddp/internal/ddptest"
 )
 
 // zeroCase is one layout the ZeRO equivalence tests train twice, with the
@@ -66,7 +67,7 @@ func runZeroEquivalence(t *testing.T, cases []zeroCase) {
 	for _, c := range cases {
 		steps := c.steps
 		if steps == 0 {
-			steps = equivalenceSteps
+			steps = ddptest.EquivalenceSteps
 		}
 		name := fmt.Sprintf("%s/%s/%dx%d/micro%d/%d/%s", c.kind, c.optimizer, c.processes, c.devices, c.micro, steps, c.wrap)
 		t.Run(name, func(t *testing.T) {
@@ -76,9 +77,9 @@ func runZeroEquivalence(t *testing.T, cases []zeroCase) {
 			if c.shmOff {
 				env = append(env, dist.EnvShmMiB+"=0")
 			}
-			run := func(wrap string) []report {
-				cmds, outs := launchJob(t, "equivalence", c.processes, append(env, "XLADDP_TEST_WRAP="+wrap)...)
-				reps := waitReports(t, cmds, outs)
+			run := func(wrap string) []ddptest.Report {
+				cmds, outs := ddptest.Launch(t, "equivalence", c.processes, append(env, "XLADDP_TEST_WRAP="+wrap)...)
+				reps := ddptest.WaitReports(t, cmds, outs)
 				for r, rep := range reps {
 					require.Empty(t, rep.Error, "rank %d (%s)", r, wrap)
 				}
@@ -93,7 +94,7 @@ func runZeroEquivalence(t *testing.T, cases []zeroCase) {
 // assertZeroEqual compares a plain run's reports with a sharded run's:
 // every rank's losses, rank 0's weights, one gradient sync per step, and
 // every replica of the sharded run bit-identical.
-func assertZeroEqual(t *testing.T, plain, sharded []report, steps int) {
+func assertZeroEqual(t *testing.T, plain, sharded []ddptest.Report, steps int) {
 	t.Helper()
 	first := ""
 	for r, rep := range sharded {

@@ -1,11 +1,14 @@
-package ddp
+package zero
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/xladdp/xladdp/ddp"
 	"github.com/xladdp/xladdp/ddp/dist"
+	"github.com/xladdp/xladdp/ddp/internal/exchange"
 	"github.com/xladdp/xladdp/xla"
 )
 
@@ -17,7 +20,22 @@ import (
 type zeroHost struct {
 	group   *dist.ProcessGroup
 	buckets []zeroHostBucket
-	stats   HostPathStats
+	stats   ddp.HostPathStats
+}
+
+// errCompiledAcrossProcesses: a compiled step cannot hold the host cut.
+var errCompiledAcrossProcesses = errors.New("zero: the job spans processes, so Step reduce-scatters the gradients " +
+	"and gathers the parameters on the host, between programs, and a compiled step is one program: " +
+	"compile the forward and backward, and call Step between Runs")
+
+// HostPathStats is where Step's host path spent its time on this replica
+// (Download and Upload the copies, AllReduce the reduce-scatter and
+// all-gather waits); zero when the job is one process.
+func (z *ZeroRedundancyOptimizer) HostPathStats() ddp.HostPathStats {
+	if z.host == nil {
+		return ddp.HostPathStats{}
+	}
+	return z.host.stats
 }
 
 type zeroHostBucket struct {
@@ -31,7 +49,7 @@ func (h *zeroHost) buffers(buckets []*zeroBucket) error {
 	}
 	out := make([]zeroHostBucket, len(buckets))
 	for i, b := range buckets {
-		dtype, ok := hostDType(b.dtype)
+		dtype, ok := exchange.HostDType(b.dtype)
 		if !ok {
 			return fmt.Errorf("bucket %d holds %s parameters; the host path carries float32, float64 and bfloat16", i, b.dtype)
 		}
@@ -67,7 +85,7 @@ func (z *ZeroRedundancyOptimizer) reduceScatterOnHost(ctx context.Context) ([]*x
 		return nil, err
 	}
 	h.stats.Execute += time.Since(start)
-	shared, err := hostOnce(ctx, z.dev, h.group.Timeout(), "the gradient reduce-scatter", func() ([]zeroHostBucket, error) {
+	shared, err := exchange.HostOnce(ctx, z.dev, h.group.Timeout(), "the gradient reduce-scatter", func() ([]zeroHostBucket, error) {
 		err := z.hostReduceScatter(ctx)
 		return h.buckets, err
 	})
@@ -147,7 +165,7 @@ func (z *ZeroRedundancyOptimizer) allGatherOnHost(ctx context.Context) error {
 		return err
 	}
 	h.stats.Execute += time.Since(start)
-	shared, err := hostOnce(ctx, z.dev, h.group.Timeout(), "the parameter all-gather", func() ([]zeroHostBucket, error) {
+	shared, err := exchange.HostOnce(ctx, z.dev, h.group.Timeout(), "the parameter all-gather", func() ([]zeroHostBucket, error) {
 		err := z.hostAllGather(ctx, blocks)
 		return h.buckets, err
 	})
@@ -206,12 +224,12 @@ func (h *zeroHost) combineScalar(ctx context.Context, dev *xla.Device, partial *
 	if err := dev.MarkStep(ctx); err != nil {
 		return nil, err
 	}
-	value, err := hostOnce(ctx, dev, h.group.Timeout(), "the gradient norm all-reduce", func() ([]byte, error) {
+	value, err := exchange.HostOnce(ctx, dev, h.group.Timeout(), "the gradient norm all-reduce", func() ([]byte, error) {
 		b := make([]byte, partial.Shape().Memory())
 		if err := partial.CopyBytesTo(ctx, b); err != nil {
 			return nil, err
 		}
-		dtype, ok := hostDType(partial.DType())
+		dtype, ok := exchange.HostDType(partial.DType())
 		if !ok {
 			return nil, fmt.Errorf("a %s gradient norm", partial.DType())
 		}

@@ -1,0 +1,5 @@
+package ddp
+
+// Unexported functions the external tests (package ddp_test) check
+// directly.
+var VisibleGPUs = visibleGPUs

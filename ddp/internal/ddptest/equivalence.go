@@ -1,0 +1,107 @@
+package ddptest
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/xladdp/xladdp/ddp"
+	"github.com/xladdp/xladdp/ddp/dist"
+	"github.com/xladdp/xladdp/xla"
+)
+
+func init() { Scenarios["equivalence"] = equivalenceScenario }
+
+// EquivalenceSteps is how many steps the equivalence scenario trains
+// unless $XLADDP_TEST_STEPS says.
+const EquivalenceSteps = 20
+
+// equivalenceScenario trains $XLADDP_TEST_MODEL on this rank's
+// $XLADDP_TEST_DEVICES local replicas, each with its share of the global
+// batch (in $XLADDP_TEST_MICRO micro-batches) and its own seed, and
+// reports local replica 0's parameters and a hash of every replica's.
+func equivalenceScenario(rep *Report) {
+	ctx := context.Background()
+	kind := os.Getenv("XLADDP_TEST_MODEL")
+	devices, _ := strconv.Atoi(os.Getenv("XLADDP_TEST_DEVICES"))
+	micro, _ := strconv.Atoi(os.Getenv("XLADDP_TEST_MICRO"))
+	var opts []ddp.WrapOption
+	compiled, sharded := false, false
+	for _, o := range strings.Split(os.Getenv("XLADDP_TEST_WRAP"), ",") {
+		switch {
+		case o == "view":
+			opts = append(opts, ddp.GradientAsBucketView())
+		case o == "compiled":
+			compiled = true
+		case o == "zero":
+			sharded = true
+		case strings.HasPrefix(o, "bucket="):
+			mb, _ := strconv.ParseFloat(strings.TrimPrefix(o, "bucket="), 64)
+			opts = append(opts, ddp.BucketCapMB(mb))
+		}
+	}
+	e, done, err := JoinJob(ctx, devices)
+	if err != nil {
+		rep.Error = err.Error()
+		return
+	}
+	defer done()
+	steps := EquivalenceSteps
+	if s, err := strconv.Atoi(os.Getenv("XLADDP_TEST_STEPS")); err == nil {
+		steps = s
+	}
+	params := make([][][]float32, devices)
+	syncs := make([]int, devices)
+	losses := make([][]float32, devices)
+	collectivesBefore := dist.Default().Collectives()
+	xla.ResetMetrics()
+	err = e.RunReplicas(ctx, devices, func(ctx context.Context, r xla.Replica) error {
+		replica, replicas := dist.Rank()*devices+r.Index(), dist.WorldSize()*devices
+		rows := GlobalRows / replicas
+		var err error
+		run := Run{
+			Kind: kind, Seed: 100 + uint64(replica), Steps: steps,
+			Shards: Split(replica*rows, (replica+1)*rows, micro), Wrap: true, Opts: opts, Compiled: compiled,
+			Mark: func() error { return r.MarkStep(ctx) }, Syncs: &syncs[r.Index()],
+			Optimizer: os.Getenv("XLADDP_TEST_OPTIM"), Zero: sharded,
+		}
+		if os.Getenv("XLADDP_TEST_LOSSES") != "" {
+			// Every replica keeps its losses (they are outputs of the
+			// programs every replica must trace alike); replica 0's are
+			// reported.
+			run.Losses = &losses[r.Index()]
+		}
+		params[r.Index()], err = TrainModel(ctx, r.Device(), run)
+		return err
+	})
+	if err != nil {
+		rep.Error = err.Error()
+		return
+	}
+	rep.Params = params[0]
+	rep.Losses = losses[0]
+	rep.BytesToHost = xla.GetMetrics().BytesToHost
+	rep.Counters = map[string]int64{"gradient syncs": int64(syncs[0]),
+		"collectives": int64(dist.Default().Collectives() - collectivesBefore), "in-graph all-reduces": xla.GetMetrics().AllReduces}
+	rep.Hashes["step traces"] = strconv.FormatInt(xla.GetMetrics().StepTraces, 10)
+	rep.SharedMemoryAllReduces = dist.Default().SharedMemoryAllReduces()
+	for i, p := range params {
+		rep.Hashes[fmt.Sprintf("replica %d", dist.Rank()*devices+i)] = HashParams(p)
+	}
+}
+
+// HashParams is a digest of a model's parameter values.
+func HashParams(params [][]float32) string {
+	h := sha256.New()
+	for _, p := range params {
+		for _, v := range p {
+			_ = binary.Write(h, binary.LittleEndian, v)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}

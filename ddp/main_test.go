@@ -1,0 +1,9 @@
+package ddp_test
+
+import (
+	"testing"
+
+	"github.com/xladdp/xladdp/ddp/internal/ddptest"
+)
+
+func TestMain(m *testing.M) { ddptest.Main(m) }
