@@ -9,6 +9,7 @@
 //	gpt --spawn --cpu-devices 2 --plot gpt.png          # a replica per device
 //	ddprun --nproc_per_node=2 gpt --precision bf16      # one process per rank
 //	gpt --size full --grad-accum 4 --clip 1.0           # 6 layers, 6 heads, 384 wide, block 256
+//	ddprun --nproc_per_node=4 gpt --zero --checkpoint ck # AdamW state sharded over 4 ranks
 package main
 
 import (
@@ -33,6 +34,7 @@ type config struct {
 	launch                                  ddp.Options
 	model                                   nn.GPTConfig
 	size, precision, data                   string
+	zero                                    bool
 	steps, batchSize, gradAccum             int
 	warmup, evalInterval, evalIters, sample int
 	lr, minLR, weightDecay, clip            float64
@@ -52,6 +54,8 @@ var sizes = map[string]struct {
 // result is what rank 0 measured.
 type result struct {
 	TrainLoss, ValLoss float64
+	// Losses are (step, train loss) pairs every --log-interval steps.
+	Losses [][2]float64
 	// ValLosses are (step, val loss) pairs in order.
 	ValLosses     [][2]float64
 	Steps         int
@@ -90,6 +94,7 @@ func parse(args []string, out io.Writer) (config, error) {
 	fs.Float64Var(&c.clip, "clip", 1.0, "clip the gradients' global 2-norm to this (0: no clipping)")
 	fs.IntVar(&c.evalInterval, "eval-interval", 0, "steps between val-loss estimates and checkpoints (0: the preset's)")
 	fs.IntVar(&c.evalIters, "eval-iters", 10, "batches per val-loss estimate")
+	fs.BoolVar(&c.zero, "zero", false, "shard the AdamW state and the fp32 master weights over the replicas (ZeRO-1, package ddp/zero); --checkpoint is then a directory, resumable at any replica count")
 	fs.IntVar(&c.sample, "sample", 400, "characters to generate at the end (0: none)")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the initial model, the batches and the sample")
 	fs.StringVar(&c.data, "data", DefaultCorpus, "a UTF-8 text file, or a directory of fortune files")
@@ -107,7 +112,7 @@ func parse(args []string, out io.Writer) (config, error) {
 // addRunFlags adds the shared output flags; a GPT counts steps, not epochs.
 func addRunFlags(fs *pflag.FlagSet, r *cmdline.Run) {
 	fs.IntVar(&r.LogInterval, "log-interval", 10, "steps between loss readings (progress lines without a terminal)")
-	fs.StringVar(&r.Checkpoint, "checkpoint", "", "save a checkpoint (safetensors) here at each val-loss estimate and at the end, on rank 0")
+	fs.StringVar(&r.Checkpoint, "checkpoint", "", "save a checkpoint here at each val-loss estimate and at the end: a safetensors file from rank 0, or with --zero a directory of every replica's shard")
 	fs.BoolVar(&r.Resume, "resume", false, "continue from --checkpoint")
 	fs.BoolVar(&r.Metrics, "metrics", false, "print xla.MetricsReport() at the end")
 	fs.StringVar(&r.Plot, "plot", "", "draw the train and val loss curves to this PNG file")

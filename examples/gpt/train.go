@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/xladdp/xladdp/ddp"
+	"github.com/xladdp/xladdp/ddp/zero"
 	"github.com/xladdp/xladdp/examples/internal/report"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/nn"
@@ -23,7 +24,8 @@ type trainer struct {
 	text    *corpus
 	net     *nn.GPT
 	model   *ddp.DistributedDataParallel
-	opt     *optim.Adam
+	opt     optim.Optimizer
+	sharded *zero.ZeroRedundancyOptimizer // with --zero: opt
 	sched   optim.Scheduler
 	perStep int // rows per replica per micro-step
 }
@@ -46,7 +48,16 @@ func newTrainer(ctx context.Context, c config, w ddp.Worker, text *corpus) (*tra
 		return nil, err
 	}
 	groups := optim.DecayGroups(nn.NamedParameters(t.model), c.weightDecay)
-	if t.opt, err = optim.NewAdamWGroups(groups, optim.AdamConfig{LR: c.lr, Beta2: 0.99}); err != nil {
+	adamW := func(groups []optim.ParamGroup) (optim.Optimizer, error) {
+		return optim.NewAdamWGroups(groups, optim.AdamConfig{LR: c.lr, Beta2: 0.99})
+	}
+	if c.zero {
+		t.sharded, err = zero.New(ctx, t.model, groups, adamW)
+		t.opt = t.sharded
+	} else {
+		t.opt, err = adamW(groups)
+	}
+	if err != nil {
 		t.model.Close()
 		return nil, err
 	}
@@ -55,6 +66,23 @@ func newTrainer(ctx context.Context, c config, w ddp.Worker, text *corpus) (*tra
 		return nil, err
 	}
 	return t, nil
+}
+
+// saveCheckpoint writes ck to --checkpoint: one file from rank 0, or with
+// --zero a directory of every replica's shard.
+func (t *trainer) saveCheckpoint(ctx context.Context, ck optim.Checkpoint) error {
+	if t.sharded != nil {
+		return zero.SaveCheckpoint(ctx, t.c.Checkpoint, ck)
+	}
+	return ddp.SaveCheckpoint(ctx, t.c.Checkpoint, ck)
+}
+
+// loadCheckpoint restores ck from --checkpoint, as saveCheckpoint wrote it.
+func (t *trainer) loadCheckpoint(ctx context.Context, ck *optim.Checkpoint) error {
+	if t.sharded != nil {
+		return zero.LoadCheckpoint(ctx, t.c.Checkpoint, ck)
+	}
+	return ddp.LoadCheckpoint(ctx, t.c.Checkpoint, ck)
 }
 
 // upload puts a batch on the replica's device.
@@ -105,7 +133,13 @@ func (t *trainer) step(ctx context.Context, it int) (*xla.Tensor, error) {
 		}
 	}
 	if t.c.clip > 0 {
-		if _, err := optim.ClipGradNorm(nn.Parameters(t.model), t.c.clip, 2); err != nil {
+		var err error
+		if t.sharded != nil {
+			err = t.sharded.ClipGradNorm(t.c.clip, 2) // over every replica's shard, in Step
+		} else {
+			_, err = optim.ClipGradNorm(nn.Parameters(t.model), t.c.clip, 2)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -158,7 +192,7 @@ func train(ctx context.Context, c config, w ddp.Worker, text *corpus, out io.Wri
 	shape := fmt.Sprintf("%+v", c.model)
 	ck := optim.Checkpoint{Model: t.model, Optimizer: t.opt, Metadata: map[string]string{"gpt": shape}}
 	if c.Resume {
-		if err := ddp.LoadCheckpoint(ctx, c.Checkpoint, &ck); err != nil {
+		if err := t.loadCheckpoint(ctx, &ck); err != nil {
 			return res, fmt.Errorf("--resume: %w (a checkpoint resumes the same --data and model flags only)", err)
 		}
 		if got := ck.Metadata["gpt"]; got != shape {
@@ -179,6 +213,9 @@ func train(ctx context.Context, c config, w ddp.Worker, text *corpus, out io.Wri
 			c.model.Layers, c.model.Heads, c.model.Width, nn.NumParameters(t.net), c.model.Vocab, c.model.BlockSize, w.WorldSize, w.Device, c.precision)
 		fmt.Fprintf(out, "global batch %d = %d replicas × %d micro-steps × %d rows; AdamW lr %.3g → %.3g (warmup %d, cosine to step %d), clip %g; %d train / %d val characters\n",
 			t.perStep*w.WorldSize*c.gradAccum, w.WorldSize, c.gradAccum, t.perStep, c.lr, c.minLR, c.warmup, c.steps, c.clip, len(text.train), len(text.val))
+		if t.sharded != nil {
+			fmt.Fprintf(out, "ZeRO-1: AdamW state and fp32 master weights sharded over the %d replicas\n", w.WorldSize)
+		}
 	}
 	curves := report.Curves{Title: "char GPT"}
 	var progress *report.Progress
@@ -197,6 +234,7 @@ func train(ctx context.Context, c config, w ddp.Worker, text *corpus, out io.Wri
 			return err
 		}
 		res.TrainLoss = v
+		res.Losses = append(res.Losses, [2]float64{float64(loggedAt), v})
 		curves.AddLoss(loggedAt, v)
 		progress.Step(loggedAt-ck.Step, v, c.LogInterval*c.batchSize*c.model.BlockSize)
 		logged = nil
@@ -231,7 +269,7 @@ func train(ctx context.Context, c config, w ddp.Worker, text *corpus, out io.Wri
 			}
 			if c.Checkpoint != "" {
 				ck.Step = done
-				if err := ddp.SaveCheckpoint(ctx, c.Checkpoint, ck); err != nil {
+				if err := t.saveCheckpoint(ctx, ck); err != nil {
 					return res, err
 				}
 			}

@@ -5,6 +5,7 @@
 //
 //	mnist --spawn --epochs 1 --plot mnist.png        # a replica per device, one process
 //	ddprun --nproc_per_node=2 mnist --epochs 1       # one process per rank
+//	ddprun --nproc_per_node=4 mnist --zero --checkpoint ck  # Adadelta state sharded over 4 ranks
 package main
 
 import (
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/xladdp/xladdp/ddp"
+	"github.com/xladdp/xladdp/ddp/zero"
 	"github.com/xladdp/xladdp/examples/internal/cmdline"
 	"github.com/xladdp/xladdp/examples/internal/report"
 	"github.com/xladdp/xladdp/xla"
@@ -31,6 +33,7 @@ type config struct {
 	lr, gamma                        float64
 	seed                             uint64
 	dataDir                          string
+	zero                             bool
 }
 
 // result is what rank 0 measured.
@@ -62,6 +65,7 @@ func parse(args []string, out io.Writer) (config, error) {
 	fs.Float64Var(&c.lr, "lr", 1.0, "Adadelta learning rate")
 	fs.Float64Var(&c.gamma, "gamma", 0.7, "StepLR's learning-rate decay per epoch")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the initial model and the data order")
+	fs.BoolVar(&c.zero, "zero", false, "shard the Adadelta state over the replicas (ZeRO-1, package ddp/zero); --checkpoint is then a directory, resumable at any replica count")
 	c.Run.AddFlags(fs, 50)
 	fs.StringVar(&c.dataDir, "data", data.DefaultMNISTDir(), "directory with MNIST-format idx files (make deps installs MNIST; Fashion-MNIST works)")
 	if err := cmdline.Parse(fs, args); err != nil {
@@ -116,9 +120,23 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 		return res, err
 	}
 	defer model.Close()
-	opt, err := optim.NewAdadelta(nn.Parameters(model), optim.AdadeltaConfig{LR: c.lr})
+	adadelta := func(groups []optim.ParamGroup) (optim.Optimizer, error) {
+		return optim.NewAdadelta(groups[0].Params, optim.AdadeltaConfig{LR: c.lr})
+	}
+	var opt optim.Optimizer
+	var sharded *zero.ZeroRedundancyOptimizer
+	if c.zero {
+		sharded, err = zero.New(ctx, model, nil, adadelta)
+		opt = sharded
+	} else {
+		opt, err = adadelta([]optim.ParamGroup{{Params: nn.Parameters(model)}})
+	}
 	if err != nil {
 		return res, err
+	}
+	hostStats := model.HostPathStats
+	if sharded != nil {
+		hostStats = sharded.HostPathStats
 	}
 	sched, err := optim.NewStepLR(opt, 1, c.gamma)
 	if err != nil {
@@ -138,7 +156,11 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 	}
 	ck := optim.Checkpoint{Model: model, Optimizer: opt}
 	if c.Resume {
-		if err := ddp.LoadCheckpoint(ctx, c.Checkpoint, &ck); err != nil {
+		load := ddp.LoadCheckpoint
+		if sharded != nil {
+			load = zero.LoadCheckpoint
+		}
+		if err := load(ctx, c.Checkpoint, &ck); err != nil {
 			return res, err
 		}
 		for range ck.Epoch {
@@ -187,7 +209,7 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 			split.Lap("data")
 			opt.ZeroGrad()
 			loss := nn.NLLLoss(model.Forward(batch.Input).LogSoftmax(1), batch.Target, nn.ReductionMean)
-			if err := step(ctx, split, model, loss, opt); err != nil {
+			if err := step(ctx, split, hostStats, loss, opt); err != nil {
 				return res, err
 			}
 			steps++
@@ -227,7 +249,11 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 		}
 		if c.Checkpoint != "" {
 			ck.Epoch = epoch + 1
-			if err := ddp.SaveCheckpoint(ctx, c.Checkpoint, ck); err != nil {
+			save := ddp.SaveCheckpoint
+			if sharded != nil {
+				save = zero.SaveCheckpoint
+			}
+			if err := save(ctx, c.Checkpoint, ck); err != nil {
 				return res, err
 			}
 		}
@@ -259,8 +285,8 @@ type loggedLoss struct {
 // host path's forward+backward program, download, all-reduce and upload
 // (run when the backward pass ends), then the optimizer's own program;
 // where the replicas average in-graph, the one program runs at MarkStep.
-func step(ctx context.Context, split *report.StepSplit, model *ddp.DistributedDataParallel, loss *xla.Tensor, opt optim.Optimizer) error {
-	before := model.HostPathStats()
+func step(ctx context.Context, split *report.StepSplit, hostStats func() ddp.HostPathStats, loss *xla.Tensor, opt optim.Optimizer) error {
+	before := hostStats()
 	if err := loss.Backward(); err != nil {
 		return err
 	}
@@ -268,7 +294,7 @@ func step(ctx context.Context, split *report.StepSplit, model *ddp.DistributedDa
 		return err
 	}
 	split.Lap("trace")
-	host := model.HostPathStats()
+	host := hostStats()
 	split.Move("trace", "execute", host.Execute-before.Execute)
 	split.Move("trace", "download", host.Download-before.Download)
 	split.Move("trace", "all-reduce", host.AllReduce-before.AllReduce)
