@@ -10,6 +10,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/xladdp/xladdp/backend"
 )
 
 // Device is one addressable device of an engine, with its own trace.
@@ -92,6 +93,13 @@ func (d *Device) Num() int { return d.num }
 
 // String names the device, e.g. "cpu:1".
 func (d *Device) String() string { return fmt.Sprintf("%s:%d", d.engine.backend.Target(), d.num) }
+
+// HasFloat64 reports whether the device computes float64 natively: the
+// CPU and CUDA targets do; Neuron's compiler does not.
+func (d *Device) HasFloat64() bool {
+	t := d.engine.backend.Target()
+	return t == backend.CPU || t == backend.CUDA
+}
 
 // Engine returns the engine the device belongs to.
 func (d *Device) Engine() *Engine { return d.engine }

@@ -11,7 +11,9 @@ import (
 // global norm is at most maxNorm, torch.nn.utils.clip_grad_norm_: the
 // total norm of all gradients together (normType 2, any p > 0, or
 // math.Inf(1) for the largest magnitude) is computed in float32 (the
-// gradients' dtype for float64), each gradient is multiplied by
+// gradients' dtype for float64; the 2-norm's sum of squares in float64
+// where the device has it, rounded to float32), each gradient is
+// multiplied by
 // min(maxNorm/(norm+1e-6), 1), and the norm (before clipping) is returned
 // as a scalar tensor.
 //
@@ -60,12 +62,22 @@ func ClipGradNormAcross(params []*xla.Tensor, maxNorm, normType float64,
 	}
 	d := grads[0].Device()
 	dt := xla.OpMathDType(grads[0].DType())
+	// The 2-norm sums the squares in float64 where the device has it (a
+	// float32 square is exact there) and rounds the sum to float32 once:
+	// however the gradients are split (per parameter here, per shard and
+	// replica in a sharded optimizer), the float32 sum comes out the same
+	// but for a float64 rounding error that lands on a float32 rounding
+	// boundary, about one step in a million.
+	acc := dt
+	if normType == 2 && dt == xla.Float32 && d.HasFloat64() {
+		acc = xla.Float64
+	}
 	var total *xla.Tensor
 	for _, g := range grads {
 		if g.Device() != d {
 			return nil, fmt.Errorf("optim: ClipGradNorm: gradients on %s and %s: clip each device's parameters apart", d, g.Device())
 		}
-		a := g.Cast(dt).Abs()
+		a := g.Cast(acc).Abs()
 		var part *xla.Tensor
 		switch {
 		case math.IsInf(normType, 1):
@@ -90,6 +102,7 @@ func ClipGradNormAcross(params []*xla.Tensor, maxNorm, normType float64,
 			return nil, err
 		}
 	}
+	total = total.Cast(dt)
 	switch {
 	case normType == 2:
 		total = total.Sqrt()

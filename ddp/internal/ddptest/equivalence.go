@@ -59,6 +59,7 @@ func equivalenceScenario(rep *Report) {
 	syncs := make([]int, devices)
 	losses := make([][]float32, devices)
 	collectivesBefore := dist.Default().Collectives()
+	writtenBefore := bytesWritten()
 	xla.ResetMetrics()
 	err = e.RunReplicas(ctx, devices, func(ctx context.Context, r xla.Replica) error {
 		replica, replicas := dist.Rank()*devices+r.Index(), dist.WorldSize()*devices
@@ -87,7 +88,8 @@ func equivalenceScenario(rep *Report) {
 	rep.Losses = losses[0]
 	rep.BytesToHost = xla.GetMetrics().BytesToHost
 	rep.Counters = map[string]int64{"gradient syncs": int64(syncs[0]),
-		"collectives": int64(dist.Default().Collectives() - collectivesBefore), "in-graph all-reduces": xla.GetMetrics().AllReduces}
+		"collectives": int64(dist.Default().Collectives() - collectivesBefore), "in-graph all-reduces": xla.GetMetrics().AllReduces,
+		"bytes written": bytesWritten() - writtenBefore}
 	rep.Hashes["step traces"] = strconv.FormatInt(xla.GetMetrics().StepTraces, 10)
 	rep.SharedMemoryAllReduces = dist.Default().SharedMemoryAllReduces()
 	for i, p := range params {
@@ -104,4 +106,24 @@ func HashParams(params [][]float32) string {
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// bytesWritten is what this process has written so far (wchar of
+// /proc/self/io: sockets, pipes and files), -1 where it cannot be read.
+// Over loopback TCP with shared memory off it is the bytes the process
+// put on the wire, beside its few lines of output.
+func bytesWritten() int64 {
+	b, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "wchar: "); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err == nil {
+				return n
+			}
+		}
+	}
+	return -1
 }

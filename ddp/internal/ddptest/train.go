@@ -49,13 +49,13 @@ type Recipe struct {
 // OptimizerFor returns kind's optimizer recipe; name, when set, replaces
 // the kind's optimizer ("adam", "adamw", "adadelta", "nesterov").
 func OptimizerFor(kind, name string, model nn.Module) Recipe {
-	if kind == "gpt" && (name == "" || name == "noclip") {
+	if kind == "gpt" && name == "" {
 		return Recipe{
 			Groups: optim.DecayGroups(nn.NamedParameters(model), 0.1),
 			Build: func(groups []optim.ParamGroup) (optim.Optimizer, error) {
 				return optim.NewAdamWGroups(groups, optim.AdamConfig{LR: 3e-3, Beta2: 0.99})
 			},
-			Clip: name == "",
+			Clip: true,
 			Schedule: func(opt optim.Optimizer) (optim.Scheduler, error) {
 				return optim.NewWarmupCosine(opt, 5, 20, 3e-4)
 			},
