@@ -96,9 +96,12 @@ func TestZeroShardBytes(t *testing.T) {
 }
 
 // TestLongZeroWireBytes: across 2, 3 and 4 processes over loopback TCP
-// (shared memory off), each rank writes no more bytes training the "wide"
-// model sharded than with the plain wrapper: the reduce-scatter and the
-// all-gather together carry what the all-reduce carries.
+// (shared memory off), each rank writes within 0.1% of the bytes training
+// the "wide" model sharded as with the plain wrapper: the reduce-scatter
+// and the all-gather together carry what the all-reduce carries, plus the
+// last shard's padding (131,077 parameters padded to a multiple of N:
+// 8(N-1)/N bytes per padded element per step) and the one-time layout
+// check (about 5 KB).
 func TestLongZeroWireBytes(t *testing.T) {
 	const steps = 20
 	for _, n := range []int{2, 3, 4} {
@@ -118,7 +121,7 @@ func TestLongZeroWireBytes(t *testing.T) {
 			t.Logf("N=%d rank %d: %d bytes written per step plain, %d sharded (%d steps, set-up included)", n, r,
 				plain[r]/steps, sharded[r]/steps, steps)
 			assert.Positive(t, plain[r], "N=%d rank %d", n, r)
-			assert.LessOrEqual(t, sharded[r], plain[r], "N=%d rank %d", n, r)
+			assert.LessOrEqual(t, float64(sharded[r]), 1.001*float64(plain[r]), "N=%d rank %d", n, r)
 		}
 	}
 }
