@@ -267,6 +267,9 @@ bench: deps
 	$(GO) build -o $(BIN)/ddprun ./ddp/cmd/ddprun
 	$(GO) build -o $(BIN)/mnist ./examples/mnist
 	$(PYTHON) examples/bench/peers/job_compare.py --bin $(BIN) --rounds $(BENCH_ROUNDS)
+	echo "== ZeRO-1 against plain DDP, 2 processes, MNIST CNN and GPT small (docs/BENCHMARKS.md)"
+	$(GO) build -o $(BIN)/gpt ./examples/gpt
+	$(PYTHON) examples/bench/zero/compare.py --bin $(BIN) --rounds $(BENCH_ROUNDS)
 
 # A Go training binary's workers under real torchrun (torch 2.9 from the
 # peers' venv, which bench's install.sh makes): not part of make test.
