@@ -106,6 +106,9 @@ func parse(args []string, out io.Writer) (config, error) {
 	if err := c.applyPreset(); err != nil {
 		return c, err
 	}
+	if err := c.CheckCheckpointKind(c.zero); err != nil {
+		return c, err
+	}
 	return c, c.Check()
 }
 

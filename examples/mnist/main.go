@@ -78,6 +78,9 @@ func parse(args []string, out io.Writer) (config, error) {
 	case !(c.lr > 0) || !(c.gamma > 0 && c.gamma <= 1):
 		return c, fmt.Errorf("--lr=%g must be positive and --gamma=%g in (0, 1]", c.lr, c.gamma)
 	}
+	if err := c.CheckCheckpointKind(c.zero); err != nil {
+		return c, err
+	}
 	return c, c.Check()
 }
 

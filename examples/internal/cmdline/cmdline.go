@@ -99,6 +99,26 @@ func (r Run) Check() error {
 	return nil
 }
 
+// CheckCheckpointKind refuses an existing --checkpoint of the other kind
+// before training: a sharded optimizer's (--zero) is a directory, a plain
+// one's a file, and finding out at the first save or at --resume would
+// cost the run.
+func (r Run) CheckCheckpointKind(sharded bool) error {
+	if r.Checkpoint == "" {
+		return nil
+	}
+	info, err := os.Stat(r.Checkpoint)
+	switch {
+	case err != nil:
+		return nil // created by the first save; --resume says it is missing
+	case sharded && !info.IsDir():
+		return fmt.Errorf("--checkpoint %s is a file, a checkpoint saved without --zero: resume it without --zero, or name a directory for --zero's", r.Checkpoint)
+	case !sharded && info.IsDir():
+		return fmt.Errorf("--checkpoint %s is a directory, as --zero saves them: resume it with --zero, or name a file", r.Checkpoint)
+	}
+	return nil
+}
+
 // Finish is rank 0's end of a run: xla.MetricsReport() with --metrics,
 // and the curves drawn to --plot.
 func (r Run) Finish(out io.Writer, curves *report.Curves) error {

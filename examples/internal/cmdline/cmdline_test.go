@@ -2,6 +2,8 @@ package cmdline
 
 import (
 	"io"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -80,5 +82,35 @@ func TestLaunchFlags(t *testing.T) {
 	} {
 		fs, _ := FlagSet("example", io.Discard)
 		assert.ErrorContains(t, Parse(fs, tc.args), tc.want, "%q", tc.args)
+	}
+}
+
+// TestCheckpointKind: --zero's checkpoint is a directory and a plain one
+// a file; an existing one of the other kind is refused before training,
+// a missing one is left to the first save.
+func TestCheckpointKind(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "plain.safetensors")
+	require.NoError(t, os.WriteFile(file, []byte("x"), 0o644))
+	missing := filepath.Join(dir, "new")
+	for _, c := range []struct {
+		path    string
+		sharded bool
+		want    string
+	}{
+		{file, true, "is a file, a checkpoint saved without --zero"},
+		{dir, false, "is a directory, as --zero saves them"},
+		{file, false, ""},
+		{dir, true, ""},
+		{missing, true, ""},
+		{missing, false, ""},
+		{"", true, ""},
+	} {
+		err := Run{Checkpoint: c.path}.CheckCheckpointKind(c.sharded)
+		if c.want == "" {
+			assert.NoError(t, err, "%s sharded=%v", c.path, c.sharded)
+		} else {
+			assert.ErrorContains(t, err, c.want, "%s sharded=%v", c.path, c.sharded)
+		}
 	}
 }
