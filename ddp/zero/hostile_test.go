@@ -56,14 +56,7 @@ func zeroHostileScenario(rep *ddptest.Report) {
 		}
 	}
 	_, err = zero.New(ctx, model, nil, build)
-	rep.Errors = []string{errorText(err)}
-}
-
-func errorText(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
+	rep.Errors = []string{ddptest.ErrorText(err)}
 }
 
 // TestZeroRefusesRanksThatDiffer: ranks (or local replicas) whose

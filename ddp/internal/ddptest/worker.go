@@ -49,3 +49,11 @@ func WorkerOptions() dist.Options {
 	}
 	return o
 }
+
+// ErrorText is err's text for a Report's Errors, "" for none.
+func ErrorText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
