@@ -47,6 +47,7 @@ var trn1Commands = []struct {
 	{line: "bin/ddprun --nproc_per_node=2 bin/linear --device neuron"},
 	{line: "NEURON_NUM_DEVICES=2 bin/gpt --spawn --device neuron"},
 	{line: "bin/ddprun --nproc_per_node=2 bin/gpt --device neuron --precision bf16 --grad-accum 4", long: true},
+	{line: "bin/ddprun --nproc_per_node=32 bin/gpt --device neuron --precision bf16 --zero", long: true},
 	{line: "XLADDP_DEVICE=neuron bin/xladevices"},
 }
 
@@ -137,7 +138,11 @@ func runTrn1Commands(t *testing.T, long bool) {
 			loss, err := strconv.ParseFloat(m[1], 64)
 			require.NoError(t, err)
 			assert.False(t, math.IsNaN(loss) || math.IsInf(loss, 0), "loss %v", loss)
-			if slices.Contains(shortRun(program, f, ckpt), ckpt) {
+			switch {
+			case !slices.Contains(shortRun(program, f, ckpt), ckpt):
+			case strings.Contains(line, "--zero"):
+				assert.FileExists(t, filepath.Join(ckpt, "LATEST"), "--zero's checkpoint is a directory")
+			default:
 				assert.FileExists(t, ckpt)
 			}
 			assertImported(t, marker, program, strings.Contains(line, "ddprun"))
