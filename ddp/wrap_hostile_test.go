@@ -175,13 +175,7 @@ func trainBranch(ctx context.Context, d *xla.Device, useMid func(step int) bool)
 		if err != nil {
 			return err
 		}
-		if err := loss.Backward(); err != nil {
-			return err
-		}
-		if err := opt.Step(); err != nil {
-			return err
-		}
-		if err := d.MarkStep(ctx); err != nil {
+		if err := optim.BackwardStep(ctx, loss, opt); err != nil {
 			return err
 		}
 	}

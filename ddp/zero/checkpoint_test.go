@@ -66,13 +66,7 @@ func zeroResumeScenario(rep *ddptest.Report) {
 			if err != nil {
 				return err
 			}
-			if err := loss.Backward(); err != nil {
-				return err
-			}
-			if err := z.Step(); err != nil {
-				return err
-			}
-			if err := r.MarkStep(ctx); err != nil {
+			if err := optim.BackwardStep(ctx, loss, z); err != nil {
 				return err
 			}
 			if record {

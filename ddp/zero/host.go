@@ -137,14 +137,7 @@ func (z *ZeroRedundancyOptimizer) hostReduceScatter(ctx context.Context) error {
 		works = append(works, h.group.ReduceScatterAsync(hb.block, hb.full, dist.Sum))
 	}
 	h.stats.Download += time.Since(start)
-	start = time.Now()
-	for _, w := range works {
-		if err := w.Wait(ctx); err != nil && failed == nil {
-			failed = err
-		}
-	}
-	h.stats.AllReduce += time.Since(start)
-	return failed
+	return h.wait(ctx, works, failed)
 }
 
 // allGatherOnHost gathers the updated shards: in-graph over the local
@@ -207,7 +200,13 @@ func (z *ZeroRedundancyOptimizer) hostAllGather(ctx context.Context, blocks []*x
 		works = append(works, h.group.AllGatherAsync(hb.full, hb.block))
 	}
 	h.stats.Download += time.Since(start)
-	start = time.Now()
+	return h.wait(ctx, works, failed)
+}
+
+// wait waits for every started bucket collective, charging the time to
+// AllReduce, and returns failed or else the first collective's error.
+func (h *zeroHost) wait(ctx context.Context, works []*dist.Work, failed error) error {
+	start := time.Now()
 	for _, w := range works {
 		if err := w.Wait(ctx); err != nil && failed == nil {
 			failed = err

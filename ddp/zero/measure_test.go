@@ -19,20 +19,14 @@ import (
 	"github.com/xladdp/xladdp/xla/xlatest"
 )
 
-// adamStep trains model one Adam step on its rows of the "wide" batch.
+// adamStep trains model one step on its rows of the "wide" batch.
 func adamStep(ctx context.Context, d *xla.Device, model nn.Module, opt optim.Optimizer, lo, hi int) error {
 	opt.ZeroGrad()
 	loss, err := ddptest.LossOn(d, model, "wide", lo, hi)
 	if err != nil {
 		return err
 	}
-	if err := loss.Backward(); err != nil {
-		return err
-	}
-	if err := opt.Step(); err != nil {
-		return err
-	}
-	return d.MarkStep(ctx)
+	return optim.BackwardStep(ctx, loss, opt)
 }
 
 // TestZeroShardBytes measures, from the live device buffers, the Adam
