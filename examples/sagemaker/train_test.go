@@ -78,12 +78,13 @@ func TestEntryPointFailsTheJob(t *testing.T) {
 	assert.Contains(t, string(out), "--epochs, --batch-size, --test-batch-size and --log-interval must be positive")
 }
 
-// TestEntryPointFineTunes runs the notebook's own task through the same
+// TestLongEntryPointFineTunes runs the notebook's own task through the same
 // entry point: XLADDP_PROGRAM is the fine-tuning example, the train and
 // val channels hold an ants/bees folder, and both the entry point's
 // checkpoint (model.safetensors) and the fine-tuned model
-// (resnet18.safetensors) land in SM_MODEL_DIR.
-func TestEntryPointFineTunes(t *testing.T) {
+// (resnet18.safetensors) land in SM_MODEL_DIR. ResNet-18's compile makes
+// it a make test-long test.
+func TestLongEntryPointFineTunes(t *testing.T) {
 	bin, model, folder := build(t), t.TempDir(), t.TempDir()
 	for _, split := range []struct {
 		name string
