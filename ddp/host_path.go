@@ -14,23 +14,24 @@ import (
 )
 
 // hostPath crosses processes through the host process group: the step is
-// cut at the gradient all-reduce. Each replica first reduces in-graph over
-// its process's local replicas, then MarkStep materializes the gradients
-// (with the forward and backward that made them); local replica 0 copies
-// them into host buckets, in reverse registration order as torch does,
-// starting each bucket's all-reduce as soon as it is full, while the next
-// is copied; every local replica then uploads the sums, and the division
-// by the replica count and the optimizer update are traced lazily into
-// the next program.
+// cut at the gradient all-reduce. Each replica first divides its
+// gradients by the job's replica count and sums them in-graph over its
+// process's local replicas, then MarkStep materializes them (with the
+// forward and backward that made them); local replica 0 copies them into
+// host buckets, in reverse registration order as torch does, starting
+// each bucket's all-reduce as soon as it is full, while the next is
+// copied; every local replica then uploads the sums (the means), and the
+// optimizer update is traced lazily into the next program.
 type hostPath struct {
 	group            *dist.ProcessGroup
 	firstBucketBytes int
 	bucketBytes      int
 	sharedBuckets    bool
 	// Local replica 0's buckets for the layout it last saw, reused while
-	// the layout holds, and the job's replica count learned with it.
-	layout   string
-	buckets  []*bucket
+	// the layout holds.
+	layout  string
+	buckets []*bucket
+	// replicas is the job's replica count, learned by Wrap's broadcast.
 	replicas int
 	stats    HostPathStats
 	// broadcastLayout is the layout of the tensors last broadcast from
@@ -65,9 +66,8 @@ type bucketMember struct {
 
 // hostResult is what local replica 0 hands the other local replicas.
 type hostResult struct {
-	layout   string
-	buckets  []*bucket
-	replicas int
+	layout  string
+	buckets []*bucket
 }
 
 // errCompiledAcrossProcesses: a compiled step cannot hold the host cut.
@@ -90,12 +90,11 @@ func (h *hostPath) MeanGradients(ctx context.Context, dev *xla.Device, params []
 		return errCompiledAcrossProcesses
 	}
 	index, count := dev.Replica()
-	if count > 1 {
-		for _, p := range params {
-			if err := p.Tensor.SetGrad(xla.AllReduce(p.Tensor.Grad(), xla.ReduceSum)); err != nil {
-				return fmt.Errorf("summing the gradient of %s over the local replicas: %w", p.Name, err)
-			}
-		}
+	if h.replicas == 0 {
+		return errors.New("ddp: the host path averages only after Wrap's broadcast from rank 0 learned the job's replica count")
+	}
+	if err := divideAndSumLocally(params, h.replicas, count); err != nil {
+		return err
 	}
 	start := time.Now()
 	if err := dev.MarkStep(ctx); err != nil {
@@ -119,9 +118,9 @@ func (h *hostPath) MeanGradients(ctx context.Context, dev *xla.Device, params []
 	return err
 }
 
-// uploadMeans sets each gradient to its bucket's sum divided by the
-// replica count: one upload per bucket, the slicing and division traced
-// into the next program.
+// uploadMeans sets each gradient to its part of its bucket's sum (of
+// gradients already divided by the replica count): one upload per
+// bucket, the slicing traced into the next program.
 func uploadMeans(dev *xla.Device, params []nn.Named, res *hostResult) error {
 	for _, b := range res.buckets {
 		sums, err := xla.FromBytes(dev, b.dtype, []int{b.buf.Len()}, b.buf.Bytes())
@@ -129,7 +128,7 @@ func uploadMeans(dev *xla.Device, params []nn.Named, res *hostResult) error {
 			return fmt.Errorf("ddp: uploading a gradient bucket: %w", err)
 		}
 		for _, m := range b.members {
-			g := sums.Narrow(0, m.offset, m.length).Reshape(m.dims...).DivScalar(float64(res.replicas))
+			g := sums.Narrow(0, m.offset, m.length).Reshape(m.dims...)
 			if err := params[m.param].Tensor.SetGrad(g); err != nil {
 				return fmt.Errorf("ddp: setting the gradient of %s: %w", params[m.param].Name, err)
 			}
@@ -189,11 +188,11 @@ func (h *hostPath) reduce(ctx context.Context, params []nn.Named, layout string,
 	if failed != nil {
 		return nil, failed
 	}
-	return &hostResult{layout: layout, buckets: h.buckets, replicas: h.replicas}, nil
+	return &hostResult{layout: layout, buckets: h.buckets}, nil
 }
 
 // plan lays out the buckets for a new gradient set and checks, with every
-// rank, that they all have the same one; it learns the job's replica count.
+// rank, that they all have the same one.
 func (h *hostPath) plan(ctx context.Context, params []nn.Named, layout string, localReplicas int) error {
 	h.layout, h.buckets = "", nil
 	var buckets []*bucket
@@ -232,12 +231,19 @@ func (h *hostPath) plan(ctx context.Context, params []nn.Named, layout string, l
 			b.buf = dist.ByteBuffer(dtype, make([]byte, bytesIn[b]))
 		}
 	}
-	replicas, err := exchange.CheckLayout(ctx, h.group, layout, localReplicas, gradientsMismatch)
-	if err != nil {
+	if _, err := exchange.CheckLayout(ctx, h.group, layout, localReplicas, gradientsMismatch); err != nil {
 		return err
 	}
-	h.layout, h.buckets, h.replicas = layout, buckets, replicas
+	h.layout, h.buckets = layout, buckets
 	return nil
+}
+
+// broadcastResult is what local replica 0 hands the other local replicas
+// after the broadcast: rank 0's tensors, packed, and the job's replica
+// count.
+type broadcastResult struct {
+	blob     []byte
+	replicas int
 }
 
 var (
@@ -251,7 +257,8 @@ func (h *hostPath) BroadcastFromFirst(ctx context.Context, dev *xla.Device, tens
 	if dev.Tracing() {
 		return errCompiledAcrossProcesses
 	}
-	if _, count := dev.Replica(); count > 1 {
+	_, count := dev.Replica()
+	if count > 1 {
 		if err := (InGraph{}).BroadcastFromFirst(ctx, dev, tensors); err != nil {
 			return err
 		}
@@ -261,20 +268,25 @@ func (h *hostPath) BroadcastFromFirst(ctx context.Context, dev *xla.Device, tens
 	}
 	offsets, total := packing(tensors)
 	layout := layoutOf(tensors)
-	blob, err := exchange.HostOnce(ctx, dev, h.group.Timeout(), "the broadcast from rank 0", func() ([]byte, error) {
+	res, err := exchange.HostOnce(ctx, dev, h.group.Timeout(), "the broadcast from rank 0", func() (broadcastResult, error) {
 		// Ranks whose tensors differ would read rank 0's bytes as theirs
-		// (MPI does not check sizes): compare layouts first, once each.
+		// (MPI does not check sizes): compare layouts first, once each,
+		// and count the job's replicas.
 		if layout != h.broadcastLayout {
-			if _, err := exchange.CheckLayout(ctx, h.group, layout, 0, broadcastMismatch); err != nil {
-				return nil, err
+			replicas, err := exchange.CheckLayout(ctx, h.group, layout, count, broadcastMismatch)
+			if err != nil {
+				return broadcastResult{}, err
 			}
-			h.broadcastLayout = layout
+			h.broadcastLayout, h.replicas = layout, replicas
 		}
-		return h.broadcastBlob(ctx, tensors, offsets, total)
+		blob, err := h.broadcastBlob(ctx, tensors, offsets, total)
+		return broadcastResult{blob: blob, replicas: h.replicas}, err
 	})
 	if err != nil {
 		return err
 	}
+	h.replicas = res.replicas
+	blob := res.blob
 	for i, t := range tensors {
 		if t.Tensor.Shape().Size() == 0 {
 			continue

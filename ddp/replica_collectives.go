@@ -30,13 +30,29 @@ type ReplicaCollectives interface {
 // identity, and recording them would only cost tracing time.
 type InGraph struct{}
 
-// MeanGradients records an all-reduce mean of each gradient.
+// MeanGradients divides each gradient by the replica count and records
+// an all-reduce sum of it.
 func (InGraph) MeanGradients(_ context.Context, dev *xla.Device, params []nn.Named) error {
-	if _, count := dev.Replica(); count == 1 {
+	_, count := dev.Replica()
+	if count == 1 {
 		return nil
 	}
+	return divideAndSumLocally(params, count, count)
+}
+
+// divideAndSumLocally replaces each gradient by its sum over the local
+// replicas (local of them, in-graph) after dividing it by the job's
+// replica count (replicas). Dividing first, as torch's DDP does, sums the
+// same terms on every path (in-graph, host, sharded or not), and leaves
+// the compiler no product with the optimizer's learning rate to
+// reassociate: the one place plain and sharded updates could round apart.
+func divideAndSumLocally(params []nn.Named, replicas, local int) error {
 	for _, p := range params {
-		if err := p.Tensor.SetGrad(xla.AllReduce(p.Tensor.Grad(), xla.ReduceMean)); err != nil {
+		g := p.Tensor.Grad().DivScalar(float64(replicas))
+		if local > 1 {
+			g = xla.AllReduce(g, xla.ReduceSum)
+		}
+		if err := p.Tensor.SetGrad(g); err != nil {
 			return fmt.Errorf("averaging the gradient of %s: %w", p.Name, err)
 		}
 	}

@@ -64,19 +64,21 @@ func (h *zeroHost) buffers(buckets []*zeroBucket) error {
 	return nil
 }
 
-// reduceScatterOnHost sums the gradients over the local replicas
-// in-graph, runs the step's program, and reduce-scatters the sums across
-// the processes; each local replica uploads its shard, divided by the
-// job's replica count (traced).
+// reduceScatterOnHost divides the gradients by the job's replica count
+// and sums them over the local replicas in-graph, as the plain wrapper
+// does, runs the step's program, and reduce-scatters the sums across the
+// processes; each local replica uploads its shard of the means.
 func (z *ZeroRedundancyOptimizer) reduceScatterOnHost(ctx context.Context) ([]*xla.Tensor, error) {
 	if z.dev.Tracing() {
 		return nil, errCompiledAcrossProcesses
 	}
-	if z.local > 1 {
-		for _, p := range z.params {
-			if err := p.Tensor.SetGrad(xla.AllReduce(p.Tensor.Grad(), xla.ReduceSum)); err != nil {
-				return nil, fmt.Errorf("summing the gradient of %s over the local replicas: %w", p.Name, err)
-			}
+	for _, p := range z.params {
+		g := p.Tensor.Grad().DivScalar(float64(z.replicas))
+		if z.local > 1 {
+			g = xla.AllReduce(g, xla.ReduceSum)
+		}
+		if err := p.Tensor.SetGrad(g); err != nil {
+			return nil, fmt.Errorf("averaging the gradient of %s: %w", p.Name, err)
 		}
 	}
 	h := z.host
@@ -99,11 +101,9 @@ func (z *ZeroRedundancyOptimizer) reduceScatterOnHost(ctx context.Context) ([]*x
 	for i, b := range z.buckets {
 		n := b.shardLen(z.replicas)
 		part := shared[i].block.Slice(index*n, (index+1)*n)
-		sums, err := xla.FromBytes(z.dev, b.dtype, []int{n}, part.Bytes())
-		if err != nil {
+		if out[i], err = xla.FromBytes(z.dev, b.dtype, []int{n}, part.Bytes()); err != nil {
 			return nil, fmt.Errorf("uploading the gradient shard of bucket %d: %w", i, err)
 		}
-		out[i] = sums.DivScalar(float64(z.replicas))
 	}
 	return out, nil
 }

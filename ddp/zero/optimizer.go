@@ -354,7 +354,8 @@ func (z *ZeroRedundancyOptimizer) flatGradients(b *zeroBucket) *xla.Tensor {
 func (z *ZeroRedundancyOptimizer) reduceScatterInGraph() ([]*xla.Tensor, error) {
 	out := make([]*xla.Tensor, len(z.buckets))
 	for i, b := range z.buckets {
-		out[i] = xla.ReduceScatter(z.flatGradients(b), xla.ReduceMean, 0)
+		// Divided before the sum, as the plain wrapper does.
+		out[i] = xla.ReduceScatter(z.flatGradients(b).DivScalar(float64(z.local)), xla.ReduceSum, 0)
 		if err := out[i].Err(); err != nil {
 			return nil, fmt.Errorf("reduce-scattering bucket %d: %w", i, err)
 		}
