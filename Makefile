@@ -211,6 +211,9 @@ test: deps vet
 # (TestLong*); make test leaves them out to stay under 5 minutes.
 test-long: deps
 	$(GO) test -run '^TestLong' -timeout 30m ./...
+	if pkg-config --exists ompi-c 2>/dev/null; then
+		$(GO) test -tags mpi -run '^TestLongMPI' -timeout 10m ./ddp/...
+	fi
 
 # go-xla's arena pool is unsynchronized unless built with race_mu; with
 # the tag the race detector reports only real races.

@@ -21,6 +21,7 @@ type zeroCase struct {
 	steps                     int
 	wrap                      string // extra Wrap options for both runs
 	shmOff                    bool
+	rankOrder                 bool // mpi: XLADDP_MPI_REDUCE_ORDER=rank
 }
 
 // zeroTolerance is the acceptance's bound: every loss and every final

@@ -31,8 +31,10 @@ var (
 // and tells peers it leaves on a second one, control.
 type mpiEngine struct {
 	comm, control mpi.Comm
-	rank          int
+	rank, size    int
 	tagUB         int
+	// rankOrder: floating-point sums go in rank order (EnvMPIReduceOrder).
+	rankOrder bool
 	// leaves[r] is the receive of peer r's departure notice: the last
 	// collective it ran (nil for this rank, and once reported).
 	leaves     []*mpi.Request
@@ -48,12 +50,16 @@ func newMPIEngine(o transport.Config) (engine, engineWorld, error) {
 	if err != nil {
 		return nil, engineWorld{}, fmt.Errorf("ddp: $%s: %w", EnvMPIThreads, err)
 	}
+	rankOrder, err := parseReduceOrder()
+	if err != nil {
+		return nil, engineWorld{}, err
+	}
 	mpiGroupsMu.Lock()
 	defer mpiGroupsMu.Unlock()
 	if _, err := mpi.Init(required); err != nil {
 		return nil, engineWorld{}, fmt.Errorf("ddp: backend mpi: %w", err)
 	}
-	e := &mpiEngine{}
+	e := &mpiEngine{rankOrder: rankOrder}
 	var w engineWorld
 	world := mpi.World()
 	if e.comm, err = world.Dup(); err != nil {
@@ -85,7 +91,7 @@ func newMPIEngine(o transport.Config) (engine, engineWorld, error) {
 		err = checkEngineWorld(o, w, "mpirun")
 	}
 	if err == nil {
-		e.rank = w.rank
+		e.rank, e.size = w.rank, w.size
 		err = e.listenForLeaves(w.size)
 	}
 	if err != nil {
@@ -245,6 +251,9 @@ func chunks(buf transport.Buffer, f func(transport.Buffer) error) error {
 func (e *mpiEngine) run(c transport.Call) error {
 	switch c.Kind {
 	case transport.AllReduce:
+		if e.inRankOrder(c, c.Buf.DType) {
+			return e.allReduceInRankOrder(c.Buf)
+		}
 		if c.Buf.Len() <= mpiChunkElements { // without the closure chunks takes
 			return e.comm.Allreduce(c.Buf.Bytes(), mpiDatatypes[c.Buf.DType], mpiOps[c.Op])
 		}
@@ -263,6 +272,9 @@ func (e *mpiEngine) run(c transport.Call) error {
 	case transport.AllGather:
 		return e.comm.Allgather(c.Out.Bytes(), c.In.Bytes(), mpiDatatypes[c.In.DType])
 	case transport.ReduceScatter:
+		if e.inRankOrder(c, c.In.DType) {
+			return e.reduceScatterInRankOrder(c.Out, c.In)
+		}
 		return e.comm.ReduceScatterBlock(c.Out.Bytes(), c.In.Bytes(), mpiDatatypes[c.In.DType], mpiOps[c.Op])
 	case transport.AllToAll:
 		return e.comm.Alltoallv(c.Out.Bytes(), c.In.Bytes(), mpiDatatypes[c.In.DType], c.OutSplits, c.InSplits)
