@@ -13,8 +13,11 @@ import (
 func init() { scenarios["rank-order"] = rankOrderScenario }
 
 // rankOrderLengths are the buffer lengths rankOrderScenario sums: shorter
-// than the world, not dividing it, and past a small MPI chunk.
+// than the world, not dividing it, past a small MPI chunk, and (float32)
+// past the tcp backend's direct all-reduce and its 1 MiB pieces.
 var rankOrderLengths = []int{1, 3, 7, 2501}
+
+const rankOrderLargeLength = 300_001
 
 // rankOrderScenario: float sums by AllReduce (blocking and async) and
 // ReduceScatter equal, bit for bit, the fold of the ranks' values in rank
@@ -23,7 +26,11 @@ func rankOrderScenario(ctx context.Context, g *ProcessGroup, rep *report) {
 	world, rank := g.WorldSize(), g.Rank()
 	seed := uint64(500)
 	for _, d := range []DType{Float32, Float64, BFloat16} {
-		for _, n := range rankOrderLengths {
+		lengths := rankOrderLengths
+		if d == Float32 {
+			lengths = append(lengths, rankOrderLargeLength)
+		}
+		for _, n := range lengths {
 			for _, kind := range []string{"AllReduce", "AllReduceAsync", "ReduceScatter"} {
 				seed++
 				total := n

@@ -59,10 +59,10 @@ func (g *group) allReduce(seq uint64, buf Buffer, op ReduceOp, deadline time.Tim
 		return g.shmAllReduce(seq, buf, op, deadline)
 	}
 	b := bounds(buf.Len(), g.size)
-	if err := g.ringReduceScatter(seq, buf, b, op, 0, deadline); err != nil {
+	if err := g.foldReduceScatter(seq, buf, b, buf.Slice(b[g.rank], b[g.rank+1]), true, op, deadline); err != nil {
 		return err
 	}
-	return g.ringAllGather(seq, buf, b, mod(g.rank+1, g.size), g.size-1, deadline)
+	return g.ringAllGather(seq, buf, b, g.rank, 1, deadline)
 }
 
 // directAllReduce sends buf to every rank and folds all contributions in
@@ -88,37 +88,6 @@ func pieces(buf Buffer, lo, hi int) []Buffer {
 		out = append(out, buf.Slice(i, min(i+per, hi)))
 	}
 	return out
-}
-
-// ringReduceScatter runs the n-1 reduce-scatter steps over chunks b: at step
-// s rank r sends chunk r-s+shift right and reduces chunk r-s-1+shift from
-// the left into buf, forwarding each reduced piece at once. Rank r ends
-// holding the full reduction of chunk r+1+shift.
-func (g *group) ringReduceScatter(seq uint64, buf Buffer, b []int, op ReduceOp, shift int, deadline time.Time) error {
-	n, r := g.size, g.rank
-	leftRank, rightRank := mod(r-1, n), mod(r+1, n)
-	left, right := g.peers[leftRank], g.peers[rightRank]
-	var sent []sentJob
-	first := mod(r+shift, n)
-	for i, piece := range pieces(buf, b[first], b[first+1]) {
-		sent = append(sent, sentJob{rightRank, right.send(kindCollective, tag(seq, 0, i), g.opDesc, piece.Bytes(), deadline)})
-	}
-	scratch := make([]byte, min(pieceBytes, len(buf.Bytes())))
-	for s := 0; s < n-1; s++ {
-		c := mod(r-s-1+shift, n)
-		for i, piece := range pieces(buf, b[c], b[c+1]) {
-			in := scratch[:len(piece.Bytes())]
-			if err := left.recv(kindCollective, tag(seq, s, i), g.opDesc, in, deadline); err != nil {
-				return peerError(leftRank, err)
-			}
-			transport.ReduceInto(piece, transport.ByteBuffer(buf.DType, in), op)
-			if s < n-2 {
-				sent = append(sent, sentJob{rightRank, right.send(kindCollective, tag(seq, s+1, i), g.opDesc, piece.Bytes(), deadline)})
-			}
-		}
-	}
-	// The all-gather overwrites chunks these sends read from.
-	return waitAll(sent)
 }
 
 // ringAllGather runs n-1 all-gather steps over chunks b starting from the
@@ -162,62 +131,79 @@ func (g *group) allGather(seq uint64, out, in Buffer, deadline time.Time) error 
 }
 
 // reduceScatter gives this rank its block of in reduced across ranks,
-// leaving in unchanged.
-//
-// Its fold order is the all-reduce's wherever that one folds in rank
-// order (same host, or a small buffer), so that a sharded optimizer's
-// reduce-scatter and the plain wrapper's all-reduce sum alike; a large
-// buffer between hosts takes the ring.
+// leaving in unchanged, folded in rank order as every all-reduce is, so
+// that a sharded optimizer's reduce-scatter and the plain wrapper's
+// all-reduce sum alike.
 func (g *group) reduceScatter(seq uint64, out, in Buffer, op ReduceOp, deadline time.Time) error {
 	n := out.Len()
-	if g.size > 1 && n > 0 {
-		switch {
-		case g.shm != nil:
-			return g.shmReduceScatter(seq, out, in, op, deadline)
-		case len(in.Bytes()) <= directAllReduceBytes:
-			return g.directReduceScatter(seq, out, in, op, deadline)
-		}
+	switch {
+	case g.size == 1 || n == 0:
+		copy(out.Bytes(), in.Bytes())
+		return nil
+	case g.shm != nil:
+		return g.shmReduceScatter(seq, out, in, op, deadline)
 	}
-	work := transport.ByteBuffer(in.DType, append([]byte(nil), in.Bytes()...))
-	if g.size > 1 && n > 0 {
-		b := make([]int, g.size+1)
-		for i := range b {
-			b[i] = i * n
-		}
-		if err := g.ringReduceScatter(seq, work, b, op, -1, deadline); err != nil {
-			return err
-		}
+	b := make([]int, g.size+1)
+	for i := range b {
+		b[i] = i * n
 	}
-	copy(out.Bytes(), work.Slice(g.rank*n, (g.rank+1)*n).Bytes())
-	return nil
+	return g.foldReduceScatter(seq, in, b, out, false, op, deadline)
 }
 
-// directReduceScatter sends each rank its block of in and folds the
-// blocks it receives in rank order, as directAllReduce does.
-func (g *group) directReduceScatter(seq uint64, out, in Buffer, op ReduceOp, deadline time.Time) error {
-	n := out.Len()
+// foldReduceScatter sends chunk q of in (elements [b[q], b[q+1])) to each
+// rank q and sets out to this rank's chunk reduced over the ranks in rank
+// order, ((v0 op v1) op v2) ..., piece by piece as the pieces arrive. It
+// moves what a ring reduce-scatter moves, each chunk once to each rank.
+// inPlace says out is this rank's chunk of in.
+func (g *group) foldReduceScatter(seq uint64, in Buffer, b []int, out Buffer, inPlace bool, op ReduceOp, deadline time.Time) error {
+	r := g.rank
 	var sent []sentJob
-	for q, p := range g.peers {
-		if p != nil {
-			sent = append(sent, sentJob{q, p.send(kindCollective, tag(seq, 0, 0), g.opDesc, in.Slice(q*n, (q+1)*n).Bytes(), deadline)})
-		}
-	}
-	parts := make([]Buffer, g.size)
-	parts[g.rank] = in.Slice(g.rank*n, (g.rank+1)*n)
 	for q, p := range g.peers {
 		if p == nil {
 			continue
 		}
-		got := make([]byte, len(out.Bytes()))
-		if err := p.recv(kindCollective, tag(seq, 0, 0), g.opDesc, got, deadline); err != nil {
+		for i, piece := range pieces(in, b[q], b[q+1]) {
+			sent = append(sent, sentJob{q, p.send(kindCollective, tag(seq, 0, i), g.opDesc, piece.Bytes(), deadline)})
+		}
+	}
+	bufBytes := min(pieceBytes, len(out.Bytes()))
+	scratch := make([]byte, bufBytes)
+	var saved []byte // this rank's own piece, before out (in place) takes rank 0's
+	if inPlace && r != 0 {
+		saved = make([]byte, bufBytes)
+	}
+	recv := func(q, i int, into []byte) error {
+		if err := g.peers[q].recv(kindCollective, tag(seq, 0, i), g.opDesc, into, deadline); err != nil {
 			return peerError(q, err)
 		}
-		parts[q] = transport.ByteBuffer(in.DType, got)
+		return nil
 	}
-	copy(out.Bytes(), parts[0].Bytes())
-	for q := 1; q < g.size; q++ {
-		transport.ReduceInto(out, parts[q], op)
+	for i, acc := range pieces(out, 0, out.Len()) {
+		lo := i * max(1, pieceBytes/in.DType.Size())
+		own := in.Slice(b[r]+lo, b[r]+lo+acc.Len())
+		switch {
+		case r == 0 && !inPlace:
+			copy(acc.Bytes(), own.Bytes())
+		case r != 0:
+			if inPlace {
+				own = transport.ByteBuffer(in.DType, saved[:copy(saved, own.Bytes())])
+			}
+			if err := recv(0, i, acc.Bytes()); err != nil {
+				return err
+			}
+		}
+		for q := 1; q < g.size; q++ {
+			from := own
+			if q != r {
+				from = transport.ByteBuffer(in.DType, scratch[:len(acc.Bytes())])
+				if err := recv(q, i, from.Bytes()); err != nil {
+					return err
+				}
+			}
+			transport.ReduceInto(acc, from, op)
+		}
 	}
+	// An all-reduce's all-gather overwrites chunks these sends read from.
 	return waitAll(sent)
 }
 
