@@ -26,11 +26,14 @@
 // caller's when the transport allows and nothing is queued. On the tcp
 // transport all-reduce picks its path by size and placement: small
 // buffers go to every rank in one round (on one host, through shared
-// memory with no frame, syscall or goroutine hand-off); larger ones use a bandwidth-optimal ring (reduce-scatter then
-// all-gather) pipelined in 1 MiB pieces over the TCP connections, or, when
-// every rank is on this host, shared memory (a /dev/shm segment reserved
-// up front; buffers from SharedBuffer are reduced in place, others staged).
-// Every rank gets a bitwise-identical result.
+// memory with no frame, syscall or goroutine hand-off); larger ones send
+// each rank its chunk, which it folds, then gather the chunks on a ring
+// (the bytes of a ring all-reduce), pipelined in 1 MiB pieces over the
+// TCP connections, or, when every rank is on this host, use shared memory
+// (a /dev/shm segment reserved up front; buffers from SharedBuffer are
+// reduced in place, others staged). Every rank gets a bitwise-identical
+// result, and every path (ReduceScatter too) adds the ranks' values in
+// rank order; on the mpi backend XLADDP_MPI_REDUCE_ORDER=rank does.
 //
 // Every operation has a timeout (Options.Timeout). A rank that dies is
 // seen at once through its closed connections; a stalled one when the
