@@ -245,6 +245,8 @@ demo: deps build
 # Debian's PyTorch 1.13 + OpenBLAS) and alternates their runs with ours.
 # BENCH_ROUNDS rounds; BENCH_ONLY limits the peer table to matching cases.
 BENCH_ROUNDS ?= 2
+# Where examples/bench/peers/install.sh puts JAX and torch.
+PEERS := $(or $(XLADDP_PEERS_DIR),$(HOME)/.cache/xladdp/peers)
 BENCH_ONLY ?=
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./...
@@ -276,6 +278,8 @@ bench: deps
 	echo "== ZeRO-1 against plain DDP, 2 processes, MNIST CNN and GPT small (docs/BENCHMARKS.md)"
 	$(GO) build -o $(BIN)/gpt ./examples/gpt
 	$(PYTHON) examples/bench/zero/compare.py --bin $(BIN) --rounds $(BENCH_ROUNDS)
+	echo "== torch 2.9 reads the consolidated ZeRO checkpoint"
+	XLADDP_TORCH_PYTHON=$(PEERS)/torchxla/bin/python $(GO) test -count=1 -run '^TestConsolidatedEqualsPlainCheckpoint$$' -v ./ddp/zero/
 
 # A Go training binary's workers under real torchrun (torch 2.9 from the
 # peers' venv, which bench's install.sh makes): not part of make test.

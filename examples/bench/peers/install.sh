@@ -32,6 +32,10 @@ if ! "$PEERS/torchxla/bin/python" -c 'import torch_xla, sys; sys.exit(not torch_
 	"$(python312)" -m venv "$PEERS/torchxla"
 	"$PEERS/torchxla/bin/pip" install --quiet torch==2.9.0 torch-xla==2.9.0 numpy || fail "pip install torch-xla==2.9.0 failed (needs PyPI and ~7 GB of disk)"
 fi
+# safetensors: torch reads the ZeRO checkpoint consolidated for it.
+if ! "$PEERS/torchxla/bin/python" -c 'import safetensors.torch' 2>/dev/null; then
+	"$PEERS/torchxla/bin/pip" install --quiet safetensors || fail "pip install safetensors failed (needs PyPI)"
+fi
 
 DEBIAN_PACKAGES="python3-torch libopenblas0-pthread libblas3"
 if ! /usr/bin/python3 -c 'import torch' 2>/dev/null || [[ ! -e /usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3 ]] \
