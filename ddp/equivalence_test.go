@@ -48,20 +48,20 @@ func TestWrapEqualsSingleDevice(t *testing.T) {
 		{kind: "toy", processes: 1, devices: 4, micro: 1, wrap: "compiled"},
 		{kind: "toy", processes: 2, devices: 2, micro: 1, wrap: "compiled"},
 		{kind: "cnn", processes: 4, devices: 1, micro: 1, wrap: "compiled"},
-		// The GPT (AdamW groups, clipping, warmup+cosine) at 2 local
-		// replicas with 2 accumulated micro-batches per step, and at 3
+		// The GPT (AdamW groups, clipping, warmup+cosine) at 3
 		// processes; TestLongWrapEqualsSingleDeviceGPT has the other
-		// layouts (4 micro-batches); the mpi tests accumulate the toy's.
-		{kind: "gpt", processes: 1, devices: 2, micro: 2},
+		// layouts (local replicas, 2 and 4 micro-batches); the mpi tests
+		// accumulate the toy's.
 		{kind: "gpt", processes: 3, devices: 1, micro: 1},
 	})
 }
 
-// TestLongWrapEqualsSingleDeviceGPT: the GPT's other layouts, 3 local
+// TestLongWrapEqualsSingleDeviceGPT: the GPT's other layouts, 2 and 3 local
 // replicas and 2 processes, with and without accumulation.
 func TestLongWrapEqualsSingleDeviceGPT(t *testing.T) {
 	runEquivalence(t, []equivalenceCase{
 		{kind: "gpt", processes: 1, devices: 2, micro: 1},
+		{kind: "gpt", processes: 1, devices: 2, micro: 2},
 		{kind: "gpt", processes: 1, devices: 3, micro: 4},
 		{kind: "gpt", processes: 2, devices: 1, micro: 4},
 		{kind: "gpt", processes: 3, devices: 1, micro: 4},

@@ -15,6 +15,12 @@ import (
 
 func init() {
 	scenarios["mpi-rank-order-chunked"] = func(ctx context.Context, g *ProcessGroup, rep *report) {
+		empty := Float32s(nil)
+		for i, err := range []error{g.AllReduce(ctx, empty, Sum), g.AllReduceAsync(empty, Avg).Wait(ctx), g.ReduceScatter(ctx, empty, empty, Sum)} {
+			if err != nil {
+				rep.Failures = append(rep.Failures, fmt.Sprintf("empty sum %d: %v", i, err))
+			}
+		}
 		mpiengine.SetChunkElements(1000)
 		rankOrderScenario(ctx, g, rep)
 	}
@@ -23,7 +29,7 @@ func init() {
 // TestMPISumsInRankOrder: with XLADDP_MPI_REDUCE_ORDER=rank the mpi
 // backend's float all-reduces and reduce-scatters equal the rank-order
 // fold bit for bit (as the tcp/shm backend's do, TestSumsInRankOrder), at
-// 2, 3 and 4 ranks, and past a small MPI chunk; every collective of the
+// 2, 3 and 4 ranks, empty and past a small MPI chunk; every collective of the
 // suite still passes in that mode; a bad value is refused on every rank.
 func TestMPISumsInRankOrder(t *testing.T) {
 	order := EnvMPIReduceOrder + "=rank"

@@ -44,7 +44,7 @@ for k in sorted(a):
 `
 
 // TestConsolidatedEqualsPlainCheckpoint: the GPT (AdamW with decay
-// groups) trained 5 steps on 2 local replicas plain (ddp.SaveCheckpoint)
+// groups) trained 2 steps on 2 local replicas plain (ddp.SaveCheckpoint)
 // and sharded (zero.SaveCheckpoint, then ConsolidateCheckpoint): the
 // consolidated file holds the plain checkpoint's tensors bit for bit,
 // under the same torch names, and its metadata; torch's
@@ -88,7 +88,7 @@ func TestConsolidatedEqualsPlainCheckpoint(t *testing.T) {
 	assert.Equal(t, fmt.Sprintf("%d %d", n, n), strings.TrimSpace(string(out)), "torch read other tensors")
 }
 
-// trainAndSave trains the GPT 5 steps on replica r's rows and saves: the
+// trainAndSave trains the GPT 2 steps on replica r's rows and saves: the
 // plain wrapper's checkpoint file, or the sharded optimizer's directory.
 func trainAndSave(ctx context.Context, r xla.Replica, sharded bool, plainPath, shardedDir string) error {
 	d := r.Device()
@@ -113,7 +113,7 @@ func trainAndSave(ctx context.Context, r xla.Replica, sharded bool, plainPath, s
 		return err
 	}
 	rows := ddptest.GlobalRows / 2
-	for range 5 {
+	for range 2 {
 		opt.ZeroGrad()
 		loss, err := ddptest.LossOn(d, model, "gpt", r.Index()*rows, (r.Index()+1)*rows)
 		if err != nil {
@@ -123,7 +123,7 @@ func trainAndSave(ctx context.Context, r xla.Replica, sharded bool, plainPath, s
 			return err
 		}
 	}
-	ck := optim.Checkpoint{Model: model, Optimizer: opt, Step: 5}
+	ck := optim.Checkpoint{Model: model, Optimizer: opt, Step: 2}
 	if sharded {
 		return zero.SaveCheckpoint(ctx, shardedDir, ck)
 	}

@@ -48,6 +48,9 @@ func (e *mpiEngine) inRankOrder(c transport.Call, dtype transport.DType) bool {
 // (MPI_Allgather). Parts are ⌈n/size⌉ long, the last zero-padded.
 func (e *mpiEngine) allReduceInRankOrder(buf transport.Buffer) error {
 	n, elem := buf.Len(), buf.DType.Size()
+	if n == 0 {
+		return nil // every rank's is empty: nothing to exchange
+	}
 	// Pieces small enough that size parts of them, padded, keep MPI's
 	// int counts and displacements.
 	piece := max(1, (mpiChunkElements/e.size-1)*e.size)
@@ -76,6 +79,9 @@ func (e *mpiEngine) allReduceInRankOrder(buf transport.Buffer) error {
 // reduceScatterInRankOrder gives out this rank's part of in (size equal
 // parts) summed over the ranks in rank order.
 func (e *mpiEngine) reduceScatterInRankOrder(out, in transport.Buffer) error {
+	if out.Len() == 0 {
+		return nil
+	}
 	sum, err := e.sumOwnPart(in.Bytes(), in.DType, out.Len())
 	if err != nil {
 		return err
