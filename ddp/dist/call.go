@@ -14,10 +14,13 @@ func (g *ProcessGroup) run(ctx context.Context, c transport.Call) error {
 	if g.inliner != nil && g.inliner.Inline(c) {
 		if seq, ok := g.beginInline(); ok {
 			c.Seq, c.Ctx = seq, ctx
+			id := g.flight.Issue(flightOp(c, seq, false), 1)
+			g.flight.Start(id)
 			err := g.t.Run(c)
 			if err == nil {
 				g.finish(c)
 			}
+			g.flight.End(id, err)
 			return g.endInline(c.Kind.String(), seq, err)
 		}
 	}
@@ -35,13 +38,13 @@ func (g *ProcessGroup) issue(ctx context.Context, c transport.Call) *Work {
 
 // queue issues collective c on the executor, which numbers and times it.
 func (g *ProcessGroup) queue(c transport.Call) *Work {
-	return g.submit(c.Kind.String(), func(seq uint64, deadline time.Time) error {
+	return g.enqueue(c, true, func(seq uint64, deadline time.Time) (func() error, error) {
 		c.Seq, c.Deadline = seq, deadline
 		err := g.t.Run(c)
 		if err == nil {
 			g.finish(c)
 		}
-		return err
+		return nil, err
 	})
 }
 
@@ -66,7 +69,7 @@ func (g *ProcessGroup) finish(c transport.Call) {
 func (g *ProcessGroup) pointToPoint(c transport.Call) *Work {
 	name := c.Kind.String()
 	if !g.features.StartAtIssue {
-		return g.enqueue(name, false, func(seq uint64, deadline time.Time) (func() error, error) {
+		return g.enqueue(c, false, func(seq uint64, deadline time.Time) (func() error, error) {
 			c.Seq, c.Deadline = seq, deadline
 			return g.t.Start(c)
 		})
@@ -80,16 +83,20 @@ func (g *ProcessGroup) pointToPoint(c transport.Call) *Work {
 		return finished(name, err)
 	}
 	c.Seq = seq
+	id := g.flight.Issue(flightOp(c, seq, true), 1)
+	g.flight.Start(id)
 	wait, err := g.t.Start(c)
 	if err != nil {
+		g.flight.End(id, err)
 		err = g.attribute(label, err)
 		g.fail(err)
 		return finished(label, err)
 	}
 	if wait == nil { // done already
+		g.flight.End(id, nil)
 		return finished(label, nil)
 	}
-	w := &Work{name: label, group: g, done: make(chan struct{})}
+	w := &Work{name: label, group: g, done: make(chan struct{}), flightID: id}
 	g.finishOffExecutor(w, wait)
 	return w
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/xladdp/xladdp/ddp/internal/flight"
 	"github.com/xladdp/xladdp/ddp/internal/transport"
 	"github.com/xladdp/xladdp/ddp/store"
 )
@@ -49,6 +50,9 @@ type ProcessGroup struct {
 	wg       sync.WaitGroup
 	// tails counts operations finishing off the executor.
 	tails sync.WaitGroup
+	// flight records the last operations issued, for a dump when the job
+	// hangs or fails.
+	flight *flight.Recorder
 }
 
 // SharedMemoryAllReduces reports how many all-reduces went through the
@@ -132,6 +136,8 @@ type Work struct {
 	run  func(deadline time.Time) (tail func() error, err error)
 	done chan struct{}
 	err  error
+	// flightID is the operation's entry in the group's flight recorder.
+	flightID flight.ID
 }
 
 // Wait blocks until the operation finishes. If ctx ends first, the
@@ -163,19 +169,12 @@ func finished(name string, err error) *Work {
 	return w
 }
 
-// submit queues a collective for the executor. name is completed with the
-// operation's sequence number.
-func (g *ProcessGroup) submit(name string, run func(seq uint64, deadline time.Time) error) *Work {
-	return g.enqueue(name, true, func(seq uint64, deadline time.Time) (func() error, error) {
-		return nil, run(seq, deadline)
-	})
-}
-
-// enqueue queues an operation; a non-nil tail from run finishes it off the
+// enqueue queues operation c; a non-nil tail from run finishes it off the
 // executor. Collectives take the next collective sequence number;
 // point-to-point operations take their own, so a Send between two ranks
 // never shifts the numbering of the collectives all ranks share.
-func (g *ProcessGroup) enqueue(name string, collective bool, run func(seq uint64, deadline time.Time) (func() error, error)) *Work {
+func (g *ProcessGroup) enqueue(c transport.Call, collective bool, run func(seq uint64, deadline time.Time) (func() error, error)) *Work {
+	name := c.Kind.String()
 	g.submitMu.RLock()
 	defer g.submitMu.RUnlock()
 	g.mu.Lock()
@@ -186,7 +185,7 @@ func (g *ProcessGroup) enqueue(name string, collective bool, run func(seq uint64
 	}
 	g.inFlight++
 	g.mu.Unlock()
-	w := &Work{name: label, group: g, done: make(chan struct{})}
+	w := &Work{name: label, group: g, done: make(chan struct{}), flightID: g.flight.Issue(flightOp(c, seq, !collective), 2)}
 	w.run = func(deadline time.Time) (func() error, error) { return run(seq, deadline) }
 	g.ops <- w
 	return w
@@ -264,9 +263,11 @@ func (g *ProcessGroup) executor() {
 			g.inFlight--
 			g.mu.Unlock()
 			w.err = broken
+			g.flight.End(w.flightID, broken)
 			close(w.done)
 			continue
 		}
+		g.flight.Start(w.flightID)
 		g.runMu.Lock()
 		tail, err := w.run(time.Now().Add(g.timeout))
 		g.runMu.Unlock()
@@ -283,6 +284,7 @@ func (g *ProcessGroup) executor() {
 
 // complete ends w with err, named after w; a failure breaks the group.
 func (g *ProcessGroup) complete(w *Work, err error) {
+	g.flight.End(w.flightID, err)
 	w.err = g.attribute(w.name, err)
 	if w.err != nil {
 		g.fail(w.err)

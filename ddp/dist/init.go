@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/xladdp/xladdp/ddp/internal/flight"
 	_ "github.com/xladdp/xladdp/ddp/internal/tcp" // the default transport
 	"github.com/xladdp/xladdp/ddp/internal/transport"
 )
@@ -23,7 +24,8 @@ func InitProcessGroup(ctx context.Context, o Options) (*ProcessGroup, error) {
 		return nil, fmt.Errorf("ddp: backend %q is not built into this program: rebuild it with go build -tags %s "+
 			"(needs Open MPI's libopenmpi-dev; make deps installs it), or use the default tcp backend", o.Backend, o.Backend)
 	}
-	g := &ProcessGroup{timeout: o.Timeout, backend: o.Backend, ops: make(chan *Work, 1024)}
+	g := &ProcessGroup{timeout: o.Timeout, backend: o.Backend, ops: make(chan *Work, 1024),
+		flight: flight.New(flight.DefaultSize)}
 	opened, err := open(ctx, transport.Config{Backend: o.Backend, InitMethod: o.InitMethod, Rank: o.Rank,
 		WorldSize: o.WorldSize, LocalRank: o.LocalRank, LocalWorldSize: o.LocalWorldSize, Timeout: o.Timeout,
 		Token: o.Token, Debug: o.Debug, Fail: g.fail, Broken: g.failure})

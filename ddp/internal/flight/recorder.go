@@ -136,7 +136,7 @@ type Entry struct {
 	State State
 	// Caller is the first frame outside xladdp's library (file:line), the
 	// user code that issued the operation.
-	Caller                  string
+	Caller                 string
 	Issued, Started, Ended time.Time
 }
 
@@ -171,8 +171,8 @@ var libraryPrefixes = []string{
 	"github.com/xladdp/xladdp/xla/", "github.com/xladdp/xladdp/internal/", "runtime.",
 }
 
-// userFrame is the first of pcs outside the library, as file:line (the
-// last frame seen when all are the library's).
+// userFrame is the first of pcs outside the library or in a test file, as
+// file:line (the last frame seen when all are the library's).
 func userFrame(pcs []uintptr) string {
 	frames := runtime.CallersFrames(pcs)
 	last := ""
@@ -182,7 +182,8 @@ func userFrame(pcs []uintptr) string {
 			break
 		}
 		last = f.File + ":" + strconv.Itoa(f.Line)
-		if !isLibrary(f.Function) {
+		// A test's frames are the user's, the library's tests included.
+		if !isLibrary(f.Function) || strings.HasSuffix(f.File, "_test.go") {
 			return last
 		}
 		if !more {

@@ -22,9 +22,8 @@ func issueFromHere(r *flight.Recorder, op flight.Op) (flight.ID, string) {
 
 // TestRecordsProgressAndCaller: each entry keeps its operation, its
 // state and times, and the file:line of the first frame outside the
-// library (here the recorder's own package).
+// library or in a test file (here this file).
 func TestRecordsProgressAndCaller(t *testing.T) {
-	defer flight.SetLibraryPrefixes([]string{"github.com/xladdp/xladdp/ddp/internal/flight."})()
 	r := flight.New(8)
 	a, lineA := issueFromHere(r, flight.Op{Seq: 1, Name: "AllReduce", DType: "float32", Count: 10, Peer: -1})
 	b, lineB := issueFromHere(r, flight.Op{Seq: 2, Name: "Broadcast", DType: "int64", Count: 3, Peer: 0})
