@@ -1,0 +1,186 @@
+package flight
+
+import (
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// position is where one rank stands in the job's collectives.
+type position struct {
+	rank int
+	// last is the last collective it issued; ok false when it issued none.
+	last Entry
+	ok   bool
+	// done is the highest collective it finished.
+	done uint64
+}
+
+// Diagnose compares the dumps of a job of world ranks and says, in one
+// message, who is behind and where each rank is: "rank 2 finished
+// AllReduce #182 but never joined #183; its last call was train.go:57;
+// ranks 0,1,3 wait in AllReduce #183 at train.go:61". Ranks that left no
+// dump are named; ranks that issued different operations under one
+// number are named with both calls.
+func Diagnose(dumps []Dump, world int) string {
+	var lines []string
+	if missing := Missing(dumps, world); len(missing) > 0 {
+		lines = append(lines, fmt.Sprintf("%s left no flight dump (killed, stopped, or never started)", ranksPhrase(missing)))
+	}
+	if len(dumps) == 0 {
+		return strings.Join(lines, "; ")
+	}
+	pos := positions(dumps)
+	if m := mismatch(dumps); m != "" {
+		lines = append(lines, m)
+	}
+	front := uint64(0)
+	for _, p := range pos {
+		if p.ok && p.last.Seq > front {
+			front = p.last.Seq
+		}
+	}
+	var behind, waiting []position
+	for _, p := range pos {
+		if !p.ok || p.last.Seq < front {
+			behind = append(behind, p)
+		} else if p.last.State != Done {
+			waiting = append(waiting, p)
+		}
+	}
+	for _, p := range behind {
+		if !p.ok {
+			lines = append(lines, fmt.Sprintf("rank %d never joined collective #1", p.rank))
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("rank %d %s %s #%d but never joined #%d; its last call was %s",
+			p.rank, verb(p.last.State), p.last.Name, p.last.Seq, p.last.Seq+1, short(p.last.Caller)))
+	}
+	lines = append(lines, waitLines(waiting)...)
+	if len(lines) == 0 {
+		return fmt.Sprintf("every rank finished collective #%d: none is behind", front)
+	}
+	return strings.Join(lines, "; ")
+}
+
+// positions is each dump's rank's position among the collectives.
+func positions(dumps []Dump) []position {
+	out := make([]position, len(dumps))
+	for i, d := range dumps {
+		out[i].rank = d.Rank
+		for _, e := range d.Entries {
+			if e.P2P {
+				continue
+			}
+			if !out[i].ok || e.Seq > out[i].last.Seq {
+				out[i].last, out[i].ok = e, true
+			}
+			if e.State == Done && e.Seq > out[i].done {
+				out[i].done = e.Seq
+			}
+		}
+	}
+	return out
+}
+
+// waitLines groups the ranks still in a collective by what and where.
+func waitLines(waiting []position) []string {
+	groups := map[string][]int{}
+	var keys []string
+	for _, p := range waiting {
+		k := fmt.Sprintf("%s #%d at %s", p.last.Name, p.last.Seq, short(p.last.Caller))
+		if p.last.State == Failed {
+			k = "failed in " + k
+		}
+		if _, ok := groups[k]; !ok {
+			keys = append(keys, k)
+		}
+		groups[k] = append(groups[k], p.rank)
+	}
+	sort.Strings(keys)
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		rs := groups[k]
+		switch {
+		case strings.HasPrefix(k, "failed"):
+			out[i] = ranksPhrase(rs) + " " + k
+		case len(rs) == 1:
+			out[i] = ranksPhrase(rs) + " waits in " + k
+		default:
+			out[i] = ranksPhrase(rs) + " wait in " + k
+		}
+	}
+	return out
+}
+
+// mismatch names ranks that issued different operations as one number.
+func mismatch(dumps []Dump) string {
+	type call struct {
+		what  string
+		ranks []int
+	}
+	bySeq := map[uint64][]call{}
+	for _, d := range dumps {
+		for _, e := range d.Entries {
+			if e.P2P {
+				continue
+			}
+			what := fmt.Sprintf("%s %s[%d] at %s", e.Name, e.DType, e.Count, short(e.Caller))
+			calls := bySeq[e.Seq]
+			found := false
+			for i := range calls {
+				if calls[i].what == what {
+					calls[i].ranks, found = append(calls[i].ranks, d.Rank), true
+				}
+			}
+			if !found {
+				calls = append(calls, call{what, []int{d.Rank}})
+			}
+			bySeq[e.Seq] = calls
+		}
+	}
+	var seqs []uint64
+	for s, calls := range bySeq {
+		if len(calls) > 1 {
+			seqs = append(seqs, s)
+		}
+	}
+	if len(seqs) == 0 {
+		return ""
+	}
+	sort.Slice(seqs, func(i, j int) bool { return seqs[i] < seqs[j] })
+	calls := bySeq[seqs[0]]
+	parts := make([]string, len(calls))
+	for i, c := range calls {
+		parts[i] = fmt.Sprintf("%s called %s", ranksPhrase(c.ranks), c.what)
+	}
+	return fmt.Sprintf("collective #%d differs between ranks: %s", seqs[0], strings.Join(parts, "; "))
+}
+
+// verb is what a rank behind did with its last collective.
+func verb(s State) string {
+	switch s {
+	case Done:
+		return "finished"
+	case Failed:
+		return "failed in"
+	}
+	return "waits in"
+}
+
+// ranksPhrase is "rank 2" or "ranks 0,1,3".
+func ranksPhrase(rs []int) string {
+	if len(rs) == 1 {
+		return fmt.Sprintf("rank %d", rs[0])
+	}
+	return "ranks " + joinInts(rs)
+}
+
+// short is a caller's file:line without its directory.
+func short(caller string) string {
+	if caller == "" {
+		return "an unknown line"
+	}
+	return filepath.Base(caller)
+}

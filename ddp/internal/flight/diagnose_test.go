@@ -1,0 +1,101 @@
+package flight_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/xladdp/xladdp/ddp/internal/flight"
+)
+
+// at is a collective entry: number, op, state, caller.
+func at(seq uint64, name string, state flight.State, caller string) flight.Entry {
+	return flight.Entry{Op: flight.Op{Seq: seq, Name: name, DType: "float32", Count: 10, Peer: -1}, State: state, Caller: caller}
+}
+
+func TestDiagnose(t *testing.T) {
+	waiting := func(rank int) flight.Dump {
+		return flight.Dump{Rank: rank, Entries: []flight.Entry{
+			at(182, "AllReduce", flight.Done, "/src/train.go:57"), at(183, "AllReduce", flight.Started, "/src/train.go:61")}}
+	}
+	lagging := flight.Dump{Rank: 2, Entries: []flight.Entry{
+		at(181, "AllReduce", flight.Done, "/src/train.go:61"), at(182, "AllReduce", flight.Done, "/src/train.go:57"),
+		{Op: flight.Op{Seq: 4, P2P: true, Name: "Send", Peer: 0}, State: flight.Started, Caller: "/src/x.go:1"}}}
+	mismatched := waiting(1)
+	mismatched.Entries[1] = flight.Entry{Op: flight.Op{Seq: 183, Name: "Broadcast", DType: "int64", Count: 3, Peer: 0},
+		State: flight.Started, Caller: "/src/eval.go:9"}
+	for _, tc := range []struct {
+		name  string
+		dumps []flight.Dump
+		world int
+		want  string
+	}{
+		{"a rank behind", []flight.Dump{waiting(0), waiting(1), lagging, waiting(3)}, 4,
+			"rank 2 finished AllReduce #182 but never joined #183; its last call was train.go:57; " +
+				"ranks 0,1,3 wait in AllReduce #183 at train.go:61"},
+		{"a rank without a dump", []flight.Dump{waiting(0), waiting(1), waiting(2)}, 4,
+			"rank 3 left no flight dump (killed, stopped, or never started); ranks 0,1,2 wait in AllReduce #183 at train.go:61"},
+		{"different calls under one number", []flight.Dump{waiting(0), mismatched}, 2,
+			"collective #183 differs between ranks: rank 0 called AllReduce float32[10] at train.go:61; " +
+				"rank 1 called Broadcast int64[3] at eval.go:9; rank 0 waits in AllReduce #183 at train.go:61; " +
+				"rank 1 waits in Broadcast #183 at eval.go:9"},
+		{"a failure", []flight.Dump{{Rank: 0, Entries: []flight.Entry{at(7, "AllGather", flight.Failed, "a.go:3")}},
+			{Rank: 1, Entries: []flight.Entry{at(7, "AllGather", flight.Failed, "a.go:3")}}}, 2,
+			"ranks 0,1 failed in AllGather #7 at a.go:3"},
+		{"all finished", []flight.Dump{{Rank: 0, Entries: []flight.Entry{at(3, "Barrier", flight.Done, "a.go:3")}},
+			{Rank: 1, Entries: []flight.Entry{at(3, "Barrier", flight.Done, "a.go:3")}}}, 2,
+			"every rank finished collective #3: none is behind"},
+		{"a rank that never issued one", []flight.Dump{waiting(0), {Rank: 1}}, 2,
+			"rank 1 never joined collective #1; rank 0 waits in AllReduce #183 at train.go:61"},
+		{"no dumps", nil, 2, "ranks 0,1 left no flight dump (killed, stopped, or never started)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, flight.Diagnose(tc.dumps, tc.world))
+		})
+	}
+}
+
+func TestDumpsRoundTripAndBadFiles(t *testing.T) {
+	dir := t.TempDir()
+	d := flight.Dump{Rank: 1, World: 2, Backend: "tcp", Reason: "SIGUSR1",
+		Entries: []flight.Entry{at(1, "AllReduce", flight.Done, "a.go:1")}}
+	require.NoError(t, flight.Write(dir, d))
+	require.NoError(t, flight.Write(dir, flight.Dump{Rank: 0, World: 2}))
+	got, err := flight.Read(dir)
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	assert.Equal(t, 0, got[0].Rank)
+	assert.Equal(t, d.Entries[0].Op, got[1].Entries[0].Op)
+	assert.Equal(t, d.Reason, got[1].Reason)
+	leftovers, _ := filepath.Glob(filepath.Join(dir, ".flight-*"))
+	assert.Empty(t, leftovers, "no temporary file is left")
+
+	for _, bad := range []struct{ name, content, want string }{
+		{"flight-rank5.json", `{"rank": 5, "entr`, "is not a flight dump"},
+		{"flight-rank6.json", `{"rank": 7}`, "holds rank 7's dump"},
+	} {
+		t.Run(bad.name, func(t *testing.T) {
+			dir := t.TempDir()
+			require.NoError(t, os.WriteFile(filepath.Join(dir, bad.name), []byte(bad.content), 0o644))
+			_, err := flight.Read(dir)
+			assert.ErrorContains(t, err, bad.want)
+		})
+	}
+	t.Run("too large", func(t *testing.T) {
+		dir := t.TempDir()
+		f, err := os.Create(filepath.Join(dir, "flight-rank0.json"))
+		require.NoError(t, err)
+		require.NoError(t, f.Truncate(17<<20))
+		require.NoError(t, f.Close())
+		_, err = flight.Read(dir)
+		assert.ErrorContains(t, err, "more than a dump holds")
+	})
+	t.Run("unwritable directory", func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "file")
+		require.NoError(t, os.WriteFile(file, nil, 0o644))
+		assert.Error(t, flight.Write(filepath.Join(file, "sub"), d))
+	})
+}
