@@ -1,6 +1,11 @@
 package dist
 
 import (
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
 	"github.com/xladdp/xladdp/ddp/internal/flight"
 	"github.com/xladdp/xladdp/ddp/internal/transport"
 )
@@ -33,4 +38,46 @@ func flightOp(c transport.Call, seq uint64, p2p bool) flight.Op {
 		op.Peer = c.Root
 	}
 	return op
+}
+
+// dumpOnSignal makes SIGUSR1 write the flight record into g.flightDir
+// (until Destroy), as a hang's first aid.
+func (g *ProcessGroup) dumpOnSignal() {
+	g.signals, g.signalsDone = make(chan os.Signal, 1), make(chan struct{})
+	signal.Notify(g.signals, syscall.SIGUSR1)
+	g.signalsWG.Add(1)
+	go func() {
+		defer g.signalsWG.Done()
+		for {
+			select {
+			case <-g.signals:
+				g.dumpFlight("SIGUSR1")
+			case <-g.signalsDone:
+				return
+			}
+		}
+	}()
+}
+
+// stopSignals ends dumpOnSignal's goroutine.
+func (g *ProcessGroup) stopSignals() {
+	if g.signals == nil {
+		return
+	}
+	signal.Stop(g.signals)
+	close(g.signalsDone)
+	g.signalsWG.Wait()
+}
+
+// dumpFlight writes the flight record into the dump directory, if there
+// is one; a failure to write is reported on stderr, since the job is
+// already failing or being inspected.
+func (g *ProcessGroup) dumpFlight(reason string) {
+	if g.flightDir == "" {
+		return
+	}
+	d := flight.Dump{Rank: g.rank, World: g.size, Backend: g.backend, Reason: reason, Entries: g.flight.Snapshot()}
+	if err := flight.Write(g.flightDir, d); err != nil {
+		fmt.Fprintf(os.Stderr, "ddp: rank %d: writing the flight record: %v\n", g.rank, err)
+	}
 }

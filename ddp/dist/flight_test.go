@@ -3,12 +3,17 @@ package dist
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/xladdp/xladdp/ddp/internal/flight"
 )
 
 func init() { scenarios["flight"] = flightScenario }
@@ -91,4 +96,77 @@ func checkFlightReports(t *testing.T, reps []report) {
 		want = append(want, "4 false Barrier  0 -1 done")
 		assert.Equal(t, want, rep.Errors, "rank %d", rep.Rank)
 	}
+}
+
+func init() { scenarios["flight-hang"] = flightHangScenario }
+
+// flightHangScenario: 3 all-reduces, then rank 1 never joins the
+// barrier every other rank waits in; each rank marks in $XLADDP_TEST_DIR
+// that it got there.
+func flightHangScenario(ctx context.Context, g *ProcessGroup, rep *report) {
+	buf := Float32s(make([]float32, 4))
+	for range 3 {
+		if err := g.AllReduce(ctx, buf, Sum); err != nil {
+			rep.Error = err.Error()
+			return
+		}
+	}
+	if err := os.WriteFile(filepath.Join(os.Getenv("XLADDP_TEST_DIR"), fmt.Sprintf("ready-%d", g.Rank())), nil, 0o644); err != nil {
+		rep.Error = err.Error()
+		return
+	}
+	if g.Rank() == 1 {
+		time.Sleep(time.Minute) // the test kills it first
+	}
+	_ = g.Barrier(ctx)
+}
+
+// TestFlightDumpNamesTheRankBehind: in a hang (rank 1 never joins a
+// barrier), SIGUSR1 makes every rank write its flight record into
+// $XLADDP_FLIGHT_DIR, and the diagnosis of the dumps names rank 1, the
+// collective it never joined, its last call and where the others wait.
+// Killing rank 1 then fails the others, which dump again with the cause.
+func TestFlightDumpNamesTheRankBehind(t *testing.T) {
+	marks, dumps := t.TempDir(), t.TempDir()
+	cmds, outs := launch(t, "flight-hang", 3, "XLADDP_TEST_TIMEOUT=60s", "XLADDP_TEST_DIR="+marks, EnvFlightDir+"="+dumps)
+	defer func() {
+		for _, c := range cmds {
+			_ = c.Process.Kill()
+		}
+		waitReports(t, cmds, outs)
+	}()
+	require.Eventually(t, func() bool {
+		m, _ := filepath.Glob(filepath.Join(marks, "ready-*"))
+		return len(m) == 3
+	}, 30*time.Second, 20*time.Millisecond)
+	time.Sleep(200 * time.Millisecond) // ranks 0 and 2 enter the barrier
+	for _, c := range cmds {
+		require.NoError(t, c.Process.Signal(syscall.SIGUSR1))
+	}
+	var got []flight.Dump
+	require.Eventually(t, func() bool {
+		var err error
+		got, err = flight.Read(dumps)
+		return err == nil && len(got) == 3
+	}, 10*time.Second, 20*time.Millisecond)
+	msg := flight.Diagnose(got, 3)
+	t.Log(msg)
+	assert.Regexp(t, `^rank 1 finished AllReduce #3 but never joined #4; its last call was flight_test\.go:\d+; `+
+		`ranks 0,2 wait in Barrier #4 at flight_test\.go:\d+$`, msg)
+	for _, d := range got {
+		assert.Equal(t, "SIGUSR1", d.Reason, "rank %d", d.Rank)
+	}
+
+	require.NoError(t, cmds[1].Process.Kill())
+	require.Eventually(t, func() bool {
+		got, err := flight.Read(dumps)
+		if err != nil || len(got) != 3 {
+			return false
+		}
+		return got[0].Reason != "SIGUSR1" && got[2].Reason != "SIGUSR1"
+	}, 10*time.Second, 20*time.Millisecond, "the failure makes ranks 0 and 2 dump again")
+	got, err := flight.Read(dumps)
+	require.NoError(t, err)
+	assert.Contains(t, got[0].Reason, "rank 1")
+	assert.Regexp(t, `ranks 0,2 failed in Barrier #4 at flight_test\.go:\d+`, flight.Diagnose(got, 3))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -50,9 +51,15 @@ type ProcessGroup struct {
 	wg       sync.WaitGroup
 	// tails counts operations finishing off the executor.
 	tails sync.WaitGroup
-	// flight records the last operations issued, for a dump when the job
-	// hangs or fails.
-	flight *flight.Recorder
+	// flight records the last operations issued, for a dump into
+	// flightDir (if set) when the job hangs or fails.
+	flight    *flight.Recorder
+	flightDir string
+	// signals delivers SIGUSR1 to the dumping goroutine, which ends when
+	// signalsDone closes (Destroy).
+	signals     chan os.Signal
+	signalsDone chan struct{}
+	signalsWG   sync.WaitGroup
 }
 
 // SharedMemoryAllReduces reports how many all-reduces went through the
@@ -336,6 +343,7 @@ func (g *ProcessGroup) fail(err error) {
 	g.broken = err
 	g.mu.Unlock()
 	g.t.Abort(err)
+	g.dumpFlight(err.Error())
 }
 
 // Destroy ends the group. Operations still queued or running fail with
@@ -365,6 +373,7 @@ func (g *ProcessGroup) Destroy() error {
 	g.mu.Unlock()
 	close(g.ops)
 	g.submitMu.Unlock()
+	g.stopSignals()
 	g.t.Interrupt() // a running operation returns (or, draining, gets its grace)
 	g.wg.Wait()
 	g.tails.Wait()

@@ -25,7 +25,7 @@ func InitProcessGroup(ctx context.Context, o Options) (*ProcessGroup, error) {
 			"(needs Open MPI's libopenmpi-dev; make deps installs it), or use the default tcp backend", o.Backend, o.Backend)
 	}
 	g := &ProcessGroup{timeout: o.Timeout, backend: o.Backend, ops: make(chan *Work, 1024),
-		flight: flight.New(flight.DefaultSize)}
+		flight: flight.New(flight.DefaultSize), flightDir: o.FlightDir}
 	opened, err := open(ctx, transport.Config{Backend: o.Backend, InitMethod: o.InitMethod, Rank: o.Rank,
 		WorldSize: o.WorldSize, LocalRank: o.LocalRank, LocalWorldSize: o.LocalWorldSize, Timeout: o.Timeout,
 		Token: o.Token, Debug: o.Debug, Fail: g.fail, Broken: g.failure})
@@ -43,6 +43,9 @@ func InitProcessGroup(ctx context.Context, o Options) (*ProcessGroup, error) {
 	}
 	g.wg.Add(1)
 	go g.executor()
+	if g.flightDir != "" {
+		g.dumpOnSignal()
+	}
 	return g, nil
 }
 

@@ -29,6 +29,9 @@ const (
 	EnvShmMiB = tcp.EnvShmMiB
 	// EnvDebug turns on the collective fingerprint check.
 	EnvDebug = "XLADDP_DEBUG"
+	// EnvFlightDir is where a rank writes its flight record
+	// (Options.FlightDir).
+	EnvFlightDir = workerenv.FlightDir
 )
 
 // Process-group backends (Options.Backend, $XLADDP_BACKEND): the
@@ -72,13 +75,17 @@ type Options struct {
 	// in a program built with -tags mpi and started by mpirun, which gives
 	// the ranks; InitMethod is then unused). Default: $XLADDP_BACKEND.
 	Backend string
+	// FlightDir, when set, is where this rank writes its flight record
+	// (flight-rank<N>.json: the last operations it issued) when the group
+	// fails and when the process gets SIGUSR1. Default: $XLADDP_FLIGHT_DIR.
+	FlightDir string
 }
 
 // NewOptions returns Options that take everything from the environment.
 func NewOptions() Options {
 	return Options{InitMethod: "env://", Rank: -1, WorldSize: -1, LocalRank: -1, LocalWorldSize: -1,
 		Token: store.TokenFromEnv(), Debug: os.Getenv(EnvDebug) == "1", BindCPUs: os.Getenv(EnvBindCPUs) == "1",
-		Backend: os.Getenv(EnvBackend)}
+		Backend: os.Getenv(EnvBackend), FlightDir: os.Getenv(EnvFlightDir)}
 }
 
 // environWorld is this process's worker environment.

@@ -40,6 +40,9 @@ const (
 	// CompileOnly ("1") makes every step compile into the caches without
 	// executing (ddprun --compile_only).
 	CompileOnly = "XLADDP_COMPILE_ONLY"
+	// FlightDir is where each rank's process group writes its flight
+	// record when it fails or gets SIGUSR1.
+	FlightDir = "XLADDP_FLIGHT_DIR"
 )
 
 // PerRank are the variables that differ between the workers of one job:
