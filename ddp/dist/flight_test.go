@@ -149,7 +149,7 @@ func TestFlightDumpNamesTheRankBehind(t *testing.T) {
 		got, err = flight.Read(dumps)
 		return err == nil && len(got) == 3
 	}, 10*time.Second, 20*time.Millisecond)
-	msg := flight.Diagnose(got, 3)
+	msg := flight.Diagnose(got, flight.Ranks(3))
 	t.Log(msg)
 	assert.Regexp(t, `^rank 1 finished AllReduce #3 but never joined #4; its last call was flight_test\.go:\d+; `+
 		`ranks 0,2 wait in Barrier #4 at flight_test\.go:\d+$`, msg)
@@ -168,5 +168,5 @@ func TestFlightDumpNamesTheRankBehind(t *testing.T) {
 	got, err := flight.Read(dumps)
 	require.NoError(t, err)
 	assert.Contains(t, got[0].Reason, "rank 1")
-	assert.Regexp(t, `ranks 0,2 failed in Barrier #4 at flight_test\.go:\d+`, flight.Diagnose(got, 3))
+	assert.Regexp(t, `ranks 0,2 failed in Barrier #4 at flight_test\.go:\d+`, flight.Diagnose(got, flight.Ranks(3)))
 }

@@ -366,6 +366,7 @@ func (g *ProcessGroup) Destroy() error {
 		return nil
 	}
 	g.closed = true
+	healthy := g.broken == nil // a failure's flight dump stays as it is
 	drain := g.features.DrainOnDestroy
 	if g.broken == nil && !drain {
 		g.broken = fmt.Errorf("ddp: rank %d: %w: it was destroyed", g.rank, ErrGroupClosed)
@@ -383,5 +384,8 @@ func (g *ProcessGroup) Destroy() error {
 	}
 	last := g.seq
 	g.mu.Unlock()
+	if healthy {
+		g.dumpFlight("destroyed")
+	}
 	return g.t.Close(last)
 }

@@ -77,7 +77,8 @@ type Options struct {
 	Backend string
 	// FlightDir, when set, is where this rank writes its flight record
 	// (flight-rank<N>.json: the last operations it issued) when the group
-	// fails and when the process gets SIGUSR1. Default: $XLADDP_FLIGHT_DIR.
+	// fails, when the process gets SIGUSR1, and at Destroy (a rank that
+	// left early shows where it stopped). Default: $XLADDP_FLIGHT_DIR.
 	FlightDir string
 }
 

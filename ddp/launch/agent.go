@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/xladdp/xladdp/ddp/store"
 	"github.com/xladdp/xladdp/internal/freeport"
+	"github.com/xladdp/xladdp/internal/workerenv"
 )
 
 // outcome is how one attempt of the workers ended.
@@ -20,6 +22,9 @@ type outcome struct {
 	failure   *exit  // a worker of this node failed
 	remote    string // another node failed or was lost
 	cancelled bool   // ddprun was stopped
+	// flight is the diagnosis of this node's workers' flight records
+	// after a failure, and flightDir where they are.
+	flight, flightDir string
 }
 
 // checkProgram refuses a training program that cannot be started, saying
@@ -97,6 +102,9 @@ func Run(ctx context.Context, c Config, environ []string, stdout, stderr io.Writ
 			continue
 		}
 		say("ddprun: %s; every worker was stopped", why)
+		if res.flight != "" {
+			say("ddprun: flight record (%s): %s", res.flightDir, res.flight)
+		}
 		if res.failure != nil {
 			if res.failure.tail != "" {
 				say("ddprun: last output of rank %d:\n%s", res.failure.rank, indent(res.failure.tail))
@@ -135,8 +143,18 @@ func assign(ctx context.Context, r *rendezvous, c Config, attempt int, me string
 // which case every worker here is stopped.
 func runAttempt(ctx context.Context, c Config, r *rendezvous, a assignment, attempt int, environ []string,
 	stdout, stderr io.Writer) outcome {
+	dumps, ownDumps, err := flightDir(environ, attempt)
+	if err != nil {
+		return outcome{failure: &exit{node: a.node, rank: a.offset, code: 1, tail: "the flight record directory: " + err.Error()}}
+	}
+	keepDumps := false
+	defer func() {
+		if ownDumps && !keepDumps {
+			os.RemoveAll(dumps)
+		}
+	}()
 	set, err := startWorkers(workerSpec{cfg: c, node: a.node, offset: a.offset, world: a.world, master: a.master,
-		attempt: attempt, env: environ, stdout: stdout, stderr: stderr})
+		attempt: attempt, env: append(append([]string(nil), environ...), workerenv.FlightDir+"="+dumps), stdout: stdout, stderr: stderr})
 	if err != nil {
 		e := &exit{node: a.node, rank: a.offset, code: 1, tail: err.Error()}
 		if r != nil {
@@ -166,16 +184,22 @@ func runAttempt(ctx context.Context, c Config, r *rendezvous, a assignment, atte
 					r.fail(context.WithoutCancel(ctx), attempt, a.node, "worker failed: "+root.String(), seen)
 				}
 				e = root
+				ranks := make([]int, len(set.workers))
+				for i, w := range set.workers {
+					ranks[i] = w.rank
+				}
+				diagnosis := set.collectFlight(dumps, ranks)
+				keepDumps = diagnosis != ""
 				set.stop()
 				if r != nil {
 					// Our worker may have failed because another node's
 					// did: name the first failure. A loaded node may take
 					// most of a second to post its own (300 ms was short).
 					if first := r.firstFailure(context.WithoutCancel(ctx), attempt, a.node, a.nnodes, seen, time.Second); first != "" {
-						return outcome{remote: first + " (then here: " + e.String() + ")"}
+						return outcome{remote: first + " (then here: " + e.String() + ")", flight: diagnosis, flightDir: dumps}
 					}
 				}
-				return outcome{failure: e}
+				return outcome{failure: e, flight: diagnosis, flightDir: dumps}
 			}
 		case <-ctx.Done():
 			set.stop()

@@ -216,8 +216,12 @@ func TestFailurePolicy(t *testing.T) {
 		says     []string
 		within   time.Duration
 	}{
-		{"fail", 3, []string{"rank 1 (local rank 1): exit code 3", "rank 1 gives up"}, 5 * time.Second},
-		{"kill", 128 + 9, []string{"rank 1 (local rank 1): signal SIGKILL"}, 5 * time.Second},
+		// Each names, from the workers' flight records, where every rank
+		// stopped.
+		{"fail", 3, []string{"rank 1 (local rank 1): exit code 3", "rank 1 gives up",
+			"rank 1 finished AllReduce #1 but never joined #2; its last call was worker_test.go:"}, 5 * time.Second},
+		{"kill", 128 + 9, []string{"rank 1 (local rank 1): signal SIGKILL", "flight record", "rank 1 left no flight dump",
+			" in AllReduce #2 at worker_test.go:"}, 5 * time.Second},
 		// Rank 1 fails leaving a child that holds its stdout and stderr
 		// (in its process group, or escaped from it with setsid): the
 		// failure is seen at once, not when the child ends (40 s).
@@ -228,7 +232,7 @@ func TestFailurePolicy(t *testing.T) {
 		{"orphan-setsid", 0, []string{"rank 1"}, 5 * time.Second},
 		// Rank 1 stops (SIGSTOP): the others' collective times out (3 s)
 		// and names it.
-		{"stop", 4, []string{"exit code 4", "rank 1"}, 15 * time.Second},
+		{"stop", 4, []string{"exit code 4", "rank 1", "rank 1 left no flight dump"}, 15 * time.Second},
 	}
 	for _, c := range cases {
 		t.Run(c.scenario, func(t *testing.T) {
@@ -243,6 +247,11 @@ func TestFailurePolicy(t *testing.T) {
 			}
 			for _, s := range c.says {
 				assert.Contains(t, res.stderr, s)
+			}
+			for _, line := range strings.Split(res.stderr, "\n") {
+				if strings.Contains(line, "flight record") {
+					t.Log(line)
+				}
 			}
 			assert.Less(t, res.elapsed, c.within)
 			if c.scenario == "orphan-setsid" {

@@ -17,15 +17,16 @@ type position struct {
 	done uint64
 }
 
-// Diagnose compares the dumps of a job of world ranks and says, in one
+// Diagnose compares the dumps of the ranks expected (a job's, or one
+// node's) and says, in one
 // message, who is behind and where each rank is: "rank 2 finished
 // AllReduce #182 but never joined #183; its last call was train.go:57;
 // ranks 0,1,3 wait in AllReduce #183 at train.go:61". Ranks that left no
 // dump are named; ranks that issued different operations under one
 // number are named with both calls.
-func Diagnose(dumps []Dump, world int) string {
+func Diagnose(dumps []Dump, expected []int) string {
 	var lines []string
-	if missing := Missing(dumps, world); len(missing) > 0 {
+	if missing := Missing(dumps, expected); len(missing) > 0 {
 		lines = append(lines, fmt.Sprintf("%s left no flight dump (killed, stopped, or never started)", ranksPhrase(missing)))
 	}
 	if len(dumps) == 0 {

@@ -53,7 +53,7 @@ func TestDiagnose(t *testing.T) {
 		{"no dumps", nil, 2, "ranks 0,1 left no flight dump (killed, stopped, or never started)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, tc.want, flight.Diagnose(tc.dumps, tc.world))
+			assert.Equal(t, tc.want, flight.Diagnose(tc.dumps, flight.Ranks(tc.world)))
 		})
 	}
 }

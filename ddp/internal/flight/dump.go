@@ -94,17 +94,26 @@ func readOne(name string) (Dump, error) {
 	return d, nil
 }
 
-// Missing lists the ranks of world with no dump among dumps.
-func Missing(dumps []Dump, world int) []int {
+// Missing lists the ranks of expected with no dump among dumps.
+func Missing(dumps []Dump, expected []int) []int {
 	have := map[int]bool{}
 	for _, d := range dumps {
 		have[d.Rank] = true
 	}
 	var out []int
-	for r := range world {
+	for _, r := range expected {
 		if !have[r] {
 			out = append(out, r)
 		}
+	}
+	return out
+}
+
+// Ranks is 0, 1, ..., world-1: every rank of a job.
+func Ranks(world int) []int {
+	out := make([]int, world)
+	for i := range out {
+		out[i] = i
 	}
 	return out
 }

@@ -1,0 +1,76 @@
+package launch
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/xladdp/xladdp/ddp/internal/flight"
+	"github.com/xladdp/xladdp/internal/workerenv"
+)
+
+// flightWait bounds how long a failing attempt waits for the flight
+// records of its workers still running (a stopped one never writes).
+const flightWait = 2 * time.Second
+
+// flightDir is where attempt's workers write their flight records: under
+// the user's $XLADDP_FLIGHT_DIR if environ sets it (kept), else a fresh
+// temporary directory (owned: removed unless it explains a failure).
+func flightDir(environ []string, attempt int) (dir string, owned bool, err error) {
+	for _, kv := range environ {
+		if v, ok := cutEnv(kv, workerenv.FlightDir); ok && v != "" {
+			dir = filepath.Join(v, fmt.Sprintf("attempt_%d", attempt))
+			return dir, false, os.MkdirAll(dir, 0o755)
+		}
+	}
+	dir, err = os.MkdirTemp("", "ddprun-flight-")
+	return dir, true, err
+}
+
+func cutEnv(kv, name string) (string, bool) {
+	if len(kv) > len(name) && kv[:len(name)] == name && kv[len(name)] == '=' {
+		return kv[len(name)+1:], true
+	}
+	return "", false
+}
+
+// collectFlight asks the workers still running to write their flight
+// records (SIGUSR1), waits until each has written one or exited (at most
+// flightWait), and returns the diagnosis of what they wrote, or "" when
+// none did (a program without a process group).
+func (set *workerSet) collectFlight(dir string, ranks []int) string {
+	for _, w := range set.workers {
+		if !w.exited() {
+			_ = w.cmd.Process.Signal(syscall.SIGUSR1)
+		}
+	}
+	for deadline := time.Now().Add(flightWait); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if set.allDumpedOrExited(dir) {
+			break
+		}
+	}
+	dumps, err := flight.Read(dir)
+	if err != nil {
+		return fmt.Sprintf("the flight records in %s are unreadable: %v", dir, err)
+	}
+	if len(dumps) == 0 {
+		return ""
+	}
+	return flight.Diagnose(dumps, ranks)
+}
+
+// allDumpedOrExited reports whether every worker wrote a flight record
+// into dir or is gone.
+func (set *workerSet) allDumpedOrExited(dir string) bool {
+	for _, w := range set.workers {
+		if w.exited() {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("flight-rank%d.json", w.rank))); err != nil {
+			return false
+		}
+	}
+	return true
+}
