@@ -93,7 +93,7 @@ func (h *hostPath) MeanGradients(ctx context.Context, dev *xla.Device, params []
 	if h.replicas == 0 {
 		return errors.New("ddp: the host path averages only after Wrap's broadcast from rank 0 learned the job's replica count")
 	}
-	if err := divideAndSumLocally(params, h.replicas, count); err != nil {
+	if err := exchange.DivideAndSumLocally(params, h.replicas, count); err != nil {
 		return err
 	}
 	start := time.Now()

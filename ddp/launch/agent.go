@@ -184,11 +184,7 @@ func runAttempt(ctx context.Context, c Config, r *rendezvous, a assignment, atte
 					r.fail(context.WithoutCancel(ctx), attempt, a.node, "worker failed: "+root.String(), seen)
 				}
 				e = root
-				ranks := make([]int, len(set.workers))
-				for i, w := range set.workers {
-					ranks[i] = w.rank
-				}
-				diagnosis := set.collectFlight(dumps, ranks)
+				diagnosis := set.collectFlight(dumps)
 				keepDumps = diagnosis != ""
 				set.stop()
 				if r != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -20,7 +21,7 @@ const flightWait = 2 * time.Second
 // temporary directory (owned: removed unless it explains a failure).
 func flightDir(environ []string, attempt int) (dir string, owned bool, err error) {
 	for _, kv := range environ {
-		if v, ok := cutEnv(kv, workerenv.FlightDir); ok && v != "" {
+		if v, ok := strings.CutPrefix(kv, workerenv.FlightDir+"="); ok && v != "" {
 			dir = filepath.Join(v, fmt.Sprintf("attempt_%d", attempt))
 			return dir, false, os.MkdirAll(dir, 0o755)
 		}
@@ -29,19 +30,15 @@ func flightDir(environ []string, attempt int) (dir string, owned bool, err error
 	return dir, true, err
 }
 
-func cutEnv(kv, name string) (string, bool) {
-	if len(kv) > len(name) && kv[:len(name)] == name && kv[len(name)] == '=' {
-		return kv[len(name)+1:], true
-	}
-	return "", false
-}
-
 // collectFlight asks the workers still running to write their flight
 // records (SIGUSR1), waits until each has written one or exited (at most
 // flightWait), and returns the diagnosis of what they wrote, or "" when
-// none did (a program without a process group).
-func (set *workerSet) collectFlight(dir string, ranks []int) string {
-	for _, w := range set.workers {
+// none did (a program without a process group). It covers this node's
+// ranks.
+func (set *workerSet) collectFlight(dir string) string {
+	ranks := make([]int, len(set.workers))
+	for i, w := range set.workers {
+		ranks[i] = w.rank
 		if !w.exited() {
 			_ = w.cmd.Process.Signal(syscall.SIGUSR1)
 		}

@@ -72,14 +72,8 @@ func (z *ZeroRedundancyOptimizer) reduceScatterOnHost(ctx context.Context) ([]*x
 	if z.dev.Tracing() {
 		return nil, errCompiledAcrossProcesses
 	}
-	for _, p := range z.params {
-		g := p.Tensor.Grad().DivScalar(float64(z.replicas))
-		if z.local > 1 {
-			g = xla.AllReduce(g, xla.ReduceSum)
-		}
-		if err := p.Tensor.SetGrad(g); err != nil {
-			return nil, fmt.Errorf("averaging the gradient of %s: %w", p.Name, err)
-		}
+	if err := exchange.DivideAndSumLocally(z.params, z.replicas, z.local); err != nil {
+		return nil, err
 	}
 	h := z.host
 	start := time.Now()

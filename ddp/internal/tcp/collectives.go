@@ -178,9 +178,9 @@ func (g *group) foldReduceScatter(seq uint64, in Buffer, b []int, out Buffer, in
 		}
 		return nil
 	}
+	owns := pieces(in, b[r], b[r+1]) // out's pieces, of the same dtype
 	for i, acc := range pieces(out, 0, out.Len()) {
-		lo := i * max(1, pieceBytes/in.DType.Size())
-		own := in.Slice(b[r]+lo, b[r]+lo+acc.Len())
+		own := owns[i]
 		switch {
 		case r == 0 && !inPlace:
 			copy(acc.Bytes(), own.Bytes())
