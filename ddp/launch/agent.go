@@ -62,6 +62,10 @@ func Run(ctx context.Context, c Config, environ []string, stdout, stderr io.Writ
 		say("ddprun: %v", err)
 		return 1
 	}
+	if err := checkFlightDir(environ); err != nil {
+		say("ddprun: %v", err)
+		return 1
+	}
 	token := ""
 	for _, kv := range environ {
 		if v, ok := strings.CutPrefix(kv, store.EnvToken+"="); ok {

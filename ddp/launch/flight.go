@@ -16,15 +16,38 @@ import (
 // records of its workers still running (a stopped one never writes).
 const flightWait = 2 * time.Second
 
+// checkFlightDir refuses, before any worker starts, a $XLADDP_FLIGHT_DIR
+// that cannot hold the flight records.
+func checkFlightDir(environ []string) error {
+	dir := userFlightDir(environ)
+	if dir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("$%s=%s cannot hold the workers' flight records (%v): give a writable directory, or unset it",
+			workerenv.FlightDir, dir, err)
+	}
+	return nil
+}
+
+// userFlightDir is environ's $XLADDP_FLIGHT_DIR, or "".
+func userFlightDir(environ []string) string {
+	dir := ""
+	for _, kv := range environ {
+		if v, ok := strings.CutPrefix(kv, workerenv.FlightDir+"="); ok {
+			dir = v // the last one counts, as for exec
+		}
+	}
+	return dir
+}
+
 // flightDir is where attempt's workers write their flight records: under
 // the user's $XLADDP_FLIGHT_DIR if environ sets it (kept), else a fresh
 // temporary directory (owned: removed unless it explains a failure).
 func flightDir(environ []string, attempt int) (dir string, owned bool, err error) {
-	for _, kv := range environ {
-		if v, ok := strings.CutPrefix(kv, workerenv.FlightDir+"="); ok && v != "" {
-			dir = filepath.Join(v, fmt.Sprintf("attempt_%d", attempt))
-			return dir, false, os.MkdirAll(dir, 0o755)
-		}
+	if user := userFlightDir(environ); user != "" {
+		dir = filepath.Join(user, fmt.Sprintf("attempt_%d", attempt))
+		return dir, false, os.MkdirAll(dir, 0o755)
 	}
 	dir, err = os.MkdirTemp("", "ddprun-flight-")
 	return dir, true, err
