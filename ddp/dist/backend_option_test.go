@@ -40,3 +40,41 @@ func TestBackendOption(t *testing.T) {
 		})
 	}
 }
+
+// TestFlightSizeOption: the flight record's size comes from Options or
+// $XLADDP_FLIGHT_SIZE (0 turns it off); a malformed, negative or huge
+// size is refused with what to give.
+func TestFlightSizeOption(t *testing.T) {
+	for _, tc := range []struct {
+		env         string
+		given, want int
+		wantErr     string
+	}{
+		{want: 2048},
+		{env: " 64 ", want: 64},
+		{env: "0", want: -1},
+		{given: -1, want: -1},
+		{env: "8", given: 16, want: 16},
+		{env: "many", wantErr: `$XLADDP_FLIGHT_SIZE="many": want how many operations the flight record keeps (default 2048; 0 turns it off)`},
+		{env: "-3", wantErr: `$XLADDP_FLIGHT_SIZE="-3"`},
+		{env: "9223372036854775808", wantErr: `$XLADDP_FLIGHT_SIZE="9223372036854775808"`},
+		{env: "1048577", wantErr: "a flight record of 1048577 operations is too large: keep at most 1048576"},
+		{given: 1 << 40, wantErr: "too large"},
+	} {
+		t.Run(tc.env, func(t *testing.T) {
+			t.Setenv(EnvFlightSize, tc.env)
+			t.Setenv(EnvRank, "0")
+			t.Setenv(EnvWorldSize, "1")
+			o := NewOptions()
+			o.FlightSize = tc.given
+			err := o.resolve()
+			if tc.wantErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, o.FlightSize)
+		})
+	}
+}

@@ -76,6 +76,13 @@ func TestFlightRecord(t *testing.T) {
 			checkFlightReports(t, waitReports(t, cmds, outs))
 		})
 	}
+	t.Run("XLADDP_FLIGHT_SIZE=0", func(t *testing.T) {
+		cmds, outs := launch(t, "flight", 2, "XLADDP_TEST_TIMEOUT=60s", "XLADDP_FLIGHT_SIZE=0")
+		for _, rep := range waitReports(t, cmds, outs) {
+			require.Empty(t, rep.Error, "rank %d", rep.Rank)
+			assert.Empty(t, rep.Errors, "rank %d: the recorder is off", rep.Rank)
+		}
+	})
 }
 
 // checkFlightReports checks each rank's record of flightScenario.

@@ -25,7 +25,7 @@ func InitProcessGroup(ctx context.Context, o Options) (*ProcessGroup, error) {
 			"(needs Open MPI's libopenmpi-dev; make deps installs it), or use the default tcp backend", o.Backend, o.Backend)
 	}
 	g := &ProcessGroup{timeout: o.Timeout, backend: o.Backend, ops: make(chan *Work, 1024),
-		flight: flight.New(flight.DefaultSize), flightDir: o.FlightDir}
+		flight: flight.New(max(0, o.FlightSize)), flightDir: o.FlightDir}
 	opened, err := open(ctx, transport.Config{Backend: o.Backend, InitMethod: o.InitMethod, Rank: o.Rank,
 		WorldSize: o.WorldSize, LocalRank: o.LocalRank, LocalWorldSize: o.LocalWorldSize, Timeout: o.Timeout,
 		Token: o.Token, Debug: o.Debug, Fail: g.fail, Broken: g.failure})

@@ -1,12 +1,16 @@
 package dist
 
 import (
+	"cmp"
 	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/xladdp/xladdp/ddp/internal/flight"
 
 	"github.com/xladdp/xladdp/ddp/internal/tcp"
 	"github.com/xladdp/xladdp/ddp/store"
@@ -32,7 +36,14 @@ const (
 	// EnvFlightDir is where a rank writes its flight record
 	// (Options.FlightDir).
 	EnvFlightDir = workerenv.FlightDir
+	// EnvFlightSize is how many operations the flight record keeps
+	// (Options.FlightSize; 0 turns the recorder off, as torch's
+	// TORCH_NCCL_TRACE_BUFFER_SIZE=0 does).
+	EnvFlightSize = "XLADDP_FLIGHT_SIZE"
 )
+
+// maxFlightSize bounds the flight record (each entry is about 300 bytes).
+const maxFlightSize = 1 << 20
 
 // Process-group backends (Options.Backend, $XLADDP_BACKEND): the
 // transports registered by name.
@@ -80,6 +91,9 @@ type Options struct {
 	// fails, when the process gets SIGUSR1, and at Destroy (a rank that
 	// left early shows where it stopped). Default: $XLADDP_FLIGHT_DIR.
 	FlightDir string
+	// FlightSize is how many operations the flight record keeps: 0 takes
+	// $XLADDP_FLIGHT_SIZE, else 2048; a negative size turns it off.
+	FlightSize int
 }
 
 // NewOptions returns Options that take everything from the environment.
@@ -106,6 +120,9 @@ func (o *Options) resolve() error {
 		return fmt.Errorf("ddp: init method %q: want env://, tcp://HOST:PORT or file:///shared/file", o.InitMethod)
 	}
 	if err := o.CheckBackend(); err != nil {
+		return err
+	}
+	if err := o.resolveFlightSize(); err != nil {
 		return err
 	}
 	if o.Backend != BackendTCP {
@@ -185,6 +202,27 @@ func (o *Options) CheckBackend() error {
 	case BackendMPI:
 	default:
 		return fmt.Errorf("ddp: backend %q: want %s (the default) or %s ($%s)", o.Backend, BackendTCP, BackendMPI, EnvBackend)
+	}
+	return nil
+}
+
+// resolveFlightSize fills FlightSize from $XLADDP_FLIGHT_SIZE or the
+// default, and bounds it.
+func (o *Options) resolveFlightSize() error {
+	if o.FlightSize == 0 {
+		o.FlightSize = flight.DefaultSize
+		if v := strings.TrimSpace(os.Getenv(EnvFlightSize)); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return fmt.Errorf("ddp: $%s=%q: want how many operations the flight record keeps (default %d; 0 turns it off)",
+					EnvFlightSize, v, flight.DefaultSize)
+			}
+			o.FlightSize = cmp.Or(n, -1)
+		}
+	}
+	if o.FlightSize > maxFlightSize {
+		return fmt.Errorf("ddp: a flight record of %d operations is too large: keep at most %d (the default is %d)",
+			o.FlightSize, maxFlightSize, flight.DefaultSize)
 	}
 	return nil
 }

@@ -70,9 +70,10 @@ type Recorder struct {
 // DefaultSize is how many operations a recorder keeps.
 const DefaultSize = 2048
 
-// New returns a recorder of the last size operations.
+// New returns a recorder of the last size operations; of size 0, one that
+// records nothing.
 func New(size int) *Recorder {
-	return &Recorder{ring: make([]entry, max(1, size))}
+	return &Recorder{ring: make([]entry, max(0, size))}
 }
 
 // ID names a recorded operation for Start and End.
@@ -81,6 +82,9 @@ type ID uint64
 // Issue records op, issued now by the caller of the function skip frames
 // up (0: Issue's caller); it does not allocate.
 func (r *Recorder) Issue(op Op, skip int) ID {
+	if len(r.ring) == 0 {
+		return 0
+	}
 	var pcs [callerDepth]uintptr
 	runtime.Callers(skip+2, pcs[:])
 	now := time.Now().UnixNano()

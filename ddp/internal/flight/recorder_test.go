@@ -97,13 +97,20 @@ func TestIssueDoesNotAllocate(t *testing.T) {
 
 func TestEmptyAndTinyRecorders(t *testing.T) {
 	assert.Empty(t, flight.New(8).Snapshot())
-	r := flight.New(0) // at least one slot
+	r := flight.New(1)
 	r.End(r.Issue(flight.Op{Seq: 1, Name: "Barrier"}, 0), nil)
 	r.End(flight.ID(0), nil)
 	r.Start(flight.ID(99))
 	got := r.Snapshot()
 	require.Len(t, got, 1)
 	assert.Equal(t, flight.Done, got[0].State)
+
+	off := flight.New(0) // $XLADDP_FLIGHT_SIZE=0: records nothing
+	id := off.Issue(flight.Op{Seq: 1, Name: "Barrier"}, 0)
+	off.Start(id)
+	off.End(id, errors.New("x"))
+	assert.Empty(t, off.Snapshot())
+	assert.Zero(t, testing.AllocsPerRun(100, func() { off.End(off.Issue(flight.Op{Name: "AllReduce"}, 0), nil) }))
 }
 
 func BenchmarkIssueStartEnd(b *testing.B) {
