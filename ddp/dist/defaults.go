@@ -74,7 +74,13 @@ func LocalWorldSize() int {
 }
 
 // Destroy leaves the default group (torch's destroy_process_group).
+// Deferred in a goroutine that panics, it records the panic as
+// ProcessGroup.Destroy does, and lets it go on.
 func Destroy() error {
+	p := recover()
+	if p != nil {
+		defer panic(p)
+	}
 	defaultMu.Lock()
 	g := defaultGroup
 	defaultGroup = nil
@@ -82,7 +88,7 @@ func Destroy() error {
 	if g == nil {
 		return nil
 	}
-	return g.Destroy()
+	return g.destroy(p)
 }
 
 var errNotInitialized = errors.New("ddp: the default process group is not initialized: call ddp.Init first")

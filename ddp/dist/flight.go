@@ -41,17 +41,29 @@ func flightOp(c transport.Call, seq uint64, p2p bool) flight.Op {
 }
 
 // dumpOnSignal makes SIGUSR1 write the flight record into g.flightDir
-// (until Destroy), as a hang's first aid.
+// (until Destroy), as a hang's first aid. On the mpi backend SIGTERM
+// writes it too, then ends the process as SIGTERM would: it is how
+// mpirun ends the other ranks when one fails.
 func (g *ProcessGroup) dumpOnSignal() {
 	g.signals, g.signalsDone = make(chan os.Signal, 1), make(chan struct{})
 	signal.Notify(g.signals, syscall.SIGUSR1)
+	if g.backend == BackendMPI {
+		signal.Notify(g.signals, syscall.SIGTERM)
+	}
 	g.signalsWG.Add(1)
 	go func() {
 		defer g.signalsWG.Done()
 		for {
 			select {
-			case <-g.signals:
-				g.dumpFlight("SIGUSR1")
+			case sig := <-g.signals:
+				if sig != syscall.SIGTERM {
+					g.dumpFlight("SIGUSR1")
+					continue
+				}
+				g.dumpFlight("SIGTERM (mpirun ends the job)")
+				signal.Reset(syscall.SIGTERM)
+				_ = syscall.Kill(os.Getpid(), syscall.SIGTERM)
+				return
 			case <-g.signalsDone:
 				return
 			}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -357,7 +358,21 @@ func (g *ProcessGroup) fail(err error) {
 // cannot tell the other ranks they were dropped: together they get 5 s to
 // finish before the job is aborted. Destroying the last mpi group
 // finalizes MPI, which cannot start again in that process.
+//
+// Deferred in a goroutine that panics (defer g.Destroy()), it writes the
+// panic into the flight record, and on the mpi backend to stderr first
+// (its other ranks abort the job once this one has left, before Go would
+// print it), then lets the panic go on.
 func (g *ProcessGroup) Destroy() error {
+	if p := recover(); p != nil {
+		defer panic(p)
+		return g.destroy(p)
+	}
+	return g.destroy(nil)
+}
+
+// destroy is Destroy, in a goroutine panicking with p if p is not nil.
+func (g *ProcessGroup) destroy(p any) error {
 	g.submitMu.Lock()
 	g.mu.Lock()
 	if g.closed {
@@ -384,7 +399,13 @@ func (g *ProcessGroup) Destroy() error {
 	}
 	last := g.seq
 	g.mu.Unlock()
-	if healthy {
+	switch {
+	case p != nil:
+		if g.backend == BackendMPI {
+			fmt.Fprintf(os.Stderr, "panic: %v\n\n%s\n", p, debug.Stack())
+		}
+		g.dumpFlight(fmt.Sprintf("panic: %v", p))
+	case healthy:
 		g.dumpFlight("destroyed")
 	}
 	return g.t.Close(last)

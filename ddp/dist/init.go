@@ -28,7 +28,7 @@ func InitProcessGroup(ctx context.Context, o Options) (*ProcessGroup, error) {
 		flight: flight.New(max(0, o.FlightSize)), flightDir: o.FlightDir}
 	opened, err := open(ctx, transport.Config{Backend: o.Backend, InitMethod: o.InitMethod, Rank: o.Rank,
 		WorldSize: o.WorldSize, LocalRank: o.LocalRank, LocalWorldSize: o.LocalWorldSize, Timeout: o.Timeout,
-		Token: o.Token, Debug: o.Debug, Fail: g.fail, Broken: g.failure})
+		Token: o.Token, Debug: o.Debug, Fail: g.fail, Broken: g.failure, Dump: g.dumpFlight})
 	if err != nil {
 		return nil, err
 	}

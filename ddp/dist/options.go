@@ -31,7 +31,8 @@ const (
 	// EnvShmMiB sets each rank's shared-memory slot in MiB (0 disables
 	// the same-host shared-memory path).
 	EnvShmMiB = tcp.EnvShmMiB
-	// EnvDebug turns on the collective fingerprint check.
+	// EnvDebug turns on the collective fingerprint check ("1"; on the
+	// mpi backend it is on unless "0").
 	EnvDebug = "XLADDP_DEBUG"
 	// EnvFlightDir is where a rank writes its flight record
 	// (Options.FlightDir).
@@ -75,7 +76,10 @@ type Options struct {
 	// Token authenticates store and peer connections (default $XLADDP_STORE_TOKEN).
 	Token string
 	// Debug checks before each collective that all ranks call the same
-	// one (default: $XLADDP_DEBUG=1).
+	// one (default: $XLADDP_DEBUG=1). The mpi backend checks unless
+	// $XLADDP_DEBUG=0: MPI itself may pair different collectives silently
+	// (a broadcast with an all-reduce), where the tcp backend's frames
+	// carry what each rank called.
 	Debug bool
 	// BindCPUs gives each rank on a host its own share of the host's CPUs
 	// (default: $XLADDP_BIND_CPUS=1): for ranks that compute on the CPU,
@@ -126,6 +130,9 @@ func (o *Options) resolve() error {
 		return err
 	}
 	if o.Backend != BackendTCP {
+		if os.Getenv(EnvDebug) != "0" {
+			o.Debug = true
+		}
 		// The engine's launcher gives the ranks (checkEngineWorld).
 		if o.Timeout <= 0 {
 			o.Timeout = DefaultTimeout

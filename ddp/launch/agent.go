@@ -2,6 +2,7 @@ package launch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/xladdp/xladdp/ddp/launch/internal/preflight"
 	"github.com/xladdp/xladdp/ddp/store"
 	"github.com/xladdp/xladdp/internal/freeport"
 	"github.com/xladdp/xladdp/internal/workerenv"
@@ -138,6 +140,13 @@ func assign(ctx context.Context, r *rendezvous, c Config, attempt int, me string
 			return assignment{}, fmt.Errorf("the workers' store: %w", err)
 		}
 		port = p
+	} else if isLocal(host) {
+		// Worker rank 0 would fail to listen, the others to connect: say
+		// who holds it before starting them.
+		if f := preflight.PortFree("/proc", port, fmt.Sprintf("--master_port=%d", port),
+			"pick another port, or leave --master_port unset and ddprun picks a free one"); f != nil {
+			return assignment{}, errors.New(f.String())
+		}
 	}
 	return assignment{node: 0, nnodes: 1, world: c.NProcPerNode, master: net.JoinHostPort(host, strconv.Itoa(port))}, nil
 }

@@ -232,7 +232,8 @@ func TestFailurePolicy(t *testing.T) {
 		{"orphan-setsid", 0, []string{"rank 1"}, 5 * time.Second},
 		// Rank 1 stops (SIGSTOP): the others' collective times out (3 s)
 		// and names it.
-		{"stop", 4, []string{"exit code 4", "rank 1", "rank 1 left no flight dump"}, 15 * time.Second},
+		// ddprun continues it (SIGCONT) to ask for its flight record.
+		{"stop", 4, []string{"exit code 4", "rank 1 finished AllReduce #1 but never joined #2"}, 15 * time.Second},
 	}
 	for _, c := range cases {
 		t.Run(c.scenario, func(t *testing.T) {

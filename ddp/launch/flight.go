@@ -54,7 +54,7 @@ func flightDir(environ []string, attempt int) (dir string, owned bool, err error
 }
 
 // collectFlight asks the workers still running to write their flight
-// records (SIGUSR1), waits until each has written one or exited (at most
+// records (SIGUSR1, after SIGCONT for a stopped one), waits until each has written one or exited (at most
 // flightWait), and returns the diagnosis of what they wrote, or "" when
 // none did (a program without a process group). It covers this node's
 // ranks.
@@ -63,6 +63,9 @@ func (set *workerSet) collectFlight(dir string) string {
 	for i, w := range set.workers {
 		ranks[i] = w.rank
 		if !w.exited() {
+			// A stopped worker (SIGSTOP, ^Z) writes once continued: the
+			// job is ending anyway, and its record says where it stood.
+			_ = w.cmd.Process.Signal(syscall.SIGCONT)
 			_ = w.cmd.Process.Signal(syscall.SIGUSR1)
 		}
 	}
@@ -93,4 +96,18 @@ func (set *workerSet) allDumpedOrExited(dir string) bool {
 		}
 	}
 	return true
+}
+
+// mpiFlight is the diagnosis of the flight records mpirun's ranks
+// 0..world-1 left in dir (they write them as their group fails, or as
+// mpirun ends them), or "" when none did.
+func mpiFlight(dir string, world int) string {
+	dumps, err := flight.Read(dir)
+	if err != nil {
+		return fmt.Sprintf("the flight records in %s are unreadable: %v", dir, err)
+	}
+	if len(dumps) == 0 {
+		return ""
+	}
+	return flight.Diagnose(dumps, flight.Ranks(world))
 }

@@ -156,8 +156,18 @@ func runMPI(ctx context.Context, c Config, environ []string, stdout, stderr io.W
 		say("ddprun: %v", err)
 		return 1
 	}
+	if err := checkFlightDir(environ); err != nil {
+		say("ddprun: %v", err)
+		return 1
+	}
 	for attempt := 0; ; attempt++ {
 		args, added := mpirunCommand(c, environ, attempt)
+		dumps, ownDumps, err := flightDir(environ, attempt)
+		if err != nil {
+			say("ddprun: the flight record directory: %v", err)
+			return 1
+		}
+		added = append(added, workerenv.FlightDir+"="+dumps)
 		path, err := exec.LookPath(args[0])
 		if err != nil {
 			say("ddprun: --backend=mpi needs Open MPI's mpirun: %v (apt-get install openmpi-bin; make deps does)", err)
@@ -197,6 +207,16 @@ func runMPI(ctx context.Context, c Config, environ []string, stdout, stderr io.W
 		close(done)
 		<-stopped
 		output.drain()
+		diagnosis := ""
+		if err != nil && ctx.Err() == nil {
+			diagnosis = mpiFlight(dumps, c.NProcPerNode)
+		}
+		if ownDumps && diagnosis == "" {
+			os.RemoveAll(dumps)
+		}
+		if diagnosis != "" {
+			say("ddprun: flight record (%s): %s", dumps, diagnosis)
+		}
 		if ctx.Err() != nil {
 			say("ddprun: stopped (%v); mpirun stopped every worker", context.Cause(ctx))
 			return 130

@@ -37,6 +37,9 @@ func TestMain(m *testing.M) {
 
 // runScenario is one worker; its exit status is what the agent sees.
 func runScenario(name string) int {
+	if fault, ok := isFault(name); ok {
+		return faultWorker(fault)
+	}
 	rank, _ := strconv.Atoi(os.Getenv("RANK"))
 	switch name {
 	case "env":

@@ -15,7 +15,12 @@ type position struct {
 	ok   bool
 	// done is the highest collective it finished.
 	done uint64
+	// panicked is the panic its dump records, or "".
+	panicked string
 }
+
+// maxPanicText bounds the panic a diagnosis quotes.
+const maxPanicText = 200
 
 // Diagnose compares the dumps of the ranks expected (a job's, or one
 // node's) and says, in one
@@ -55,8 +60,12 @@ func Diagnose(dumps []Dump, expected []int) string {
 			lines = append(lines, fmt.Sprintf("rank %d never joined collective #1", p.rank))
 			continue
 		}
-		lines = append(lines, fmt.Sprintf("rank %d %s %s #%d but never joined #%d; its last call was %s",
-			p.rank, verb(p.last.State), p.last.Name, p.last.Seq, p.last.Seq+1, short(p.last.Caller)))
+		line := fmt.Sprintf("rank %d %s %s #%d but never joined #%d; its last call was %s",
+			p.rank, verb(p.last.State), p.last.Name, p.last.Seq, p.last.Seq+1, short(p.last.Caller))
+		if p.panicked != "" {
+			line += fmt.Sprintf(" (then it panicked: %q)", p.panicked)
+		}
+		lines = append(lines, line)
 	}
 	lines = append(lines, waitLines(waiting)...)
 	if len(lines) == 0 {
@@ -70,6 +79,12 @@ func positions(dumps []Dump) []position {
 	out := make([]position, len(dumps))
 	for i, d := range dumps {
 		out[i].rank = d.Rank
+		if p, ok := strings.CutPrefix(d.Reason, "panic: "); ok {
+			if len(p) > maxPanicText {
+				p = p[:maxPanicText] + "…"
+			}
+			out[i].panicked = p
+		}
 		for _, e := range d.Entries {
 			if e.P2P {
 				continue

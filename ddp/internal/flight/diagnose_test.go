@@ -3,6 +3,7 @@ package flight_test
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -17,6 +18,7 @@ func at(seq uint64, name string, state flight.State, caller string) flight.Entry
 }
 
 func TestDiagnose(t *testing.T) {
+	panicked := func(d flight.Dump, p string) flight.Dump { d.Reason = "panic: " + p; return d }
 	waiting := func(rank int) flight.Dump {
 		return flight.Dump{Rank: rank, Entries: []flight.Entry{
 			at(182, "AllReduce", flight.Done, "/src/train.go:57"), at(183, "AllReduce", flight.Started, "/src/train.go:61")}}
@@ -50,6 +52,12 @@ func TestDiagnose(t *testing.T) {
 			"every rank finished collective #3: none is behind"},
 		{"a rank that never issued one", []flight.Dump{waiting(0), {Rank: 1}}, 2,
 			"rank 1 never joined collective #1; rank 0 waits in AllReduce #183 at train.go:61"},
+		{"a rank that panicked", []flight.Dump{waiting(0), panicked(lagging, "assertion failed: NaN"), waiting(1)}, 3,
+			"rank 2 finished AllReduce #182 but never joined #183; its last call was train.go:57 " +
+				`(then it panicked: "assertion failed: NaN"); ranks 0,1 wait in AllReduce #183 at train.go:61`},
+		{"a huge panic is cut", []flight.Dump{waiting(0), panicked(lagging, strings.Repeat("x", 5000))}, 3,
+			"rank 1 left no flight dump (killed, stopped, or never started); rank 2 finished AllReduce #182 but never joined #183; " +
+				`its last call was train.go:57 (then it panicked: "` + strings.Repeat("x", 200) + `…"); rank 0 waits in AllReduce #183 at train.go:61`},
 		{"no dumps", nil, 2, "ranks 0,1 left no flight dump (killed, stopped, or never started)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

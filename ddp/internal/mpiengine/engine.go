@@ -81,6 +81,8 @@ type group struct {
 	// fail and broken are the process group's (transport.Config).
 	fail   func(error)
 	broken func() error
+	// dump writes the flight record before the job is aborted.
+	dump   func(reason string)
 	engine *engineState
 }
 
@@ -131,7 +133,7 @@ func open(_ context.Context, o transport.Config) (transport.Opened, error) {
 	if err != nil {
 		return transport.Opened{}, err
 	}
-	g := &group{rank: world.rank, size: world.size, timeout: o.Timeout, debug: o.Debug, fail: o.Fail, broken: o.Broken,
+	g := &group{rank: world.rank, size: world.size, timeout: o.Timeout, debug: o.Debug, fail: o.Fail, broken: o.Broken, dump: o.Dump,
 		engine: &engineState{eng: eng, wake: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
 			departed: -1}}
 	go g.watchEngine()
@@ -169,15 +171,17 @@ func checkEngineWorld(o transport.Config, w engineWorld, launcher string) error 
 }
 
 // debugCheck: in debug mode every rank gathers every rank's description
-// of the collective it is about to run.
+// of the collective c it is about to run, under the watchdog as c (a rank
+// that never joins must not hang the check).
 func (g *group) debugCheck(c transport.Call) error {
 	if !g.debug || g.size == 1 {
 		return nil
 	}
 	mine := transport.Fingerprint(c.Seq, c.Describe())
 	all := make([]byte, len(mine)*g.size)
-	if err := g.engine.eng.run(transport.Call{Kind: transport.AllGather, In: transport.ByteBuffer(transport.Int64, mine),
-		Out: transport.ByteBuffer(transport.Int64, all)}); err != nil {
+	check := transport.Call{Kind: transport.AllGather, In: transport.ByteBuffer(transport.Int64, mine),
+		Out: transport.ByteBuffer(transport.Int64, all), Seq: c.Seq, Deadline: c.Deadline, Ctx: c.Ctx}
+	if err := g.runWatched(c, check); err != nil {
 		return err
 	}
 	parts := make([][]byte, g.size)
@@ -188,14 +192,20 @@ func (g *group) debugCheck(c transport.Call) error {
 }
 
 // Run runs collective c, with the debug check, as the engine's blocking
-// call under the watchdog (with the caller's ctx when it runs inline). A
-// zero deadline is set by the watchdog when it first sees the operation,
-// within engineTick: reading the clock costs a small all-reduce more than
-// anything else the group does.
+// call under the watchdog (with the caller's ctx when it runs inline).
 func (g *group) Run(c transport.Call) error {
 	if err := g.debugCheck(c); err != nil {
 		return err
 	}
+	return g.runWatched(c, c)
+}
+
+// runWatched runs c as the engine's blocking call under the watchdog,
+// which names it as the collective op (c itself, or the check before
+// op: a rank that never joins op never joins its check). A zero deadline is set by the watchdog when it first sees the
+// operation, within engineTick: reading the clock costs a small
+// all-reduce more than anything else the group does.
+func (g *group) runWatched(op, c transport.Call) error {
 	s := g.engine
 	deadline := c.Deadline
 	s.mu.Lock()
@@ -208,7 +218,7 @@ func (g *group) Run(c transport.Call) error {
 	if !s.deadlineCap.IsZero() && (deadline.IsZero() || deadline.After(s.deadlineCap)) {
 		deadline = s.deadlineCap
 	}
-	s.running = inFlight{name: c.Kind.String(), seq: c.Seq, kind: c.Kind, deadline: deadline, ctx: c.Ctx}
+	s.running = inFlight{name: op.Kind.String(), seq: op.Seq, kind: op.Kind, deadline: deadline, ctx: c.Ctx}
 	s.isRunning = true
 	s.mu.Unlock()
 	err := s.eng.run(c)

@@ -121,10 +121,18 @@ func (g *group) noticeDepartures() {
 		}
 		s.mu.Unlock()
 		if doomed != nil {
+			// The rank that left may be on its way out with its last
+			// words (a panic prints after the deferred Destroy): let them
+			// reach mpirun before the abort ends every process.
+			time.Sleep(departureGrace)
 			g.abortJob(doomed, fmt.Sprintf("rank %d left the group (Destroy) after collective #%d, so it never joins this one", r, last))
 		}
 	}
 }
+
+// departureGrace is how long a rank waits, once a peer that left makes
+// its running collective impossible, before it aborts the job.
+const departureGrace = 500 * time.Millisecond
 
 // departure is the error of an operation a departed peer never joins
 // (s.mu held).
@@ -178,14 +186,21 @@ func (s *engineState) expedite(by time.Time) {
 // else the group's failure or op's timeout.
 func (g *group) abortJob(op *inFlight, cause string) {
 	why := g.broken()
+	hint := "is a rank stalled, or did the ranks call different collectives? XLADDP_DEBUG=1 checks"
+	if g.debug {
+		hint = "is a rank stalled?"
+	}
 	msg := fmt.Sprintf("ddp: rank %d: %s did not finish within the %v timeout; it cannot be cancelled, so the job "+
-		"is aborted (is a rank stalled, or did the ranks call different collectives? XLADDP_DEBUG=1 checks)", g.rank, g.label(op), g.timeout)
+		"is aborted (%s)", g.rank, g.label(op), g.timeout, hint)
 	switch {
 	case cause != "":
 		msg = fmt.Sprintf("ddp: rank %d: %s cannot finish: %s; the job is aborted", g.rank, g.label(op), cause)
 	case why != nil:
 		msg = fmt.Sprintf("ddp: rank %d: %s was still running %v after the group failed (%v); it cannot be "+
 			"cancelled, so the job is aborted", g.rank, g.label(op), AbortGrace, why)
+	}
+	if g.dump != nil {
+		g.dump(msg)
 	}
 	fmt.Fprintln(os.Stderr, msg)
 	g.engine.eng.abort()

@@ -139,6 +139,9 @@ type Config struct {
 	Fail func(err error)
 	// Broken is the group's failure, or nil.
 	Broken func() error
+	// Dump writes the group's flight record, saying why, before a
+	// transport ends the process itself (an engine that aborts the job).
+	Dump func(reason string)
 }
 
 // Opened is a transport ready for calls.
