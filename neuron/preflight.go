@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/xladdp/xladdp/internal/procfs"
 )
 
 // Problem is one preflight finding and how to fix it.
@@ -89,24 +91,13 @@ func runtimeInstalled(dirs []string) bool {
 // open, from /proc/<pid>/fd.
 func deviceHolders(root string) map[int][]int {
 	out := map[int][]int{}
-	procs, _ := os.ReadDir(filepath.Join(root, "proc"))
-	for _, p := range procs {
-		pid, err := strconv.Atoi(p.Name())
-		if err != nil {
-			continue
-		}
-		fds, _ := os.ReadDir(filepath.Join(root, "proc", p.Name(), "fd"))
-		for _, fd := range fds {
-			target, err := os.Readlink(filepath.Join(root, "proc", p.Name(), "fd", fd.Name()))
-			if err != nil {
-				continue
-			}
-			name := filepath.Base(target)
-			rest, ok := strings.CutPrefix(name, "neuron")
-			dev, err := strconv.Atoi(rest)
-			if !ok || err != nil || !strings.HasPrefix(target, "/dev/") {
-				continue
-			}
+	held := procfs.Holders(filepath.Join(root, "proc"), func(target string) bool {
+		_, ok := neuronDevice(target)
+		return ok
+	})
+	for target, pids := range held {
+		dev, _ := neuronDevice(target)
+		for _, pid := range pids {
 			if !slices.Contains(out[dev], pid) {
 				out[dev] = append(out[dev], pid)
 			}
@@ -115,10 +106,13 @@ func deviceHolders(root string) map[int][]int {
 	return out
 }
 
+// neuronDevice is the number of /dev/neuronN, if target is one.
+func neuronDevice(target string) (int, bool) {
+	rest, ok := strings.CutPrefix(target, "/dev/neuron")
+	dev, err := strconv.Atoi(rest)
+	return dev, ok && err == nil && !strings.Contains(rest, "/")
+}
+
 func commandLine(root string, pid int) string {
-	b, err := os.ReadFile(filepath.Join(root, "proc", strconv.Itoa(pid), "cmdline"))
-	if err != nil || len(b) == 0 {
-		return "command unknown"
-	}
-	return strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))
+	return procfs.CommandLine(filepath.Join(root, "proc"), pid)
 }

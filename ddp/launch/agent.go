@@ -57,6 +57,15 @@ func Run(ctx context.Context, c Config, environ []string, stdout, stderr io.Writ
 	for _, note := range c.Notes {
 		say("ddprun: note: %s", note)
 	}
+	if c.Check {
+		if findings := localFindings(ctx, c, environ, preflight.ThisHost()); len(findings) > 0 {
+			for _, f := range findings {
+				say("ddprun: --check: %s", f)
+			}
+			say("ddprun: --check found %d problem(s); nothing was started", len(findings))
+			return 1
+		}
+	}
 	if c.Backend == backendMPI {
 		return runMPI(ctx, c, environ, stdout, stderr, say)
 	}

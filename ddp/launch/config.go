@@ -51,6 +51,9 @@ type Config struct {
 	// LocalRanksFilter limits the console to these local ranks (nil: all).
 	LocalRanksFilter map[int]bool
 	Role             string
+	// Doctor (`ddprun doctor`) runs the checks and starts nothing; Check
+	// (--check) runs this node's checks before a launch, which they stop.
+	Doctor, Check bool
 	// DryRun prints what was detected and the worker environments, and
 	// starts nothing.
 	DryRun bool
@@ -74,10 +77,11 @@ type Config struct {
 // flagNames are torchrun's options; each is also read from PET_<NAME>.
 var flagNames = []string{"nnodes", "nproc_per_node", "node_rank", "master_addr", "master_port", "rdzv_backend",
 	"rdzv_endpoint", "rdzv_id", "rdzv_conf", "standalone", "max_restarts", "monitor_interval", "log_dir",
-	"redirects", "tee", "local_ranks_filter", "role", "no_python", "run_path", "module", "dry_run", "compile_only", "backend"}
+	"redirects", "tee", "local_ranks_filter", "role", "no_python", "run_path", "module", "dry_run", "compile_only", "backend", "check"}
 
 // Usage is the help text, torchrun's in shape.
 const Usage = `usage: ddprun [options] TRAINING_BINARY [ARGS...]
+       ddprun doctor [options] [TRAINING_BINARY]
 
 Starts TRAINING_BINARY once per worker on this node, with torchrun's worker
 environment (RANK, LOCAL_RANK, GROUP_RANK, ROLE_RANK, WORLD_SIZE,
@@ -88,6 +92,13 @@ PyTorchJob), and what is left out is detected from SageMaker, SLURM, PBS or
 Open MPI variables. Options take - or _ alike (--nproc-per-node). With
 --backend=mpi the workers run under mpirun instead, on one node, and meet
 through MPI.
+
+ddprun doctor checks, within 5 s, what would stop the job with these
+options (a taken port, MASTER_ADDR unresolvable or unreachable, /dev/shm too
+small, NeuronCores another process holds, EFA, FI_PROVIDER and memlock on a
+Trn1 job across nodes) and, run on every node, compares them (node ranks,
+training binary, PJRT plugin and compiler versions); --check runs this
+node's checks before a launch.
 
 options:
 `
@@ -125,11 +136,16 @@ func ParseArgs(args []string, getenv func(string) string, stderr io.Writer) (Con
 	f.Bool("no_python", false, "accepted for torchrun compatibility (the training program is always a binary)")
 	f.String("run_path", "", "accepted for torchrun compatibility")
 	f.Bool("module", false, "accepted for torchrun compatibility; Python modules cannot run here")
+	check := f.Bool("check", false, "run ddprun doctor's checks of this node first, and start nothing if one fails")
 	dryRun := f.Bool("dry_run", false, "print what was detected and the worker environments, start nothing")
 	compileOnly := f.Bool("compile_only", false,
 		"compile every step's program into the caches without executing (neuron_parallel_compile); run the real job after")
 	backend := f.String("backend", "", "the workers' process group backend: tcp, or mpi (run under mpirun, one node; "+
 		"the binary built with -tags mpi) (default $XLADDP_BACKEND, else tcp)")
+	doctor := len(args) > 0 && args[0] == "doctor"
+	if doctor {
+		args = args[1:]
+	}
 	if err := f.Parse(args); err != nil {
 		return Config{}, err
 	}
@@ -157,7 +173,7 @@ func ParseArgs(args []string, getenv func(string) string, stderr io.Writer) (Con
 	}
 	c := Config{NodeRank: *nodeRank, MasterAddr: *masterAddr, MasterPort: *masterPort, RdzvBackend: *rdzvBackend,
 		RdzvEndpoint: *rdzvEndpoint, RdzvID: *rdzvID, Standalone: *standalone, MaxRestarts: *maxRestarts,
-		LogDir: *logDir, Role: *role, DryRun: *dryRun, CompileOnly: *compileOnly, RdzvTimeout: 900 * time.Second, JoinTimeout: 600 * time.Second,
+		LogDir: *logDir, Role: *role, DryRun: *dryRun, Doctor: doctor, Check: *check, CompileOnly: *compileOnly, RdzvTimeout: 900 * time.Second, JoinTimeout: 600 * time.Second,
 		LastCallTimeout: 30 * time.Second, ReportInterval: defaultReportInterval, Sources: sources}
 	backendName, err := parseBackend(*backend, getenv)
 	if err != nil {
@@ -180,7 +196,7 @@ func ParseArgs(args []string, getenv func(string) string, stderr io.Writer) (Con
 // validate resolves and checks the parsed options.
 func validate(c Config, rest []string, nnodes, nproc, rdzvConf string, monitor float64, redirects, tee, ranksFilter string,
 	getenv func(string) string) (Config, error) {
-	if len(rest) == 0 && !c.DryRun {
+	if len(rest) == 0 && !c.DryRun && !c.Doctor {
 		return Config{}, errors.New("no training binary: ddprun [options] TRAINING_BINARY [ARGS...] (see --help)")
 	}
 	if len(rest) > 0 {

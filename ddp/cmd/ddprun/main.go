@@ -38,6 +38,11 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "ddprun:", err)
 		return 1
 	}
+	if c.Doctor {
+		ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		defer cancel()
+		return launch.Doctor(ctx, c, os.Environ(), os.Stdout)
+	}
 	if c.DryRun {
 		launch.DryRun(os.Stdout, c, os.Environ())
 		return 0

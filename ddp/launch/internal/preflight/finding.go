@@ -15,7 +15,12 @@ type Finding struct {
 	Fix     string
 }
 
-func (f Finding) String() string { return f.Problem + ": " + f.Fix }
+func (f Finding) String() string {
+	if f.Fix == "" {
+		return f.Problem
+	}
+	return f.Problem + ": " + f.Fix
+}
 
 // PortFree checks that TCP port can be listened on here; when another
 // process holds it, the finding names that process (from proc, normally

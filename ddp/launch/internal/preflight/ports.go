@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/xladdp/xladdp/internal/procfs"
 )
 
 // Process is a process on this host.
@@ -61,44 +63,12 @@ func listening(table string, port int, inodes map[string]bool) {
 
 // socketOwner finds the process with one of inodes open.
 func socketOwner(proc string, inodes map[string]bool) (Process, bool) {
-	entries, err := os.ReadDir(proc)
-	if err != nil {
-		return Process{}, false
-	}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		fdDir := filepath.Join(proc, e.Name(), "fd")
-		fds, err := os.ReadDir(fdDir)
-		if err != nil {
-			continue
-		}
-		for _, fd := range fds {
-			link, err := os.Readlink(filepath.Join(fdDir, fd.Name()))
-			if err != nil {
-				continue
-			}
-			if inode, ok := strings.CutPrefix(link, "socket:["); ok && inodes[strings.TrimSuffix(inode, "]")] {
-				return Process{PID: pid, Command: commandLine(proc, pid)}, true
-			}
-		}
+	held := procfs.Holders(proc, func(target string) bool {
+		inode, ok := strings.CutPrefix(target, "socket:[")
+		return ok && inodes[strings.TrimSuffix(inode, "]")]
+	})
+	for _, pids := range held {
+		return Process{PID: pids[0], Command: procfs.CommandLine(proc, pids[0])}, true
 	}
 	return Process{}, false
-}
-
-// commandLine is pid's command line (arguments joined by spaces, at most
-// 200 bytes), else its name.
-func commandLine(proc string, pid int) string {
-	raw, err := os.ReadFile(filepath.Join(proc, strconv.Itoa(pid), "cmdline"))
-	cmd := strings.TrimSpace(strings.ReplaceAll(string(raw), "\x00", " "))
-	if err != nil || cmd == "" {
-		name, _ := os.ReadFile(filepath.Join(proc, strconv.Itoa(pid), "comm"))
-		cmd = strings.TrimSpace(string(name))
-	}
-	if len(cmd) > 200 {
-		cmd = cmd[:200] + "…"
-	}
-	return cmd
 }

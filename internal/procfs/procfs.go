@@ -1,0 +1,56 @@
+package procfs
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// maxCommandLine bounds a command line as CommandLine returns it.
+const maxCommandLine = 200
+
+// Holders maps each open file whose link target (/proc/PID/fd/N: a
+// path, or "socket:[INODE]") match accepts to the pids holding it, read
+// from proc (normally "/proc"); processes it may not read are skipped.
+func Holders(proc string, match func(target string) bool) map[string][]int {
+	out := map[string][]int{}
+	entries, _ := os.ReadDir(proc)
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		fdDir := filepath.Join(proc, e.Name(), "fd")
+		fds, _ := os.ReadDir(fdDir)
+		for _, fd := range fds {
+			target, err := os.Readlink(filepath.Join(fdDir, fd.Name()))
+			if err != nil || !match(target) {
+				continue
+			}
+			if !slices.Contains(out[target], pid) {
+				out[target] = append(out[target], pid)
+			}
+		}
+	}
+	return out
+}
+
+// CommandLine is pid's command line (arguments joined by spaces, at most
+// 200 bytes), else its name, else "command unknown".
+func CommandLine(proc string, pid int) string {
+	raw, _ := os.ReadFile(filepath.Join(proc, strconv.Itoa(pid), "cmdline"))
+	cmd := strings.TrimSpace(strings.ReplaceAll(string(raw), "\x00", " "))
+	if cmd == "" {
+		name, _ := os.ReadFile(filepath.Join(proc, strconv.Itoa(pid), "comm"))
+		cmd = strings.TrimSpace(string(name))
+	}
+	if cmd == "" {
+		return "command unknown"
+	}
+	if len(cmd) > maxCommandLine {
+		cmd = cmd[:maxCommandLine] + "…"
+	}
+	return cmd
+}
