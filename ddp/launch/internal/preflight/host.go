@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/xladdp/xladdp/internal/procfs"
+	"github.com/xladdp/xladdp/internal/workerenv"
 )
 
 // Host is where the checks look: this machine's tables, or a test's.
@@ -59,7 +60,7 @@ func MasterAddr(ctx context.Context, j Job, local func(host string) bool) []Find
 	ctx, cancel := context.WithTimeout(ctx, dialWait)
 	defer cancel()
 	if _, err := net.DefaultResolver.LookupHost(ctx, j.MasterAddr); err != nil {
-		return []Finding{{Check: "master_addr", Problem: fmt.Sprintf("MASTER_ADDR=%s does not resolve (%v)", j.MasterAddr, err),
+		return []Finding{{Check: "master_addr", Problem: fmt.Sprintf("%s=%s does not resolve (%v)", workerenv.MasterAddr, j.MasterAddr, err),
 			Fix: "give node 0's IP address, or a name every node resolves (/etc/hosts, DNS)"}}
 	}
 	if j.MasterPort == 0 || local(j.MasterAddr) {
