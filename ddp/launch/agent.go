@@ -206,7 +206,7 @@ func runAttempt(ctx context.Context, c Config, r *rendezvous, a assignment, atte
 					r.fail(context.WithoutCancel(ctx), attempt, a.node, "worker failed: "+root.String(), seen)
 				}
 				e = root
-				diagnosis := set.collectFlight(dumps)
+				diagnosis := set.flightDiagnosis(ctx, r, a, attempt, dumps)
 				keepDumps = diagnosis != ""
 				set.stop()
 				if r != nil {
@@ -219,6 +219,10 @@ func runAttempt(ctx context.Context, c Config, r *rendezvous, a assignment, atte
 				}
 				return outcome{failure: e, flight: diagnosis, flightDir: dumps}
 			}
+		case <-c.FlightRequests:
+			if set.answerFlightRequest(dumps, stderr) {
+				keepDumps = true
+			}
 		case <-ctx.Done():
 			set.stop()
 			if r != nil {
@@ -230,8 +234,12 @@ func runAttempt(ctx context.Context, c Config, r *rendezvous, a assignment, atte
 				continue
 			}
 			if why := w.tick(ctx); why != "" {
+				// Another node failed: this node's records complete the
+				// picture (the failing node's agent prints it).
+				diagnosis := set.flightDiagnosis(ctx, r, a, attempt, dumps)
+				keepDumps = diagnosis != ""
 				set.stop()
-				return outcome{remote: why}
+				return outcome{remote: why, flight: diagnosis, flightDir: dumps}
 			}
 		}
 	}

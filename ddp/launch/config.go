@@ -72,6 +72,10 @@ type Config struct {
 	Args    []string
 	// Sources says where each detected value came from (for --dry-run).
 	Sources map[string]string
+	// FlightRequests, when it delivers (ddprun's own SIGUSR1), has the
+	// workers write their flight records and prints their diagnosis,
+	// leaving the job running.
+	FlightRequests <-chan struct{}
 }
 
 // flagNames are torchrun's options; each is also read from PET_<NAME>.

@@ -62,6 +62,8 @@ func faultWorker(fault string) int {
 			select {} // the stop takes every thread a moment
 		case "sigkill":
 			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		case "hang":
+			select {} // until the job is stopped
 		}
 	}
 	if err := g.AllReduce(ctx, buf, dist.Sum); err != nil {

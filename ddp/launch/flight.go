@@ -1,7 +1,10 @@
 package launch
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,18 +57,19 @@ func flightDir(environ []string, attempt int) (dir string, owned bool, err error
 }
 
 // collectFlight asks the workers still running to write their flight
-// records (SIGUSR1, after SIGCONT for a stopped one), waits until each has written one or exited (at most
-// flightWait), and returns the diagnosis of what they wrote, or "" when
-// none did (a program without a process group). It covers this node's
-// ranks.
-func (set *workerSet) collectFlight(dir string) string {
-	ranks := make([]int, len(set.workers))
-	for i, w := range set.workers {
-		ranks[i] = w.rank
+// records (SIGUSR1; when the job is ending, cont continues a stopped one
+// first with SIGCONT), waits until each has
+// written one or exited (at most flightWait), and returns what they wrote
+// (none from a program without a process group), or the reason they are
+// unreadable.
+func (set *workerSet) collectFlight(dir string, cont bool) ([]flight.Dump, error) {
+	for _, w := range set.workers {
 		if !w.exited() {
 			// A stopped worker (SIGSTOP, ^Z) writes once continued: the
 			// job is ending anyway, and its record says where it stood.
-			_ = w.cmd.Process.Signal(syscall.SIGCONT)
+			if cont {
+				_ = w.cmd.Process.Signal(syscall.SIGCONT)
+			}
 			_ = w.cmd.Process.Signal(syscall.SIGUSR1)
 		}
 	}
@@ -74,14 +78,38 @@ func (set *workerSet) collectFlight(dir string) string {
 			break
 		}
 	}
-	dumps, err := flight.Read(dir)
+	return flight.Read(dir)
+}
+
+// flightDiagnosis collects this node's flight records (collectFlight)
+// and, in a job of several nodes, exchanges the last collectives of each
+// rank with the other agents through the rendezvous store (waiting at
+// most flightWait for theirs), and returns the diagnosis over every rank,
+// or "" when no rank wrote a record.
+func (set *workerSet) flightDiagnosis(ctx context.Context, r *rendezvous, a assignment, attempt int, dir string) string {
+	local, err := set.collectFlight(dir, true)
 	if err != nil {
 		return fmt.Sprintf("the flight records in %s are unreadable: %v", dir, err)
 	}
-	if len(dumps) == 0 {
+	expected := set.ranks()
+	all := local
+	if r != nil && a.nnodes > 1 {
+		all = r.exchangeFlight(ctx, attempt, a, local)
+		expected = flight.Ranks(a.world)
+	}
+	if len(all) == 0 {
 		return ""
 	}
-	return flight.Diagnose(dumps, ranks)
+	return flight.Diagnose(all, expected)
+}
+
+// ranks are this node's workers' ranks.
+func (set *workerSet) ranks() []int {
+	out := make([]int, len(set.workers))
+	for i, w := range set.workers {
+		out[i] = w.rank
+	}
+	return out
 }
 
 // allDumpedOrExited reports whether every worker wrote a flight record
@@ -110,4 +138,71 @@ func mpiFlight(dir string, world int) string {
 		return ""
 	}
 	return flight.Diagnose(dumps, flight.Ranks(world))
+}
+
+// flightEntriesShared is how many of each rank's last collectives an agent
+// sends the others: what a diagnosis reads.
+const flightEntriesShared = 16
+
+// maxNodeFlight bounds one node's records as read from the store.
+const maxNodeFlight = 8 << 20
+
+// exchangeFlight posts this node's records (each rank's last collectives)
+// under attempt's key and returns them with every other node's that
+// arrive within flightWait.
+func (r *rendezvous) exchangeFlight(ctx context.Context, attempt int, a assignment, local []flight.Dump) []flight.Dump {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flightWait+time.Second)
+	defer cancel()
+	mine := make([]flight.Dump, len(local))
+	for i, d := range local {
+		mine[i] = d.Last(flightEntriesShared)
+	}
+	if raw, err := json.Marshal(mine); err == nil {
+		_ = r.client.Set(ctx, r.key(attempt, "flight", a.node), raw)
+	}
+	all := append([]flight.Dump(nil), local...)
+	got := map[int]bool{a.node: true}
+	for deadline := time.Now().Add(flightWait); len(got) < a.nnodes && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		for n := range a.nnodes {
+			if got[n] {
+				continue
+			}
+			key := r.key(attempt, "flight", n)
+			if ok, err := r.client.Check(ctx, key); err != nil || !ok[0] {
+				continue
+			}
+			got[n] = true
+			raw, err := r.client.Get(ctx, key)
+			var theirs []flight.Dump
+			if err != nil || len(raw) > maxNodeFlight || json.Unmarshal(raw, &theirs) != nil {
+				continue
+			}
+			for _, d := range theirs {
+				if d.Rank >= 0 && d.Rank < a.world {
+					all = append(all, d)
+				}
+			}
+		}
+	}
+	return all
+}
+
+// answerFlightRequest has the workers write their flight records, leaving
+// them running, and prints the diagnosis of this node's ranks; it reports
+// whether there was one to keep.
+func (set *workerSet) answerFlightRequest(dir string, stderr io.Writer) bool {
+	local, err := set.collectFlight(dir, false)
+	msg := ""
+	switch {
+	case err != nil:
+		msg = fmt.Sprintf("ddprun: flight record on request (%s): unreadable: %v", dir, err)
+	case len(local) > 0:
+		msg = fmt.Sprintf("ddprun: flight record on request (%s): %s", dir, flight.Diagnose(local, set.ranks()))
+	default:
+		msg = "ddprun: flight record on request: no worker has a process group yet"
+	}
+	consoleMu.Lock()
+	fmt.Fprintln(stderr, msg)
+	consoleMu.Unlock()
+	return len(local) > 0
 }

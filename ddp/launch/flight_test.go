@@ -1,6 +1,8 @@
 package launch
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -38,4 +40,49 @@ func TestFlightDir(t *testing.T) {
 		}
 		assertNothingLeft(t, mark, before)
 	})
+}
+
+// TestFlightOnRequest: ddprun's own SIGUSR1 (Config.FlightRequests) has
+// the workers of a hung job write their records and prints which rank
+// stands where, leaving the job running until it is stopped.
+func TestFlightOnRequest(t *testing.T) {
+	mark := "flightreq" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	_, before := leftovers(t, mark)
+	requests := make(chan struct{})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go func() {
+		time.Sleep(2 * time.Second) // every rank is past collective #2
+		requests <- struct{}{}
+		time.Sleep(2500 * time.Millisecond)
+		cancel()
+	}()
+	res := runAgentWith(ctx, t, mark, "fault-hang", []string{"--nproc_per_node=3", "--monitor_interval=0.05"},
+		func(c *Config) { c.FlightRequests = requests }, "XLADDP_TEST_TIMEOUT=60s")
+	assert.Equal(t, 130, res.code, res.stderr)
+	assert.Contains(t, res.stderr, "ddprun: flight record on request (")
+	assert.Contains(t, res.stderr, "rank 1 finished AllReduce #2 but never joined #3; its last call was faults_worker_test.go:")
+	assert.Contains(t, res.stderr, "ranks 0,2 wait in AllReduce #3 at faults_worker_test.go:")
+	assertNothingLeft(t, mark, before)
+}
+
+// TestFlightAcrossNodes: when a worker fails, its agent's diagnosis
+// covers the other node's ranks too, from the records the agents
+// exchange through the rendezvous store.
+func TestFlightAcrossNodes(t *testing.T) {
+	port := freeTestPort(t)
+	mark := "flightnodes" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	_, before := leftovers(t, mark)
+	results := runTwoAgents(t, mark, "fault-assert", 0, func(n int) []string {
+		return []string{"--nnodes=2", "--nproc_per_node=2", fmt.Sprintf("--node_rank=%d", n),
+			"--master_addr=127.0.0.1", fmt.Sprintf("--master_port=%d", port), "--monitor_interval=0.05"}
+	}, "XLADDP_TEST_TIMEOUT=60s")
+	// Rank 1 is node 0's local rank 1; ranks 2 and 3 are node 1's.
+	assert.NotZero(t, results[0].code)
+	assert.Contains(t, results[0].stderr, "rank 1 finished AllReduce #2 but never joined #3")
+	assert.Contains(t, results[0].stderr, "ranks 0,2,3 failed in AllReduce #3 at faults_worker_test.go:")
+	for n, r := range results {
+		assert.Less(t, r.elapsed, 6*time.Second, "agent %d: %s", n, r.stderr)
+	}
+	assertNothingLeft(t, mark, before)
 }

@@ -58,7 +58,23 @@ func run(args []string) int {
 			cancel(fmt.Errorf("received %v", s))
 		}
 	}()
+	// SIGUSR1 asks the workers for their flight records, as a hang's
+	// first aid; the job goes on.
+	usr1 := make(chan os.Signal, 1)
+	requests := make(chan struct{}, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
+	go func() {
+		for range usr1 {
+			select {
+			case requests <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	c.FlightRequests = requests
 	code := launch.Run(ctx, c, os.Environ(), os.Stdout, os.Stderr)
+	signal.Stop(usr1)
+	close(usr1)
 	signal.Stop(sigs)
 	close(sigs)
 	return code

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -107,6 +108,20 @@ func Missing(dumps []Dump, expected []int) []int {
 		}
 	}
 	return out
+}
+
+// Last is d with only its last n collectives (what Diagnose reads of a
+// rank), for sending a node's dumps to another.
+func (d Dump) Last(n int) Dump {
+	var kept []Entry
+	for i := len(d.Entries) - 1; i >= 0 && len(kept) < n; i-- {
+		if !d.Entries[i].P2P {
+			kept = append(kept, d.Entries[i])
+		}
+	}
+	slices.Reverse(kept)
+	d.Entries = kept
+	return d
 }
 
 // Ranks is 0, 1, ..., world-1: every rank of a job.
