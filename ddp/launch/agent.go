@@ -8,10 +8,12 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/xladdp/xladdp/ddp/internal/flight"
 	"github.com/xladdp/xladdp/ddp/launch/internal/preflight"
 	"github.com/xladdp/xladdp/ddp/store"
 	"github.com/xladdp/xladdp/internal/freeport"
@@ -200,13 +202,15 @@ func runAttempt(ctx context.Context, c Config, r *rendezvous, a assignment, atte
 					// Tell the others first: their workers wait on ours.
 					r.fail(context.WithoutCancel(ctx), attempt, a.node, "worker failed: "+e.String(), seen)
 				}
-				var root *exit
-				root, remaining = rootCause(set, a.node, e, remaining)
+				root, failures, left := rootCause(set, a.node, e, remaining)
+				remaining = left
+				local, readErr := set.collectFlight(dumps, true)
+				root = preferBehind(root, failures, local)
 				if r != nil && root != e {
 					r.fail(context.WithoutCancel(ctx), attempt, a.node, "worker failed: "+root.String(), seen)
 				}
 				e = root
-				diagnosis := set.flightDiagnosis(ctx, r, a, attempt, dumps)
+				diagnosis := set.flightDiagnosis(ctx, r, a, attempt, local, readErr, dumps)
 				keepDumps = diagnosis != ""
 				set.stop()
 				if r != nil {
@@ -236,7 +240,8 @@ func runAttempt(ctx context.Context, c Config, r *rendezvous, a assignment, atte
 			if why := w.tick(ctx); why != "" {
 				// Another node failed: this node's records complete the
 				// picture (the failing node's agent prints it).
-				diagnosis := set.flightDiagnosis(ctx, r, a, attempt, dumps)
+				local, readErr := set.collectFlight(dumps, true)
+				diagnosis := set.flightDiagnosis(ctx, r, a, attempt, local, readErr, dumps)
 				keepDumps = diagnosis != ""
 				set.stop()
 				return outcome{remote: why, flight: diagnosis, flightDir: dumps}
@@ -260,8 +265,8 @@ const causeWindow = 200 * time.Millisecond
 // causeWindow, the one that most likely started it: a worker killed by a
 // signal before a worker that exited on its own (which usually saw a peer
 // die), else the first seen.
-func rootCause(set *workerSet, node int, first *exit, remaining int) (*exit, int) {
-	failures := []*exit{first}
+func rootCause(set *workerSet, node int, first *exit, remaining int) (root *exit, failures []*exit, left int) {
+	failures = []*exit{first}
 	window := time.After(causeWindow)
 	for remaining > 0 {
 		select {
@@ -277,8 +282,28 @@ func rootCause(set *workerSet, node int, first *exit, remaining int) (*exit, int
 	}
 	for _, f := range failures {
 		if f.signal != "" {
-			return f, remaining
+			return f, failures, remaining
 		}
 	}
-	return first, remaining
+	return first, failures, remaining
+}
+
+// preferBehind replaces a root cause that exited on its own by another
+// failed worker the flight records show behind the others (it left the
+// collectives they then failed in): which of the two exits is seen first
+// is a race.
+func preferBehind(root *exit, failures []*exit, dumps []flight.Dump) *exit {
+	if root.signal != "" || len(dumps) == 0 {
+		return root
+	}
+	behind := flight.Behind(dumps)
+	if slices.Contains(behind, root.rank) {
+		return root
+	}
+	for _, f := range failures {
+		if slices.Contains(behind, f.rank) {
+			return f
+		}
+	}
+	return root
 }

@@ -81,15 +81,15 @@ func (set *workerSet) collectFlight(dir string, cont bool) ([]flight.Dump, error
 	return flight.Read(dir)
 }
 
-// flightDiagnosis collects this node's flight records (collectFlight)
-// and, in a job of several nodes, exchanges the last collectives of each
-// rank with the other agents through the rendezvous store (waiting at
-// most flightWait for theirs), and returns the diagnosis over every rank,
-// or "" when no rank wrote a record.
-func (set *workerSet) flightDiagnosis(ctx context.Context, r *rendezvous, a assignment, attempt int, dir string) string {
-	local, err := set.collectFlight(dir, true)
-	if err != nil {
-		return fmt.Sprintf("the flight records in %s are unreadable: %v", dir, err)
+// flightDiagnosis diagnoses this node's flight records (local, or the
+// error reading them from dir) and, in a job of several nodes, exchanges
+// the last collectives of each rank with the other agents through the
+// rendezvous store (waiting at most flightWait for theirs) to cover every
+// rank; "" when no rank wrote a record.
+func (set *workerSet) flightDiagnosis(ctx context.Context, r *rendezvous, a assignment, attempt int, local []flight.Dump,
+	readErr error, dir string) string {
+	if readErr != nil {
+		return fmt.Sprintf("the flight records in %s are unreadable: %v", dir, readErr)
 	}
 	expected := set.ranks()
 	all := local

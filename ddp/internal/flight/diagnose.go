@@ -41,12 +41,7 @@ func Diagnose(dumps []Dump, expected []int) string {
 	if m := mismatch(dumps); m != "" {
 		lines = append(lines, m)
 	}
-	front := uint64(0)
-	for _, p := range pos {
-		if p.ok && p.last.Seq > front {
-			front = p.last.Seq
-		}
-	}
+	front := frontOf(pos)
 	var behind, waiting []position
 	for _, p := range pos {
 		if !p.ok || p.last.Seq < front {
@@ -72,6 +67,31 @@ func Diagnose(dumps []Dump, expected []int) string {
 		return fmt.Sprintf("every rank finished collective #%d: none is behind", front)
 	}
 	return strings.Join(lines, "; ")
+}
+
+// Behind lists the ranks of dumps that stopped before the others' last
+// collective, or issued none.
+func Behind(dumps []Dump) []int {
+	pos := positions(dumps)
+	front := frontOf(pos)
+	var out []int
+	for _, p := range pos {
+		if !p.ok || p.last.Seq < front {
+			out = append(out, p.rank)
+		}
+	}
+	return out
+}
+
+// frontOf is the furthest collective any rank issued.
+func frontOf(pos []position) uint64 {
+	front := uint64(0)
+	for _, p := range pos {
+		if p.ok && p.last.Seq > front {
+			front = p.last.Seq
+		}
+	}
+	return front
 }
 
 // positions is each dump's rank's position among the collectives.

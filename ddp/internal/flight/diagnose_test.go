@@ -107,3 +107,14 @@ func TestDumpsRoundTripAndBadFiles(t *testing.T) {
 		assert.Error(t, flight.Write(filepath.Join(file, "sub"), d))
 	})
 }
+
+// TestBehind: the ranks that stopped before the others' last collective,
+// or issued none.
+func TestBehind(t *testing.T) {
+	ahead := flight.Dump{Rank: 0, Entries: []flight.Entry{at(4, "AllReduce", flight.Failed, "a.go:1")}}
+	lagging := flight.Dump{Rank: 2, Entries: []flight.Entry{at(3, "AllReduce", flight.Done, "a.go:1")}}
+	empty := flight.Dump{Rank: 5}
+	assert.Equal(t, []int{2, 5}, flight.Behind([]flight.Dump{ahead, lagging, empty}))
+	assert.Empty(t, flight.Behind([]flight.Dump{ahead}))
+	assert.Empty(t, flight.Behind(nil))
+}
