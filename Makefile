@@ -199,10 +199,8 @@ test: deps vet
 	$(GO) test -skip '^TestLong' -timeout 9m ./...
 	if pkg-config --exists ompi-c 2>/dev/null; then
 		# The mpi backend's tests under mpirun: the binding, the collective
-		# suite, DDP and the hostile cases, ddprun --backend mpi, examples,
-		# and the fault suite's mpi rows.
+		# suite, DDP and the hostile cases, ddprun --backend mpi, examples.
 		$(GO) test -tags mpi -timeout 6m -run 'MPI|Mpirun|Backend' -skip '^TestLong' ./ddp/... ./examples/collectives/ ./examples/linear/
-		$(GO) test -tags mpi -timeout 2m -run '^TestFaultSuite$$/^mpi/' ./ddp/launch/
 	else
 		echo "test: libopenmpi-dev is missing, so the mpi backend's tests do not run (make deps installs it as root)" >&2
 	fi
@@ -215,6 +213,8 @@ test-long: deps
 	$(GO) test -run '^TestLong' -timeout 30m ./...
 	if pkg-config --exists ompi-c 2>/dev/null; then
 		$(GO) test -tags mpi -run '^TestLongMPI' -timeout 10m ./ddp/...
+		# The fault suite's mpi rows (its shm and tcp rows run in make test).
+		$(GO) test -tags mpi -timeout 2m -run '^TestFaultSuite$$/^mpi/' ./ddp/launch/
 	fi
 
 # go-xla's arena pool is unsynchronized unless built with race_mu; with

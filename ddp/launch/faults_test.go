@@ -12,7 +12,7 @@ import (
 )
 
 // faultTimeout is the collective timeout the suite's workers run with.
-const faultTimeout = 3 * time.Second
+const faultTimeout = 2 * time.Second
 
 // faultBackend is one way the workers' group carries its operations.
 type faultBackend struct {
@@ -54,7 +54,7 @@ var faults = []fault{
 	{name: "checkpoint-subset", says: []string{"differs between ranks", "rank 0 called", "ranks 1,2 called AllReduce float32[4]"}},
 	{name: "sigstop", says: []string{"rank 1", afterSecond, othersInner}},
 	{name: "sigkill", says: []string{"rank 1 left no flight dump (killed", othersInner}},
-	{name: "late-peer", says: []string{"ranks [1] never joined within 3s"}, tcpOnly: true},
+	{name: "late-peer", says: []string{"ranks [1] never joined within 2s"}, tcpOnly: true},
 	{name: "port-taken", says: []string{"--master_port=", "is taken by pid ", "pick another port"}, tcpOnly: true},
 }
 

@@ -52,9 +52,9 @@ func TestFlightOnRequest(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	go func() {
-		time.Sleep(2 * time.Second) // every rank is past collective #2
+		time.Sleep(1200 * time.Millisecond) // every rank is past collective #2
 		requests <- struct{}{}
-		time.Sleep(2500 * time.Millisecond)
+		time.Sleep(1500 * time.Millisecond)
 		cancel()
 	}()
 	res := runAgentWith(ctx, t, mark, "fault-hang", []string{"--nproc_per_node=3", "--monitor_interval=0.05"},
