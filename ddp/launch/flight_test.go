@@ -80,7 +80,9 @@ func TestFlightAcrossNodes(t *testing.T) {
 	// Rank 1 is node 0's local rank 1; ranks 2 and 3 are node 1's.
 	assert.NotZero(t, results[0].code)
 	assert.Contains(t, results[0].stderr, "rank 1 finished AllReduce #2 but never joined #3")
-	assert.Contains(t, results[0].stderr, "ranks 0,2,3 failed in AllReduce #3 at faults_worker_test.go:")
+	// Node 1's ranks may still wait or have failed when their records
+	// are taken.
+	assert.Regexp(t, `ranks (0,)?2,3 (wait|failed) in AllReduce #3 at faults_worker_test.go:`, results[0].stderr)
 	for n, r := range results {
 		assert.Less(t, r.elapsed, 6*time.Second, "agent %d: %s", n, r.stderr)
 	}
