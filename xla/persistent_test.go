@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xladdp/xladdp/backend"
+	"github.com/xladdp/xladdp/xla/internal/progcache"
 )
 
 // childModeEnv makes the test binary run persistentCacheChild instead of tests.
@@ -116,4 +118,80 @@ func TestPersistentCacheAcrossProcesses(t *testing.T) {
 	third := run()
 	assert.EqualValues(t, 1, third.Compilations, "a corrupt cache file is recompiled")
 	assert.Equal(t, first.Losses, third.Losses)
+}
+
+// runCacheChildren starts n children of persistentCacheChild at once on
+// dir and returns their reports and stderr.
+func runCacheChildren(t *testing.T, dir string, n int) ([]childReport, []string) {
+	t.Helper()
+	cmds := make([]*exec.Cmd, n)
+	outs, errs := make([]strings.Builder, n), make([]strings.Builder, n)
+	for i := range cmds {
+		cmds[i] = exec.Command(os.Args[0], "-test.run=^$")
+		cmds[i].Env = append(os.Environ(), childModeEnv+"=persistent-cache", EnvCacheDir+"="+dir,
+			"XLADDP_DEVICE=", "PJRT_DEVICE=", "XLADDP_CPU_DEVICES=", "CPU_NUM_DEVICES=", "XLADDP_DEBUG=")
+		cmds[i].Stdout, cmds[i].Stderr = &outs[i], &errs[i]
+		require.NoError(t, cmds[i].Start())
+	}
+	reps, stderr := make([]childReport, n), make([]string, n)
+	for i, cmd := range cmds {
+		require.NoError(t, cmd.Wait(), "child %d: %s", i, errs[i].String())
+		require.NoError(t, json.Unmarshal([]byte(outs[i].String()), &reps[i]), "child %d output: %s", i, outs[i].String())
+		stderr[i] = errs[i].String()
+	}
+	return reps, stderr
+}
+
+// TestOneCompilationPerProgramAcrossProcesses: 4 processes sharing a cold
+// cache directory compile the program once between them (the others wait
+// for the entry's lock, then load it); a truncated entry or another
+// program's file under its name is never used: one process recompiles
+// and says why, the others load its result.
+func TestOneCompilationPerProgramAcrossProcesses(t *testing.T) {
+	dir := t.TempDir()
+	sum := func(reps []childReport) (compiled, loaded int64) {
+		for _, r := range reps {
+			compiled += r.Compilations
+			loaded += r.PersistentCacheHits
+			assert.Equal(t, reps[0].Losses, r.Losses)
+		}
+		return compiled, loaded
+	}
+	reps, _ := runCacheChildren(t, dir, 4)
+	compiled, loaded := sum(reps)
+	assert.EqualValues(t, 1, compiled, "one compilation job-wide, not one per process")
+	assert.EqualValues(t, 3, loaded)
+	files, err := filepath.Glob(filepath.Join(dir, "*.xlaexec"))
+	require.NoError(t, err)
+	require.Len(t, files, 1)
+	good, err := os.ReadFile(files[0])
+	require.NoError(t, err)
+
+	for name, bad := range map[string][]byte{
+		"truncated": good[:len(good)/2],
+		"foreign":   foreignEntry(t, good),
+	} {
+		t.Run(name, func(t *testing.T) {
+			require.NoError(t, os.WriteFile(files[0], bad, 0o644))
+			reps, stderr := runCacheChildren(t, dir, 4)
+			compiled, loaded := sum(reps)
+			assert.EqualValues(t, 1, compiled, "the bad entry is compiled again, once")
+			assert.EqualValues(t, 3, loaded)
+			assert.Contains(t, strings.Join(stderr, "\n"), "compiling the program again")
+		})
+	}
+}
+
+// foreignEntry is a well-formed cache file of another program: good's
+// header with another fingerprint.
+func foreignEntry(t *testing.T, good []byte) []byte {
+	t.Helper()
+	h, exec, err := progcache.ParseFile(good)
+	require.NoError(t, err)
+	h.Fingerprint = strings.Repeat("0", len(h.Fingerprint))
+	d := progcache.Disk{Dir: t.TempDir()}
+	require.NoError(t, d.Store(h, exec))
+	out, err := os.ReadFile(d.Path(h))
+	require.NoError(t, err)
+	return out
 }

@@ -68,10 +68,15 @@ type programCache struct {
 	// last is the most recently run program per device set, to explain a
 	// recompilation against.
 	last map[string]*program
+	// closing ends, at release, a compilation's wait for another
+	// process's (Disk.Lock).
+	closing context.Context
+	close   context.CancelFunc
 }
 
 func newProgramCache(b *backend.Backend) *programCache {
 	c := &programCache{backend: b, programs: progcache.New[*program](), last: map[string]*program{}}
+	c.closing, c.close = context.WithCancel(context.Background())
 	if dir := progcache.ResolveDir(os.Getenv(EnvCacheDir)); dir != "" {
 		c.disk = &progcache.Disk{Dir: dir, Identity: b.CacheIdentity(), Lowering: progcache.LoweringIdentity(), XLAFlags: os.Getenv("XLA_FLAGS")}
 	}
@@ -114,7 +119,7 @@ func (c *programCache) lower(devices []*Device, tr *trace, fingerprint string) (
 		header = c.disk.Header(fingerprint, deviceNums(devices), inputs, shapeStrings(tr.outputs))
 	}
 	outputShapes := outputShapesOf(tr)
-	if p := c.loadFromDisk(header, devices); p != nil {
+	if p := c.loadFromDisk(header, devices, true); p != nil {
 		p.outputShapes = outputShapes
 		return func() (*program, error) { return p, nil }, nil
 	}
@@ -123,6 +128,16 @@ func (c *programCache) lower(devices []*Device, tr *trace, fingerprint string) (
 		return nil, err
 	}
 	return func() (*program, error) {
+		// Another process sharing the cache directory may be compiling
+		// it: wait for it, then load what it stored.
+		unlock := c.lockOnDisk(header)
+		defer unlock()
+		if p := c.loadFromDisk(header, devices, false); p != nil {
+			lowered.rc.releaseOwnGradients()
+			lowered.graph.Finalize()
+			p.outputShapes = outputShapes
+			return p, nil
+		}
 		start := time.Now()
 		p, err := lowered.compile(c.backend)
 		if err != nil {
@@ -133,6 +148,24 @@ func (c *programCache) lower(devices []*Device, tr *trace, fingerprint string) (
 		c.saveToDisk(header, p)
 		return p, nil
 	}, nil
+}
+
+// lockOnDisk takes the disk entry's lock for compiling it (until the
+// cache closes); without a disk cache, or when the lock cannot be taken
+// (a read-only or lock-less file system, said with XLADDP_DEBUG=1), it
+// compiles without.
+func (c *programCache) lockOnDisk(h progcache.Header) (unlock func()) {
+	if c.disk == nil {
+		return func() {}
+	}
+	unlock, err := c.disk.Lock(c.closing, h)
+	if err != nil {
+		if debugEnabled() {
+			log.Printf("xladdp: persistent cache: compiling without the lock: %v", err)
+		}
+		return func() {}
+	}
+	return unlock
 }
 
 func shapeStrings(nodes []*node) []string {
@@ -146,6 +179,7 @@ func shapeStrings(nodes []*node) []string {
 // release frees every compiled program, once the compilations in flight
 // are done, before the client goes.
 func (c *programCache) release() {
+	c.close()
 	c.programs.Close(func(p *program) {
 		if p.graph != nil {
 			p.graph.Finalize()
@@ -294,10 +328,10 @@ func deviceNums(devices []*Device) []int {
 
 // loadFromDisk returns the program cached under want, or nil. A missing,
 // corrupt or foreign file (another program, plugin, lowering, XLA_FLAGS,
-// or an executable whose outputs differ) is a miss (reported with
-// XLADDP_DEBUG=1), never an error: the program is compiled instead and the
-// file rewritten.
-func (c *programCache) loadFromDisk(want progcache.Header, devices []*Device) *program {
+// or an executable whose outputs differ) is a miss, never an error: the
+// program is compiled instead and the file rewritten; say logs why a
+// file present was not used.
+func (c *programCache) loadFromDisk(want progcache.Header, devices []*Device, say bool) *program {
 	if c.disk == nil {
 		return nil
 	}
@@ -311,8 +345,8 @@ func (c *programCache) loadFromDisk(want progcache.Header, devices []*Device) *p
 		_ = exec.Destroy()
 	}
 	if err != nil {
-		if !errors.Is(err, fs.ErrNotExist) && debugEnabled() {
-			log.Printf("xladdp: persistent cache: ignoring %s: %v", c.disk.Path(want), err)
+		if !errors.Is(err, fs.ErrNotExist) && say {
+			log.Printf("xladdp: persistent cache: not using %s (%v): compiling the program again", c.disk.Path(want), err)
 		}
 		return nil
 	}
