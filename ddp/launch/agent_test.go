@@ -527,11 +527,12 @@ func TestRendezvousSaysWhatItWaitsFor(t *testing.T) {
 	})
 }
 
-// TestCompileOnlyFillsTheCache: `ddprun --compile_only` runs the 2-worker
+// TestCompileOnlyFillsTheCache: `ddprun --compile_only` runs the 4-worker
 // training with nothing executed (parameters read zeros) and every
-// program compiled into XLADDP_CACHE_DIR; the real run that follows
-// compiles nothing and ends with the parameters of a run that compiled
-// everything itself, bit for bit.
+// program compiled into XLADDP_CACHE_DIR, once job-wide (every rank's
+// metrics summed); the real run that follows compiles nothing and ends
+// with the parameters of a run that compiled everything itself, bit for
+// bit.
 func TestCompileOnlyFillsTheCache(t *testing.T) {
 	line := func(out, prefix string) string {
 		for _, l := range strings.Split(out, "\n") {
@@ -541,35 +542,49 @@ func TestCompileOnlyFillsTheCache(t *testing.T) {
 		}
 		return ""
 	}
-	reference := runAgent(t.Context(), t, "compile-ref", "train", []string{"--nproc_per_node=2"},
+	// jobMetrics sums every rank's metrics: the job's.
+	type jobMetrics struct{ compiled, hits, executions, skipped, ranks int }
+	sum := func(out string) (m jobMetrics) {
+		for _, l := range strings.Split(out, "\n") {
+			if _, rest, ok := strings.Cut(l, "]:METRICS "); ok {
+				var c, h, e, s int
+				_, err := fmt.Sscanf(rest, "compilations=%d persistent=%d executions=%d skipped=%d", &c, &h, &e, &s)
+				require.NoError(t, err, l)
+				m = jobMetrics{m.compiled + c, m.hits + h, m.executions + e, m.skipped + s, m.ranks + 1}
+			}
+		}
+		return m
+	}
+	reference := runAgent(t.Context(), t, "compile-ref", "train", []string{"--nproc_per_node=4"},
 		"XLADDP_TEST_DIR="+t.TempDir(), "XLADDP_CACHE_DIR="+t.TempDir())
 	require.Equal(t, 0, reference.code, reference.stderr)
 	want := line(reference.stdout, "PARAMS")
 	require.NotEmpty(t, want)
 
+	// 4 ranks from a cold cache compile each distinct program once
+	// between them.
 	cache := t.TempDir()
-	pass := runAgent(t.Context(), t, "compile-pass", "train", []string{"--nproc_per_node=2", "--compile-only"},
+	pass := runAgent(t.Context(), t, "compile-pass", "train", []string{"--nproc_per_node=4", "--compile-only"},
 		"XLADDP_TEST_DIR="+t.TempDir(), "XLADDP_CACHE_DIR="+cache)
 	require.Equal(t, 0, pass.code, pass.stderr)
-	var compiled, hits, executions, skipped int
-	_, err := fmt.Sscanf(line(pass.stdout, "METRICS"), "compilations=%d persistent=%d executions=%d skipped=%d",
-		&compiled, &hits, &executions, &skipped)
-	require.NoError(t, err, pass.stdout)
-	assert.Positive(t, compiled, "the compile-only pass compiles")
-	assert.Zero(t, executions, "the compile-only pass executes nothing")
-	assert.Positive(t, skipped)
+	programs, err := filepath.Glob(filepath.Join(cache, "*.xlaexec"))
+	require.NoError(t, err)
+	m := sum(pass.stdout)
+	require.Equal(t, 4, m.ranks, pass.stdout)
+	assert.Positive(t, len(programs))
+	assert.Equal(t, len(programs), m.compiled, "exactly U compilations job-wide (U = distinct programs), not N×U")
+	assert.Zero(t, m.executions, "the compile-only pass executes nothing")
+	assert.Positive(t, m.skipped)
 	for _, v := range strings.Fields(strings.NewReplacer("[", " ", "]", " ").Replace(line(pass.stdout, "PARAMS"))) {
 		assert.Equal(t, "0", v, "values read zeros in the compile-only pass")
 	}
 
-	real := runAgent(t.Context(), t, "compile-real", "train", []string{"--nproc_per_node=2"},
+	real := runAgent(t.Context(), t, "compile-real", "train", []string{"--nproc_per_node=4"},
 		"XLADDP_TEST_DIR="+t.TempDir(), "XLADDP_CACHE_DIR="+cache)
 	require.Equal(t, 0, real.code, real.stderr)
-	_, err = fmt.Sscanf(line(real.stdout, "METRICS"), "compilations=%d persistent=%d executions=%d skipped=%d",
-		&compiled, &hits, &executions, &skipped)
-	require.NoError(t, err, real.stdout)
-	assert.Zero(t, compiled, "the real run finds every program in the cache")
-	assert.Positive(t, hits)
-	assert.Positive(t, executions)
+	m = sum(real.stdout)
+	assert.Zero(t, m.compiled, "the real run finds every program in the cache")
+	assert.Equal(t, 4*len(programs), m.hits, "every rank loads every program")
+	assert.Positive(t, m.executions)
 	assert.Equal(t, want, line(real.stdout, "PARAMS"), "the cached programs compute what freshly compiled ones do")
 }

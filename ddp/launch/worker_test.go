@@ -194,10 +194,10 @@ func train(rank int) int {
 		}
 		parts = append(parts, fmt.Sprint(v))
 	}
+	m := xla.GetMetrics()
+	fmt.Printf("METRICS compilations=%d persistent=%d executions=%d skipped=%d\n",
+		m.Compilations, m.PersistentCacheHits, m.Executions, m.SkippedExecutions)
 	if rank == 0 {
-		m := xla.GetMetrics()
-		fmt.Printf("METRICS compilations=%d persistent=%d executions=%d skipped=%d\n",
-			m.Compilations, m.PersistentCacheHits, m.Executions, m.SkippedExecutions)
 		fmt.Println("PARAMS " + strings.Join(parts, " "))
 		fmt.Printf("STEPMS %.3f\n", float64(time.Since(start).Microseconds())/1000/float64(max(20-startStep, 1)))
 	}
