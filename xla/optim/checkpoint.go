@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 
+	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/nn"
 	"github.com/xladdp/xladdp/xla/safetensors"
 )
@@ -22,12 +23,27 @@ type Checkpoint struct {
 	Epoch     int
 	// Metadata is extra string metadata to store (optional).
 	Metadata map[string]string
+	// RNG, when set, is the device whose random state (dropout's, every
+	// RandN/RandU) is saved and restored, so a resumed run draws what an
+	// uninterrupted one would. Through ddp.SaveCheckpoint it is replica
+	// 0's: right for ranks of one process each (their devices draw alike),
+	// not yet for several local replicas, each seeded apart.
+	RNG *xla.Device
 }
 
 const (
 	modelPrefix     = "model."
 	optimizerPrefix = "optimizer."
+	rngPrefix       = "rng."
 )
+
+// rngState is c.RNG's random state as a checkpoint names it.
+func (c *Checkpoint) rngState() []nn.Named {
+	if c.RNG == nil {
+		return nil
+	}
+	return []nn.Named{{Name: "device", Tensor: c.RNG.RNGState()}}
+}
 
 func prefixed(prefix string, named []nn.Named) []nn.Named {
 	out := make([]nn.Named, len(named))
@@ -51,6 +67,7 @@ func SaveCheckpoint(ctx context.Context, path string, c Checkpoint) error {
 		meta["lr"] = strconv.FormatFloat(c.Optimizer.LR(), 'g', -1, 64)
 		meta["optimizer"] = HyperparametersJSON(c.Optimizer)
 	}
+	named = append(named, prefixed(rngPrefix, c.rngState())...)
 	tensors, err := nn.EncodeTensors(ctx, named)
 	if err != nil {
 		return err
@@ -106,6 +123,15 @@ func RestoreCheckpoint(file safetensors.File, path string, c *Checkpoint) error 
 			return err
 		}
 	}
+	var rng *nn.Staged
+	if c.RNG != nil {
+		if _, ok := file.Lookup(rngPrefix + "device"); !ok {
+			return fmt.Errorf("optim: %s holds no random state (saved without Checkpoint.RNG): load it without RNG", path)
+		}
+		if rng, err = nn.StageTensors(c.rngState(), file, rngPrefix, path); err != nil {
+			return err
+		}
+	}
 	model, err := nn.StageTensors(modelTensors, file, modelPrefix, path)
 	if err != nil {
 		return err
@@ -117,6 +143,9 @@ func RestoreCheckpoint(file safetensors.File, path string, c *Checkpoint) error 
 		}
 	}
 	model.Commit()
+	if rng != nil {
+		rng.Commit()
+	}
 	if opt != nil {
 		opt.Commit()
 		c.Optimizer.SetLR(lr)
