@@ -26,6 +26,7 @@ type outcome struct {
 	failure   *exit  // a worker of this node failed
 	remote    string // another node failed or was lost
 	cancelled bool   // ddprun was stopped
+	preempted bool   // ... and every worker checkpointed (workerenv.ExitPreempted)
 	// flight is the diagnosis of this node's workers' flight records
 	// after a failure, and flightDir where they are.
 	flight, flightDir string
@@ -106,6 +107,10 @@ func Run(ctx context.Context, c Config, environ []string, stdout, stderr io.Writ
 		switch {
 		case res.ok:
 			return 0
+		case res.cancelled && res.preempted:
+			say("ddprun: preempted (%v): every worker checkpointed and exited %d; run the same command again to resume",
+				context.Cause(ctx), workerenv.ExitPreempted)
+			return workerenv.ExitPreempted
 		case res.cancelled:
 			say("ddprun: stopped (%v); every worker on this node was stopped", context.Cause(ctx))
 			return 130
@@ -228,11 +233,14 @@ func runAttempt(ctx context.Context, c Config, r *rendezvous, a assignment, atte
 				keepDumps = true
 			}
 		case <-ctx.Done():
-			set.stop()
-			if r != nil {
+			// The workers get SIGTERM and the time to checkpoint; a job
+			// whose every worker did is preempted, not failed.
+			set.stopWithin(preemptGrace)
+			preempted := set.preempted()
+			if r != nil && !preempted {
 				r.fail(context.WithoutCancel(ctx), attempt, a.node, fmt.Sprintf("node %d's agent was stopped", a.node), time.Now())
 			}
-			return outcome{cancelled: true}
+			return outcome{cancelled: true, preempted: preempted}
 		case <-ticker.C:
 			if w == nil {
 				continue

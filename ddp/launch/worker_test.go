@@ -59,6 +59,8 @@ func runScenario(name string) int {
 		return 0
 	case "train":
 		return train(rank)
+	case "preemptible":
+		return preemptible()
 	case "neuron-env":
 		return neuronEnv()
 	}

@@ -16,8 +16,34 @@ import (
 	"github.com/xladdp/xladdp/internal/workerenv"
 )
 
-// stopGrace is how long stopped workers get between SIGTERM and SIGKILL.
+// stopGrace is how long stopped workers get between SIGTERM and SIGKILL
+// when the job fails.
 const stopGrace = 3 * time.Second
+
+// preemptGrace is how long they get when ddprun itself is stopped
+// (SIGTERM: a Spot notice, a SageMaker stop, SLURM's --signal), as
+// torchrun's agent gives them: time to finish the step and checkpoint.
+const preemptGrace = 30 * time.Second
+
+// preempted reports whether every worker exited 0 or with
+// workerenv.ExitPreempted, and one at least with the latter: the job
+// checkpointed and can resume.
+func (set *workerSet) preempted() bool {
+	some := false
+	for _, w := range set.workers {
+		if w.state == nil {
+			return false
+		}
+		switch w.state.ExitCode() {
+		case 0:
+		case workerenv.ExitPreempted:
+			some = true
+		default:
+			return false
+		}
+	}
+	return some
+}
 
 // outputDrain is how long a reaped worker's output is read on while a
 // process it started keeps the pipes open.
@@ -279,7 +305,10 @@ func copyLines(wg *sync.WaitGroup, r io.Reader, w io.Writer) {
 
 // stop ends every worker still running: SIGTERM to its process group,
 // then SIGKILL after stopGrace, and waits until all are reaped.
-func (set *workerSet) stop() {
+func (set *workerSet) stop() { set.stopWithin(stopGrace) }
+
+// stopWithin is stop with grace between SIGTERM and SIGKILL.
+func (set *workerSet) stopWithin(grace time.Duration) {
 	for _, w := range set.workers {
 		if !w.exited() {
 			_ = syscall.Kill(-w.cmd.Process.Pid, syscall.SIGTERM)
@@ -288,7 +317,7 @@ func (set *workerSet) stop() {
 			_ = syscall.Kill(-w.cmd.Process.Pid, syscall.SIGCONT)
 		}
 	}
-	deadline := time.After(stopGrace)
+	deadline := time.After(grace)
 	for _, w := range set.workers {
 		select {
 		case <-w.done:

@@ -45,6 +45,11 @@ const (
 	FlightDir = "XLADDP_FLIGHT_DIR"
 )
 
+// ExitPreempted is the exit status of a worker, and of ddprun, that
+// stopped on SIGTERM after committing a checkpoint: preempted, and
+// resumable by running the job again (EX_TEMPFAIL, "try again later").
+const ExitPreempted = 75
+
 // PerRank are the variables that differ between the workers of one job:
 // an mpirun launch strips them, since MPI gives the ranks and stale ones
 // would contradict it.

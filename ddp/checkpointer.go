@@ -1,0 +1,175 @@
+package ddp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/xladdp/xladdp/ddp/dist"
+	"github.com/xladdp/xladdp/ddp/internal/exchange"
+	"github.com/xladdp/xladdp/internal/workerenv"
+	"github.com/xladdp/xladdp/xla/optim"
+)
+
+// ExitPreempted is the status a worker exits with once Checkpointer.Step
+// returned ErrPreempted; ddprun exits with it too when every worker did:
+// the job stopped on SIGTERM with its checkpoint committed, and running
+// it again resumes (EX_TEMPFAIL).
+const ExitPreempted = workerenv.ExitPreempted
+
+// ErrPreempted is what Checkpointer.Step returns once the job was asked to
+// stop (SIGTERM to any rank: a Spot notice, a SageMaker stop, SLURM's
+// --signal) and every rank committed the checkpoint of this step.
+var ErrPreempted = errors.New("ddp: preempted: the checkpoint is committed; exit with ddp.ExitPreempted and run the job again to resume")
+
+// CheckpointerOptions configure NewCheckpointer.
+type CheckpointerOptions struct {
+	// Dir holds the checkpoints (step-<N>.safetensors), shared by every
+	// rank (or copied to each) to resume from.
+	Dir string
+	// Every is how many steps apart checkpoints are written (0: only when
+	// preempted).
+	Every int
+	// Keep is how many checkpoints stay (default 2); older ones are
+	// removed once a newer one is committed.
+	Keep int
+}
+
+// Checkpointer saves a training job so that it can stop at any time and
+// resume bit for bit: every Every steps, and at once when SIGTERM reaches
+// any rank, the ranks agree, commit a checkpoint of the step just done,
+// and Step returns ErrPreempted. Give the optim.Checkpoint everything a
+// resume needs: model, optimizer, Step and Epoch (with the sampler's
+// epoch and position derived from them) and RNG for dropout.
+type Checkpointer struct {
+	opts    CheckpointerOptions
+	termed  atomic.Bool
+	signals chan os.Signal
+	wg      sync.WaitGroup
+}
+
+// NewCheckpointer returns a checkpointer writing into o.Dir; from now on
+// SIGTERM asks it to checkpoint and stop instead of ending the process.
+// Close it when training ends.
+func NewCheckpointer(o CheckpointerOptions) (*Checkpointer, error) {
+	if o.Dir == "" {
+		return nil, errors.New("ddp: a checkpointer needs a directory (CheckpointerOptions.Dir)")
+	}
+	if o.Every < 0 || o.Keep < 0 {
+		return nil, fmt.Errorf("ddp: checkpointer: Every %d and Keep %d must not be negative", o.Every, o.Keep)
+	}
+	if o.Keep == 0 {
+		o.Keep = 2
+	}
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("ddp: checkpoint directory: %w", err)
+	}
+	ck := &Checkpointer{opts: o, signals: make(chan os.Signal, 1)}
+	signal.Notify(ck.signals, syscall.SIGTERM)
+	ck.wg.Add(1)
+	go func() {
+		defer ck.wg.Done()
+		for range ck.signals {
+			ck.termed.Store(true)
+		}
+	}()
+	return ck, nil
+}
+
+// Close stops listening for SIGTERM.
+func (ck *Checkpointer) Close() {
+	signal.Stop(ck.signals)
+	close(ck.signals)
+	ck.wg.Wait()
+}
+
+// path is step's checkpoint file.
+func (ck *Checkpointer) path(step int) string {
+	return filepath.Join(ck.opts.Dir, fmt.Sprintf("step-%012d.safetensors", step))
+}
+
+// saved lists the committed checkpoints' steps, oldest first.
+func (ck *Checkpointer) saved() []int {
+	names, _ := filepath.Glob(filepath.Join(ck.opts.Dir, "step-*.safetensors"))
+	var steps []int
+	for _, n := range names {
+		var step int
+		if _, err := fmt.Sscanf(filepath.Base(n), "step-%d.safetensors", &step); err == nil && step >= 0 {
+			steps = append(steps, step)
+		}
+	}
+	slices.Sort(steps)
+	return steps
+}
+
+// Restore loads the latest checkpoint into c on every replica (as
+// LoadCheckpoint does) and reports whether there was one; without one, c
+// is left as it is (a fresh start).
+func (ck *Checkpointer) Restore(ctx context.Context, c *optim.Checkpoint) (bool, error) {
+	steps := ck.saved()
+	if len(steps) == 0 {
+		return false, nil
+	}
+	return true, LoadCheckpoint(ctx, ck.path(steps[len(steps)-1]), c)
+}
+
+// Step is called by every replica after each training step, with c.Step
+// the number of steps done. It writes a checkpoint when one is due or the
+// job was asked to stop, and then returns ErrPreempted; every replica
+// gets the same answer.
+func (ck *Checkpointer) Step(ctx context.Context, c optim.Checkpoint) error {
+	dev, err := checkpointDevice(c.Model)
+	if err != nil {
+		return err
+	}
+	g := dist.Default()
+	stop, err := exchange.HostOnce(ctx, dev, exchange.Timeout(g), "agreeing on preemption", func() (bool, error) {
+		flag := []int32{0}
+		if ck.termed.Load() {
+			flag[0] = 1
+		}
+		if g != nil && g.WorldSize() > 1 {
+			if err := g.AllReduce(ctx, dist.Int32s(flag), dist.Max); err != nil {
+				return false, fmt.Errorf("ddp: checkpointer: agreeing on preemption: %w", err)
+			}
+		}
+		return flag[0] == 1, nil
+	})
+	if err != nil {
+		return err
+	}
+	due := ck.opts.Every > 0 && c.Step%ck.opts.Every == 0
+	if !stop && !due {
+		return nil
+	}
+	path := ck.path(c.Step)
+	if err := saveOnRankZero(ctx, c.Model, path, func() error {
+		if err := optim.SaveCheckpoint(ctx, path, c); err != nil {
+			return err
+		}
+		ck.prune()
+		return nil
+	}); err != nil {
+		return err
+	}
+	if stop {
+		return ErrPreempted
+	}
+	return nil
+}
+
+// prune removes the checkpoints beyond the Keep newest (rank 0, after a
+// commit).
+func (ck *Checkpointer) prune() {
+	steps := ck.saved()
+	for _, s := range steps[:max(0, len(steps)-ck.opts.Keep)] {
+		_ = os.Remove(ck.path(s))
+	}
+}

@@ -1,0 +1,119 @@
+package launch_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/xladdp/xladdp/backend"
+	"github.com/xladdp/xladdp/ddp"
+	"github.com/xladdp/xladdp/ddp/dist"
+	"github.com/xladdp/xladdp/xla"
+	"github.com/xladdp/xladdp/xla/nn"
+	"github.com/xladdp/xladdp/xla/optim"
+)
+
+// preemptSteps is how long the preemptible training runs.
+const preemptSteps = 60
+
+// preemptible trains an MLP with dropout for preemptSteps steps under a
+// ddp.Checkpointer in $XLADDP_TEST_DIR (every 5 steps, and on SIGTERM),
+// resuming from its latest checkpoint. It marks in $XLADDP_TEST_DIR
+// that it reached step 10, and, with $XLADDP_TEST_KILL_AT=RANK:STEP on
+// its first attempt, that rank kills itself (SIGKILL) at that step. Rank
+// 0 prints the final parameters.
+func preemptible() int {
+	ctx := context.Background()
+	fail := func(err error) int { fmt.Fprintln(os.Stderr, "preemptible:", err); return 2 }
+	if err := dist.Init(ctx, dist.NewOptions()); err != nil {
+		return fail(err)
+	}
+	defer dist.Destroy()
+	rank := dist.Rank()
+	b, err := backend.Open(ctx, backend.Options{Target: backend.CPU, CPUDevices: 1})
+	if err != nil {
+		return fail(err)
+	}
+	e := xla.NewEngine(b)
+	defer e.Close()
+	d := e.Device(0)
+	l1, err1 := nn.NewLinear(d, nn.NewRand(7), 10, 32, true)
+	l2, err2 := nn.NewLinear(d, nn.NewRand(8), 32, 5, true)
+	drop, err3 := nn.NewDropout(0.3)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return fail(err)
+	}
+	model, err := ddp.Wrap(ctx, nn.NewSequential(l1, nn.ReLU{}, drop, l2))
+	if err != nil {
+		return fail(err)
+	}
+	opt, err := optim.NewSGD(nn.Parameters(model), optim.SGDConfig{LR: 0.05, Momentum: 0.9})
+	if err != nil {
+		return fail(err)
+	}
+	dir := os.Getenv("XLADDP_TEST_DIR")
+	ck, err := ddp.NewCheckpointer(ddp.CheckpointerOptions{Dir: filepath.Join(dir, "ck"), Every: 5})
+	if err != nil {
+		return fail(err)
+	}
+	defer ck.Close()
+	state := optim.Checkpoint{Model: model, Optimizer: opt, RNG: d}
+	if ok, err := ck.Restore(ctx, &state); err != nil {
+		return fail(err)
+	} else if ok {
+		fmt.Printf("resumed at %d\n", state.Step)
+	}
+	killRank, killStep := -1, -1
+	if at := os.Getenv("XLADDP_TEST_KILL_AT"); at != "" && os.Getenv("TORCHELASTIC_RESTART_COUNT") == "0" {
+		r, s, _ := strings.Cut(at, ":")
+		killRank, _ = strconv.Atoi(r)
+		killStep, _ = strconv.Atoi(s)
+	}
+	xs, ys := make([]float32, 4*10), make([]float32, 4*5)
+	for step := state.Step; step < preemptSteps; step++ {
+		for i := range xs {
+			xs[i] = float32((i*7+rank*3+step)%11) / 11
+		}
+		for i := range ys {
+			ys[i] = float32((i*5+rank+step)%7) / 7
+		}
+		x, _ := xla.FromSlice(d, xs, 4, 10)
+		y, _ := xla.FromSlice(d, ys, 4, 5)
+		if rank == killRank && step == killStep {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		}
+		opt.ZeroGrad()
+		if err := optim.BackwardStep(ctx, nn.MSELoss(model.Forward(x), y, nn.ReductionMean), opt); err != nil {
+			return fail(err)
+		}
+		if step == 10 {
+			_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("at-10-%d", rank)), nil, 0o644)
+		}
+		time.Sleep(10 * time.Millisecond) // time for the test to signal mid-run
+		state.Step = step + 1
+		if err := ck.Step(ctx, state); errors.Is(err, ddp.ErrPreempted) {
+			fmt.Printf("preempted after step %d\n", state.Step)
+			return ddp.ExitPreempted
+		} else if err != nil {
+			return fail(err)
+		}
+	}
+	if rank == 0 {
+		var parts []string
+		for _, p := range nn.Parameters(model) {
+			v, err := p.Float32s(ctx)
+			if err != nil {
+				return fail(err)
+			}
+			parts = append(parts, fmt.Sprint(v))
+		}
+		fmt.Println("PARAMS " + strings.Join(parts, " "))
+	}
+	return 0
+}
