@@ -53,6 +53,7 @@ type Checkpointer struct {
 	termed  atomic.Bool
 	signals chan os.Signal
 	wg      sync.WaitGroup
+	closed  sync.Once
 }
 
 // NewCheckpointer returns a checkpointer writing into o.Dir; from now on
@@ -83,11 +84,13 @@ func NewCheckpointer(o CheckpointerOptions) (*Checkpointer, error) {
 	return ck, nil
 }
 
-// Close stops listening for SIGTERM.
+// Close stops listening for SIGTERM (a second Close does nothing).
 func (ck *Checkpointer) Close() {
-	signal.Stop(ck.signals)
-	close(ck.signals)
-	ck.wg.Wait()
+	ck.closed.Do(func() {
+		signal.Stop(ck.signals)
+		close(ck.signals)
+		ck.wg.Wait()
+	})
 }
 
 // path is step's checkpoint file.
