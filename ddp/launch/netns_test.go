@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -153,10 +154,23 @@ func runHosts(t *testing.T, h *netnsHosts, ddprun, backend string, env ...string
 // runHostsScenario is runHosts with another worker scenario.
 func runHostsScenario(t *testing.T, h *netnsHosts, ddprun, rdzv, scenario string, env ...string) ([2]string, [2]error) {
 	t.Helper()
-	dir := t.TempDir()
-	outs := make([]syncBuffer, 2)
-	var wg sync.WaitGroup
-	errs := make([]error, 2)
+	hosts := startHosts(t, h, ddprun, rdzv, scenario, t.TempDir(), env...)
+	return hosts.wait()
+}
+
+// hostAgents are the two agents startHosts started.
+type hostAgents struct {
+	cmds [2]*exec.Cmd
+	outs [2]*syncBuffer
+	errs [2]error
+	wg   sync.WaitGroup
+}
+
+// startHosts starts one ddprun agent per host (2 workers each, running
+// scenario with $XLADDP_TEST_DIR=dir), host 0 first.
+func startHosts(t *testing.T, h *netnsHosts, ddprun, rdzv, scenario, dir string, env ...string) *hostAgents {
+	t.Helper()
+	a := &hostAgents{}
 	for i := range 2 {
 		args := []string{ddprun, "--nnodes=2", "--nproc_per_node=2", "--rdzv_id=netns", "--rdzv_conf=timeout=60"}
 		if rdzv == "c10d" {
@@ -168,18 +182,26 @@ func runHostsScenario(t *testing.T, h *netnsHosts, ddprun, rdzv, scenario string
 		cmd := h.command(i, args...)
 		cmd.Env = append(os.Environ(), workerEnvName+"="+scenario, "XLADDP_TEST_DIR="+dir, "RANK=", "WORLD_SIZE=", "MASTER_ADDR=", "MASTER_PORT=")
 		cmd.Env = append(cmd.Env, env...)
-		cmd.Stdout, cmd.Stderr = &outs[i], &outs[i]
-		wg.Add(1)
+		a.outs[i] = &syncBuffer{}
+		cmd.Stdout, cmd.Stderr = a.outs[i], a.outs[i]
+		require.NoError(t, cmd.Start())
+		a.cmds[i] = cmd
+		a.wg.Add(1)
 		go func() {
-			defer wg.Done()
-			errs[i] = cmd.Run()
+			defer a.wg.Done()
+			a.errs[i] = cmd.Wait()
 		}()
 		if i == 0 {
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
-	wg.Wait()
-	return [2]string{outs[0].String(), outs[1].String()}, [2]error{errs[0], errs[1]}
+	return a
+}
+
+// wait returns each agent's output and error once both have ended.
+func (a *hostAgents) wait() ([2]string, [2]error) {
+	a.wg.Wait()
+	return [2]string{a.outs[0].String(), a.outs[1].String()}, a.errs
 }
 
 // TestNeuronEnvironmentOnTwoHosts: a 2-node × 2-process ddprun launch in
@@ -217,4 +239,44 @@ func TestNeuronEnvironmentOnTwoHosts(t *testing.T) {
 			"FI_PROVIDER":                       "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "FI_EFA_FORK_SAFE": "1"}
 		assert.Equal(t, want, got[strconv.Itoa(rank)], "rank %d", rank)
 	}
+}
+
+// TestPreemptionOnTwoHosts: SIGTERM to both hosts' ddprun mid-run (a Spot
+// notice reaches every instance) commits one coordinated checkpoint
+// within one step + 10 s, and both exit 75; the same commands run again
+// resume and end with the parameters of an uninterrupted run, bit for bit.
+func TestPreemptionOnTwoHosts(t *testing.T) {
+	h := newNetnsHosts(t)
+	ddprun := buildDdprun(t)
+	whole := runAgent(t.Context(), t, "whole4", "preemptible", []string{"--nproc_per_node=4"}, "XLADDP_TEST_DIR="+t.TempDir())
+	require.Equal(t, 0, whole.code, whole.stderr)
+	want := finalParams(whole.stdout)
+	require.NotEmpty(t, want)
+
+	dir := t.TempDir() // the hosts' shared checkpoint directory
+	agents := startHosts(t, h, ddprun, "static", "preemptible", dir)
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(dir, "at-10-3")); err == nil {
+			break
+		}
+	}
+	signalled := time.Now()
+	for _, cmd := range agents.cmds {
+		require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	}
+	outs, errs := agents.wait()
+	assert.Less(t, time.Since(signalled), 10*time.Second, "checkpointed within one step + 10 s")
+	for i, err := range errs {
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee, "host %d: %s", i, outs[i])
+		assert.Equal(t, 75, ee.ExitCode(), "host %d: %s", i, outs[i])
+		assert.Contains(t, outs[i], "ddprun: preempted", "host %d", i)
+	}
+	again := startHosts(t, h, ddprun, "static", "preemptible", dir)
+	outs, errs = again.wait()
+	for i, err := range errs {
+		require.NoError(t, err, "host %d: %s", i, outs[i])
+	}
+	assert.Contains(t, outs[0], "[rank0]:resumed at ")
+	assert.Equal(t, want, finalParams(outs[0]+outs[1]), "the resumed job's parameters differ from an uninterrupted run's")
 }
