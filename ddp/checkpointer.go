@@ -15,7 +15,9 @@ import (
 	"github.com/xladdp/xladdp/ddp/dist"
 	"github.com/xladdp/xladdp/ddp/internal/exchange"
 	"github.com/xladdp/xladdp/internal/workerenv"
+	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/optim"
+	"github.com/xladdp/xladdp/xla/safetensors"
 )
 
 // ExitPreempted is the status a worker exits with once Checkpointer.Step
@@ -54,6 +56,10 @@ type Checkpointer struct {
 	signals chan os.Signal
 	wg      sync.WaitGroup
 	closed  sync.Once
+	// writing is the periodic checkpoint being written off the step (rank
+	// 0), and written its outcome.
+	writing sync.WaitGroup
+	written error
 }
 
 // NewCheckpointer returns a checkpointer writing into o.Dir; from now on
@@ -84,13 +90,24 @@ func NewCheckpointer(o CheckpointerOptions) (*Checkpointer, error) {
 	return ck, nil
 }
 
-// Close stops listening for SIGTERM (a second Close does nothing).
-func (ck *Checkpointer) Close() {
+// Close waits for the checkpoint being written and stops listening for
+// SIGTERM (a second Close does nothing); it returns the write's error.
+func (ck *Checkpointer) Close() error {
 	ck.closed.Do(func() {
 		signal.Stop(ck.signals)
 		close(ck.signals)
 		ck.wg.Wait()
 	})
+	return ck.finishWrite()
+}
+
+// finishWrite waits for the periodic checkpoint being written and
+// returns (once) how its write went.
+func (ck *Checkpointer) finishWrite() error {
+	ck.writing.Wait()
+	err := ck.written
+	ck.written = nil
+	return err
 }
 
 // path is step's checkpoint file.
@@ -149,23 +166,57 @@ func (ck *Checkpointer) Step(ctx context.Context, c optim.Checkpoint) error {
 		return err
 	}
 	due := ck.opts.Every > 0 && c.Step%ck.opts.Every == 0
-	if !stop && !due {
-		return nil
-	}
-	path := ck.path(c.Step)
-	if err := saveOnRankZero(ctx, c.Model, path, func() error {
-		if err := optim.SaveCheckpoint(ctx, path, c); err != nil {
+	switch {
+	case stop:
+		// Committed on every rank before anyone exits.
+		path := ck.path(c.Step)
+		if err := saveOnRankZero(ctx, c.Model, path, func() error {
+			if err := errors.Join(ck.finishWrite(), optim.SaveCheckpoint(ctx, path, c)); err != nil {
+				return err
+			}
+			ck.prune()
+			return nil
+		}); err != nil {
 			return err
 		}
-		ck.prune()
-		return nil
-	}); err != nil {
-		return err
-	}
-	if stop {
 		return ErrPreempted
+	case due:
+		return ck.saveOffTheStep(ctx, dev, g, c)
 	}
 	return nil
+}
+
+// saveOffTheStep copies c to host memory on rank 0 (the step waits for
+// that much) and writes the file while training goes on; the next save or
+// Close waits for it and reports its error.
+func (ck *Checkpointer) saveOffTheStep(ctx context.Context, dev *xla.Device, g *dist.ProcessGroup, c optim.Checkpoint) error {
+	// Materialize on every local replica together, so replica 0 reads
+	// values without a MarkStep the others would have to join.
+	if err := dev.MarkStep(ctx); err != nil {
+		return fmt.Errorf("ddp: checkpoint of step %d: %w", c.Step, err)
+	}
+	_, err := exchange.HostOnce(ctx, dev, exchange.Timeout(g), "copying the checkpoint", func() (struct{}, error) {
+		if g != nil && g.Rank() != 0 {
+			return struct{}{}, nil
+		}
+		if err := ck.finishWrite(); err != nil {
+			return struct{}{}, fmt.Errorf("ddp: writing the previous checkpoint: %w", err)
+		}
+		file, err := optim.EncodeCheckpoint(ctx, c)
+		if err != nil {
+			return struct{}{}, fmt.Errorf("ddp: checkpoint of step %d: %w", c.Step, err)
+		}
+		path := ck.path(c.Step)
+		ck.writing.Add(1)
+		go func() {
+			defer ck.writing.Done()
+			if ck.written = safetensors.WriteFile(path, file); ck.written == nil {
+				ck.prune()
+			}
+		}()
+		return struct{}{}, nil
+	})
+	return err
 }
 
 // prune removes the checkpoints beyond the Keep newest (rank 0, after a

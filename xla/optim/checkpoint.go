@@ -55,6 +55,17 @@ func prefixed(prefix string, named []nn.Named) []nn.Named {
 
 // SaveCheckpoint writes c to path atomically (temp file, fsync, rename).
 func SaveCheckpoint(ctx context.Context, path string, c Checkpoint) error {
+	file, err := EncodeCheckpoint(ctx, c)
+	if err != nil {
+		return err
+	}
+	return safetensors.WriteFile(path, file)
+}
+
+// EncodeCheckpoint copies c to host memory as the file SaveCheckpoint
+// writes: the part of a save that reads the device, after which training
+// may go on while the file is written.
+func EncodeCheckpoint(ctx context.Context, c Checkpoint) (safetensors.File, error) {
 	named := prefixed(modelPrefix, nn.StateDict(c.Model))
 	meta := map[string]string{}
 	for k, v := range c.Metadata {
@@ -70,9 +81,9 @@ func SaveCheckpoint(ctx context.Context, path string, c Checkpoint) error {
 	named = append(named, prefixed(rngPrefix, c.rngState())...)
 	tensors, err := nn.EncodeTensors(ctx, named)
 	if err != nil {
-		return err
+		return safetensors.File{}, err
 	}
-	return safetensors.WriteFile(path, safetensors.File{Metadata: meta, Tensors: tensors})
+	return safetensors.File{Metadata: meta, Tensors: tensors}, nil
 }
 
 // LoadCheckpoint restores c.Model and c.Optimizer (if set) from path and
