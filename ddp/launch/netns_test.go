@@ -241,11 +241,11 @@ func TestNeuronEnvironmentOnTwoHosts(t *testing.T) {
 	}
 }
 
-// TestPreemptionOnTwoHosts: SIGTERM to both hosts' ddprun mid-run (a Spot
+// TestLongPreemptionOnTwoHosts (make test-long): SIGTERM to both hosts' ddprun mid-run (a Spot
 // notice reaches every instance) commits one coordinated checkpoint
 // within one step + 10 s, and both exit 75; the same commands run again
 // resume and end with the parameters of an uninterrupted run, bit for bit.
-func TestPreemptionOnTwoHosts(t *testing.T) {
+func TestLongPreemptionOnTwoHosts(t *testing.T) {
 	h := newNetnsHosts(t)
 	ddprun := buildDdprun(t)
 	whole := runAgent(t.Context(), t, "whole4", "preemptible", []string{"--nproc_per_node=4"}, "XLADDP_TEST_DIR="+t.TempDir())
