@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,9 +82,16 @@ func TestFlightAcrossNodes(t *testing.T) {
 	// Rank 1 is node 0's local rank 1; ranks 2 and 3 are node 1's.
 	assert.NotZero(t, results[0].code)
 	assert.Contains(t, results[0].stderr, "rank 1 finished AllReduce #2 but never joined #3")
-	// Node 1's ranks may still wait or have failed when their records
-	// are taken.
-	assert.Regexp(t, `ranks (0,)?2,3 (wait|failed) in AllReduce #3 at faults_worker_test.go:`, results[0].stderr)
+	// Node 1's ranks (2 and 3) are each named in #3, waiting or failed:
+	// which, depends on when their records are taken.
+	inThird := map[string]bool{}
+	clause := regexp.MustCompile(`ranks? ([0-9,]+) (?:waits?|failed) in AllReduce #3 at faults_worker_test.go:`)
+	for _, m := range clause.FindAllStringSubmatch(results[0].stderr, -1) {
+		for _, r := range strings.Split(m[1], ",") {
+			inThird[r] = true
+		}
+	}
+	assert.True(t, inThird["2"] && inThird["3"], "node 1's ranks are not in the diagnosis: %s", results[0].stderr)
 	for n, r := range results {
 		assert.Less(t, r.elapsed, 6*time.Second, "agent %d: %s", n, r.stderr)
 	}
