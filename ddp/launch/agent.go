@@ -80,13 +80,7 @@ func Run(ctx context.Context, c Config, environ []string, stdout, stderr io.Writ
 		say("ddprun: %v", err)
 		return 1
 	}
-	token := ""
-	for _, kv := range environ {
-		if v, ok := strings.CutPrefix(kv, store.EnvToken+"="); ok {
-			token = v
-		}
-	}
-	r, err := openRendezvous(ctx, c, token, say)
+	r, err := openRendezvous(ctx, c, lookupIn(environ)(store.EnvToken), say)
 	if err != nil {
 		say("ddprun: %v", err)
 		return 1

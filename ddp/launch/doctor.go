@@ -5,15 +5,12 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strconv"
 	"strings"
+
+	"github.com/xladdp/xladdp/ddp/internal/tcp"
 
 	"github.com/xladdp/xladdp/ddp/launch/internal/preflight"
 )
-
-// defaultShmMiB is the shared-memory slot a rank takes unless
-// $XLADDP_SHM_MIB says otherwise (package internal/tcp's default).
-const defaultShmMiB = 128
 
 // Doctor runs the checks of `ddprun doctor` for job c on this node and,
 // for a job of several nodes, compares this node with the others (each
@@ -70,14 +67,7 @@ func localFindings(ctx context.Context, c Config, environ []string, h preflight.
 // when the path is off; the default when the variable is malformed,
 // which the workers refuse themselves).
 func shmMiB(getenv func(string) string) int {
-	v := getenv("XLADDP_SHM_MIB")
-	if v == "" {
-		return defaultShmMiB
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 {
-		return defaultShmMiB
-	}
+	n, _ := tcp.SlotMiB(getenv)
 	return n
 }
 

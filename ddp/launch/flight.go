@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -34,15 +33,7 @@ func checkFlightDir(environ []string) error {
 }
 
 // userFlightDir is environ's $XLADDP_FLIGHT_DIR, or "".
-func userFlightDir(environ []string) string {
-	dir := ""
-	for _, kv := range environ {
-		if v, ok := strings.CutPrefix(kv, workerenv.FlightDir+"="); ok {
-			dir = v // the last one counts, as for exec
-		}
-	}
-	return dir
-}
+func userFlightDir(environ []string) string { return lookupIn(environ)(workerenv.FlightDir) }
 
 // flightDir is where attempt's workers write their flight records: under
 // the user's $XLADDP_FLIGHT_DIR if environ sets it (kept), else a fresh

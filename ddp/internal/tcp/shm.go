@@ -63,16 +63,24 @@ func (s *shmState) slotOf(q int) []byte { return s.mem[q*s.slot : (q+1)*s.slot] 
 const maxShmMiB = 1 << 16
 
 func shmSlotBytes() (int, error) {
-	v := os.Getenv(EnvShmMiB)
+	n, err := SlotMiB(os.Getenv)
+	return n << 20, err
+}
+
+// SlotMiB is each rank's shared-memory slot in MiB as $XLADDP_SHM_MIB
+// (read through getenv) sets it: 0 turns the path off. A malformed value
+// is an error, with the default.
+func SlotMiB(getenv func(string) string) (int, error) {
+	v := getenv(EnvShmMiB)
 	if v == "" {
-		return defaultShmMiB << 20, nil
+		return defaultShmMiB, nil
 	}
 	n, err := strconv.Atoi(strings.TrimSpace(v))
 	if err != nil || n < 0 || n > maxShmMiB {
-		return 0, fmt.Errorf("ddp: $%s=%q: give a slot size in MiB from 0 (no shared memory) to %d (default %d)",
+		return defaultShmMiB, fmt.Errorf("ddp: $%s=%q: give a slot size in MiB from 0 (no shared memory) to %d (default %d)",
 			EnvShmMiB, v, maxShmMiB, defaultShmMiB)
 	}
-	return n << 20, nil
+	return n, nil
 }
 
 // SegmentPrefix names this package's segments in /dev/shm; the creator's
