@@ -42,19 +42,24 @@ func saveOnRankZero(ctx context.Context, m nn.Module, path string, write func() 
 	if err != nil {
 		return err
 	}
-	// Materialize on every local replica together, so replica 0 reads
-	// values without a MarkStep the others would have to join.
-	if err := dev.MarkStep(ctx); err != nil {
-		return fmt.Errorf("ddp: saving %s: %w", path, err)
-	}
 	g := dist.Default()
-	_, err = exchange.HostOnce(ctx, dev, exchange.Timeout(g), "writing "+path, func() (struct{}, error) {
+	return materializedOnce(ctx, dev, g, "writing "+path, func() error {
 		var saveErr error
 		if g == nil || g.Rank() == 0 {
 			saveErr = write()
 		}
-		return struct{}{}, exchange.AgreeOnRankZero(ctx, g, saveErr, "saving "+path)
+		return exchange.AgreeOnRankZero(ctx, g, saveErr, "saving "+path)
 	})
+}
+
+// materializedOnce runs fn once for this process's replicas, after a
+// MarkStep of every local replica together, so replica 0 reads values
+// without a MarkStep the others would have to join.
+func materializedOnce(ctx context.Context, dev *xla.Device, g *dist.ProcessGroup, what string, fn func() error) error {
+	if err := dev.MarkStep(ctx); err != nil {
+		return fmt.Errorf("ddp: %s: %w", what, err)
+	}
+	_, err := exchange.HostOnce(ctx, dev, exchange.Timeout(g), what, func() (struct{}, error) { return struct{}{}, fn() })
 	return err
 }
 

@@ -190,21 +190,16 @@ func (ck *Checkpointer) Step(ctx context.Context, c optim.Checkpoint) error {
 // that much) and writes the file while training goes on; the next save or
 // Close waits for it and reports its error.
 func (ck *Checkpointer) saveOffTheStep(ctx context.Context, dev *xla.Device, g *dist.ProcessGroup, c optim.Checkpoint) error {
-	// Materialize on every local replica together, so replica 0 reads
-	// values without a MarkStep the others would have to join.
-	if err := dev.MarkStep(ctx); err != nil {
-		return fmt.Errorf("ddp: checkpoint of step %d: %w", c.Step, err)
-	}
-	_, err := exchange.HostOnce(ctx, dev, exchange.Timeout(g), "copying the checkpoint", func() (struct{}, error) {
+	return materializedOnce(ctx, dev, g, fmt.Sprintf("copying the checkpoint of step %d", c.Step), func() error {
 		if g != nil && g.Rank() != 0 {
-			return struct{}{}, nil
+			return nil
 		}
 		if err := ck.finishWrite(); err != nil {
-			return struct{}{}, fmt.Errorf("ddp: writing the previous checkpoint: %w", err)
+			return fmt.Errorf("ddp: writing the previous checkpoint: %w", err)
 		}
 		file, err := optim.EncodeCheckpoint(ctx, c)
 		if err != nil {
-			return struct{}{}, fmt.Errorf("ddp: checkpoint of step %d: %w", c.Step, err)
+			return fmt.Errorf("ddp: checkpoint of step %d: %w", c.Step, err)
 		}
 		path := ck.path(c.Step)
 		ck.writing.Add(1)
@@ -214,9 +209,8 @@ func (ck *Checkpointer) saveOffTheStep(ctx context.Context, dev *xla.Device, g *
 				ck.prune()
 			}
 		}()
-		return struct{}{}, nil
+		return nil
 	})
-	return err
 }
 
 // prune removes the checkpoints beyond the Keep newest (rank 0, after a
