@@ -126,11 +126,23 @@ func TestSchedulersMatchTorch(t *testing.T) {
 // trainMLP builds a small MLP and Adam on d (seeded), and returns a
 // function that runs one recorded training step and reports its loss.
 func trainMLP(t *testing.T, d *xla.Device, seed uint64) (nn.Module, Optimizer, func() float64) {
-	l1, err := nn.NewLinear(d, nn.NewRand(seed), 4, 8, true)
+	return trainMLPWith(t, d, seed, 8, 0)
+}
+
+// trainMLPWith is trainMLP with hidden units and, for dropout > 0, a
+// Dropout after the ReLU (drawing a mask from d's RNG each step).
+func trainMLPWith(t *testing.T, d *xla.Device, seed uint64, hidden int, dropout float64) (nn.Module, Optimizer, func() float64) {
+	l1, err := nn.NewLinear(d, nn.NewRand(seed), 4, hidden, true)
 	require.NoError(t, err)
-	l2, err := nn.NewLinear(d, nn.NewRand(seed+1), 8, 3, true)
+	l2, err := nn.NewLinear(d, nn.NewRand(seed+1), hidden, 3, true)
 	require.NoError(t, err)
-	model := nn.NewSequential(l1, nn.ReLU{}, l2)
+	layers := []nn.Module{l1, nn.ReLU{}}
+	if dropout > 0 {
+		drop, err := nn.NewDropout(dropout)
+		require.NoError(t, err)
+		layers = append(layers, drop)
+	}
+	model := nn.NewSequential(append(layers, l2)...)
 	opt, err := NewAdam(nn.Parameters(model), AdamConfig{LR: 0.01})
 	require.NoError(t, err)
 	x, err := xla.FromSlice(d, []float32{1, 2, 3, 4, -1, 0.5, 2, -2, 0, 1, -3, 1}, 3, 4)

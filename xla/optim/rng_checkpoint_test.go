@@ -15,28 +15,7 @@ import (
 // trainDropoutMLP is trainMLP with dropout between its layers: each step
 // draws a mask from d's RNG.
 func trainDropoutMLP(t *testing.T, d *xla.Device, seed uint64) (nn.Module, Optimizer, func() float64) {
-	l1, err := nn.NewLinear(d, nn.NewRand(seed), 4, 16, true)
-	require.NoError(t, err)
-	l2, err := nn.NewLinear(d, nn.NewRand(seed+1), 16, 3, true)
-	require.NoError(t, err)
-	drop, err := nn.NewDropout(0.5)
-	require.NoError(t, err)
-	model := nn.NewSequential(l1, nn.ReLU{}, drop, l2)
-	opt, err := NewAdam(nn.Parameters(model), AdamConfig{LR: 0.01})
-	require.NoError(t, err)
-	x, err := xla.FromSlice(d, []float32{1, 2, 3, 4, -1, 0.5, 2, -2, 0, 1, -3, 1}, 3, 4)
-	require.NoError(t, err)
-	y, err := xla.FromSlice(d, []int32{0, 2, 1}, 3)
-	require.NoError(t, err)
-	return model, opt, func() float64 {
-		opt.ZeroGrad()
-		loss := nn.CrossEntropyLoss(model.Forward(x), y, nn.ReductionMean)
-		require.NoError(t, loss.Backward())
-		require.NoError(t, opt.Step())
-		v, err := loss.Item(context.Background())
-		require.NoError(t, err)
-		return v
-	}
+	return trainMLPWith(t, d, seed, 16, 0.5)
 }
 
 // TestCheckpointRestoresTheRNG: with Checkpoint.RNG, training with dropout
