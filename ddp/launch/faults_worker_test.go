@@ -10,10 +10,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/xladdp/xladdp/backend"
 	"github.com/xladdp/xladdp/ddp"
 	"github.com/xladdp/xladdp/ddp/dist"
-	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/nn"
 	"github.com/xladdp/xladdp/xla/optim"
 )
@@ -80,13 +78,12 @@ func faultWorker(fault string) int {
 // collective, so rank 0 waits in it while the others all-reduce.
 func checkpointOnRankZero(ctx context.Context, g *dist.ProcessGroup) int {
 	fail := func(err error) int { fmt.Fprintln(os.Stderr, "worker:", err); return 4 }
-	b, err := backend.Open(ctx, backend.Options{Target: backend.CPU, CPUDevices: 1})
+	d, closeEngine, err := cpuDevice(ctx)
 	if err != nil {
 		return fail(err)
 	}
-	e := xla.NewEngine(b)
-	defer e.Close()
-	l, err := nn.NewLinear(e.Device(0), nn.NewRand(1), 3, 2, true)
+	defer closeEngine()
+	l, err := nn.NewLinear(d, nn.NewRand(1), 3, 2, true)
 	if err != nil {
 		return fail(err)
 	}

@@ -11,7 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/xladdp/xladdp/backend"
 	"github.com/xladdp/xladdp/ddp"
 	"github.com/xladdp/xladdp/ddp/dist"
 	"github.com/xladdp/xladdp/xla"
@@ -36,13 +35,11 @@ func preemptible() int {
 	}
 	defer dist.Destroy()
 	rank := dist.Rank()
-	b, err := backend.Open(ctx, backend.Options{Target: backend.CPU, CPUDevices: 1})
+	d, closeEngine, err := cpuDevice(ctx)
 	if err != nil {
 		return fail(err)
 	}
-	e := xla.NewEngine(b)
-	defer e.Close()
-	d := e.Device(0)
+	defer closeEngine()
 	l1, err1 := nn.NewLinear(d, nn.NewRand(7), 10, 32, true)
 	l2, err2 := nn.NewLinear(d, nn.NewRand(8), 32, 5, true)
 	drop, err3 := nn.NewDropout(0.3)

@@ -135,13 +135,11 @@ func train(rank int) int {
 		return fail(err)
 	}
 	defer dist.Destroy()
-	b, err := backend.Open(ctx, backend.Options{Target: backend.CPU, CPUDevices: 1})
+	d, closeEngine, err := cpuDevice(ctx)
 	if err != nil {
 		return fail(err)
 	}
-	e := xla.NewEngine(b)
-	defer e.Close()
-	d := e.Device(0)
+	defer closeEngine()
 	rng := nn.NewRand(uint64(7 + rank))
 	l1, err1 := nn.NewLinear(d, rng, 10, 10, true)
 	l2, err2 := nn.NewLinear(d, rng, 10, 5, true)
@@ -227,4 +225,14 @@ func neuronEnv() int {
 	out, _ := json.Marshal(env)
 	fmt.Println("NEURONENV " + string(out))
 	return 0
+}
+
+// cpuDevice opens a one-device CPU engine for a worker; closeEngine closes it.
+func cpuDevice(ctx context.Context) (d *xla.Device, closeEngine func(), err error) {
+	b, err := backend.Open(ctx, backend.Options{Target: backend.CPU, CPUDevices: 1})
+	if err != nil {
+		return nil, nil, err
+	}
+	e := xla.NewEngine(b)
+	return e.Device(0), func() { _ = e.Close() }, nil
 }
