@@ -79,19 +79,23 @@ func (set *workerSet) collectFlight(dir string, cont bool) ([]flight.Dump, error
 // rank; "" when no rank wrote a record.
 func (set *workerSet) flightDiagnosis(ctx context.Context, r *rendezvous, a assignment, attempt int, local []flight.Dump,
 	readErr error, dir string) string {
-	if readErr != nil {
+	if readErr != nil || r == nil || a.nnodes == 1 {
+		return diagnoseRecords(local, readErr, dir, set.ranks())
+	}
+	return diagnoseRecords(r.exchangeFlight(ctx, attempt, a, local), nil, dir, flight.Ranks(a.world))
+}
+
+// diagnoseRecords is the diagnosis of the flight records of the ranks
+// expected, or why those in dir could not be read; "" when no rank wrote
+// one.
+func diagnoseRecords(dumps []flight.Dump, readErr error, dir string, expected []int) string {
+	switch {
+	case readErr != nil:
 		return fmt.Sprintf("the flight records in %s are unreadable: %v", dir, readErr)
-	}
-	expected := set.ranks()
-	all := local
-	if r != nil && a.nnodes > 1 {
-		all = r.exchangeFlight(ctx, attempt, a, local)
-		expected = flight.Ranks(a.world)
-	}
-	if len(all) == 0 {
+	case len(dumps) == 0:
 		return ""
 	}
-	return flight.Diagnose(all, expected)
+	return flight.Diagnose(dumps, expected)
 }
 
 // ranks are this node's workers' ranks.
@@ -110,7 +114,7 @@ func (set *workerSet) allDumpedOrExited(dir string) bool {
 		if w.exited() {
 			continue
 		}
-		if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("flight-rank%d.json", w.rank))); err != nil {
+		if _, err := os.Stat(filepath.Join(dir, flight.DumpName(w.rank))); err != nil {
 			return false
 		}
 	}
@@ -122,13 +126,7 @@ func (set *workerSet) allDumpedOrExited(dir string) bool {
 // mpirun ends them), or "" when none did.
 func mpiFlight(dir string, world int) string {
 	dumps, err := flight.Read(dir)
-	if err != nil {
-		return fmt.Sprintf("the flight records in %s are unreadable: %v", dir, err)
-	}
-	if len(dumps) == 0 {
-		return ""
-	}
-	return flight.Diagnose(dumps, flight.Ranks(world))
+	return diagnoseRecords(dumps, err, dir, flight.Ranks(world))
 }
 
 // flightEntriesShared is how many of each rank's last collectives an agent

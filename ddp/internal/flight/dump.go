@@ -23,8 +23,8 @@ type Dump struct {
 // maxDumpBytes bounds a dump file read back (a full ring is ~0.5 MB).
 const maxDumpBytes = 16 << 20
 
-// dumpName is rank's file in a dump directory.
-func dumpName(rank int) string { return "flight-rank" + strconv.Itoa(rank) + ".json" }
+// DumpName is rank's file in a dump directory.
+func DumpName(rank int) string { return "flight-rank" + strconv.Itoa(rank) + ".json" }
 
 // Write stores d in dir as its rank's file, atomically (a reader never
 // sees half of it), replacing an earlier dump of that rank.
@@ -45,7 +45,7 @@ func Write(dir string, d Dump) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp.Name(), filepath.Join(dir, dumpName(d.Rank)))
+		err = os.Rename(tmp.Name(), filepath.Join(dir, DumpName(d.Rank)))
 	}
 	if err != nil {
 		os.Remove(tmp.Name())
@@ -89,7 +89,7 @@ func readOne(name string) (Dump, error) {
 	if err := json.Unmarshal(b, &d); err != nil {
 		return d, fmt.Errorf("flight: %s is not a flight dump: %w", name, err)
 	}
-	if want := dumpName(d.Rank); filepath.Base(name) != want {
+	if want := DumpName(d.Rank); filepath.Base(name) != want {
 		return d, fmt.Errorf("flight: %s holds rank %d's dump (its file is %s)", name, d.Rank, want)
 	}
 	return d, nil
