@@ -209,14 +209,21 @@ func runAttempt(ctx context.Context, c Config, r *rendezvous, a assignment, atte
 					r.fail(context.WithoutCancel(ctx), attempt, a.node, "worker failed: "+root.String(), seen)
 				}
 				e = root
-				diagnosis := set.flightDiagnosis(ctx, r, a, attempt, local, readErr, dumps)
+				diagnosis, behind := set.flightDiagnosis(ctx, r, a, attempt, local, readErr, dumps)
 				keepDumps = diagnosis != ""
 				set.stop()
-				if r != nil {
+				if r != nil && !slices.Contains(behind, e.rank) {
 					// Our worker may have failed because another node's
 					// did: name the first failure. A loaded node may take
 					// most of a second to post its own (300 ms was short).
-					if first := r.firstFailure(context.WithoutCancel(ctx), attempt, a.node, a.nnodes, seen, time.Second); first != "" {
+					// When the records show a rank behind and it is not
+					// ours, another node's failure is the cause even if
+					// posted after ours.
+					since := seen
+					if len(behind) > 0 {
+						since = time.Now().Add(time.Hour)
+					}
+					if first := r.firstFailure(context.WithoutCancel(ctx), attempt, a.node, a.nnodes, since, time.Second); first != "" {
 						return outcome{remote: first + " (then here: " + e.String() + ")", flight: diagnosis, flightDir: dumps}
 					}
 				}
@@ -243,7 +250,7 @@ func runAttempt(ctx context.Context, c Config, r *rendezvous, a assignment, atte
 				// Another node failed: this node's records complete the
 				// picture (the failing node's agent prints it).
 				local, readErr := set.collectFlight(dumps, true)
-				diagnosis := set.flightDiagnosis(ctx, r, a, attempt, local, readErr, dumps)
+				diagnosis, _ := set.flightDiagnosis(ctx, r, a, attempt, local, readErr, dumps)
 				keepDumps = diagnosis != ""
 				set.stop()
 				return outcome{remote: why, flight: diagnosis, flightDir: dumps}

@@ -76,13 +76,15 @@ func (set *workerSet) collectFlight(dir string, cont bool) ([]flight.Dump, error
 // error reading them from dir) and, in a job of several nodes, exchanges
 // the last collectives of each rank with the other agents through the
 // rendezvous store (waiting at most flightWait for theirs) to cover every
-// rank; "" when no rank wrote a record.
+// rank; "" when no rank wrote a record. behind are the ranks the records
+// show behind the others.
 func (set *workerSet) flightDiagnosis(ctx context.Context, r *rendezvous, a assignment, attempt int, local []flight.Dump,
-	readErr error, dir string) string {
+	readErr error, dir string) (diagnosis string, behind []int) {
 	if readErr != nil || r == nil || a.nnodes == 1 {
-		return diagnoseRecords(local, readErr, dir, set.ranks())
+		return diagnoseRecords(local, readErr, dir, set.ranks()), flight.Behind(local)
 	}
-	return diagnoseRecords(r.exchangeFlight(ctx, attempt, a, local), nil, dir, flight.Ranks(a.world))
+	all := r.exchangeFlight(ctx, attempt, a, local)
+	return diagnoseRecords(all, nil, dir, flight.Ranks(a.world)), flight.Behind(all)
 }
 
 // diagnoseRecords is the diagnosis of the flight records of the ranks
