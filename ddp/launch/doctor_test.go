@@ -147,6 +147,7 @@ func TestDoctorFindsEachTrainiumMisconfiguration(t *testing.T) {
 // and find a node rank given twice, a node that never came, another
 // training binary and another PJRT plugin, each within 5 s.
 func TestDoctorComparesTheNodes(t *testing.T) {
+	t.Parallel() // mostly waiting, on ports of its own
 	dir := t.TempDir()
 	write := func(name, text string) string {
 		p := filepath.Join(dir, name)
@@ -214,6 +215,7 @@ func TestDoctorComparesTheNodes(t *testing.T) {
 // TestDoctorSaysWhenMasterIsUnreachable: from another "host" (a network
 // namespace), a MASTER_ADDR nobody answers at is found within 5 s.
 func TestDoctorSaysWhenMasterIsUnreachable(t *testing.T) {
+	t.Parallel() // the only parallel test in network namespaces
 	hosts := newNetnsHosts(t)
 	bin := buildDdprun(t)
 	absent := strings.TrimSuffix(hosts.addrs[0], ".1") + ".9" // on the link, held by nobody

@@ -48,6 +48,7 @@ func TestFlightDir(t *testing.T) {
 // the workers of a hung job write their records and prints which rank
 // stands where, leaving the job running until it is stopped.
 func TestFlightOnRequest(t *testing.T) {
+	t.Parallel() // mostly waiting
 	mark := "flightreq" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	_, before := leftovers(t, mark)
 	requests := make(chan struct{})
