@@ -57,9 +57,11 @@ type Checkpointer struct {
 	wg      sync.WaitGroup
 	closed  sync.Once
 	// writing is the periodic checkpoint being written off the step (rank
-	// 0), and written its outcome.
-	writing sync.WaitGroup
-	written error
+	// 0), and written its outcome; streamer's buffer carries each tensor
+	// from the device to the file.
+	writing  sync.WaitGroup
+	written  error
+	streamer safetensors.Streamer
 }
 
 // NewCheckpointer returns a checkpointer writing into o.Dir; from now on
@@ -98,7 +100,9 @@ func (ck *Checkpointer) Close() error {
 		close(ck.signals)
 		ck.wg.Wait()
 	})
-	return ck.finishWrite()
+	err := ck.finishWrite()
+	ck.streamer.Release()
+	return err
 }
 
 // finishWrite waits for the periodic checkpoint being written and
@@ -171,7 +175,14 @@ func (ck *Checkpointer) Step(ctx context.Context, c optim.Checkpoint) error {
 		// Committed on every rank before anyone exits.
 		path := ck.path(c.Step)
 		if err := saveOnRankZero(ctx, c.Model, path, func() error {
-			if err := errors.Join(ck.finishWrite(), optim.SaveCheckpoint(ctx, path, c)); err != nil {
+			if err := ck.finishWrite(); err != nil {
+				return fmt.Errorf("ddp: writing the previous checkpoint: %w", err)
+			}
+			snap, err := optim.TakeSnapshot(ctx, c)
+			if err != nil {
+				return fmt.Errorf("ddp: checkpoint of step %d: %w", c.Step, err)
+			}
+			if err := snap.WriteFile(path, &ck.streamer); err != nil {
 				return err
 			}
 			ck.prune()
@@ -186,18 +197,18 @@ func (ck *Checkpointer) Step(ctx context.Context, c optim.Checkpoint) error {
 	return nil
 }
 
-// saveOffTheStep copies c to host memory on rank 0 (the step waits for
-// that much) and writes the file while training goes on; the next save or
-// Close waits for it and reports its error.
+// saveOffTheStep takes a snapshot of c on rank 0 (no copy: later steps
+// stop updating its buffers in place) and writes the file while training
+// goes on; the next save or Close waits for it and reports its error.
 func (ck *Checkpointer) saveOffTheStep(ctx context.Context, dev *xla.Device, g *dist.ProcessGroup, c optim.Checkpoint) error {
-	return materializedOnce(ctx, dev, g, fmt.Sprintf("copying the checkpoint of step %d", c.Step), func() error {
+	return materializedOnce(ctx, dev, g, fmt.Sprintf("taking the checkpoint of step %d", c.Step), func() error {
 		if g != nil && g.Rank() != 0 {
 			return nil
 		}
 		if err := ck.finishWrite(); err != nil {
 			return fmt.Errorf("ddp: writing the previous checkpoint: %w", err)
 		}
-		file, err := optim.EncodeCheckpoint(ctx, c)
+		snap, err := optim.TakeSnapshot(ctx, c)
 		if err != nil {
 			return fmt.Errorf("ddp: checkpoint of step %d: %w", c.Step, err)
 		}
@@ -205,7 +216,7 @@ func (ck *Checkpointer) saveOffTheStep(ctx context.Context, dev *xla.Device, g *
 		ck.writing.Add(1)
 		go func() {
 			defer ck.writing.Done()
-			if ck.written = safetensors.WriteFile(path, file); ck.written == nil {
+			if ck.written = snap.WriteFile(path, &ck.streamer); ck.written == nil {
 				ck.prune()
 			}
 		}()

@@ -177,7 +177,9 @@ func (t *Tensor) Bytes(ctx context.Context) ([]byte, error) {
 // CopyBytesTo copies the value's raw little-endian bytes into dst, which
 // must be exactly its size, running a MarkStep first if it is pending. It
 // writes straight from the device buffer, with no intermediate copy (a
-// DDP gradient bucket is filled this way).
+// DDP gradient bucket is filled this way). A handle of a computed value
+// that no other goroutine uses (a To copy) may be read so on another
+// goroutine while its device runs later steps.
 func (t *Tensor) CopyBytesTo(ctx context.Context, dst []byte) error {
 	if want := t.shape.Memory(); uintptr(len(dst)) != want {
 		return fmt.Errorf("xla: CopyBytesTo of %s into %d bytes (want %d)", t.shape, len(dst), want)

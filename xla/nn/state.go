@@ -38,6 +38,34 @@ func EncodeTensors(ctx context.Context, named []Named) ([]safetensors.Tensor, er
 	return out, nil
 }
 
+// SnapshotTensors takes the named tensors' values as they are now
+// (running a MarkStep if any is pending) without copying them: each
+// Source reads, whenever it is written, the value its tensor has now,
+// although later steps go on updating the tensor (they stop updating
+// those buffers in place, so the device holds the snapshot until it is
+// dropped). The sources may be read on another goroutine while training
+// goes on, as an asynchronous checkpoint does.
+func SnapshotTensors(ctx context.Context, named []Named) ([]safetensors.Source, error) {
+	out := make([]safetensors.Source, len(named))
+	for i, n := range named {
+		dtype, ok := safetensorsDTypes[n.Tensor.DType()]
+		if !ok {
+			return nil, fmt.Errorf("nn: %s: dtype %s has no safetensors name", n.Name, n.Tensor.DType())
+		}
+		snap, err := n.Tensor.To(ctx, n.Tensor.Device())
+		if err != nil {
+			return nil, fmt.Errorf("nn: taking %s: %w", n.Name, err)
+		}
+		out[i] = safetensors.Source{
+			Layout: safetensors.Layout{Name: n.Name, DType: dtype, Shape: slices.Clone(n.Tensor.Dims())},
+			// snap holds a buffer already computed, so reading it runs no
+			// MarkStep and needs no caller's context.
+			Read: func(dst []byte) error { return snap.CopyBytesTo(context.Background(), dst) },
+		}
+	}
+	return out, nil
+}
+
 // CheckTensors reports, in one error, every tensor of named missing from
 // file (stored under prefix+name), every tensor under prefix in file that
 // named lacks, and every tensor whose dtype or shape differ.

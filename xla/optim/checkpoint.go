@@ -55,17 +55,26 @@ func prefixed(prefix string, named []nn.Named) []nn.Named {
 
 // SaveCheckpoint writes c to path atomically (temp file, fsync, rename).
 func SaveCheckpoint(ctx context.Context, path string, c Checkpoint) error {
-	file, err := EncodeCheckpoint(ctx, c)
+	snap, err := TakeSnapshot(ctx, c)
 	if err != nil {
 		return err
 	}
-	return safetensors.WriteFile(path, file)
+	var s safetensors.Streamer
+	return snap.WriteFile(path, &s)
 }
 
-// EncodeCheckpoint copies c to host memory as the file SaveCheckpoint
-// writes: the part of a save that reads the device, after which training
-// may go on while the file is written.
-func EncodeCheckpoint(ctx context.Context, c Checkpoint) (safetensors.File, error) {
+// Snapshot is a checkpoint taken at one step and written later: the
+// values it names stay as they were when it was taken while training
+// goes on (nn.SnapshotTensors), and it may be written on another
+// goroutine.
+type Snapshot struct {
+	Metadata map[string]string
+	Tensors  []safetensors.Source
+}
+
+// TakeSnapshot takes c as it is now, copying nothing: the part of a save
+// that must happen on the step.
+func TakeSnapshot(ctx context.Context, c Checkpoint) (Snapshot, error) {
 	named := prefixed(modelPrefix, nn.StateDict(c.Model))
 	meta := map[string]string{}
 	for k, v := range c.Metadata {
@@ -79,11 +88,17 @@ func EncodeCheckpoint(ctx context.Context, c Checkpoint) (safetensors.File, erro
 		meta["optimizer"] = HyperparametersJSON(c.Optimizer)
 	}
 	named = append(named, prefixed(rngPrefix, c.rngState())...)
-	tensors, err := nn.EncodeTensors(ctx, named)
+	sources, err := nn.SnapshotTensors(ctx, named)
 	if err != nil {
-		return safetensors.File{}, err
+		return Snapshot{}, err
 	}
-	return safetensors.File{Metadata: meta, Tensors: tensors}, nil
+	return Snapshot{Metadata: meta, Tensors: sources}, nil
+}
+
+// WriteFile writes the snapshot to path atomically (temp file, fsync,
+// rename) through s, one tensor at a time.
+func (sn Snapshot) WriteFile(path string, s *safetensors.Streamer) error {
+	return s.WriteFile(path, sn.Metadata, sn.Tensors)
 }
 
 // LoadCheckpoint restores c.Model and c.Optimizer (if set) from path and

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"math/bits"
 	"os"
@@ -81,13 +82,47 @@ func byteSize(shape []int, size int) (n int, ok bool) {
 // Encode serializes f. Tensors keep their order; the header is padded with
 // spaces to a multiple of 8 bytes, as the reference writer does.
 func Encode(f File) ([]byte, error) {
-	header := map[string]any{}
-	if len(f.Metadata) > 0 {
-		header["__metadata__"] = f.Metadata
+	layout := make([]Layout, len(f.Tensors))
+	for i, t := range f.Tensors {
+		layout[i] = Layout{Name: t.Name, DType: t.DType, Shape: t.Shape}
+	}
+	sizes, err := dataSizes(layout)
+	if err != nil {
+		return nil, err
 	}
 	offset := 0
-	seen := map[string]bool{}
+	for i, t := range f.Tensors {
+		if sizes[i] != len(t.Data) {
+			return nil, fmt.Errorf("safetensors: tensor %q: %d bytes for shape %v of %s (want %d)",
+				t.Name, len(t.Data), t.Shape, t.DType, sizes[i])
+		}
+		offset += sizes[i]
+	}
+	head, err := encodeHeader(f.Metadata, layout, sizes)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, len(head)+offset)
+	out = append(out, head...)
 	for _, t := range f.Tensors {
+		out = append(out, t.Data...)
+	}
+	return out, nil
+}
+
+// Layout is a tensor without its data: what a file's header says of it.
+type Layout struct {
+	Name  string
+	DType string
+	Shape []int
+}
+
+// dataSizes checks the tensors' names, dtypes and shapes and returns the
+// size of each one's data.
+func dataSizes(layout []Layout) ([]int, error) {
+	sizes := make([]int, len(layout))
+	seen := map[string]bool{}
+	for i, t := range layout {
 		size, ok := dtypeSizes[t.DType]
 		switch {
 		case t.Name == "" || t.Name == "__metadata__":
@@ -97,17 +132,29 @@ func Encode(f File) ([]byte, error) {
 		case !ok:
 			return nil, fmt.Errorf("safetensors: tensor %q: unknown dtype %q", t.Name, t.DType)
 		}
-		if want, ok := byteSize(t.Shape, size); !ok || want != len(t.Data) {
-			return nil, fmt.Errorf("safetensors: tensor %q: %d bytes for shape %v of %s (want %d, or the shape is invalid)",
-				t.Name, len(t.Data), t.Shape, t.DType, want)
+		if sizes[i], ok = byteSize(t.Shape, size); !ok {
+			return nil, fmt.Errorf("safetensors: tensor %q: the shape is invalid: %v of %s has a negative dimension or more bytes than any file", t.Name, t.Shape, t.DType)
 		}
 		seen[t.Name] = true
+	}
+	return sizes, nil
+}
+
+// encodeHeader returns the file's first bytes: the header's length and
+// the JSON header describing tensors of the given data sizes, in order.
+func encodeHeader(meta map[string]string, layout []Layout, sizes []int) ([]byte, error) {
+	header := map[string]any{}
+	if len(meta) > 0 {
+		header["__metadata__"] = meta
+	}
+	offset := 0
+	for i, t := range layout {
 		shape := t.Shape
 		if shape == nil {
 			shape = []int{}
 		}
-		header[t.Name] = headerEntry{DType: t.DType, Shape: shape, DataOffsets: [2]int{offset, offset + len(t.Data)}}
-		offset += len(t.Data)
+		header[t.Name] = headerEntry{DType: t.DType, Shape: shape, DataOffsets: [2]int{offset, offset + sizes[i]}}
+		offset += sizes[i]
 	}
 	js, err := json.Marshal(header)
 	if err != nil {
@@ -116,13 +163,9 @@ func Encode(f File) ([]byte, error) {
 	if pad := (8 - len(js)%8) % 8; pad > 0 {
 		js = append(js, bytes.Repeat([]byte(" "), pad)...)
 	}
-	out := make([]byte, 8, 8+len(js)+offset)
+	out := make([]byte, 8, 8+len(js))
 	binary.LittleEndian.PutUint64(out, uint64(len(js)))
-	out = append(out, js...)
-	for _, t := range f.Tensors {
-		out = append(out, t.Data...)
-	}
-	return out, nil
+	return append(out, js...), nil
 }
 
 // Decode parses and validates a safetensors file held in data; name is used
@@ -237,13 +280,21 @@ func WriteFile(path string, f File) error {
 // directory is synced, so a crash leaves either the old file or the new
 // one.
 func WriteAtomic(path string, data []byte) error {
+	return writeAtomic(path, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// writeAtomic is WriteAtomic with the content written by write.
+func writeAtomic(path string, write func(w io.Writer) error) error {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return fmt.Errorf("safetensors: writing %s: %w", path, err)
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
+	if err := write(tmp); err != nil {
 		tmp.Close()
 		return fmt.Errorf("safetensors: writing %s: %w", path, err)
 	}
