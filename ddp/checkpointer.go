@@ -216,6 +216,7 @@ func (ck *Checkpointer) saveOffTheStep(ctx context.Context, dev *xla.Device, g *
 		ck.writing.Add(1)
 		go func() {
 			defer ck.writing.Done()
+			yieldToTraining()
 			if ck.written = snap.WriteFile(path, &ck.streamer); ck.written == nil {
 				ck.prune()
 			}

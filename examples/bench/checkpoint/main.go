@@ -1,11 +1,12 @@
 // Command checkpoint measures what a ddp.Checkpointer costs the training
 // step: a model with a 100 MB state (one 5120×5120 float32 layer and its
 // bias, plain SGD) trains with a checkpoint every --every steps, written
-// off the step, against the same run without checkpoints. It prints the
-// median step of each, the time the saving steps block for, and the
-// whole run's ratio.
+// off the step, against the same run without checkpoints, lazily (a
+// MarkStep per step) and as a compiled step (xla.Compile, which updates
+// the state in place). It prints the median step of each, the time the
+// saving steps and the steps after them take, and the whole run's ratio.
 //
-//	go run ./examples/bench/checkpoint --steps 60 --every 10
+//	go run ./examples/bench/checkpoint --steps 200 --every 100
 package main
 
 import (
@@ -27,20 +28,51 @@ func main() {
 	steps := flag.Int("steps", 60, "measured steps per run")
 	every := flag.Int("every", 10, "steps between checkpoints")
 	width := flag.Int("width", 5120, "the layer's width (5120: 105 MB of parameters)")
+	rounds := flag.Int("rounds", 3, "alternated runs with and without checkpoints, per mode")
 	flag.Parse()
-	if err := run(*steps, *every, *width); err != nil {
+	if err := run(*steps, *every, *width, *rounds); err != nil {
 		fmt.Fprintln(os.Stderr, "checkpoint:", err)
 		os.Exit(1)
 	}
 }
 
-// runTimes are one run's step times, and those of its saving steps.
+// window is how many steps from a saving step on count toward what a
+// checkpoint cost: the background write overlaps the steps after it.
+const window = 10
+
+// runTimes are one run's step times (step i+1 at i).
 type runTimes struct {
-	steps, saving []time.Duration
-	total         time.Duration
+	steps []time.Duration
+	// taking is how long Checkpointer.Step blocked on each saving step.
+	taking []time.Duration
+	total  time.Duration
 }
 
-func run(steps, every, width int) error {
+// checkpointCost is, over the checkpoints of a run saving every every
+// steps, the median time the saving step took and the median time lost
+// per checkpoint: the window steps from the saving step on, less as many
+// of the run's median step outside those windows.
+func checkpointCost(t runTimes, every int) (saving, lost, base time.Duration) {
+	var outside, savingSteps, losses []time.Duration
+	inWindow := func(i int) bool { return (i+1)%every < window && i+1 >= every }
+	for i, d := range t.steps {
+		if !inWindow(i) {
+			outside = append(outside, d)
+		}
+	}
+	base = median(outside)
+	for k := every - 1; k+window <= len(t.steps); k += every {
+		savingSteps = append(savingSteps, t.steps[k])
+		var sum time.Duration
+		for _, d := range t.steps[k : k+window] {
+			sum += d
+		}
+		losses = append(losses, sum-window*base)
+	}
+	return median(savingSteps), median(losses), base
+}
+
+func run(steps, every, width, rounds int) error {
 	ctx := context.Background()
 	b, err := backend.Open(ctx, backend.Options{Target: backend.CPU, CPUDevices: 1})
 	if err != nil {
@@ -61,9 +93,24 @@ func run(steps, every, width int) error {
 	if err != nil {
 		return err
 	}
-	step := func() error {
+	train := func(...*xla.Tensor) ([]*xla.Tensor, error) {
 		opt.ZeroGrad()
-		return optim.BackwardStep(ctx, layer.Forward(x).Square().Mean(), opt)
+		if err := layer.Forward(x).Square().Mean().Backward(); err != nil {
+			return nil, err
+		}
+		return nil, opt.Step()
+	}
+	compiled := xla.Compile(train)
+	var step func() error
+	lazyStep := func() error {
+		if _, err := train(); err != nil {
+			return err
+		}
+		return d.MarkStep(ctx)
+	}
+	compiledStep := func() error {
+		_, err := compiled.Run(ctx, d)
+		return err
 	}
 	measure := func(dir string, every int) (runTimes, error) {
 		ck, err := ddp.NewCheckpointer(ddp.CheckpointerOptions{Dir: dir, Every: every})
@@ -77,51 +124,50 @@ func run(steps, every, width int) error {
 			if err := step(); err != nil {
 				return t, err
 			}
-			if err := d.MarkStep(ctx); err != nil {
-				return t, err
-			}
+			c := time.Now()
 			if err := ck.Step(ctx, optim.Checkpoint{Model: layer, Optimizer: opt, Step: i}); err != nil {
 				return t, err
 			}
-			took := time.Since(s)
-			t.steps = append(t.steps, took)
 			if every > 0 && i%every == 0 {
-				t.saving = append(t.saving, took)
+				t.taking = append(t.taking, time.Since(c))
 			}
+			t.steps = append(t.steps, time.Since(s))
 		}
 		err = ck.Close()
 		t.total = time.Since(start)
 		return t, err
-	}
-	for range 3 { // compile and warm up
-		if err := step(); err != nil {
-			return err
-		}
 	}
 	dir, err := os.MkdirTemp("", "ckbench-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	var plain, saving []runTimes
-	for range 2 { // alternated
-		p, err := measure(dir+"/none", 0)
-		if err != nil {
-			return err
-		}
-		s, err := measure(dir+"/every", every)
-		if err != nil {
-			return err
-		}
-		plain, saving = append(plain, p), append(saving, s)
-	}
 	state := int64(width*width+width) * 4
-	fmt.Printf("state %.1f MB, %d steps per run, a checkpoint every %d, 2 alternated runs each\n", float64(state)/1e6, steps, every)
-	for i := range plain {
-		p, s := plain[i], saving[i]
-		fmt.Printf("run %d: without checkpoints median step %v, whole run %v; with: median step %v, saving steps median %v (%d of them), whole run %v: %.3f×\n",
-			i+1, median(p.steps), p.total.Round(time.Millisecond), median(s.steps), median(s.saving), len(s.saving),
-			s.total.Round(time.Millisecond), float64(s.total)/float64(p.total))
+	fmt.Printf("state %.1f MB, %d steps per run, a checkpoint every %d, %d alternated runs each\n", float64(state)/1e6, steps, every, rounds)
+	for _, mode := range []struct {
+		name string
+		step func() error
+	}{{"lazy", lazyStep}, {"compiled", compiledStep}} {
+		step = mode.step
+		for range 3 { // compile and warm up
+			if err := step(); err != nil {
+				return err
+			}
+		}
+		for i := range rounds {
+			p, err := measure(dir+"/none", 0)
+			if err != nil {
+				return err
+			}
+			s, err := measure(dir+"/every", every)
+			if err != nil {
+				return err
+			}
+			saving, lost, base := checkpointCost(s, every)
+			fmt.Printf("%s run %d: median step %v without checkpoints, %v between them; saving step %v (Checkpointer.Step %v), lost per checkpoint %v over %d steps = %.1f%% of the %d steps between checkpoints; whole run %v without, %v with: %.3f×\n",
+				mode.name, i+1, median(p.steps), base, saving, median(s.taking), lost, window, 100*float64(lost)/float64(time.Duration(every)*base), every,
+				p.total.Round(time.Millisecond), s.total.Round(time.Millisecond), float64(s.total)/float64(p.total))
+		}
 	}
 	return nil
 }
