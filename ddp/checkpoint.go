@@ -21,9 +21,45 @@ import (
 // checkpoint whole), and returns on every replica of the job only once
 // the file is complete: torch's "save on rank 0, then barrier". Every
 // replica calls it at the same point. An error on rank 0 is every rank's
-// error.
+// error. With c.RNG every replica's random state is saved, and
+// LoadCheckpoint at the same replica count gives each its own back.
 func SaveCheckpoint(ctx context.Context, path string, c optim.Checkpoint) error {
-	return saveOnRankZero(ctx, c.Model, path, func() error { return optim.SaveCheckpoint(ctx, path, c) })
+	return saveOnRankZero(ctx, path, c, func(take func() (optim.Snapshot, error)) error {
+		snap, err := take()
+		if err != nil {
+			return err
+		}
+		var s safetensors.Streamer
+		return snap.WriteFile(path, &s)
+	})
+}
+
+// checkpointOnce runs save once for this process's replicas, after a
+// MarkStep of every local replica together (so replica 0 reads values
+// without a MarkStep the others would have to join); take, which save
+// may call, takes c's snapshot with every replica's random state
+// (gathered on every replica first).
+func checkpointOnce(ctx context.Context, dev *xla.Device, g *dist.ProcessGroup, what string, c optim.Checkpoint, save func(take func() (optim.Snapshot, error)) error) error {
+	if err := dev.MarkStep(ctx); err != nil {
+		return fmt.Errorf("ddp: %s: %w", what, err)
+	}
+	rngs, err := replicaRNGs(ctx, dev, g, c)
+	if err != nil {
+		return err
+	}
+	_, err = exchange.HostOnce(ctx, dev, exchange.Timeout(g), what, func() (struct{}, error) {
+		return struct{}{}, save(func() (optim.Snapshot, error) {
+			snap, err := optim.TakeSnapshot(ctx, c)
+			if err != nil {
+				return snap, fmt.Errorf("ddp: checkpoint of step %d: %w", c.Step, err)
+			}
+			if rngs != nil {
+				snap.Tensors = append(snap.Tensors, replicaRNGSource(c.RNG, rngs))
+			}
+			return snap, nil
+		})
+	})
+	return err
 }
 
 // SaveStateDict writes m's state dict with torch's names (nn.SaveStateDict:
@@ -32,35 +68,26 @@ func SaveCheckpoint(ctx context.Context, path string, c optim.Checkpoint) error 
 // atomically, returning on every replica once the file is complete. Every
 // replica calls it at the same point.
 func SaveStateDict(ctx context.Context, path string, m nn.Module, metadata map[string]string) error {
-	return saveOnRankZero(ctx, m, path, func() error { return nn.SaveStateDict(ctx, path, m, metadata) })
+	return saveOnRankZero(ctx, path, optim.Checkpoint{Model: m}, func(func() (optim.Snapshot, error)) error {
+		return nn.SaveStateDict(ctx, path, m, metadata)
+	})
 }
 
-// saveOnRankZero runs write on global replica 0 and hands its outcome to
-// every replica of the job.
-func saveOnRankZero(ctx context.Context, m nn.Module, path string, write func() error) error {
-	dev, err := checkpointDevice(m)
+// saveOnRankZero runs write (see checkpointOnce) on global replica 0 and
+// hands its outcome to every replica of the job.
+func saveOnRankZero(ctx context.Context, path string, c optim.Checkpoint, write func(take func() (optim.Snapshot, error)) error) error {
+	dev, err := checkpointDevice(c.Model)
 	if err != nil {
 		return err
 	}
 	g := dist.Default()
-	return materializedOnce(ctx, dev, g, "writing "+path, func() error {
+	return checkpointOnce(ctx, dev, g, "writing "+path, c, func(take func() (optim.Snapshot, error)) error {
 		var saveErr error
 		if g == nil || g.Rank() == 0 {
-			saveErr = write()
+			saveErr = write(take)
 		}
 		return exchange.AgreeOnRankZero(ctx, g, saveErr, "saving "+path)
 	})
-}
-
-// materializedOnce runs fn once for this process's replicas, after a
-// MarkStep of every local replica together, so replica 0 reads values
-// without a MarkStep the others would have to join.
-func materializedOnce(ctx context.Context, dev *xla.Device, g *dist.ProcessGroup, what string, fn func() error) error {
-	if err := dev.MarkStep(ctx); err != nil {
-		return fmt.Errorf("ddp: %s: %w", what, err)
-	}
-	_, err := exchange.HostOnce(ctx, dev, exchange.Timeout(g), what, func() (struct{}, error) { return struct{}{}, fn() })
-	return err
 }
 
 // LoadCheckpoint restores c.Model and c.Optimizer from path and sets
@@ -89,7 +116,20 @@ func LoadCheckpoint(ctx context.Context, path string, c *optim.Checkpoint) error
 	if err != nil {
 		return err
 	}
-	return optim.RestoreCheckpoint(file, path, c)
+	rng, ownRow, err := stageReplicaRNG(dev, file, path, c)
+	if err != nil {
+		return err
+	}
+	device := c.RNG
+	if ownRow {
+		c.RNG = nil // not "rng.device", replica 0's: this replica's own row
+	}
+	err = optim.RestoreCheckpoint(file, path, c)
+	c.RNG = device
+	if err != nil || rng == nil {
+		return err
+	}
+	return c.RNG.SetRNGState(rng)
 }
 
 // checkpointDevice is the device of the model's tensors.

@@ -174,13 +174,13 @@ func (ck *Checkpointer) Step(ctx context.Context, c optim.Checkpoint) error {
 	case stop:
 		// Committed on every rank before anyone exits.
 		path := ck.path(c.Step)
-		if err := saveOnRankZero(ctx, c.Model, path, func() error {
+		if err := saveOnRankZero(ctx, path, c, func(take func() (optim.Snapshot, error)) error {
 			if err := ck.finishWrite(); err != nil {
 				return fmt.Errorf("ddp: writing the previous checkpoint: %w", err)
 			}
-			snap, err := optim.TakeSnapshot(ctx, c)
+			snap, err := take()
 			if err != nil {
-				return fmt.Errorf("ddp: checkpoint of step %d: %w", c.Step, err)
+				return err
 			}
 			if err := snap.WriteFile(path, &ck.streamer); err != nil {
 				return err
@@ -201,16 +201,16 @@ func (ck *Checkpointer) Step(ctx context.Context, c optim.Checkpoint) error {
 // stop updating its buffers in place) and writes the file while training
 // goes on; the next save or Close waits for it and reports its error.
 func (ck *Checkpointer) saveOffTheStep(ctx context.Context, dev *xla.Device, g *dist.ProcessGroup, c optim.Checkpoint) error {
-	return materializedOnce(ctx, dev, g, fmt.Sprintf("taking the checkpoint of step %d", c.Step), func() error {
+	return checkpointOnce(ctx, dev, g, fmt.Sprintf("taking the checkpoint of step %d", c.Step), c, func(take func() (optim.Snapshot, error)) error {
 		if g != nil && g.Rank() != 0 {
 			return nil
 		}
 		if err := ck.finishWrite(); err != nil {
 			return fmt.Errorf("ddp: writing the previous checkpoint: %w", err)
 		}
-		snap, err := optim.TakeSnapshot(ctx, c)
+		snap, err := take()
 		if err != nil {
-			return fmt.Errorf("ddp: checkpoint of step %d: %w", c.Step, err)
+			return err
 		}
 		path := ck.path(c.Step)
 		ck.writing.Add(1)

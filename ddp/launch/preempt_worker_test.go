@@ -21,7 +21,8 @@ import (
 // preemptSteps is how long the preemptible training runs.
 const preemptSteps = 60
 
-// preemptible trains an MLP with dropout for preemptSteps steps under a
+// preemptible trains an MLP with dropout (each rank's device seeded
+// apart) for preemptSteps steps under a
 // ddp.Checkpointer in $XLADDP_TEST_DIR (every 5 steps, and on SIGTERM),
 // resuming from its latest checkpoint. It marks in $XLADDP_TEST_DIR
 // that it reached step 10, and, with $XLADDP_TEST_KILL_AT=RANK:STEP on
@@ -40,6 +41,11 @@ func preemptible() int {
 		return fail(err)
 	}
 	defer closeEngine()
+	// Seeded by rank, as torch scripts often do: a resume must give each
+	// rank its own random state back, not rank 0's.
+	if err := d.ManualSeed(100 + int64(rank)); err != nil {
+		return fail(err)
+	}
 	l1, err1 := nn.NewLinear(d, nn.NewRand(7), 10, 32, true)
 	l2, err2 := nn.NewLinear(d, nn.NewRand(8), 32, 5, true)
 	drop, err3 := nn.NewDropout(0.3)

@@ -25,9 +25,9 @@ type Checkpoint struct {
 	Metadata map[string]string
 	// RNG, when set, is the device whose random state (dropout's, every
 	// RandN/RandU) is saved and restored, so a resumed run draws what an
-	// uninterrupted one would. Through ddp.SaveCheckpoint it is replica
-	// 0's: right for ranks of one process each (their devices draw alike),
-	// not yet for several local replicas, each seeded apart.
+	// uninterrupted one would. ddp.SaveCheckpoint and ddp.Checkpointer
+	// also save every replica's state ("ddp.replica_rng"), so replicas
+	// seeded apart each resume their own.
 	RNG *xla.Device
 }
 
