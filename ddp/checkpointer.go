@@ -14,6 +14,7 @@ import (
 
 	"github.com/xladdp/xladdp/ddp/dist"
 	"github.com/xladdp/xladdp/ddp/internal/exchange"
+	"github.com/xladdp/xladdp/ddp/internal/termination"
 	"github.com/xladdp/xladdp/internal/workerenv"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/optim"
@@ -62,6 +63,8 @@ type Checkpointer struct {
 	writing  sync.WaitGroup
 	written  error
 	streamer safetensors.Streamer
+	// release gives SIGTERM back to the process group's handling.
+	release func()
 }
 
 // NewCheckpointer returns a checkpointer writing into o.Dir; from now on
@@ -80,7 +83,7 @@ func NewCheckpointer(o CheckpointerOptions) (*Checkpointer, error) {
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("ddp: checkpoint directory: %w", err)
 	}
-	ck := &Checkpointer{opts: o, signals: make(chan os.Signal, 1)}
+	ck := &Checkpointer{opts: o, signals: make(chan os.Signal, 1), release: termination.Hold()}
 	signal.Notify(ck.signals, syscall.SIGTERM)
 	ck.wg.Add(1)
 	go func() {
@@ -99,6 +102,7 @@ func (ck *Checkpointer) Close() error {
 		signal.Stop(ck.signals)
 		close(ck.signals)
 		ck.wg.Wait()
+		ck.release()
 	})
 	err := ck.finishWrite()
 	ck.streamer.Release()

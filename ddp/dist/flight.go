@@ -7,6 +7,7 @@ import (
 	"syscall"
 
 	"github.com/xladdp/xladdp/ddp/internal/flight"
+	"github.com/xladdp/xladdp/ddp/internal/termination"
 	"github.com/xladdp/xladdp/ddp/internal/transport"
 )
 
@@ -43,7 +44,8 @@ func flightOp(c transport.Call, seq uint64, p2p bool) flight.Op {
 // dumpOnSignal makes SIGUSR1 write the flight record into g.flightDir
 // (until Destroy), as a hang's first aid. On the mpi backend SIGTERM
 // writes it too, then ends the process as SIGTERM would: it is how
-// mpirun ends the other ranks when one fails.
+// mpirun ends the other ranks when one fails; unless a ddp.Checkpointer
+// holds termination, which then checkpoints and exits.
 func (g *ProcessGroup) dumpOnSignal() {
 	g.signals, g.signalsDone = make(chan os.Signal, 1), make(chan struct{})
 	signal.Notify(g.signals, syscall.SIGUSR1)
@@ -58,6 +60,11 @@ func (g *ProcessGroup) dumpOnSignal() {
 			case sig := <-g.signals:
 				if sig != syscall.SIGTERM {
 					g.dumpFlight("SIGUSR1")
+					continue
+				}
+				if termination.Held() {
+					// A checkpointer stops the job at the end of the step.
+					g.dumpFlight("SIGTERM (preempted: checkpointing)")
 					continue
 				}
 				g.dumpFlight("SIGTERM (mpirun ends the job)")

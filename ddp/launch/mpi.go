@@ -1,13 +1,15 @@
 package launch
 
 import (
-	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -46,9 +48,9 @@ func watchWorkersOf(pid int, done <-chan struct{}, orphaned chan<- struct{}) {
 		case <-ticker.C:
 		}
 		live, ended := childrenOf(pid)
-		sawWorkers = sawWorkers || live+ended > 0
+		sawWorkers = sawWorkers || len(live)+ended > 0
 		switch {
-		case !sawWorkers || live > 0:
+		case !sawWorkers || len(live) > 0:
 			allEnded = time.Time{}
 		case allEnded.IsZero():
 			allEnded = time.Now()
@@ -59,9 +61,9 @@ func watchWorkersOf(pid int, done <-chan struct{}, orphaned chan<- struct{}) {
 	}
 }
 
-// childrenOf counts pid's child processes that run and those that ended
-// (zombies), from /proc.
-func childrenOf(pid int) (live, ended int) {
+// childrenOf lists pid's child processes that run and counts those that
+// ended (zombies), from /proc.
+func childrenOf(pid int) (live []int, ended int) {
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		if _, err := strconv.Atoi(e.Name()); err != nil {
@@ -78,8 +80,8 @@ func childrenOf(pid int) (live, ended int) {
 		}
 		if fields[0] == "Z" {
 			ended++
-		} else {
-			live++
+		} else if child, err := strconv.Atoi(e.Name()); err == nil {
+			live = append(live, child)
 		}
 	}
 	return live, ended
@@ -176,7 +178,8 @@ func runMPI(ctx context.Context, c Config, environ []string, stdout, stderr io.W
 		cmd := exec.Command(path, args[1:]...)
 		cmd.Env = mpirunEnv(environ, added)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-		output, err := startWithOutput(cmd, &mpiTagWriter{w: stdout}, &mpiTagWriter{w: stderr})
+		outTags, errTags := &mpiTagWriter{w: stdout}, &mpiTagWriter{w: stderr}
+		output, err := startWithOutput(cmd, outTags, errTags)
 		if err != nil {
 			say("ddprun: starting mpirun: %v", err)
 			return 1
@@ -189,12 +192,25 @@ func runMPI(ctx context.Context, c Config, environ []string, stdout, stderr io.W
 			select {
 			case <-done:
 			case <-ctx.Done():
-				// mpirun forwards SIGTERM to every worker and exits.
-				_ = cmd.Process.Signal(syscall.SIGTERM)
+				// Open MPI 4.1's mpirun forwards SIGTERM one
+				// odls_base_sigkill_timeout (1 s) late and SIGKILLs a
+				// timeout later: no time to checkpoint. The workers get
+				// SIGTERM from ddprun and preemptGrace; mpirun ends with
+				// them, or is stopped after that.
+				live, _ := childrenOf(cmd.Process.Pid)
+				for _, pid := range live {
+					_ = syscall.Kill(pid, syscall.SIGTERM)
+					_ = syscall.Kill(pid, syscall.SIGCONT)
+				}
 				select {
 				case <-done:
-				case <-time.After(mpirunStopGrace):
-					_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+				case <-time.After(preemptGrace):
+					_ = cmd.Process.Signal(syscall.SIGTERM)
+					select {
+					case <-done:
+					case <-time.After(mpirunStopGrace):
+						_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+					}
 				}
 			case <-orphaned:
 				say("ddprun: every worker has ended but mpirun did not exit within %v (Open MPI 4.1's mpirun can hang "+
@@ -207,6 +223,7 @@ func runMPI(ctx context.Context, c Config, environ []string, stdout, stderr io.W
 		close(done)
 		<-stopped
 		output.drain()
+		_, _ = outTags.flush(), errTags.flush()
 		diagnosis := ""
 		if err != nil && ctx.Err() == nil {
 			diagnosis = mpiFlight(dumps, c.NProcPerNode)
@@ -218,6 +235,12 @@ func runMPI(ctx context.Context, c Config, environ []string, stdout, stderr io.W
 			say("ddprun: flight record (%s): %s", dumps, diagnosis)
 		}
 		if ctx.Err() != nil {
+			var ee *exec.ExitError
+			if errors.As(err, &ee) && ee.ExitCode() == workerenv.ExitPreempted {
+				say("ddprun: preempted (%v): every worker checkpointed and exited %d; run the same command again to resume",
+					context.Cause(ctx), workerenv.ExitPreempted)
+				return workerenv.ExitPreempted
+			}
 			say("ddprun: stopped (%v); mpirun stopped every worker", context.Cause(ctx))
 			return 130
 		}
@@ -238,34 +261,71 @@ func runMPI(ctx context.Context, c Config, environ []string, stdout, stderr io.W
 	}
 }
 
-// mpiTagWriter turns the tag mpirun --tag-output puts on each line of a
-// worker, "[JOB,RANK]<stdout>:", into ddprun's "[rankN]:"; mpirun's own
-// lines pass unchanged. It is given one whole line per Write.
-type mpiTagWriter struct{ w io.Writer }
+// mpiTagWriter turns mpirun --tag-output's "[JOB,RANK]<stdout>:" into
+// ddprun's "[rankRANK]:" prefix. mpirun cuts long output into chunks,
+// each tagged, with no newline between them, so one line it writes may
+// hold a rank's line in pieces, or a piece of one rank's line and then
+// another rank's: the writer puts each rank's pieces back together.
+type mpiTagWriter struct {
+	w io.Writer
+	// pending is each rank's unfinished line.
+	pending map[string][]byte
+}
+
+// mpiTag is one rank's chunk tag; the group is the rank.
+var mpiTag = regexp.MustCompile(`\[\d+,(\d+)\]<std(?:out|err|diag)>:`)
+
+// maxPendingLine bounds a rank's unfinished line: longer, it is written
+// as a line of its own.
+const maxPendingLine = 1 << 20
 
 func (m *mpiTagWriter) Write(line []byte) (int, error) {
-	out := line
-	if rest, ok := bytes.CutPrefix(line, []byte("[")); ok {
-		if tag, text, ok := bytes.Cut(rest, []byte(">:")); ok {
-			ids, _, _ := bytes.Cut(tag, []byte("]<"))
-			if _, rank, ok := bytes.Cut(ids, []byte(",")); ok && len(rank) > 0 && isDigits(rank) {
-				out = append(append(append([]byte("[rank"), rank...), "]:"...), text...)
-			}
-		}
+	tags := mpiTag.FindAllSubmatchIndex(line, -1)
+	if len(tags) == 0 || tags[0][0] != 0 {
+		return len(line), m.emit(line) // mpirun's own
 	}
-	consoleMu.Lock()
-	defer consoleMu.Unlock()
-	if _, err := m.w.Write(out); err != nil {
-		return 0, err
+	if m.pending == nil {
+		m.pending = map[string][]byte{}
+	}
+	for i, tag := range tags {
+		rank := string(line[tag[2]:tag[3]])
+		end := len(line)
+		if i+1 < len(tags) {
+			end = tags[i+1][0]
+		}
+		text := append(m.pending[rank], line[tag[1]:end]...)
+		if i+1 < len(tags) && len(text) < maxPendingLine {
+			m.pending[rank] = text // the rank's line goes on in a later chunk
+			continue
+		}
+		delete(m.pending, rank)
+		if i+1 < len(tags) {
+			text = append(text, '\n')
+		}
+		if err := m.emit(append([]byte("[rank"+rank+"]:"), text...)); err != nil {
+			return 0, err
+		}
 	}
 	return len(line), nil
 }
 
-func isDigits(b []byte) bool {
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return false
+// flush writes the lines ranks left unfinished, in rank order.
+func (m *mpiTagWriter) flush() error {
+	ranks := slices.Collect(maps.Keys(m.pending))
+	slices.SortFunc(ranks, func(a, b string) int { return cmp.Or(cmp.Compare(len(a), len(b)), strings.Compare(a, b)) })
+	for _, rank := range ranks {
+		if err := m.emit(append([]byte("[rank"+rank+"]:"), append(m.pending[rank], '\n')...)); err != nil {
+			return err
 		}
+		delete(m.pending, rank)
 	}
-	return true
+	return nil
+}
+
+// emit writes one line, whole, to the console.
+func (m *mpiTagWriter) emit(line []byte) error {
+	consoleMu.Lock()
+	defer consoleMu.Unlock()
+	_, err := m.w.Write(line)
+	return err
 }

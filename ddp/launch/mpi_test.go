@@ -6,6 +6,7 @@ import (
 	"io"
 	"os/exec"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -114,7 +115,11 @@ func TestHungLauncherIsStopped(t *testing.T) {
 	default:
 	}
 	live, ended := childrenOf(hung.Process.Pid)
-	assert.Equal(t, [2]int{0, 1}, [2]int{live, ended})
+	assert.Empty(t, live)
+	assert.Equal(t, 1, ended)
+	live, ended = childrenOf(busy.Process.Pid)
+	assert.Len(t, live, 1, "the running child is listed")
+	assert.Zero(t, ended)
 }
 
 // TestMPITagsBecomeRankPrefixes: mpirun --tag-output's "[JOB,RANK]<stdout>:"
@@ -138,4 +143,39 @@ func TestMPITagsBecomeRankPrefixes(t *testing.T) {
 		assert.Equal(t, len(in), n)
 		assert.Equal(t, want, out.String(), in)
 	}
+}
+
+// TestMPIChunksBecomeWholeLines: mpirun cuts a long line into tagged
+// chunks with no newline between them, and another rank's chunk may come
+// between two of them; each rank's line comes out whole, once, and a line
+// a rank left unfinished comes out at the end. A rank that never ends its
+// line is cut at maxPendingLine, not held without bound.
+func TestMPIChunksBecomeWholeLines(t *testing.T) {
+	var out bytes.Buffer
+	w := &mpiTagWriter{w: &out}
+	for _, in := range []string{ // as copyLines writes them: whole lines
+		"[1,0]<stdout>:PARAMS 0.1 0.2[1,0]<stdout>: 0.3 0.4\n",
+		"[1,0]<stdout>:first half [1,1]<stdout>:rank one whole\n",
+		"[1,0]<stdout>:second half\n",
+		"[1,2]<stdout>:never ended [1,0]<stdout>:zero's last\n",
+	} {
+		n, err := w.Write([]byte(in))
+		require.NoError(t, err)
+		assert.Equal(t, len(in), n)
+	}
+	require.NoError(t, w.flush())
+	assert.Equal(t, "[rank0]:PARAMS 0.1 0.2 0.3 0.4\n"+
+		"[rank1]:rank one whole\n"+
+		"[rank0]:first half second half\n"+
+		"[rank0]:zero's last\n"+
+		"[rank2]:never ended \n", out.String())
+
+	out.Reset()
+	chunk := "[1,3]<stdout>:" + strings.Repeat("x", 4096)
+	for range maxPendingLine/4096 + 2 {
+		_, err := w.Write([]byte(chunk + chunk))
+		require.NoError(t, err)
+	}
+	assert.LessOrEqual(t, len(w.pending["3"]), maxPendingLine)
+	assert.Contains(t, out.String(), "[rank3]:xxxx", "a line past the bound is written")
 }
