@@ -16,9 +16,11 @@ import (
 )
 
 // TestLongMPIPreemptionCheckpointsAndResumes is TestPreemptionCheckpointsAndResumes
-// under mpirun: SIGTERM to ddprun reaches the ranks through mpirun, which
-// gives them the preemption grace (not Open MPI's 1 s) to commit the
+// under mpirun: SIGTERM to ddprun reaches the ranks from ddprun itself
+// (mpirun would give them 1 s), with the preemption grace to commit the
 // checkpoint; ddprun exits 75 and the next launch resumes bit for bit.
+// Without the rank-to-rank random states the resume would differ (the
+// ranks are seeded apart).
 func TestLongMPIPreemptionCheckpointsAndResumes(t *testing.T) {
 	args := []string{"--nproc_per_node=2", "--backend=mpi"}
 	whole := runAgent(t.Context(), t, "whole-preempt-mpi", "preemptible", args, "XLADDP_TEST_DIR="+t.TempDir())
