@@ -31,15 +31,22 @@ func finalParams(out string) string {
 // notice) has every worker finish its step, commit a coordinated
 // checkpoint and exit 75; ddprun exits 75 too, and the same command run
 // again resumes and ends with the parameters of an uninterrupted run, bit
-// for bit, dropout included.
+// for bit, dropout included (the ranks are seeded apart, so each needs
+// its own random state back).
 func TestPreemptionCheckpointsAndResumes(t *testing.T) {
-	whole := runAgent(t.Context(), t, "whole-preempt", "preemptible", []string{"--nproc_per_node=2"}, "XLADDP_TEST_DIR="+t.TempDir())
+	preemptAndResume(t, "preempt", []string{"--nproc_per_node=2"})
+}
+
+// preemptAndResume is TestPreemptionCheckpointsAndResumes with ddprun's
+// args; mark names its processes.
+func preemptAndResume(t *testing.T, mark string, args []string) {
+	whole := runAgent(t.Context(), t, "whole-"+mark, "preemptible", args, "XLADDP_TEST_DIR="+t.TempDir())
 	require.Equal(t, 0, whole.code, whole.stderr)
 	want := finalParams(whole.stdout)
 	require.NotEmpty(t, want)
 
 	dir := t.TempDir()
-	mark := "preempt" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	mark += strconv.FormatInt(time.Now().UnixNano(), 36)
 	_, before := leftovers(t, mark)
 	ctx, cancel := context.WithCancelCause(t.Context())
 	var signalled time.Time
@@ -52,17 +59,17 @@ func TestPreemptionCheckpointsAndResumes(t *testing.T) {
 		signalled = time.Now()
 		cancel(context.Canceled) // what SIGTERM does to ddprun
 	}()
-	res := runAgent(ctx, t, mark, "preemptible", []string{"--nproc_per_node=2"}, "XLADDP_TEST_DIR="+dir)
+	res := runAgent(ctx, t, mark, "preemptible", args, "XLADDP_TEST_DIR="+dir)
 	assert.Equal(t, workerenv.ExitPreempted, res.code, res.stderr)
 	assert.Contains(t, res.stderr, "ddprun: preempted")
 	assert.Contains(t, res.stdout, "[rank0]:preempted after step")
 	assert.Less(t, time.Since(signalled), 10*time.Second, "checkpointed within one step + 10 s")
 	assertNothingLeft(t, mark, before)
 
-	again := runAgent(t.Context(), t, mark, "preemptible", []string{"--nproc_per_node=2"}, "XLADDP_TEST_DIR="+dir)
+	again := runAgent(t.Context(), t, mark, "preemptible", args, "XLADDP_TEST_DIR="+dir)
 	require.Equal(t, 0, again.code, again.stderr)
 	assert.Contains(t, again.stdout, "[rank0]:resumed at ")
-	t.Log(strings.TrimSpace(res.stderr), "\n", fieldAfter(res.stdout, "[rank0]:preempted"), "/", fieldAfter(again.stdout, "[rank0]:resumed"))
+	t.Log(fieldAfter(res.stdout, "[rank0]:preempted"), "/", fieldAfter(again.stdout, "[rank0]:resumed"))
 	assert.Equal(t, want, finalParams(again.stdout), "the resumed job's parameters differ from an uninterrupted run's")
 }
 
