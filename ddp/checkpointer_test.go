@@ -1,6 +1,9 @@
 package ddp_test
 
 import (
+	"encoding/binary"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -11,7 +14,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xladdp/xladdp/ddp"
+	"github.com/xladdp/xladdp/ddp/internal/ddptest"
+	"github.com/xladdp/xladdp/xla/nn"
 	"github.com/xladdp/xladdp/xla/optim"
+	"github.com/xladdp/xladdp/xla/safetensors"
+	"github.com/xladdp/xladdp/xla/xlatest"
 )
 
 // TestCheckpointerRefusesAndRestoresNothing: bad options are refused
@@ -36,4 +43,63 @@ func TestCheckpointerRefusesAndRestoresNothing(t *testing.T) {
 	time.Sleep(50 * time.Millisecond) // the process survives: the checkpointer took it
 	ck.Close()
 	ck.Close()
+}
+
+// TestCheckpointerKeepsAndReportsItsWrites: periodic checkpoints are
+// written off the step, hold the state of their step while training
+// goes on, and only Keep stay; a background write that fails (its
+// directory removed) is the next Step's error, said once, and that
+// Step writes nothing.
+func TestCheckpointerKeepsAndReportsItsWrites(t *testing.T) {
+	ctx := xlatest.Context(t)
+	d := xlatest.NewEngine(t, 1).Device(0)
+	model, err := ddptest.NewModel(d, "toy", 3, nil)
+	require.NoError(t, err)
+	opt, err := optim.NewSGD(nn.Parameters(model), optim.SGDConfig{LR: 0.1})
+	require.NoError(t, err)
+	dir := t.TempDir()
+	ck, err := ddp.NewCheckpointer(ddp.CheckpointerOptions{Dir: dir, Every: 2, Keep: 2})
+	require.NoError(t, err)
+	defer ck.Close()
+	atStep := map[int][]float32{}
+	for step := 1; step <= 7; step++ {
+		opt.ZeroGrad()
+		require.NoError(t, optim.BackwardStep(ctx, nn.Parameters(model)[0].Square().Sum(), opt))
+		v, err := nn.Parameters(model)[0].Float32s(ctx)
+		require.NoError(t, err)
+		atStep[step] = v
+		require.NoError(t, ck.Step(ctx, optim.Checkpoint{Model: model, Optimizer: opt, Step: step}))
+	}
+	require.NoError(t, ck.Close())
+	names, err := filepath.Glob(filepath.Join(dir, "step-*.safetensors"))
+	require.NoError(t, err)
+	require.Len(t, names, 2, "Keep: 2")
+	for _, step := range []int{4, 6} {
+		f, err := safetensors.ReadFile(filepath.Join(dir, fmt.Sprintf("step-%012d.safetensors", step)))
+		require.NoError(t, err)
+		w, ok := f.Lookup("model." + nn.StateDict(model)[0].Name)
+		require.True(t, ok)
+		assert.Equal(t, atStep[step], float32sOf(w.Data), "step %d's file holds step %d's values", step, step)
+	}
+
+	gone := filepath.Join(t.TempDir(), "gone")
+	ck, err = ddp.NewCheckpointer(ddp.CheckpointerOptions{Dir: gone, Every: 1})
+	require.NoError(t, err)
+	require.NoError(t, os.RemoveAll(gone))
+	c := optim.Checkpoint{Model: model, Optimizer: opt, Step: 1}
+	require.NoError(t, ck.Step(ctx, c), "the write goes on in the background")
+	c.Step = 2
+	err = ck.Step(ctx, c)
+	assert.ErrorContains(t, err, "writing the previous checkpoint")
+	assert.ErrorContains(t, err, "gone")
+	assert.NoError(t, ck.Close(), "the failure is said once; step 2 stopped before writing")
+}
+
+// float32sOf decodes little-endian float32s.
+func float32sOf(b []byte) []float32 {
+	out := make([]float32, len(b)/4)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return out
 }
