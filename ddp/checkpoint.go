@@ -24,6 +24,9 @@ import (
 // error. With c.RNG every replica's random state is saved, and
 // LoadCheckpoint at the same replica count gives each its own back.
 func SaveCheckpoint(ctx context.Context, path string, c optim.Checkpoint) error {
+	if err := refuseSharded(c.Optimizer); err != nil {
+		return err
+	}
 	return saveOnRankZero(ctx, path, c, func(take func() (optim.Snapshot, error)) error {
 		snap, err := take()
 		if err != nil {
@@ -98,6 +101,9 @@ func saveOnRankZero(ctx context.Context, path string, c optim.Checkpoint, write 
 // is an error, not a silent fork. Like optim.LoadCheckpoint it is all or
 // nothing.
 func LoadCheckpoint(ctx context.Context, path string, c *optim.Checkpoint) error {
+	if err := refuseSharded(c.Optimizer); err != nil {
+		return err
+	}
 	dev, err := checkpointDevice(c.Model)
 	if err != nil {
 		return err
@@ -142,4 +148,15 @@ func checkpointDevice(m nn.Module) (*xla.Device, error) {
 		return nil, errors.New("ddp: checkpoint of a model with no tensors")
 	}
 	return state[0].Tensor.Device(), nil
+}
+
+// refuseSharded refuses an optimizer whose state is sharded over the
+// replicas: one file from replica 0 would hold its shard only.
+func refuseSharded(opt optim.Optimizer) error {
+	if s, ok := opt.(optim.ShardedOptimizer); ok {
+		_, n := s.StateShard()
+		return fmt.Errorf("ddp: the state of a %T is sharded over %d replicas, and a single-file checkpoint would keep one shard: "+
+			"use ddp/zero's SaveCheckpoint and LoadCheckpoint", opt, n)
+	}
+	return nil
 }

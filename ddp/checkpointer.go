@@ -153,6 +153,9 @@ func (ck *Checkpointer) Restore(ctx context.Context, c *optim.Checkpoint) (bool,
 // job was asked to stop, and then returns ErrPreempted; every replica
 // gets the same answer.
 func (ck *Checkpointer) Step(ctx context.Context, c optim.Checkpoint) error {
+	if err := refuseSharded(c.Optimizer); err != nil {
+		return err
+	}
 	dev, err := checkpointDevice(c.Model)
 	if err != nil {
 		return err

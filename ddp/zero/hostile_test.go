@@ -140,6 +140,16 @@ func TestZeroRefusesBadModules(t *testing.T) {
 		}
 	}
 	assert.Equal(t, [][]int{{4}}, masters, "one bucket of the 4 elements of the one non-empty parameter")
+	// One replica's shard in a single file would be a silent loss.
+	c := optim.Checkpoint{Model: module, Optimizer: z, Step: 1}
+	path := filepath.Join(t.TempDir(), "one.safetensors")
+	assert.ErrorContains(t, ddp.SaveCheckpoint(ctx, path, c), "use ddp/zero's SaveCheckpoint", "ddp.SaveCheckpoint")
+	assert.NoFileExists(t, path)
+	assert.ErrorContains(t, ddp.LoadCheckpoint(ctx, path, &c), "sharded over 1 replicas", "ddp.LoadCheckpoint")
+	ck, err := ddp.NewCheckpointer(ddp.CheckpointerOptions{Dir: t.TempDir(), Every: 1})
+	require.NoError(t, err)
+	assert.ErrorContains(t, ck.Step(ctx, c), "single-file checkpoint would keep one shard", "ddp.Checkpointer")
+	require.NoError(t, ck.Close())
 	_, err = zero.New(ctx, module, nil, sgd)
 	assert.ErrorContains(t, err, "already has a hook", "a second sharded optimizer on one wrapper")
 	closed := wrapped(full)

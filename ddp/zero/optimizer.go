@@ -422,6 +422,9 @@ func (z *ZeroRedundancyOptimizer) State() []nn.Named {
 	return out
 }
 
+// StateShard says which shard State holds (optim.ShardedOptimizer).
+func (z *ZeroRedundancyOptimizer) StateShard() (replica, replicas int) { return z.replica, z.replicas }
+
 // Inner returns the optimizer running on the shards.
 func (z *ZeroRedundancyOptimizer) Inner() optim.Optimizer { return z.inner }
 

@@ -25,6 +25,16 @@ type Optimizer interface {
 	Hyperparameters() map[string]float64
 }
 
+// ShardedOptimizer is an Optimizer whose State is one replica's shard of
+// the job's state (ddp/zero's ZeroRedundancyOptimizer): a file of one
+// replica's State would lose the others', so single-file checkpoints
+// (ddp.SaveCheckpoint, ddp.LoadCheckpoint) refuse it.
+type ShardedOptimizer interface {
+	Optimizer
+	// StateShard says which shard State holds: replica's of replicas.
+	StateShard() (replica, replicas int)
+}
+
 // base holds what every optimizer shares: the parameters, the learning
 // rate and the step count on the device.
 type base struct {
