@@ -13,13 +13,13 @@ import (
 	"github.com/xladdp/xladdp/xla/safetensors"
 )
 
-// replicaRNGName is the tensor of a job of several replicas' checkpoint
+// ReplicaRNGName is the tensor of a job of several replicas' checkpoint
 // (with optim.Checkpoint.RNG) that holds every replica's random state,
 // one row each in global replica order (process rank, then local
 // replica): the replicas of one process are seeded apart, and ranks may
 // seed by rank, so one device's state ("rng.device", replica 0's) cannot
 // resume them all.
-const replicaRNGName = "ddp.replica_rng"
+const ReplicaRNGName = "ddp.replica_rng"
 
 // replicaRNGs returns every replica's random state in global replica
 // order, to every local replica (nil without c.RNG or with one replica
@@ -61,11 +61,11 @@ func replicaRNGs(ctx context.Context, dev *xla.Device, g *dist.ProcessGroup, c o
 	})
 }
 
-// replicaRNGSource is the replicaRNGName tensor of states, for a file.
+// replicaRNGSource is the ReplicaRNGName tensor of states, for a file.
 func replicaRNGSource(rng *xla.Device, states [][]byte) safetensors.Source {
 	state := rng.RNGState()
 	return safetensors.Source{
-		Layout: safetensors.Layout{Name: replicaRNGName, DType: nn.SafetensorsDType(state.DType()), Shape: append([]int{len(states)}, state.Dims()...)},
+		Layout: safetensors.Layout{Name: ReplicaRNGName, DType: nn.SafetensorsDType(state.DType()), Shape: append([]int{len(states)}, state.Dims()...)},
 		Read: func(dst []byte) error {
 			copy(dst, slices.Concat(states...))
 			return nil
@@ -73,7 +73,7 @@ func replicaRNGSource(rng *xla.Device, states [][]byte) safetensors.Source {
 	}
 }
 
-// stageReplicaRNG uploads this replica's row of the file's replicaRNGName
+// stageReplicaRNG uploads this replica's row of the file's ReplicaRNGName
 // tensor, to be made c.RNG's state once the rest of the checkpoint is
 // restored; nil when there is nothing to restore that way (no c.RNG, no
 // such tensor, which a single-replica job's file lacks, and
@@ -84,7 +84,7 @@ func stageReplicaRNG(dev *xla.Device, file safetensors.File, path string, c *opt
 	if c.RNG == nil {
 		return nil, false, nil
 	}
-	table, ok := file.Lookup(replicaRNGName)
+	table, ok := file.Lookup(ReplicaRNGName)
 	if !ok {
 		return nil, false, nil
 	}
@@ -93,7 +93,7 @@ func stageReplicaRNG(dev *xla.Device, file safetensors.File, path string, c *opt
 	rank, procs := processRank()
 	want := append([]int{local * procs}, state.Dims()...)
 	if table.DType != nn.SafetensorsDType(state.DType()) || len(table.Shape) != len(want) || !slices.Equal(table.Shape[1:], want[1:]) {
-		return nil, false, fmt.Errorf("ddp: %s: %s is %s %v, not the random states of %v", path, replicaRNGName, table.DType, table.Shape, want)
+		return nil, false, fmt.Errorf("ddp: %s: %s is %s %v, not the random states of %v", path, ReplicaRNGName, table.DType, table.Shape, want)
 	}
 	if table.Shape[0] != want[0] {
 		return nil, true, nil

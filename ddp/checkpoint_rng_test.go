@@ -1,8 +1,6 @@
 package ddp_test
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -11,76 +9,16 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/xladdp/xladdp/backend"
 	"github.com/xladdp/xladdp/ddp"
-	"github.com/xladdp/xladdp/xla"
-	"github.com/xladdp/xladdp/xla/nn"
-	"github.com/xladdp/xladdp/xla/optim"
+	"github.com/xladdp/xladdp/ddp/internal/ddptest"
 	"github.com/xladdp/xladdp/xla/safetensors"
 )
 
-// dropoutSpawn trains a wrapped MLP with dropout on every local replica
-// of a spawned job (each replica's device seeded apart, as Spawn seeds
-// them) for steps steps, resuming from load when set and saving the
-// checkpoint of step saveAt (with every replica's random state) to save;
-// it returns replica 0's final parameters.
+// dropoutSpawn is ddptest.DropoutSpawn with ddp's single-file
+// checkpoints.
 func dropoutSpawn(t *testing.T, replicas int, load, save string, saveAt, steps int) ([]float32, error) {
-	final := make(chan []float32, 1)
-	err := ddp.Spawn(t.Context(), func(ctx context.Context, w ddp.Worker) error {
-		d := w.Device
-		l1, err1 := nn.NewLinear(d, nn.NewRand(7), 10, 16, true)
-		l2, err2 := nn.NewLinear(d, nn.NewRand(8), 16, 5, true)
-		drop, err3 := nn.NewDropout(0.5)
-		if err := errors.Join(err1, err2, err3); err != nil {
-			return err
-		}
-		model, err := ddp.Wrap(ctx, nn.NewSequential(l1, nn.ReLU{}, drop, l2))
-		if err != nil {
-			return err
-		}
-		opt, err := optim.NewSGD(nn.Parameters(model), optim.SGDConfig{LR: 0.1})
-		if err != nil {
-			return err
-		}
-		c := optim.Checkpoint{Model: model, Optimizer: opt, RNG: d}
-		if load != "" {
-			if err := ddp.LoadCheckpoint(ctx, load, &c); err != nil {
-				return err
-			}
-		}
-		xs, ys := make([]float32, 4*10), make([]float32, 4*5)
-		for step := c.Step; step < steps; step++ {
-			for i := range xs {
-				xs[i] = float32((i*7+w.Rank*3+step)%11) / 11
-			}
-			for i := range ys {
-				ys[i] = float32((i*5+w.Rank+step)%7) / 7
-			}
-			x, _ := xla.FromSlice(d, xs, 4, 10)
-			y, _ := xla.FromSlice(d, ys, 4, 5)
-			opt.ZeroGrad()
-			if err := optim.BackwardStep(ctx, nn.MSELoss(model.Forward(x), y, nn.ReductionMean), opt); err != nil {
-				return err
-			}
-			if step+1 == saveAt {
-				if err := ddp.SaveCheckpoint(ctx, save, optim.Checkpoint{Model: model, Optimizer: opt, Step: step + 1, RNG: d}); err != nil {
-					return err
-				}
-			}
-		}
-		if w.Rank == 0 {
-			v, err := nn.Parameters(model)[0].Float32s(ctx)
-			if err != nil {
-				return err
-			}
-			final <- v
-		}
-		return nil
-	}, ddp.SpawnOptions{Devices: replicas, Device: backend.Options{Target: backend.CPU}})
-	if err != nil {
-		return nil, err
-	}
-	return <-final, nil
+	return ddptest.DropoutSpawn(t, ddptest.DropoutRun{Replicas: replicas, Load: load, Save: save, SaveAt: saveAt, Steps: steps,
+		SaveCheckpoint: ddp.SaveCheckpoint, LoadCheckpoint: ddp.LoadCheckpoint})
 }
 
 // rewrite rewrites the checkpoint at path with edit applied to its

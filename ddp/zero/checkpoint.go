@@ -15,6 +15,7 @@ import (
 
 	"github.com/xladdp/xladdp/ddp/dist"
 	"github.com/xladdp/xladdp/ddp/internal/exchange"
+	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/nn"
 	"github.com/xladdp/xladdp/xla/optim"
 	"github.com/xladdp/xladdp/xla/safetensors"
@@ -125,7 +126,7 @@ func (z *ZeroRedundancyOptimizer) save(ctx context.Context, dir string, c optim.
 	}
 	version := filepath.Join(dir, id)
 	rec := shardRecord{Replica: z.replica}
-	if err := z.writeShard(ctx, version, id, &rec.File); err != nil {
+	if err := z.writeShard(ctx, version, id, c.RNG, &rec.File); err != nil {
 		rec.Err = err.Error()
 	}
 	var model manifestFile
@@ -177,9 +178,19 @@ func (z *ZeroRedundancyOptimizer) startVersion(ctx context.Context, dir string, 
 	return id, nil
 }
 
-// writeShard writes this replica's state and master shards.
-func (z *ZeroRedundancyOptimizer) writeShard(ctx context.Context, version, id string, file *manifestFile) error {
-	tensors, err := nn.EncodeTensors(ctx, z.State())
+// rngName is a shard's tensor holding its replica's random state
+// (optim.Checkpoint.RNG), which a resume at the same replica count gives
+// that replica back.
+const rngName = "rng.device"
+
+// writeShard writes this replica's state and master shards, and its
+// random state when rng is set.
+func (z *ZeroRedundancyOptimizer) writeShard(ctx context.Context, version, id string, rng *xla.Device, file *manifestFile) error {
+	named := z.State()
+	if rng != nil {
+		named = append(named, nn.Named{Name: rngName, Tensor: rng.RNGState()})
+	}
+	tensors, err := nn.EncodeTensors(ctx, named)
 	if err != nil {
 		return err
 	}

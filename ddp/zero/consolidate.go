@@ -2,9 +2,11 @@ package zero
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 
+	"github.com/xladdp/xladdp/ddp"
 	"github.com/xladdp/xladdp/xla/safetensors"
 )
 
@@ -41,6 +43,9 @@ func ConsolidateCheckpoint(dir, path string) error {
 	keys := map[string]bool{}
 	var whole []string
 	for name := range ck.shards[0] {
+		if name == rngName {
+			continue // the random states go as ddp.SaveCheckpoint writes them, below
+		}
 		if _, key, ok := bucketKey(name); ok {
 			if key != "master.%d" {
 				keys[key] = true
@@ -80,6 +85,11 @@ func ConsolidateCheckpoint(dir, path string) error {
 			}
 		}
 	}
+	rngs, err := ck.randomStates()
+	if err != nil {
+		return fmt.Errorf("zero: ConsolidateCheckpoint: %w", err)
+	}
+	out.Tensors = append(out.Tensors, rngs...)
 	if err := safetensors.WriteFile(path, out); err != nil {
 		return fmt.Errorf("zero: ConsolidateCheckpoint: %w", err)
 	}
@@ -100,4 +110,27 @@ func (ck *shardedCheckpoint) wholeBucket(key string, b int) ([]byte, string, err
 		full = append(full, t.Data...)
 	}
 	return full, dtype, nil
+}
+
+// randomStates are the saved replicas' random states as ddp.SaveCheckpoint
+// writes them (none when saved without Checkpoint.RNG): replica 0's as
+// "rng.device", and with several replicas every one's, a row each.
+func (ck *shardedCheckpoint) randomStates() ([]safetensors.Tensor, error) {
+	first, ok := ck.shards[0][rngName]
+	if !ok {
+		return nil, nil
+	}
+	out := []safetensors.Tensor{first}
+	if len(ck.shards) == 1 {
+		return out, nil
+	}
+	table := safetensors.Tensor{Name: ddp.ReplicaRNGName, DType: first.DType, Shape: append([]int{len(ck.shards)}, first.Shape...)}
+	for q, shard := range ck.shards {
+		t, ok := shard[rngName]
+		if !ok || t.DType != first.DType || !slices.Equal(t.Shape, first.Shape) {
+			return nil, fmt.Errorf("shard %d holds no %s %s%v as shard 0 does", q, rngName, first.DType, first.Shape)
+		}
+		table.Data = append(table.Data, t.Data...)
+	}
+	return append(out, table), nil
 }

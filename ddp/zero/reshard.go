@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -262,10 +263,17 @@ func (z *ZeroRedundancyOptimizer) stage(ck *shardedCheckpoint, c *optim.Checkpoi
 			return nil, fmt.Errorf("uploading %s: %w", s.Name, err)
 		}
 	}
+	rng, err := ck.stageRNG(c.RNG, z.replica, z.replicas)
+	if err != nil {
+		return nil, err
+	}
 	return func() {
 		model.Commit()
 		for i, s := range state {
 			_ = s.Tensor.Assign(values[i])
+		}
+		if rng != nil {
+			_ = c.RNG.SetRNGState(rng)
 		}
 		z.SetLR(m.LR)
 		c.Step, c.Epoch, c.Metadata = m.Step, m.Epoch, m.Metadata
@@ -323,4 +331,27 @@ func (ck *shardedCheckpoint) shardValue(name string, like *xla.Tensor, buckets [
 		}
 	}
 	return out, nil
+}
+
+// stageRNG uploads replica's saved random state to rng's device (nil
+// without rng, or when the checkpoint was saved at another replica count:
+// no resume there is bit for bit, and each replica keeps its own
+// seeding).
+func (ck *shardedCheckpoint) stageRNG(rng *xla.Device, replica, replicas int) (*xla.Tensor, error) {
+	if rng == nil || ck.manifest.Replicas != replicas {
+		return nil, nil
+	}
+	like := rng.RNGState()
+	t, ok := ck.shards[replica][rngName]
+	if !ok {
+		return nil, fmt.Errorf("shard %d holds no random state (saved without Checkpoint.RNG): load it without RNG", replica)
+	}
+	if want := nn.SafetensorsDType(like.DType()); t.DType != want || !slices.Equal(t.Shape, like.Dims()) {
+		return nil, fmt.Errorf("shard %d's %s is %s%v, not %s%v", replica, rngName, t.DType, t.Shape, want, like.Dims())
+	}
+	staged, err := xla.FromBytes(rng, like.DType(), like.Dims(), t.Data)
+	if err != nil {
+		return nil, fmt.Errorf("uploading the random state: %w", err)
+	}
+	return staged, nil
 }

@@ -1,0 +1,96 @@
+package ddptest
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/xladdp/xladdp/backend"
+	"github.com/xladdp/xladdp/ddp"
+	"github.com/xladdp/xladdp/xla"
+	"github.com/xladdp/xladdp/xla/nn"
+	"github.com/xladdp/xladdp/xla/optim"
+)
+
+// DropoutRun is one spawned training of DropoutSpawn.
+type DropoutRun struct {
+	Replicas int
+	// Load is the checkpoint to resume from (none when empty); Save is
+	// where the checkpoint of step SaveAt goes, with every replica's
+	// random state.
+	Load, Save    string
+	SaveAt, Steps int
+	// Optimizer builds the optimizer of the wrapped model (nil: SGD).
+	Optimizer func(ctx context.Context, m *ddp.DistributedDataParallel) (optim.Optimizer, error)
+	// SaveCheckpoint and LoadCheckpoint are ddp's or ddp/zero's.
+	SaveCheckpoint func(ctx context.Context, path string, c optim.Checkpoint) error
+	LoadCheckpoint func(ctx context.Context, path string, c *optim.Checkpoint) error
+}
+
+// DropoutSpawn trains a wrapped MLP with dropout on every local replica
+// of a spawned job (each replica's device seeded apart, as Spawn seeds
+// them), each on its own data, as r says; it returns replica 0's final
+// parameters.
+func DropoutSpawn(t *testing.T, r DropoutRun) ([]float32, error) {
+	final := make(chan []float32, 1)
+	err := ddp.Spawn(t.Context(), func(ctx context.Context, w ddp.Worker) error {
+		d := w.Device
+		l1, err1 := nn.NewLinear(d, nn.NewRand(7), 10, 16, true)
+		l2, err2 := nn.NewLinear(d, nn.NewRand(8), 16, 5, true)
+		drop, err3 := nn.NewDropout(0.5)
+		if err := errors.Join(err1, err2, err3); err != nil {
+			return err
+		}
+		model, err := ddp.Wrap(ctx, nn.NewSequential(l1, nn.ReLU{}, drop, l2))
+		if err != nil {
+			return err
+		}
+		var opt optim.Optimizer
+		if r.Optimizer != nil {
+			opt, err = r.Optimizer(ctx, model)
+		} else {
+			opt, err = optim.NewSGD(nn.Parameters(model), optim.SGDConfig{LR: 0.1})
+		}
+		if err != nil {
+			return err
+		}
+		c := optim.Checkpoint{Model: model, Optimizer: opt, RNG: d}
+		if r.Load != "" {
+			if err := r.LoadCheckpoint(ctx, r.Load, &c); err != nil {
+				return err
+			}
+		}
+		xs, ys := make([]float32, 4*10), make([]float32, 4*5)
+		for step := c.Step; step < r.Steps; step++ {
+			for i := range xs {
+				xs[i] = float32((i*7+w.Rank*3+step)%11) / 11
+			}
+			for i := range ys {
+				ys[i] = float32((i*5+w.Rank+step)%7) / 7
+			}
+			x, _ := xla.FromSlice(d, xs, 4, 10)
+			y, _ := xla.FromSlice(d, ys, 4, 5)
+			opt.ZeroGrad()
+			if err := optim.BackwardStep(ctx, nn.MSELoss(model.Forward(x), y, nn.ReductionMean), opt); err != nil {
+				return err
+			}
+			if step+1 == r.SaveAt {
+				if err := r.SaveCheckpoint(ctx, r.Save, optim.Checkpoint{Model: model, Optimizer: opt, Step: step + 1, RNG: d}); err != nil {
+					return err
+				}
+			}
+		}
+		if w.Rank == 0 {
+			v, err := nn.Parameters(model)[0].Float32s(ctx)
+			if err != nil {
+				return err
+			}
+			final <- v
+		}
+		return nil
+	}, ddp.SpawnOptions{Devices: r.Replicas, Device: backend.Options{Target: backend.CPU}})
+	if err != nil {
+		return nil, err
+	}
+	return <-final, nil
+}

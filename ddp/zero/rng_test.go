@@ -1,0 +1,58 @@
+package zero_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/xladdp/xladdp/ddp"
+	"github.com/xladdp/xladdp/ddp/internal/ddptest"
+	"github.com/xladdp/xladdp/ddp/zero"
+	"github.com/xladdp/xladdp/xla/optim"
+	"github.com/xladdp/xladdp/xla/safetensors"
+)
+
+// TestZeroCheckpointRestoresEveryReplicasRNG: each shard holds its
+// replica's random state, so two local replicas seeded apart, training
+// with dropout under the sharded optimizer, resume bit for bit; the
+// consolidated file carries the states as ddp.SaveCheckpoint writes them,
+// and resumes plain DDP to the same bits. Without the states (a load
+// without RNG) the run differs: the test sees it.
+func TestZeroCheckpointRestoresEveryReplicasRNG(t *testing.T) {
+	sgd := func(groups []optim.ParamGroup) (optim.Optimizer, error) {
+		return optim.NewSGD(groups[0].Params, optim.SGDConfig{LR: 0.1})
+	}
+	sharded := func(ctx context.Context, m *ddp.DistributedDataParallel) (optim.Optimizer, error) {
+		return zero.New(ctx, m, nil, sgd)
+	}
+	dir := filepath.Join(t.TempDir(), "ck")
+	run := func(load string, saveAt int, loadCheckpoint func(context.Context, string, *optim.Checkpoint) error) []float32 {
+		v, err := ddptest.DropoutSpawn(t, ddptest.DropoutRun{Replicas: 2, Load: load, Save: dir, SaveAt: saveAt, Steps: 6,
+			Optimizer: sharded, SaveCheckpoint: zero.SaveCheckpoint, LoadCheckpoint: loadCheckpoint})
+		require.NoError(t, err)
+		return v
+	}
+	uninterrupted := run("", 3, nil)
+	assert.Equal(t, uninterrupted, run(dir, 0, zero.LoadCheckpoint), "resumed bit for bit")
+	withoutRNG := func(ctx context.Context, dir string, c *optim.Checkpoint) error {
+		c.RNG = nil
+		return zero.LoadCheckpoint(ctx, dir, c)
+	}
+	assert.NotEqual(t, uninterrupted, run(dir, 0, withoutRNG), "without the saved states the masks differ")
+
+	file := filepath.Join(t.TempDir(), "whole.safetensors")
+	require.NoError(t, zero.ConsolidateCheckpoint(dir, file))
+	f, err := safetensors.ReadFile(file)
+	require.NoError(t, err)
+	table, ok := f.Lookup(ddp.ReplicaRNGName)
+	require.True(t, ok)
+	assert.Equal(t, 2, table.Shape[0])
+	_, ok = f.Lookup("optimizer.rng.device")
+	assert.False(t, ok, "the random state is not optimizer state")
+	plain, err := ddptest.DropoutSpawn(t, ddptest.DropoutRun{Replicas: 2, Load: file, Steps: 6, LoadCheckpoint: ddp.LoadCheckpoint})
+	require.NoError(t, err)
+	assert.Equal(t, uninterrupted, plain, "plain DDP resumes the consolidated file to the same bits")
+}
