@@ -43,6 +43,13 @@ type CheckpointerOptions struct {
 	// Keep is how many checkpoints stay (default 2); older ones are
 	// removed once a newer one is committed.
 	Keep int
+	// Save and Load, set together, replace the single-file checkpoints:
+	// for an optimizer sharded over the replicas, ddp/zero's
+	// SaveCheckpoint and LoadCheckpoint. Each checkpoint is then a
+	// directory (step-<N>), written on the step by every replica and
+	// renamed into place once committed.
+	Save func(ctx context.Context, dir string, c optim.Checkpoint) error
+	Load func(ctx context.Context, dir string, c *optim.Checkpoint) error
 }
 
 // Checkpointer saves a training job so that it can stop at any time and
@@ -76,6 +83,9 @@ func NewCheckpointer(o CheckpointerOptions) (*Checkpointer, error) {
 	}
 	if o.Every < 0 || o.Keep < 0 {
 		return nil, fmt.Errorf("ddp: checkpointer: Every %d and Keep %d must not be negative", o.Every, o.Keep)
+	}
+	if (o.Save == nil) != (o.Load == nil) {
+		return nil, errors.New("ddp: checkpointer: set Save and Load together (ddp/zero's SaveCheckpoint and LoadCheckpoint), or neither")
 	}
 	if o.Keep == 0 {
 		o.Keep = 2
@@ -118,18 +128,22 @@ func (ck *Checkpointer) finishWrite() error {
 	return err
 }
 
-// path is step's checkpoint file.
+// path is step's checkpoint: a file, or with Save a directory.
 func (ck *Checkpointer) path(step int) string {
-	return filepath.Join(ck.opts.Dir, fmt.Sprintf("step-%012d.safetensors", step))
+	name := fmt.Sprintf("step-%012d", step)
+	if ck.opts.Save == nil {
+		name += ".safetensors"
+	}
+	return filepath.Join(ck.opts.Dir, name)
 }
 
 // saved lists the committed checkpoints' steps, oldest first.
 func (ck *Checkpointer) saved() []int {
-	names, _ := filepath.Glob(filepath.Join(ck.opts.Dir, "step-*.safetensors"))
+	names, _ := filepath.Glob(filepath.Join(ck.opts.Dir, "step-*"))
 	var steps []int
 	for _, n := range names {
 		var step int
-		if _, err := fmt.Sscanf(filepath.Base(n), "step-%d.safetensors", &step); err == nil && step >= 0 {
+		if _, err := fmt.Sscanf(filepath.Base(n), "step-%d", &step); err == nil && step >= 0 && n == ck.path(step) {
 			steps = append(steps, step)
 		}
 	}
@@ -145,7 +159,11 @@ func (ck *Checkpointer) Restore(ctx context.Context, c *optim.Checkpoint) (bool,
 	if len(steps) == 0 {
 		return false, nil
 	}
-	return true, LoadCheckpoint(ctx, ck.path(steps[len(steps)-1]), c)
+	load := LoadCheckpoint
+	if ck.opts.Load != nil {
+		load = ck.opts.Load
+	}
+	return true, load(ctx, ck.path(steps[len(steps)-1]), c)
 }
 
 // Step is called by every replica after each training step, with c.Step
@@ -153,8 +171,10 @@ func (ck *Checkpointer) Restore(ctx context.Context, c *optim.Checkpoint) (bool,
 // job was asked to stop, and then returns ErrPreempted; every replica
 // gets the same answer.
 func (ck *Checkpointer) Step(ctx context.Context, c optim.Checkpoint) error {
-	if err := refuseSharded(c.Optimizer); err != nil {
-		return err
+	if ck.opts.Save == nil {
+		if err := refuseSharded(c.Optimizer); err != nil {
+			return err
+		}
 	}
 	dev, err := checkpointDevice(c.Model)
 	if err != nil {
@@ -178,6 +198,14 @@ func (ck *Checkpointer) Step(ctx context.Context, c optim.Checkpoint) error {
 	}
 	due := ck.opts.Every > 0 && c.Step%ck.opts.Every == 0
 	switch {
+	case ck.opts.Save != nil && (stop || due):
+		if err := ck.saveWith(ctx, dev, g, c); err != nil {
+			return err
+		}
+		if stop {
+			return ErrPreempted
+		}
+		return nil
 	case stop:
 		// Committed on every rank before anyone exits.
 		path := ck.path(c.Step)
@@ -232,11 +260,34 @@ func (ck *Checkpointer) saveOffTheStep(ctx context.Context, dev *xla.Device, g *
 	})
 }
 
+// saveWith writes c's checkpoint with Save (every replica) into a
+// partial directory, which rank 0 renames into place once Save returned
+// everywhere: a checkpoint killed halfway is never restored.
+func (ck *Checkpointer) saveWith(ctx context.Context, dev *xla.Device, g *dist.ProcessGroup, c optim.Checkpoint) error {
+	final := ck.path(c.Step)
+	partial := final + ".partial"
+	if err := ck.opts.Save(ctx, partial, c); err != nil {
+		return err
+	}
+	_, err := exchange.HostOnce(ctx, dev, exchange.Timeout(g), "committing "+final, func() (struct{}, error) {
+		var err error
+		if g == nil || g.Rank() == 0 {
+			_ = os.RemoveAll(final) // one an earlier attempt of the job committed
+			if err = os.Rename(partial, final); err == nil {
+				err = safetensors.SyncDir(ck.opts.Dir)
+				ck.prune()
+			}
+		}
+		return struct{}{}, exchange.AgreeOnRankZero(ctx, g, err, "committing "+final)
+	})
+	return err
+}
+
 // prune removes the checkpoints beyond the Keep newest (rank 0, after a
 // commit).
 func (ck *Checkpointer) prune() {
 	steps := ck.saved()
 	for _, s := range steps[:max(0, len(steps)-ck.opts.Keep)] {
-		_ = os.Remove(ck.path(s))
+		_ = os.RemoveAll(ck.path(s))
 	}
 }

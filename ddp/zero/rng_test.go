@@ -56,3 +56,38 @@ func TestZeroCheckpointRestoresEveryReplicasRNG(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, uninterrupted, plain, "plain DDP resumes the consolidated file to the same bits")
 }
+
+// TestZeroUnderTheCheckpointer: ddp.Checkpointer with ddp/zero's
+// SaveCheckpoint and LoadCheckpoint. SIGTERM after step 3 stops every
+// replica with ErrPreempted after committing step 3's sharded checkpoint
+// (a directory, no partial one left), the next run restores it and ends
+// bit-identical to an uninterrupted run, dropout included; Keep holds.
+func TestZeroUnderTheCheckpointer(t *testing.T) {
+	sharded := func(ctx context.Context, m *ddp.DistributedDataParallel) (optim.Optimizer, error) {
+		return zero.New(ctx, m, nil, func(groups []optim.ParamGroup) (optim.Optimizer, error) {
+			return optim.NewSGD(groups[0].Params, optim.SGDConfig{LR: 0.1, Momentum: 0.9})
+		})
+	}
+	dir := t.TempDir()
+	run := func(ckDir string, termAt int) ([]float32, error) {
+		return ddptest.DropoutSpawn(t, ddptest.DropoutRun{Replicas: 2, Steps: 8, Optimizer: sharded, TermAt: termAt,
+			Checkpointer: &ddp.CheckpointerOptions{Dir: ckDir, Every: 2, Keep: 2, Save: zero.SaveCheckpoint, Load: zero.LoadCheckpoint}})
+	}
+	uninterrupted, err := run(t.TempDir(), 0)
+	require.NoError(t, err)
+	_, err = run(dir, 3)
+	require.ErrorIs(t, err, ddp.ErrPreempted)
+	names, err := filepath.Glob(filepath.Join(dir, "*"))
+	require.NoError(t, err)
+	assert.Equal(t, []string{filepath.Join(dir, "step-000000000002"), filepath.Join(dir, "step-000000000003")}, names,
+		"the periodic checkpoint and the preemption's, committed, nothing partial")
+	resumed, err := run(dir, 0)
+	require.NoError(t, err)
+	assert.Equal(t, uninterrupted, resumed, "resumed bit for bit")
+	names, err = filepath.Glob(filepath.Join(dir, "*"))
+	require.NoError(t, err)
+	assert.Equal(t, []string{filepath.Join(dir, "step-000000000006"), filepath.Join(dir, "step-000000000008")}, names, "Keep: 2")
+
+	_, err = ddp.NewCheckpointer(ddp.CheckpointerOptions{Dir: dir, Save: zero.SaveCheckpoint})
+	assert.ErrorContains(t, err, "set Save and Load together")
+}

@@ -3,7 +3,10 @@ package ddptest
 import (
 	"context"
 	"errors"
+	"os"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/xladdp/xladdp/backend"
 	"github.com/xladdp/xladdp/ddp"
@@ -25,6 +28,11 @@ type DropoutRun struct {
 	// SaveCheckpoint and LoadCheckpoint are ddp's or ddp/zero's.
 	SaveCheckpoint func(ctx context.Context, path string, c optim.Checkpoint) error
 	LoadCheckpoint func(ctx context.Context, path string, c *optim.Checkpoint) error
+	// Checkpointer, when set, is the job's checkpointer instead: it
+	// restores the latest checkpoint and gets every step; with TermAt,
+	// replica 0 sends SIGTERM to the process after that step.
+	Checkpointer *ddp.CheckpointerOptions
+	TermAt       int
 }
 
 // DropoutSpawn trains a wrapped MLP with dropout on every local replica
@@ -33,6 +41,14 @@ type DropoutRun struct {
 // parameters.
 func DropoutSpawn(t *testing.T, r DropoutRun) ([]float32, error) {
 	final := make(chan []float32, 1)
+	var ck *ddp.Checkpointer
+	if r.Checkpointer != nil {
+		var err error
+		if ck, err = ddp.NewCheckpointer(*r.Checkpointer); err != nil {
+			return nil, err
+		}
+		defer ck.Close()
+	}
 	err := ddp.Spawn(t.Context(), func(ctx context.Context, w ddp.Worker) error {
 		d := w.Device
 		l1, err1 := nn.NewLinear(d, nn.NewRand(7), 10, 16, true)
@@ -60,6 +76,11 @@ func DropoutSpawn(t *testing.T, r DropoutRun) ([]float32, error) {
 				return err
 			}
 		}
+		if ck != nil {
+			if _, err := ck.Restore(ctx, &c); err != nil {
+				return err
+			}
+		}
 		xs, ys := make([]float32, 4*10), make([]float32, 4*5)
 		for step := c.Step; step < r.Steps; step++ {
 			for i := range xs {
@@ -73,6 +94,16 @@ func DropoutSpawn(t *testing.T, r DropoutRun) ([]float32, error) {
 			opt.ZeroGrad()
 			if err := optim.BackwardStep(ctx, nn.MSELoss(model.Forward(x), y, nn.ReductionMean), opt); err != nil {
 				return err
+			}
+			if ck != nil {
+				if step+1 == r.TermAt && w.Rank == 0 {
+					_ = syscall.Kill(os.Getpid(), syscall.SIGTERM)
+					time.Sleep(50 * time.Millisecond) // delivered before the step's agreement
+				}
+				c.Step = step + 1
+				if err := ck.Step(ctx, c); err != nil {
+					return err
+				}
 			}
 			if step+1 == r.SaveAt {
 				if err := r.SaveCheckpoint(ctx, r.Save, optim.Checkpoint{Model: model, Optimizer: opt, Step: step + 1, RNG: d}); err != nil {
