@@ -382,6 +382,7 @@ func TestTwoNodesFailTogether(t *testing.T) {
 // (they die with their parent), and the other node's agent stops its
 // own workers and exits non-zero within the heartbeat timeout.
 func TestLostAgent(t *testing.T) {
+	t.Parallel() // mostly waiting for the heartbeat timeout, on a port of its own
 	ddprun := buildDdprun(t)
 	port := freeTestPort(t)
 	mark := "lost" + strconv.FormatInt(time.Now().UnixNano(), 36)

@@ -86,6 +86,7 @@ func TestMPIDryRun(t *testing.T) {
 // does after a failed job) is noticed after mpirunOrphanGrace; one whose
 // child still runs is not.
 func TestHungLauncherIsStopped(t *testing.T) {
+	t.Parallel() // waiting on sleeps of its own
 	start := func(script string) *exec.Cmd {
 		cmd := exec.Command("sh", "-c", script)
 		require.NoError(t, cmd.Start())
