@@ -287,20 +287,29 @@ func closeAll(files ...*os.File) {
 	}
 }
 
-// copyLines copies r to w one whole line per Write, until EOF or r's read
-// deadline.
+// maxOutputLine is the longest line copyLines writes whole; a longer one
+// is cut into lines of this length.
+const maxOutputLine = 1 << 20
+
+// copyLines copies r to w one whole line per Write (a newline added to
+// an unfinished last line), until EOF or r's read deadline.
 func copyLines(wg *sync.WaitGroup, r io.Reader, w io.Writer) {
 	defer wg.Done()
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		// A copy: appending to sc.Bytes() would write into the scanner's
-		// buffer, over input not yet read.
-		_, _ = w.Write(append(append([]byte(nil), sc.Bytes()...), '\n'))
+	br := bufio.NewReaderSize(r, maxOutputLine)
+	for {
+		line, err := br.ReadSlice('\n')
+		if len(line) > 0 {
+			// A copy: the reader's buffer is reused by the next read.
+			out := append([]byte(nil), line...)
+			if out[len(out)-1] != '\n' {
+				out = append(out, '\n')
+			}
+			_, _ = w.Write(out)
+		}
+		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+			return
+		}
 	}
-	// A line longer than the buffer ends the scan: drain the rest so the
-	// worker never blocks on a full pipe.
-	_, _ = io.Copy(io.Discard, r)
 }
 
 // stop ends every worker still running: SIGTERM to its process group,
