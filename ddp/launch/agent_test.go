@@ -275,17 +275,9 @@ func TestFailurePolicy(t *testing.T) {
 // ends with the parameters of an uninterrupted run, bit for bit. Without
 // restarts the same kill fails the job.
 func TestRestartResumesBitIdentical(t *testing.T) {
-	params := func(out string) string {
-		for _, line := range strings.Split(out, "\n") {
-			if _, p, ok := strings.Cut(line, "]:PARAMS "); ok {
-				return p
-			}
-		}
-		return ""
-	}
 	whole := runAgent(t.Context(), t, "whole", "train", []string{"--nproc_per_node=2"}, "XLADDP_TEST_DIR="+t.TempDir())
 	require.Equal(t, 0, whole.code, whole.stderr)
-	want := params(whole.stdout)
+	want := finalParams(whole.stdout)
 	require.NotEmpty(t, want)
 
 	mark := "restart" + strconv.FormatInt(time.Now().UnixNano(), 36)
@@ -296,7 +288,7 @@ func TestRestartResumesBitIdentical(t *testing.T) {
 	assert.Contains(t, res.stderr, "signal SIGKILL")
 	assert.Contains(t, res.stderr, "restarting (restart 1 of 1)")
 	assert.Contains(t, res.stdout, "[rank0]:resumed at 10")
-	assert.Equal(t, want, params(res.stdout), "the restarted job's parameters differ from an uninterrupted run's")
+	assert.Equal(t, want, finalParams(res.stdout), "the restarted job's parameters differ from an uninterrupted run's")
 	assertNothingLeft(t, mark, before)
 
 	res = runAgent(t.Context(), t, mark, "train", []string{"--nproc_per_node=2"}, "XLADDP_TEST_DIR="+t.TempDir(), "XLADDP_TEST_KILL=1")

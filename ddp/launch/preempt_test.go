@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -18,14 +17,7 @@ import (
 )
 
 // finalParams is rank 0's PARAMS line.
-func finalParams(out string) string {
-	for _, line := range strings.Split(out, "\n") {
-		if _, p, ok := strings.Cut(line, "]:PARAMS "); ok {
-			return p
-		}
-	}
-	return ""
-}
+func finalParams(out string) string { return fieldAfter(out, "]:PARAMS ") }
 
 // TestPreemptionCheckpointsAndResumes: SIGTERM to ddprun mid-run (a Spot
 // notice) has every worker finish its step, commit a coordinated

@@ -108,15 +108,9 @@ func preemptible() int {
 		}
 	}
 	if rank == 0 {
-		var parts []string
-		for _, p := range nn.Parameters(model) {
-			v, err := p.Float32s(ctx)
-			if err != nil {
-				return fail(err)
-			}
-			parts = append(parts, fmt.Sprint(v))
+		if err := printParams(ctx, model); err != nil {
+			return fail(err)
 		}
-		fmt.Println("PARAMS " + strings.Join(parts, " "))
 	}
 	return 0
 }

@@ -186,19 +186,13 @@ func train(rank int) int {
 			}
 		}
 	}
-	var parts []string
-	for _, p := range nn.Parameters(model) {
-		v, err := p.Float32s(ctx)
-		if err != nil {
-			return fail(err)
-		}
-		parts = append(parts, fmt.Sprint(v))
-	}
 	m := xla.GetMetrics()
 	fmt.Printf("METRICS compilations=%d persistent=%d executions=%d skipped=%d\n",
 		m.Compilations, m.PersistentCacheHits, m.Executions, m.SkippedExecutions)
 	if rank == 0 {
-		fmt.Println("PARAMS " + strings.Join(parts, " "))
+		if err := printParams(ctx, model); err != nil {
+			return fail(err)
+		}
 		fmt.Printf("STEPMS %.3f\n", float64(time.Since(start).Microseconds())/1000/float64(max(20-startStep, 1)))
 	}
 	return 0
@@ -235,4 +229,19 @@ func cpuDevice(ctx context.Context) (d *xla.Device, closeEngine func(), err erro
 	}
 	e := xla.NewEngine(b)
 	return e.Device(0), func() { _ = e.Close() }, nil
+}
+
+// printParams prints the model's parameters on one PARAMS line, which
+// the tests compare between runs.
+func printParams(ctx context.Context, model nn.Module) error {
+	var parts []string
+	for _, p := range nn.Parameters(model) {
+		v, err := p.Float32s(ctx)
+		if err != nil {
+			return err
+		}
+		parts = append(parts, fmt.Sprint(v))
+	}
+	fmt.Println("PARAMS " + strings.Join(parts, " "))
+	return nil
 }
