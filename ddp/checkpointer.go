@@ -29,8 +29,10 @@ const ExitPreempted = workerenv.ExitPreempted
 
 // ErrPreempted is what Checkpointer.Step returns once the job was asked to
 // stop (SIGTERM to any rank: a Spot notice, a SageMaker stop, SLURM's
-// --signal) and every rank committed the checkpoint of this step.
-var ErrPreempted = errors.New("ddp: preempted: the checkpoint is committed; exit with ddp.ExitPreempted and run the job again to resume")
+// --signal) and every rank committed the checkpoint of this step. Return
+// it from the training function: Main, and a process Spawn started, exit
+// ExitPreempted for it.
+var ErrPreempted = workerenv.ErrPreempted
 
 // CheckpointerOptions configure NewCheckpointer.
 type CheckpointerOptions struct {
@@ -249,9 +251,14 @@ func (ck *Checkpointer) saveOffTheStep(ctx context.Context, dev *xla.Device, g *
 		}
 		path := ck.path(c.Step)
 		ck.writing.Add(1)
+		// The engine's Close (Spawn's and Run's return) waits for the
+		// write: Step accepted this checkpoint.
+		keep := dev.Engine().KeepOpen()
 		go func() {
 			defer ck.writing.Done()
+			defer keep()
 			yieldToTraining()
+			beforeBackgroundWrite()
 			if ck.written = snap.WriteFile(path, &ck.streamer); ck.written == nil {
 				ck.prune()
 			}
@@ -282,6 +289,10 @@ func (ck *Checkpointer) saveWith(ctx context.Context, dev *xla.Device, g *dist.P
 	})
 	return err
 }
+
+// beforeBackgroundWrite runs as a background write starts; the tests
+// slow the writer down with it.
+var beforeBackgroundWrite = func() {}
 
 // prune removes the checkpoints beyond the Keep newest (rank 0, after a
 // commit).

@@ -1,6 +1,7 @@
 package ddp_test
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/xladdp/xladdp/backend"
 	"github.com/xladdp/xladdp/ddp"
 	"github.com/xladdp/xladdp/ddp/internal/ddptest"
 	"github.com/xladdp/xladdp/xla/nn"
@@ -102,4 +104,55 @@ func float32sOf(b []byte) []float32 {
 		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
 	}
 	return out
+}
+
+// TestCheckpointAcceptedBeforeSpawnReturnsIsWritten: a checkpoint that
+// Step accepted and is still being written (a slow writer) when the
+// training function returns survives Spawn closing the device: Spawn
+// waits for it, Close reports no error, and the file holds the last
+// step's values.
+func TestCheckpointAcceptedBeforeSpawnReturnsIsWritten(t *testing.T) {
+	ddp.SlowBackgroundWrites(t, 700*time.Millisecond)
+	dir := t.TempDir()
+	ck, err := ddp.NewCheckpointer(ddp.CheckpointerOptions{Dir: dir, Every: 3})
+	require.NoError(t, err)
+	var final []float32
+	var name string
+	start := time.Now()
+	err = ddp.Spawn(xlatest.Context(t), func(ctx context.Context, w ddp.Worker) error {
+		model, err := ddptest.NewModel(w.Device, "toy", 3, nil)
+		if err != nil {
+			return err
+		}
+		wrapped, err := ddp.Wrap(ctx, model)
+		if err != nil {
+			return err
+		}
+		opt, err := optim.NewSGD(nn.Parameters(wrapped), optim.SGDConfig{LR: 0.1})
+		if err != nil {
+			return err
+		}
+		for step := 1; step <= 3; step++ {
+			opt.ZeroGrad()
+			if err := optim.BackwardStep(ctx, nn.Parameters(wrapped)[0].Square().Sum(), opt); err != nil {
+				return err
+			}
+			if err := ck.Step(ctx, optim.Checkpoint{Model: wrapped, Optimizer: opt, Step: step}); err != nil {
+				return err
+			}
+		}
+		if w.LocalRank == 0 {
+			name = nn.StateDict(wrapped)[0].Name
+			final, err = nn.Parameters(wrapped)[0].Float32s(ctx)
+		}
+		return err
+	}, ddp.SpawnOptions{Devices: 2, Device: backend.Options{Target: backend.CPU}})
+	require.NoError(t, err)
+	assert.Greater(t, time.Since(start), 700*time.Millisecond, "Spawn returned before the slow write ended")
+	require.NoError(t, ck.Close(), "the write Step accepted went through")
+	f, err := safetensors.ReadFile(filepath.Join(dir, fmt.Sprintf("step-%012d.safetensors", 3)))
+	require.NoError(t, err)
+	w, ok := f.Lookup("model." + name)
+	require.True(t, ok)
+	assert.Equal(t, final, float32sOf(w.Data), "step 3's file holds step 3's values")
 }

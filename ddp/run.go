@@ -5,15 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
-	"syscall"
 
 	"github.com/spf13/pflag"
 
 	"github.com/xladdp/xladdp/backend"
 	"github.com/xladdp/xladdp/ddp/dist"
+	"github.com/xladdp/xladdp/ddp/internal/termination"
+	"github.com/xladdp/xladdp/internal/cli"
 )
 
 // Options chooses how Run runs a training function: the launch mode,
@@ -139,17 +139,35 @@ func TransportFlag(fs *pflag.FlagSet, transport *string) {
 }
 
 // Main is a training program's main: it parses the command line (Run's
-// flags and any the program registered on pflag.CommandLine), runs fn
-// with Run until it returns or SIGINT/SIGTERM, and exits 1 with the error
-// on stderr.
+// flags and any the program registered on pflag.CommandLine) and runs fn
+// with Run. SIGINT cancels fn's context; so does SIGTERM, except while a
+// Checkpointer lives: it is then a preemption notice, on which the
+// checkpointer commits the step and fn returns ErrPreempted. Main exits 0
+// when fn succeeded, ExitPreempted (75) when every replica was preempted,
+// else 1 with the error on stderr.
 func Main(fn func(ctx context.Context, w Worker) error) {
 	o := Flags(pflag.CommandLine)
 	pflag.Parse()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := NotifyContext(context.Background())
 	err := Run(ctx, fn, *o)
 	stop()
+	exit(err)
+}
+
+// NotifyContext is the program's signal policy, Main's and the examples':
+// a copy of parent that SIGINT cancels, and SIGTERM too unless a
+// Checkpointer lives (it then checkpoints and stops the job, on a context
+// left live for the save). Handlers the program adds with signal.Notify
+// still get every signal. stop releases the signals.
+func NotifyContext(parent context.Context) (ctx context.Context, stop func()) {
+	return termination.Context(parent)
+}
+
+// exit ends the process after fn's job returned err: 0, ExitPreempted for
+// a preempted job, else 1 with err on stderr.
+func exit(err error) {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
 	}
+	os.Exit(cli.Status(err))
 }

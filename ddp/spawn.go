@@ -79,11 +79,7 @@ func Spawn(ctx context.Context, fn func(ctx context.Context, w Worker) error, op
 		}
 		// The caller asked to end here, as torch-xla's spawned processes
 		// do: the code after Spawn is the parent's.
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		os.Exit(0)
+		exit(err)
 	}
 	n, err := spawnDevices(opts)
 	if err != nil {

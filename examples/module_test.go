@@ -1,26 +1,33 @@
 package examples
 
 import (
+	"bytes"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/xladdp/xladdp/examples/internal/exampletest"
+	"github.com/xladdp/xladdp/internal/workerenv"
 )
 
-// TestUsedFromAnotherModule builds docs/own-module.md's minimal program as a
-// module of its own that requires xladdp through a replace directive (the
-// module is not on the proxy), as the guide tells users to, and runs it
-// spawned on 2 CPU devices.
-func TestUsedFromAnotherModule(t *testing.T) {
+// buildOwnModule builds docs/own-module.md's program as a module of its
+// own that requires xladdp through a replace directive (the module is not
+// on the proxy), as the guide tells users to, with the build tags given.
+func buildOwnModule(t *testing.T, tags string) string {
+	t.Helper()
 	guide, err := os.ReadFile("../docs/own-module.md")
 	require.NoError(t, err)
-	section := string(guide)
-	program := regexp.MustCompile("(?s)```go\n(.*?)```").FindStringSubmatch(section)
-	require.NotNil(t, program, "docs/own-module.md's minimal program")
+	program := regexp.MustCompile("(?s)```go\n(.*?)```").FindStringSubmatch(string(guide))
+	require.NotNil(t, program, "docs/own-module.md's program")
 	root, err := filepath.Abs("..")
 	require.NoError(t, err)
 	dir := t.TempDir()
@@ -32,16 +39,152 @@ func TestUsedFromAnotherModule(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.sum"), sum, 0o644))
 
 	bin := filepath.Join(dir, "yourprog")
-	build := exec.Command("go", "build", "-mod=mod", "-o", bin, ".")
+	build := exec.Command("go", "build", "-mod=mod", "-tags", tags, "-o", bin, ".")
 	build.Dir = dir
 	// Everything it needs is in the module cache already (this module's
 	// own dependencies): no network.
 	build.Env = append(os.Environ(), "GOPROXY=off", "GOFLAGS=")
 	out, err := build.CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	run := exec.Command(bin, "--spawn", "--cpu-devices", "2")
-	run.Env = append(os.Environ(), "XLADDP_DEVICE=", "PJRT_DEVICE=", "RANK=", "WORLD_SIZE=", "XLADDP_CACHE_DIR="+t.TempDir())
-	out, err = run.CombinedOutput()
+	return bin
+}
+
+// TestUsedFromAnotherModule builds the guide's program and runs it
+// spawned on 2 CPU devices, as the guide says.
+func TestUsedFromAnotherModule(t *testing.T) {
+	exampletest.CleanEnv(t)
+	bin := buildOwnModule(t, "")
+	run := exec.Command(bin, "--spawn", "--cpu-devices", "2", "--checkpoint-dir", t.TempDir())
+	out, err := run.CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	assert.Regexp(t, `step 20: loss \d+\.\d{4}`, string(out))
+	assert.Regexp(t, `step 200: loss \d+\.\d{4}`, string(out))
+	assert.Regexp(t, `weights \[[-0-9.e ]+\]`, string(out))
+}
+
+// preemptSteps makes the guide's program run long enough (a few seconds)
+// to be stopped well inside its run.
+const preemptSteps = "4000"
+
+// TestOwnModulePreemptedAndResumed: the guide's program, SIGTERMed
+// mid-run the way each launch mode is stopped (ddprun, the process of a
+// --spawn job, ddprun over mpirun), commits a checkpoint on every rank:
+// the program (or ddprun) exits 75, and the same command run again
+// resumes and ends with the weights of a run never stopped, bit for bit.
+func TestOwnModulePreemptedAndResumed(t *testing.T) {
+	exampletest.CleanEnv(t)
+	ddprun := exampletest.Ddprun(t)
+	tests := []struct {
+		name string
+		mpi  bool
+		cmd  func(bin, dir string) []string
+	}{
+		{"ddprun", false, func(bin, dir string) []string {
+			return []string{ddprun, "--nproc_per_node=2", bin, "--steps", preemptSteps, "--checkpoint-dir", dir}
+		}},
+		{"spawn", false, func(bin, dir string) []string {
+			return []string{bin, "--spawn", "--cpu-devices", "2", "--steps", preemptSteps, "--checkpoint-dir", dir}
+		}},
+		{"ddprun over mpirun", true, func(bin, dir string) []string {
+			return []string{ddprun, "--nproc_per_node=2", "--backend=mpi", bin, "--steps", preemptSteps, "--checkpoint-dir", dir}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tags := ""
+			if tt.mpi {
+				exampletest.Mpirun(t)
+				if exec.Command("pkg-config", "--exists", "ompi-c").Run() != nil {
+					t.Skip("libopenmpi-dev is missing, so the program cannot be built with the mpi backend (make deps installs it as root)")
+				}
+				tags = "mpi"
+			}
+			bin := buildOwnModule(t, tags)
+			whole := runToEnd(t, tt.cmd(bin, t.TempDir()))
+			require.Equal(t, 0, whole.code, whole.out)
+			want := weightsLine(whole.out)
+			require.NotEmpty(t, want, whole.out)
+
+			dir := t.TempDir()
+			stopped := runAndTerminate(t, tt.cmd(bin, dir), filepath.Join(dir, "step-000000000050.safetensors"))
+			require.Equal(t, workerenv.ExitPreempted, stopped.code, stopped.out)
+			assert.Empty(t, weightsLine(stopped.out), "the stopped run did not finish: %s", stopped.out)
+
+			again := runToEnd(t, tt.cmd(bin, dir))
+			require.Equal(t, 0, again.code, again.out)
+			assert.Contains(t, again.out, "resumed at step ")
+			assert.Equal(t, want, weightsLine(again.out), "the resumed job's weights differ from an uninterrupted run's")
+		})
+	}
+}
+
+// jobResult is how a command ended: its exit status and its output.
+type jobResult struct {
+	code int
+	out  string
+}
+
+// runToEnd runs argv and waits for it (at most two minutes).
+func runToEnd(t *testing.T, argv []string) jobResult {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), argv[0], argv[1:]...)
+	cmd.WaitDelay = 2 * time.Minute
+	out, err := cmd.CombinedOutput()
+	return jobResult{exitCode(t, err), string(out)}
+}
+
+// runAndTerminate starts argv, sends it SIGTERM once marker exists (the
+// job's first checkpoint), and waits for it to end.
+func runAndTerminate(t *testing.T, argv []string, marker string) jobResult {
+	t.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	require.NoError(t, cmd.Start())
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	deadline := time.After(time.Minute)
+	for {
+		if _, err := os.Stat(marker); err == nil {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the job ended (%v) before its first checkpoint: %s", err, out.String())
+		case <-deadline:
+			_ = cmd.Process.Kill()
+			<-done
+			t.Fatalf("no %s within a minute: %s", marker, out.String())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-done:
+		return jobResult{exitCode(t, err), out.String()}
+	case <-time.After(time.Minute):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("still running a minute after SIGTERM: %s", out.String())
+		return jobResult{}
+	}
+}
+
+// exitCode is the exit status in a command's Wait error.
+func exitCode(t *testing.T, err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	require.NoError(t, err)
+	return 0
+}
+
+// weightsLine is the program's "weights [...]" line ("" when none).
+func weightsLine(out string) string {
+	for line := range strings.Lines(out) {
+		if _, after, ok := strings.Cut(line, "weights "); ok {
+			return strings.TrimSpace(after)
+		}
+	}
+	return ""
 }

@@ -31,6 +31,8 @@ type Engine struct {
 	compileOnlyErr error
 	// buffers paces Go's collections by the device memory made (buffer_pacing.go).
 	buffers bufferPacer
+	// kept is the work Close waits for before closing (KeepOpen).
+	kept sync.WaitGroup
 }
 
 // DefaultReplicaTimeout bounds a replica's wait in MarkStep for the other
@@ -98,9 +100,23 @@ func (e *Engine) enter(op string) (release func(), err error) {
 	return release, nil
 }
 
-// Close closes the engine and its backend: new uploads, MarkSteps and
-// reads fail with an error wrapping backend.ErrClosed, and the work in
-// flight (an upload on a loader goroutine, a running step) finishes first.
-// The compiled programs are released after that and before the client
-// goes. Closing twice is a no-op.
-func (e *Engine) Close() error { return e.backend.Close() }
+// Close closes the engine and its backend. It first waits for the work
+// kept open (KeepOpen: a checkpoint written in the background); then new
+// uploads, MarkSteps and reads fail with an error wrapping
+// backend.ErrClosed, and the work in flight (an upload on a loader
+// goroutine, a running step) finishes first. The compiled programs are
+// released after that and before the client goes. Closing twice is a
+// no-op.
+func (e *Engine) Close() error {
+	e.kept.Wait()
+	return e.backend.Close()
+}
+
+// KeepOpen delays Close until release (which may be called more than
+// once): for work that outlives the call that started it and still reads
+// the device, such as a checkpoint written in the background, which Close
+// would otherwise fail halfway.
+func (e *Engine) KeepOpen() (release func()) {
+	e.kept.Add(1)
+	return sync.OnceFunc(e.kept.Done)
+}

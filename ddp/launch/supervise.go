@@ -2,11 +2,15 @@ package launch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os/exec"
 	"slices"
 	"time"
+
+	"github.com/xladdp/xladdp/ddp/internal/termination"
+	"github.com/xladdp/xladdp/internal/workerenv"
 )
 
 // Failure is a supervised process that did not succeed.
@@ -23,7 +27,10 @@ type Failure struct {
 // Supervise waiting). It returns once all have exited; after the first
 // failure it waits grace for the failures that one caused, then stops the
 // rest (SIGTERM, then SIGKILL) and returns the failures seen, in index
-// order. When ctx ends it stops them all and returns ctx's cause.
+// order. When ctx ends it stops them all and returns ctx's cause; ended
+// by SIGTERM (termination.ErrTerminated), it gives them preemptGrace to
+// checkpoint. A job whose processes all exited 0 or ExitPreempted, one at
+// least with the latter, returns workerenv.ErrPreempted.
 func Supervise(ctx context.Context, cmds []*exec.Cmd, stdout, stderr io.Writer, grace time.Duration) ([]Failure, error) {
 	set := &workerSet{exits: make(chan *worker, len(cmds))}
 	for i, cmd := range cmds {
@@ -46,13 +53,25 @@ func Supervise(ctx context.Context, cmds []*exec.Cmd, stdout, stderr io.Writer, 
 			}
 			continue
 		case <-ctx.Done():
-			set.stop()
+			if !errors.Is(context.Cause(ctx), termination.ErrTerminated) {
+				set.stop()
+				return nil, context.Cause(ctx)
+			}
+			// SIGTERM: a preemption notice, passed on with the time a
+			// checkpointing process needs to finish its step and commit.
+			set.stopWithin(preemptGrace)
+			if set.preempted() {
+				return nil, fmt.Errorf("every process stopped on SIGTERM: %w", workerenv.ErrPreempted)
+			}
 			return nil, context.Cause(ctx)
 		case <-gathered:
 		}
 		break
 	}
 	set.stop() // the rest after a failure; otherwise only waits for the output
+	if set.preempted() {
+		return nil, fmt.Errorf("every process checkpointed and stopped: %w", workerenv.ErrPreempted)
+	}
 	slices.SortFunc(failed, func(a, b Failure) int { return a.Index - b.Index })
 	return failed, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xladdp/xladdp/internal/cli"
+	"github.com/xladdp/xladdp/internal/workerenv"
 )
 
 func TestExitCode(t *testing.T) {
@@ -28,6 +29,12 @@ func TestExitCode(t *testing.T) {
 		{"help", pflag.ErrHelp, 0, ""},
 		{"wrapped help", fmt.Errorf("parsing: %w", pflag.ErrHelp), 0, ""},
 		{"failure", errors.New("--epochs=0: must be positive"), 1, "prog: --epochs=0: must be positive\n"},
+		{"preempted", fmt.Errorf("rank 1: %w", workerenv.ErrPreempted), workerenv.ExitPreempted,
+			"prog: rank 1: " + workerenv.ErrPreempted.Error() + "\n"},
+		{"every replica preempted", errors.Join(fmt.Errorf("rank 0: %w", workerenv.ErrPreempted), workerenv.ErrPreempted), workerenv.ExitPreempted,
+			"prog: rank 0: " + workerenv.ErrPreempted.Error() + "\n" + workerenv.ErrPreempted.Error() + "\n"},
+		{"preempted beside another failure", errors.Join(errors.New("disk full"), workerenv.ErrPreempted), 1,
+			"prog: disk full\n" + workerenv.ErrPreempted.Error() + "\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

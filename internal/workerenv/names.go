@@ -50,6 +50,20 @@ const (
 // resumable by running the job again (EX_TEMPFAIL, "try again later").
 const ExitPreempted = 75
 
+// ErrPreempted is the error of a job that stopped on SIGTERM with its
+// checkpoint committed; a command that returns it exits ExitPreempted
+// (its ExitStatus).
+var ErrPreempted error = preempted{}
+
+type preempted struct{}
+
+func (preempted) Error() string {
+	return "preempted: the checkpoint is committed; run the job again to resume"
+}
+
+// ExitStatus is the status a command ending with this error exits with.
+func (preempted) ExitStatus() int { return ExitPreempted }
+
 // PerRank are the variables that differ between the workers of one job:
 // an mpirun launch strips them, since MPI gives the ranks and stale ones
 // would contradict it.

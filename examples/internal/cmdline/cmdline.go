@@ -10,10 +10,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"github.com/spf13/pflag"
 
@@ -43,10 +41,12 @@ func Parse(fs *pflag.FlagSet, args []string) error {
 	return nil
 }
 
-// Main runs run with the command line until it returns or a signal stops
-// it, then exits as cli.Exit does.
+// Main runs run with the command line under the program's signal policy
+// (ddp.NotifyContext: SIGTERM is a preemption notice while a
+// ddp.Checkpointer lives), then exits as cli.Exit does: 75 for a
+// preempted job.
 func Main(name string, run func(ctx context.Context, args []string, out io.Writer) error) {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := ddp.NotifyContext(context.Background())
 	err := run(ctx, os.Args[1:], os.Stdout)
 	stop()
 	cli.Exit(name, err)
