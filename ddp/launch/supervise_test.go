@@ -9,6 +9,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/xladdp/xladdp/ddp/internal/termination"
+	"github.com/xladdp/xladdp/internal/workerenv"
 )
 
 func shells(scripts ...string) []*exec.Cmd {
@@ -65,5 +68,28 @@ func TestSupervise(t *testing.T) {
 		_, err := Supervise(cctx, shells("sleep 60", "trap '' TERM; sleep 60"), &syncBuffer{}, &syncBuffer{}, time.Second)
 		assert.ErrorIs(t, err, cause)
 		assert.Less(t, time.Since(start), stopGrace+5*time.Second, "one that ignores SIGTERM is killed")
+	})
+	// SIGTERM to the parent is a preemption notice: the processes get it
+	// with time to checkpoint (here 4 s, past stopGrace), and a job that
+	// all stopped with 0 or 75 is preempted.
+	checkpointing := "trap 'sleep 4; exit 75' TERM; sleep 60 & wait"
+	t.Run("terminated, every process checkpoints", func(t *testing.T) {
+		cctx, cancel := context.WithCancelCause(ctx)
+		time.AfterFunc(300*time.Millisecond, func() { cancel(termination.ErrTerminated) })
+		failed, err := Supervise(cctx, shells(checkpointing, checkpointing, "exit 0"), &syncBuffer{}, &syncBuffer{}, time.Second)
+		assert.ErrorIs(t, err, workerenv.ErrPreempted)
+		assert.Empty(t, failed)
+	})
+	t.Run("terminated, one process fails instead", func(t *testing.T) {
+		cctx, cancel := context.WithCancelCause(ctx)
+		time.AfterFunc(300*time.Millisecond, func() { cancel(termination.ErrTerminated) })
+		_, err := Supervise(cctx, shells(checkpointing, "trap 'exit 1' TERM; sleep 60 & wait"), &syncBuffer{}, &syncBuffer{}, time.Second)
+		assert.ErrorIs(t, err, termination.ErrTerminated)
+		assert.NotErrorIs(t, err, workerenv.ErrPreempted)
+	})
+	t.Run("every process checkpointed on its own", func(t *testing.T) {
+		failed, err := Supervise(ctx, shells("exit 75", "sleep 0.2; exit 75"), &syncBuffer{}, &syncBuffer{}, time.Second)
+		assert.ErrorIs(t, err, workerenv.ErrPreempted)
+		assert.Empty(t, failed)
 	})
 }

@@ -1,0 +1,49 @@
+package termination
+
+import (
+	"context"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestContextFollowsThePolicy: SIGINT cancels; SIGTERM cancels unless
+// termination is held when it arrives (a checkpointer then owns it and the
+// context stays live for its save); stop cancels and ends the watcher.
+func TestContextFollowsThePolicy(t *testing.T) {
+	tests := []struct {
+		name       string
+		sig        syscall.Signal
+		held       bool
+		wantCancel error
+	}{
+		{"SIGINT", syscall.SIGINT, false, ErrInterrupted},
+		{"SIGINT while held", syscall.SIGINT, true, ErrInterrupted},
+		{"SIGTERM", syscall.SIGTERM, false, ErrTerminated},
+		{"SIGTERM while held", syscall.SIGTERM, true, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, stop := Context(context.Background())
+			defer stop()
+			if tt.held {
+				defer Hold()()
+			}
+			require.NoError(t, syscall.Kill(os.Getpid(), tt.sig))
+			select {
+			case <-ctx.Done():
+				assert.ErrorIs(t, context.Cause(ctx), tt.wantCancel)
+				assert.NotNil(t, tt.wantCancel, "cancelled while a holder owned SIGTERM")
+			case <-time.After(300 * time.Millisecond):
+				assert.Nil(t, tt.wantCancel, "not cancelled by %s", tt.sig)
+			}
+			stop()
+			stop()
+			assert.Error(t, ctx.Err(), "stop cancels")
+		})
+	}
+}
