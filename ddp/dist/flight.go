@@ -44,7 +44,7 @@ func flightOp(c transport.Call, seq uint64, p2p bool) flight.Op {
 // dumpOnSignal makes SIGUSR1 write the flight record into g.flightDir
 // (until Destroy), as a hang's first aid. On the mpi backend SIGTERM
 // writes it too, then ends the process as SIGTERM would: it is how
-// mpirun ends the other ranks when one fails; unless a ddp.Checkpointer
+// mpirun ends the other ranks when one fails; unless a checkpoint.Checkpointer
 // holds termination, which then checkpoints and exits.
 func (g *ProcessGroup) dumpOnSignal() {
 	g.signals, g.signalsDone = make(chan os.Signal, 1), make(chan struct{})

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/xladdp/xladdp/ddp"
+	"github.com/xladdp/xladdp/ddp/checkpoint"
 	"github.com/xladdp/xladdp/ddp/dist"
 	"github.com/xladdp/xladdp/xla/nn"
 	"github.com/xladdp/xladdp/xla/optim"
@@ -74,7 +75,7 @@ func faultWorker(fault string) int {
 }
 
 // checkpointOnRankZero saves a checkpoint on rank 0 alone, the torch-xla
-// mistake (xm.save inside `if rank == 0`): ddp.SaveCheckpoint is a
+// mistake (xm.save inside `if rank == 0`): checkpoint.Save is a
 // collective, so rank 0 waits in it while the others all-reduce.
 func checkpointOnRankZero(ctx context.Context, g *dist.ProcessGroup) int {
 	fail := func(err error) int { fmt.Fprintln(os.Stderr, "worker:", err); return 4 }
@@ -93,7 +94,7 @@ func checkpointOnRankZero(ctx context.Context, g *dist.ProcessGroup) int {
 	}
 	if g.Rank() == 0 {
 		path := filepath.Join(os.Getenv("XLADDP_TEST_DIR"), "ck.safetensors")
-		if err := ddp.SaveCheckpoint(ctx, path, optim.Checkpoint{Model: model}); err != nil {
+		if err := checkpoint.Save(ctx, path, optim.Checkpoint{Model: model}); err != nil {
 			return fail(err)
 		}
 	}

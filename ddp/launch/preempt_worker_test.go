@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/xladdp/xladdp/ddp"
+	"github.com/xladdp/xladdp/ddp/checkpoint"
 	"github.com/xladdp/xladdp/ddp/dist"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/nn"
@@ -23,7 +24,7 @@ const preemptSteps = 60
 
 // preemptible trains an MLP with dropout (each rank's device seeded
 // apart) for preemptSteps steps under a
-// ddp.Checkpointer in $XLADDP_TEST_DIR (every 5 steps, and on SIGTERM),
+// checkpoint.Checkpointer in $XLADDP_TEST_DIR (every 5 steps, and on SIGTERM),
 // resuming from its latest checkpoint. It marks in $XLADDP_TEST_DIR
 // that it reached step 10, and, with $XLADDP_TEST_KILL_AT=RANK:STEP on
 // its first attempt, that rank kills itself (SIGKILL) at that step. Rank
@@ -61,7 +62,7 @@ func preemptible() int {
 		return fail(err)
 	}
 	dir := os.Getenv("XLADDP_TEST_DIR")
-	ck, err := ddp.NewCheckpointer(ddp.CheckpointerOptions{Dir: filepath.Join(dir, "ck"), Every: 5})
+	ck, err := checkpoint.New(checkpoint.Options{Dir: filepath.Join(dir, "ck"), Every: 5})
 	if err != nil {
 		return fail(err)
 	}
@@ -100,9 +101,9 @@ func preemptible() int {
 		}
 		time.Sleep(10 * time.Millisecond) // time for the test to signal mid-run
 		state.Step = step + 1
-		if err := ck.Step(ctx, state); errors.Is(err, ddp.ErrPreempted) {
+		if err := ck.Step(ctx, state); errors.Is(err, checkpoint.ErrPreempted) {
 			fmt.Printf("preempted after step %d\n", state.Step)
-			return ddp.ExitPreempted
+			return checkpoint.ExitPreempted
 		} else if err != nil {
 			return fail(err)
 		}

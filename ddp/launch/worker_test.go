@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xladdp/xladdp/ddp/checkpoint"
 	"github.com/xladdp/xladdp/ddp/launch"
 
 	"github.com/xladdp/xladdp/backend"
@@ -157,7 +158,7 @@ func train(rank int) int {
 	path := filepath.Join(os.Getenv("XLADDP_TEST_DIR"), "ckpt.safetensors")
 	c := optim.Checkpoint{Model: model, Optimizer: opt}
 	if _, err := os.Stat(path); err == nil {
-		if err := ddp.LoadCheckpoint(ctx, path, &c); err != nil {
+		if err := checkpoint.Load(ctx, path, &c); err != nil {
 			return fail(err)
 		}
 		fmt.Printf("resumed at %d\n", c.Step)
@@ -181,7 +182,7 @@ func train(rank int) int {
 			return fail(err)
 		}
 		if (step+1)%5 == 0 {
-			if err := ddp.SaveCheckpoint(ctx, path, optim.Checkpoint{Model: model, Optimizer: opt, Step: step + 1}); err != nil {
+			if err := checkpoint.Save(ctx, path, optim.Checkpoint{Model: model, Optimizer: opt, Step: step + 1}); err != nil {
 				return fail(err)
 			}
 		}

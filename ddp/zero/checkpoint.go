@@ -89,26 +89,25 @@ func shardFileName(replica, replicas int) string {
 	return fmt.Sprintf("shard-%05d-of-%05d.safetensors", replica, replicas)
 }
 
-// SaveCheckpoint writes c (its Optimizer a ZeroRedundancyOptimizer)
-// to the directory dir: every replica its own shard, global replica 0 the
-// model and the manifest, committed atomically as a whole (LATEST). It
-// returns on every replica once the new version is committed; an error on
-// any replica is every replica's. Every replica calls it at the same
-// point; dir must be one directory every rank sees (a shared file system
-// across nodes). Older versions are removed once the new one is
-// committed. LoadCheckpoint resumes it at any world size;
-// ConsolidateCheckpoint turns it into one file for ddp.LoadCheckpoint and
-// torch.
-func SaveCheckpoint(ctx context.Context, dir string, c optim.Checkpoint) error {
-	z, ok := c.Optimizer.(*ZeroRedundancyOptimizer)
-	if !ok {
-		return fmt.Errorf("zero: SaveCheckpoint of a %T: it saves a ZeroRedundancyOptimizer's shards (ddp.SaveCheckpoint saves a plain optimizer)", c.Optimizer)
+// SaveSharded writes c (its Optimizer z) to the directory dir: every
+// replica its own shard, global replica 0 the model and the manifest,
+// committed atomically as a whole (LATEST). It returns on every replica
+// once the new version is committed; an error on any replica is every
+// replica's. Every replica calls it at the same point; dir must be one
+// directory every rank sees (a shared file system across nodes). Older
+// versions are removed once the new one is committed. LoadSharded resumes
+// it at any world size; ConsolidateCheckpoint turns it into one file for
+// checkpoint.Load and torch. Call it through ddp/checkpoint's Save and
+// Checkpointer, which dispatch on the optimizer.
+func (z *ZeroRedundancyOptimizer) SaveSharded(ctx context.Context, dir string, c optim.Checkpoint) error {
+	if c.Optimizer != optim.Optimizer(z) {
+		return fmt.Errorf("zero: SaveSharded of a checkpoint whose optimizer is a %T, not this ZeroRedundancyOptimizer", c.Optimizer)
 	}
 	if c.Model == nil || c.Step < 0 || c.Epoch < 0 {
-		return fmt.Errorf("zero: SaveCheckpoint: a model and a non-negative step (%d) and epoch (%d) are needed", c.Step, c.Epoch)
+		return fmt.Errorf("zero: SaveSharded: a model and a non-negative step (%d) and epoch (%d) are needed", c.Step, c.Epoch)
 	}
 	if err := z.save(ctx, dir, c); err != nil {
-		return fmt.Errorf("zero: SaveCheckpoint to %s on replica %d: %w", dir, z.replica, err)
+		return fmt.Errorf("zero: saving %s on replica %d: %w", dir, z.replica, err)
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xladdp/xladdp/ddp"
+	"github.com/xladdp/xladdp/ddp/checkpoint"
 	"github.com/xladdp/xladdp/ddp/dist"
 	"github.com/xladdp/xladdp/ddp/internal/ddptest"
 	"github.com/xladdp/xladdp/ddp/zero"
@@ -83,11 +84,11 @@ func zeroResumeScenario(rep *ddptest.Report) {
 				}
 			}
 			ck.Step = zeroResumeAt
-			if err := zero.SaveCheckpoint(ctx, dir, ck); err != nil {
+			if err := checkpoint.Save(ctx, dir, ck); err != nil {
 				return err
 			}
 		} else {
-			if err := zero.LoadCheckpoint(ctx, dir, &ck); err != nil {
+			if err := checkpoint.Load(ctx, dir, &ck); err != nil {
 				return err
 			}
 			if ck.Step != zeroResumeAt {
@@ -198,7 +199,7 @@ func zeroSaveLoopScenario(rep *ddptest.Report) {
 			if err := optim.BackwardStep(ctx, loss, z); err != nil {
 				return err
 			}
-			if err := zero.SaveCheckpoint(ctx, os.Getenv("XLADDP_TEST_DIR"), optim.Checkpoint{Model: model, Optimizer: z, Step: s}); err != nil {
+			if err := checkpoint.Save(ctx, os.Getenv("XLADDP_TEST_DIR"), optim.Checkpoint{Model: model, Optimizer: z, Step: s}); err != nil {
 				return err
 			}
 			if r.Index() == 0 {
@@ -243,7 +244,7 @@ func TestZeroSaveSurvivesSIGKILL(t *testing.T) {
 		model, z, err := newShardedModel(ctx, e.Device(0), "wide", "adam", 7)
 		require.NoError(t, err)
 		loaded := optim.Checkpoint{Model: model, Optimizer: z}
-		require.NoError(t, zero.LoadCheckpoint(ctx, dir, &loaded), "trial %d", trial)
+		require.NoError(t, checkpoint.Load(ctx, dir, &loaded), "trial %d", trial)
 		assert.Equal(t, saved, loaded.Step)
 		require.NoError(t, zero.ConsolidateCheckpoint(dir, filepath.Join(t.TempDir(), "whole.safetensors")))
 	}

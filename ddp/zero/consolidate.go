@@ -6,13 +6,13 @@ import (
 	"sort"
 	"strconv"
 
-	"github.com/xladdp/xladdp/ddp"
+	"github.com/xladdp/xladdp/ddp/checkpoint"
 	"github.com/xladdp/xladdp/xla/safetensors"
 )
 
 // ConsolidateCheckpoint writes the sharded checkpoint in dir as one
-// training checkpoint file at path, the format ddp.LoadCheckpoint and
-// optim.LoadCheckpoint read with the plain optimizer: the module's
+// training checkpoint file at path, the format checkpoint.Load and
+// optim.ReadCheckpointFile read with the plain optimizer: the module's
 // tensors as "model.<name>", the optimizer's as "optimizer.step" and
 // "optimizer.state.<i>.<key>" shaped like parameter i, numbered as a
 // plain optimizer over the same groups numbers them (group by group,
@@ -44,7 +44,7 @@ func ConsolidateCheckpoint(dir, path string) error {
 	var whole []string
 	for name := range ck.shards[0] {
 		if name == rngName {
-			continue // the random states go as ddp.SaveCheckpoint writes them, below
+			continue // the random states go as checkpoint.Save writes them, below
 		}
 		if _, key, ok := bucketKey(name); ok {
 			if key != "master.%d" {
@@ -112,7 +112,7 @@ func (ck *shardedCheckpoint) wholeBucket(key string, b int) ([]byte, string, err
 	return full, dtype, nil
 }
 
-// randomStates are the saved replicas' random states as ddp.SaveCheckpoint
+// randomStates are the saved replicas' random states as checkpoint.Save
 // writes them (none when saved without Checkpoint.RNG): replica 0's as
 // "rng.device", and with several replicas every one's, a row each.
 func (ck *shardedCheckpoint) randomStates() ([]safetensors.Tensor, error) {
@@ -124,7 +124,7 @@ func (ck *shardedCheckpoint) randomStates() ([]safetensors.Tensor, error) {
 	if len(ck.shards) == 1 {
 		return out, nil
 	}
-	table := safetensors.Tensor{Name: ddp.ReplicaRNGName, DType: first.DType, Shape: append([]int{len(ck.shards)}, first.Shape...)}
+	table := safetensors.Tensor{Name: checkpoint.ReplicaRNGName, DType: first.DType, Shape: append([]int{len(ck.shards)}, first.Shape...)}
 	for q, shard := range ck.shards {
 		t, ok := shard[rngName]
 		if !ok || t.DType != first.DType || !slices.Equal(t.Shape, first.Shape) {

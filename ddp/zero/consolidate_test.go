@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xladdp/xladdp/ddp"
+	"github.com/xladdp/xladdp/ddp/checkpoint"
 	"github.com/xladdp/xladdp/ddp/internal/ddptest"
 	"github.com/xladdp/xladdp/ddp/zero"
 	"github.com/xladdp/xladdp/xla"
@@ -44,8 +45,8 @@ for k in sorted(a):
 `
 
 // TestConsolidatedEqualsPlainCheckpoint: the GPT (AdamW with decay
-// groups) trained 2 steps on 2 local replicas plain (ddp.SaveCheckpoint)
-// and sharded (zero.SaveCheckpoint, then ConsolidateCheckpoint): the
+// groups) trained 2 steps on 2 local replicas plain (checkpoint.Save)
+// and sharded (checkpoint.Save, then ConsolidateCheckpoint): the
 // consolidated file holds the plain checkpoint's tensors bit for bit,
 // under the same torch names, and its metadata; torch's
 // safetensors.torch.load_file reads both alike when $XLADDP_TORCH_PYTHON
@@ -125,7 +126,7 @@ func trainAndSave(ctx context.Context, r xla.Replica, sharded bool, plainPath, s
 	}
 	ck := optim.Checkpoint{Model: model, Optimizer: opt, Step: 2}
 	if sharded {
-		return zero.SaveCheckpoint(ctx, shardedDir, ck)
+		return checkpoint.Save(ctx, shardedDir, ck)
 	}
-	return ddp.SaveCheckpoint(ctx, plainPath, ck)
+	return checkpoint.Save(ctx, plainPath, ck)
 }

@@ -4,6 +4,6 @@
 // processes on the host path, or both), gradients reduce-scattered and
 // parameters all-gathered in Step. It owns the sharded checkpoint format
 // (a directory committed atomically as a whole, reloadable at any world
-// size: SaveCheckpoint, LoadCheckpoint) and its export to one file
-// (ConsolidateCheckpoint) that ddp.LoadCheckpoint and torch read.
+// size: SaveSharded, LoadSharded, which ddp/checkpoint calls) and its export to one file
+// (ConsolidateCheckpoint) that checkpoint.Load and torch read.
 package zero

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xladdp/xladdp/ddp"
+	"github.com/xladdp/xladdp/ddp/checkpoint"
 	"github.com/xladdp/xladdp/ddp/internal/ddptest"
 	"github.com/xladdp/xladdp/ddp/zero"
 	"github.com/xladdp/xladdp/xla"
@@ -140,16 +141,16 @@ func TestZeroRefusesBadModules(t *testing.T) {
 		}
 	}
 	assert.Equal(t, [][]int{{4}}, masters, "one bucket of the 4 elements of the one non-empty parameter")
-	// One replica's shard in a single file would be a silent loss.
+	// checkpoint's door takes the sharded kind from the optimizer: a
+	// directory of every replica's shard, never one replica's shard in a
+	// file; a single file is refused, saying what it holds.
 	c := optim.Checkpoint{Model: module, Optimizer: z, Step: 1}
-	path := filepath.Join(t.TempDir(), "one.safetensors")
-	assert.ErrorContains(t, ddp.SaveCheckpoint(ctx, path, c), "use ddp/zero's SaveCheckpoint", "ddp.SaveCheckpoint")
-	assert.NoFileExists(t, path)
-	assert.ErrorContains(t, ddp.LoadCheckpoint(ctx, path, &c), "sharded over 1 replicas", "ddp.LoadCheckpoint")
-	ck, err := ddp.NewCheckpointer(ddp.CheckpointerOptions{Dir: t.TempDir(), Every: 1})
-	require.NoError(t, err)
-	assert.ErrorContains(t, ck.Step(ctx, c), "single-file checkpoint would keep one shard", "ddp.Checkpointer")
-	require.NoError(t, ck.Close())
+	dir := filepath.Join(t.TempDir(), "sharded")
+	require.NoError(t, checkpoint.Save(ctx, dir, c))
+	assert.DirExists(t, dir)
+	file := filepath.Join(t.TempDir(), "one.safetensors")
+	require.NoError(t, os.WriteFile(file, []byte("{}"), 0o644))
+	assert.ErrorContains(t, checkpoint.Load(ctx, file, &c), "holds a single-file checkpoint", "checkpoint.Load")
 	_, err = zero.New(ctx, module, nil, sgd)
 	assert.ErrorContains(t, err, "already has a hook", "a second sharded optimizer on one wrapper")
 	closed := wrapped(full)
@@ -171,7 +172,7 @@ func TestZeroLoadRefusesBrokenCheckpoints(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			return zero.SaveCheckpoint(ctx, dir, optim.Checkpoint{Model: model, Optimizer: z, Step: 3})
+			return checkpoint.Save(ctx, dir, optim.Checkpoint{Model: model, Optimizer: z, Step: 3})
 		}))
 	}
 	good, foreign := t.TempDir(), t.TempDir()
@@ -240,7 +241,7 @@ func TestZeroLoadRefusesBrokenCheckpoints(t *testing.T) {
 			before, err := ddptest.ParameterValues(ctx, model)
 			require.NoError(t, err)
 			loaded := optim.Checkpoint{Model: model, Optimizer: z}
-			err = zero.LoadCheckpoint(ctx, dir, &loaded)
+			err = checkpoint.Load(ctx, dir, &loaded)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), c.want)
 			after, err := ddptest.ParameterValues(ctx, model)

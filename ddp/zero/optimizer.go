@@ -412,7 +412,7 @@ func (z *ZeroRedundancyOptimizer) Hyperparameters() map[string]float64 {
 
 // State is this replica's part of the state: the inner optimizer's state
 // over the shards ("step", "state.<bucket>.exp_avg", ...) and the master
-// shards ("master.<bucket>"). Save it with SaveCheckpoint, which
+// shards ("master.<bucket>"). Save it with checkpoint.Save, which
 // writes every replica's.
 func (z *ZeroRedundancyOptimizer) State() []nn.Named {
 	out := append([]nn.Named(nil), z.inner.State()...)

@@ -37,7 +37,7 @@ type shardedCheckpoint struct {
 func readShardedCheckpoint(dir string) (*shardedCheckpoint, error) {
 	latest, err := os.ReadFile(filepath.Join(dir, latestName))
 	if err != nil {
-		return nil, fmt.Errorf("%s is not a sharded checkpoint (no %s: was it saved with SaveCheckpoint?): %w", dir, latestName, err)
+		return nil, fmt.Errorf("%s is not a sharded checkpoint (no %s: was it saved with checkpoint.Save and a sharded optimizer?): %w", dir, latestName, err)
 	}
 	id := strings.TrimSpace(string(latest))
 	if !strings.HasPrefix(id, "step-") || strings.ContainsAny(id, `/\`) {
@@ -156,23 +156,23 @@ func elements(dims []int) (int, bool) {
 	return n, true
 }
 
-// LoadCheckpoint restores c.Model and c.Optimizer (a
-// ZeroRedundancyOptimizer built for this job) from the sharded checkpoint
-// in dir, saved at any world size: each replica rebuilds its shards from
-// the saved ones. It sets c.Step, c.Epoch and c.Metadata. It is all or
-// nothing on every replica: files, manifest, layout and optimizer are
-// checked and every tensor is uploaded on every replica before anything
-// is assigned, and an error on one replica is an error on all.
-func LoadCheckpoint(ctx context.Context, dir string, c *optim.Checkpoint) error {
-	z, ok := c.Optimizer.(*ZeroRedundancyOptimizer)
-	if !ok {
-		return fmt.Errorf("zero: LoadCheckpoint into a %T: it restores a ZeroRedundancyOptimizer (ddp.LoadCheckpoint restores a plain optimizer)", c.Optimizer)
+// LoadSharded restores c.Model and c.Optimizer (z, built for this job)
+// from the sharded checkpoint in dir, saved at any world size: each
+// replica rebuilds its shards from the saved ones. It sets c.Step,
+// c.Epoch and c.Metadata. It is all or nothing on every replica: files,
+// manifest, layout and optimizer are checked and every tensor is uploaded
+// on every replica before anything is assigned, and an error on one
+// replica is an error on all. Call it through ddp/checkpoint's Load and
+// Checkpointer.
+func (z *ZeroRedundancyOptimizer) LoadSharded(ctx context.Context, dir string, c *optim.Checkpoint) error {
+	if c.Optimizer != optim.Optimizer(z) {
+		return fmt.Errorf("zero: LoadSharded into a checkpoint whose optimizer is a %T, not this ZeroRedundancyOptimizer", c.Optimizer)
 	}
 	if c.Model == nil {
-		return fmt.Errorf("zero: LoadCheckpoint: no model")
+		return fmt.Errorf("zero: LoadSharded: no model")
 	}
 	if err := z.load(ctx, dir, c); err != nil {
-		return fmt.Errorf("zero: LoadCheckpoint from %s on replica %d: %w", dir, z.replica, err)
+		return fmt.Errorf("zero: loading %s on replica %d: %w", dir, z.replica, err)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xladdp/xladdp/ddp"
+	"github.com/xladdp/xladdp/ddp/checkpoint"
 	"github.com/xladdp/xladdp/ddp/internal/ddptest"
 	"github.com/xladdp/xladdp/ddp/zero"
 	"github.com/xladdp/xladdp/xla/optim"
@@ -18,7 +19,7 @@ import (
 // TestZeroCheckpointRestoresEveryReplicasRNG: each shard holds its
 // replica's random state, so two local replicas seeded apart, training
 // with dropout under the sharded optimizer, resume bit for bit; the
-// consolidated file carries the states as ddp.SaveCheckpoint writes them,
+// consolidated file carries the states as checkpoint.Save writes them,
 // and resumes plain DDP to the same bits. Without the states (a load
 // without RNG) the run differs: the test sees it.
 func TestZeroCheckpointRestoresEveryReplicasRNG(t *testing.T) {
@@ -31,15 +32,15 @@ func TestZeroCheckpointRestoresEveryReplicasRNG(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "ck")
 	run := func(load string, saveAt int, loadCheckpoint func(context.Context, string, *optim.Checkpoint) error) []float32 {
 		v, err := ddptest.DropoutSpawn(t, ddptest.DropoutRun{Replicas: 2, Load: load, Save: dir, SaveAt: saveAt, Steps: 6,
-			Optimizer: sharded, SaveCheckpoint: zero.SaveCheckpoint, LoadCheckpoint: loadCheckpoint})
+			Optimizer: sharded, LoadWith: loadCheckpoint})
 		require.NoError(t, err)
 		return v
 	}
 	uninterrupted := run("", 3, nil)
-	assert.Equal(t, uninterrupted, run(dir, 0, zero.LoadCheckpoint), "resumed bit for bit")
+	assert.Equal(t, uninterrupted, run(dir, 0, checkpoint.Load), "resumed bit for bit")
 	withoutRNG := func(ctx context.Context, dir string, c *optim.Checkpoint) error {
 		c.RNG = nil
-		return zero.LoadCheckpoint(ctx, dir, c)
+		return checkpoint.Load(ctx, dir, c)
 	}
 	assert.NotEqual(t, uninterrupted, run(dir, 0, withoutRNG), "without the saved states the masks differ")
 
@@ -47,18 +48,18 @@ func TestZeroCheckpointRestoresEveryReplicasRNG(t *testing.T) {
 	require.NoError(t, zero.ConsolidateCheckpoint(dir, file))
 	f, err := safetensors.ReadFile(file)
 	require.NoError(t, err)
-	table, ok := f.Lookup(ddp.ReplicaRNGName)
+	table, ok := f.Lookup(checkpoint.ReplicaRNGName)
 	require.True(t, ok)
 	assert.Equal(t, 2, table.Shape[0])
 	_, ok = f.Lookup("optimizer.rng.device")
 	assert.False(t, ok, "the random state is not optimizer state")
-	plain, err := ddptest.DropoutSpawn(t, ddptest.DropoutRun{Replicas: 2, Load: file, Steps: 6, LoadCheckpoint: ddp.LoadCheckpoint})
+	plain, err := ddptest.DropoutSpawn(t, ddptest.DropoutRun{Replicas: 2, Load: file, Steps: 6})
 	require.NoError(t, err)
 	assert.Equal(t, uninterrupted, plain, "plain DDP resumes the consolidated file to the same bits")
 }
 
-// TestZeroUnderTheCheckpointer: ddp.Checkpointer with ddp/zero's
-// SaveCheckpoint and LoadCheckpoint. SIGTERM after step 3 stops every
+// TestZeroUnderTheCheckpointer: checkpoint.Checkpointer with ddp/zero's
+// sharded optimizer. SIGTERM after step 3 stops every
 // replica with ErrPreempted after committing step 3's sharded checkpoint
 // (a directory, no partial one left), the next run restores it and ends
 // bit-identical to an uninterrupted run, dropout included; Keep holds.
@@ -71,12 +72,12 @@ func TestZeroUnderTheCheckpointer(t *testing.T) {
 	dir := t.TempDir()
 	run := func(ckDir string, termAt int) ([]float32, error) {
 		return ddptest.DropoutSpawn(t, ddptest.DropoutRun{Replicas: 2, Steps: 8, Optimizer: sharded, TermAt: termAt,
-			Checkpointer: &ddp.CheckpointerOptions{Dir: ckDir, Every: 2, Keep: 2, Save: zero.SaveCheckpoint, Load: zero.LoadCheckpoint}})
+			Checkpointer: &checkpoint.Options{Dir: ckDir, Every: 2, Keep: 2}})
 	}
 	uninterrupted, err := run(t.TempDir(), 0)
 	require.NoError(t, err)
 	_, err = run(dir, 3)
-	require.ErrorIs(t, err, ddp.ErrPreempted)
+	require.ErrorIs(t, err, checkpoint.ErrPreempted)
 	names, err := filepath.Glob(filepath.Join(dir, "*"))
 	require.NoError(t, err)
 	assert.Equal(t, []string{filepath.Join(dir, "step-000000000002"), filepath.Join(dir, "step-000000000003")}, names,
@@ -87,7 +88,4 @@ func TestZeroUnderTheCheckpointer(t *testing.T) {
 	names, err = filepath.Glob(filepath.Join(dir, "*"))
 	require.NoError(t, err)
 	assert.Equal(t, []string{filepath.Join(dir, "step-000000000006"), filepath.Join(dir, "step-000000000008")}, names, "Keep: 2")
-
-	_, err = ddp.NewCheckpointer(ddp.CheckpointerOptions{Dir: dir, Save: zero.SaveCheckpoint})
-	assert.ErrorContains(t, err, "set Save and Load together")
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/xladdp/xladdp/ddp"
+	"github.com/xladdp/xladdp/ddp/checkpoint"
 	"github.com/xladdp/xladdp/examples/internal/cmdline"
 	"github.com/xladdp/xladdp/examples/internal/report"
 	"github.com/xladdp/xladdp/xla"
@@ -64,7 +65,7 @@ func newTrainer(ctx context.Context, c config, w ddp.Worker, trainSet, testSet d
 	}
 	if c.Resume {
 		ck := optim.Checkpoint{Model: t.model, Optimizer: t.opt}
-		if err := ddp.LoadCheckpoint(ctx, c.Checkpoint, &ck); err != nil {
+		if err := checkpoint.Load(ctx, c.Checkpoint, &ck); err != nil {
 			return nil, err
 		}
 		t.epochsRun = ck.Epoch
@@ -124,12 +125,7 @@ func (t *Trainer) train(ctx context.Context) (res result, err error) {
 		}
 		if t.cfg.Checkpoint != "" {
 			ck := optim.Checkpoint{Model: t.model, Optimizer: t.opt, Epoch: epoch + 1}
-			if t.cfg.noDDP {
-				err = optim.SaveCheckpoint(ctx, t.cfg.Checkpoint, ck)
-			} else {
-				err = ddp.SaveCheckpoint(ctx, t.cfg.Checkpoint, ck)
-			}
-			if err != nil {
+			if err := checkpoint.Save(ctx, t.cfg.Checkpoint, ck); err != nil {
 				return res, err
 			}
 		}

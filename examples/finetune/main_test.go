@@ -110,7 +110,7 @@ func TestLoadPretrained(t *testing.T) {
 	torchFile := filepath.Join(dir, "resnet18.safetensors")
 	require.NoError(t, nn.SaveStateDict(ctx, torchFile, imagenet, nil))
 	ckptFile := filepath.Join(dir, "ckpt.safetensors")
-	require.NoError(t, optim.SaveCheckpoint(ctx, ckptFile, optim.Checkpoint{Model: imagenet}))
+	require.NoError(t, optim.WriteCheckpointFile(ctx, ckptFile, optim.Checkpoint{Model: imagenet}))
 	cifar, err := nn.NewResNet18(d, nn.NewRand(5), nn.ResNetConfig{NumClasses: 1000, CIFAR: true})
 	require.NoError(t, err)
 	cifarFile := filepath.Join(dir, "cifar.safetensors")

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/xladdp/xladdp/ddp"
+	"github.com/xladdp/xladdp/ddp/checkpoint"
 	"github.com/xladdp/xladdp/examples/internal/cmdline"
 	"github.com/xladdp/xladdp/examples/internal/report"
 	"github.com/xladdp/xladdp/xla"
@@ -95,7 +96,7 @@ func (j *job) run(ctx context.Context) (res result, err error) {
 	}
 	ck := optim.Checkpoint{Model: model, Optimizer: opt, Metadata: map[string]string{"classes": j.classes}}
 	if c.Resume {
-		if err := ddp.LoadCheckpoint(ctx, c.Checkpoint, &ck); err != nil {
+		if err := checkpoint.Load(ctx, c.Checkpoint, &ck); err != nil {
 			return res, err
 		}
 		if ck.Metadata["classes"] != j.classes {
@@ -153,7 +154,7 @@ func (j *job) run(ctx context.Context) (res result, err error) {
 		}
 		if c.Checkpoint != "" {
 			ck.Epoch = epoch + 1
-			if err := ddp.SaveCheckpoint(ctx, c.Checkpoint, ck); err != nil {
+			if err := checkpoint.Save(ctx, c.Checkpoint, ck); err != nil {
 				return res, err
 			}
 		}
@@ -163,7 +164,7 @@ func (j *job) run(ctx context.Context) (res result, err error) {
 	if c.modelDir != "" {
 		path := filepath.Join(c.modelDir, modelFile)
 		meta := map[string]string{"classes": j.classes, "image_size": strconv.Itoa(c.imageSize), "val_accuracy": strconv.FormatFloat(res.Accuracy, 'f', 4, 64)}
-		if err := ddp.SaveStateDict(ctx, path, net, meta); err != nil {
+		if err := checkpoint.SaveStateDict(ctx, path, net, meta); err != nil {
 			return res, err
 		}
 		if rank0 {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/xladdp/xladdp/ddp"
+	"github.com/xladdp/xladdp/ddp/checkpoint"
 	"github.com/xladdp/xladdp/ddp/zero"
 	"github.com/xladdp/xladdp/examples/internal/report"
 	"github.com/xladdp/xladdp/xla"
@@ -66,23 +67,6 @@ func newTrainer(ctx context.Context, c config, w ddp.Worker, text *corpus) (*tra
 		return nil, err
 	}
 	return t, nil
-}
-
-// saveCheckpoint writes ck to --checkpoint: one file from rank 0, or with
-// --zero a directory of every replica's shard.
-func (t *trainer) saveCheckpoint(ctx context.Context, ck optim.Checkpoint) error {
-	if t.sharded != nil {
-		return zero.SaveCheckpoint(ctx, t.c.Checkpoint, ck)
-	}
-	return ddp.SaveCheckpoint(ctx, t.c.Checkpoint, ck)
-}
-
-// loadCheckpoint restores ck from --checkpoint, as saveCheckpoint wrote it.
-func (t *trainer) loadCheckpoint(ctx context.Context, ck *optim.Checkpoint) error {
-	if t.sharded != nil {
-		return zero.LoadCheckpoint(ctx, t.c.Checkpoint, ck)
-	}
-	return ddp.LoadCheckpoint(ctx, t.c.Checkpoint, ck)
 }
 
 // upload puts a batch on the replica's device.
@@ -192,7 +176,7 @@ func train(ctx context.Context, c config, w ddp.Worker, text *corpus, out io.Wri
 	shape := fmt.Sprintf("%+v", c.model)
 	ck := optim.Checkpoint{Model: t.model, Optimizer: t.opt, Metadata: map[string]string{"gpt": shape}}
 	if c.Resume {
-		if err := t.loadCheckpoint(ctx, &ck); err != nil {
+		if err := checkpoint.Load(ctx, t.c.Checkpoint, &ck); err != nil {
 			return res, fmt.Errorf("--resume: %w (a checkpoint resumes the same --data and model flags only)", err)
 		}
 		if got := ck.Metadata["gpt"]; got != shape {
@@ -269,7 +253,7 @@ func train(ctx context.Context, c config, w ddp.Worker, text *corpus, out io.Wri
 			}
 			if c.Checkpoint != "" {
 				ck.Step = done
-				if err := t.saveCheckpoint(ctx, ck); err != nil {
+				if err := checkpoint.Save(ctx, t.c.Checkpoint, ck); err != nil {
 					return res, err
 				}
 			}

@@ -17,6 +17,7 @@ import (
 	"sync"
 
 	"github.com/xladdp/xladdp/ddp"
+	"github.com/xladdp/xladdp/ddp/checkpoint"
 	"github.com/xladdp/xladdp/examples/internal/cmdline"
 	"github.com/xladdp/xladdp/examples/internal/report"
 	"github.com/xladdp/xladdp/xla"
@@ -164,7 +165,7 @@ func train(ctx context.Context, c config, w ddp.Worker, dataset *data.Random, ou
 	}
 	ck := optim.Checkpoint{Model: model, Optimizer: opt}
 	if c.Resume {
-		if err := ddp.LoadCheckpoint(ctx, c.Checkpoint, &ck); err != nil {
+		if err := checkpoint.Load(ctx, c.Checkpoint, &ck); err != nil {
 			return res, err
 		}
 	}
@@ -200,7 +201,7 @@ func train(ctx context.Context, c config, w ddp.Worker, dataset *data.Random, ou
 		}
 		if c.Checkpoint != "" {
 			ck.Epoch = epoch + 1
-			if err := ddp.SaveCheckpoint(ctx, c.Checkpoint, ck); err != nil {
+			if err := checkpoint.Save(ctx, c.Checkpoint, ck); err != nil {
 				return res, err
 			}
 		}

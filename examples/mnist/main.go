@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/xladdp/xladdp/ddp"
+	"github.com/xladdp/xladdp/ddp/checkpoint"
 	"github.com/xladdp/xladdp/ddp/zero"
 	"github.com/xladdp/xladdp/examples/internal/cmdline"
 	"github.com/xladdp/xladdp/examples/internal/report"
@@ -159,11 +160,7 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 	}
 	ck := optim.Checkpoint{Model: model, Optimizer: opt}
 	if c.Resume {
-		load := ddp.LoadCheckpoint
-		if sharded != nil {
-			load = zero.LoadCheckpoint
-		}
-		if err := load(ctx, c.Checkpoint, &ck); err != nil {
+		if err := checkpoint.Load(ctx, c.Checkpoint, &ck); err != nil {
 			return res, err
 		}
 		for range ck.Epoch {
@@ -252,11 +249,7 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 		}
 		if c.Checkpoint != "" {
 			ck.Epoch = epoch + 1
-			save := ddp.SaveCheckpoint
-			if sharded != nil {
-				save = zero.SaveCheckpoint
-			}
-			if err := save(ctx, c.Checkpoint, ck); err != nil {
+			if err := checkpoint.Save(ctx, c.Checkpoint, ck); err != nil {
 				return res, err
 			}
 		}

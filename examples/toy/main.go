@@ -11,6 +11,7 @@ import (
 	"io"
 
 	"github.com/xladdp/xladdp/ddp"
+	"github.com/xladdp/xladdp/ddp/checkpoint"
 	"github.com/xladdp/xladdp/examples/internal/cmdline"
 	"github.com/xladdp/xladdp/examples/internal/report"
 	"github.com/xladdp/xladdp/xla"
@@ -61,7 +62,7 @@ func train(ctx context.Context, c config, w ddp.Worker, out io.Writer) error {
 	}
 	ck, curves, last := optim.Checkpoint{Model: model, Optimizer: opt}, report.Curves{Title: "toy"}, steps
 	if c.Resume {
-		if err := ddp.LoadCheckpoint(ctx, c.Checkpoint, &ck); err != nil {
+		if err := checkpoint.Load(ctx, c.Checkpoint, &ck); err != nil {
 			return err
 		}
 	}
@@ -85,7 +86,7 @@ func train(ctx context.Context, c config, w ddp.Worker, out io.Writer) error {
 	}
 	if c.Checkpoint != "" {
 		ck.Epoch = last // the steps done
-		if err := ddp.SaveCheckpoint(ctx, c.Checkpoint, ck); err != nil {
+		if err := checkpoint.Save(ctx, c.Checkpoint, ck); err != nil {
 			return err
 		}
 	}

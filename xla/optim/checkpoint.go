@@ -25,7 +25,7 @@ type Checkpoint struct {
 	Metadata map[string]string
 	// RNG, when set, is the device whose random state (dropout's, every
 	// RandN/RandU) is saved and restored, so a resumed run draws what an
-	// uninterrupted one would. ddp.SaveCheckpoint and ddp.Checkpointer
+	// uninterrupted one would. checkpoint.Save and checkpoint.Checkpointer
 	// also save every replica's state ("ddp.replica_rng"), so replicas
 	// seeded apart each resume their own.
 	RNG *xla.Device
@@ -53,8 +53,11 @@ func prefixed(prefix string, named []nn.Named) []nn.Named {
 	return out
 }
 
-// SaveCheckpoint writes c to path atomically (temp file, fsync, rename).
-func SaveCheckpoint(ctx context.Context, path string, c Checkpoint) error {
+// WriteCheckpointFile writes c, as one device holds it, to path
+// atomically (temp file, fsync, rename): the file format under
+// ddp/checkpoint, which is the door for training jobs (every replica, the
+// ranks agreeing, sharded optimizers).
+func WriteCheckpointFile(ctx context.Context, path string, c Checkpoint) error {
 	snap, err := TakeSnapshot(ctx, c)
 	if err != nil {
 		return err
@@ -101,13 +104,13 @@ func (sn Snapshot) WriteFile(path string, s *safetensors.Streamer) error {
 	return s.WriteFile(path, sn.Metadata, sn.Tensors)
 }
 
-// LoadCheckpoint restores c.Model and c.Optimizer (if set) from path and
+// ReadCheckpointFile restores c.Model and c.Optimizer (if set) from path and
 // returns the saved Step, Epoch and metadata. It is all or nothing: the
 // metadata, every tensor name, dtype and shape are checked and every
 // tensor is uploaded before anything is assigned, so a failed load leaves
 // model and optimizer as they were. A mismatch lists every missing,
 // unexpected and mis-shaped tensor.
-func LoadCheckpoint(path string, c *Checkpoint) error {
+func ReadCheckpointFile(path string, c *Checkpoint) error {
 	file, err := safetensors.ReadFile(path)
 	if err != nil {
 		return err
@@ -115,7 +118,7 @@ func LoadCheckpoint(path string, c *Checkpoint) error {
 	return RestoreCheckpoint(file, path, c)
 }
 
-// RestoreCheckpoint is LoadCheckpoint from a decoded file; path names it
+// RestoreCheckpoint is ReadCheckpointFile from a decoded file; path names it
 // in errors.
 func RestoreCheckpoint(file safetensors.File, path string, c *Checkpoint) error {
 	var err error

@@ -188,13 +188,13 @@ func TestCheckpointResume(t *testing.T) {
 	}
 	path := filepath.Join(t.TempDir(), "ckpt.safetensors")
 	ctx := context.Background()
-	require.NoError(t, SaveCheckpoint(ctx, path, Checkpoint{Model: model, Optimizer: opt, Step: 3, Epoch: 1,
+	require.NoError(t, WriteCheckpointFile(ctx, path, Checkpoint{Model: model, Optimizer: opt, Step: 3, Epoch: 1,
 		Metadata: map[string]string{"note": "mid-run"}}))
 	savedModel, savedOpt := snapshot(t, nn.StateDict(model)), snapshot(t, opt.State())
 
 	fresh, freshOpt, freshStep := trainMLP(t, d, 99) // different initial weights
 	c := Checkpoint{Model: fresh, Optimizer: freshOpt}
-	require.NoError(t, LoadCheckpoint(path, &c))
+	require.NoError(t, ReadCheckpointFile(path, &c))
 	assert.Equal(t, 3, c.Step)
 	assert.Equal(t, 1, c.Epoch)
 	assert.Equal(t, "mid-run", c.Metadata["note"])
@@ -213,11 +213,11 @@ func TestCheckpointErrors(t *testing.T) {
 	model, opt, _ := trainMLP(t, d, 1)
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.safetensors")
-	require.NoError(t, SaveCheckpoint(ctx, good, Checkpoint{Model: model, Optimizer: opt}))
+	require.NoError(t, WriteCheckpointFile(ctx, good, Checkpoint{Model: model, Optimizer: opt}))
 
 	other, err := nn.NewLinear(d, nn.NewRand(1), 4, 5, true)
 	require.NoError(t, err)
-	err = LoadCheckpoint(good, &Checkpoint{Model: nn.NewSequential(other)})
+	err = ReadCheckpointFile(good, &Checkpoint{Model: nn.NewSequential(other)})
 	require.Error(t, err)
 	for _, want := range []string{"does not match", "mis-shaped: 0.weight (file F32[8 4], model F32[5 4])",
 		"0.bias (file F32[8], model F32[5])", "unexpected: 2.bias, 2.weight"} {
@@ -228,13 +228,13 @@ func TestCheckpointErrors(t *testing.T) {
 	require.NoError(t, err)
 	truncated := filepath.Join(dir, "truncated.safetensors")
 	require.NoError(t, os.WriteFile(truncated, data[:len(data)-10], 0o644))
-	err = LoadCheckpoint(truncated, &Checkpoint{Model: model, Optimizer: opt})
+	err = ReadCheckpointFile(truncated, &Checkpoint{Model: model, Optimizer: opt})
 	assert.ErrorContains(t, err, "truncated.safetensors")
 	assert.ErrorContains(t, err, "outside the")
 
 	modelOnly := filepath.Join(dir, "model.safetensors")
 	require.NoError(t, nn.SaveStateDict(ctx, modelOnly, model, nil))
-	err = LoadCheckpoint(modelOnly, &Checkpoint{Model: model})
+	err = ReadCheckpointFile(modelOnly, &Checkpoint{Model: model})
 	assert.ErrorContains(t, err, "is not a training checkpoint")
 	_, err = nn.LoadStateDict(good, model)
 	assert.ErrorContains(t, err, "missing: 0.weight")
@@ -255,7 +255,7 @@ func TestFailedCheckpointLoadChangesNothing(t *testing.T) {
 	trained, trainedOpt, step := trainMLP(t, d, 1)
 	step()
 	source := filepath.Join(dir, "trained.safetensors")
-	require.NoError(t, SaveCheckpoint(ctx, source, Checkpoint{Model: trained, Optimizer: trainedOpt, Step: 1}))
+	require.NoError(t, WriteCheckpointFile(ctx, source, Checkpoint{Model: trained, Optimizer: trainedOpt, Step: 1}))
 	file, err := safetensors.ReadFile(source)
 	require.NoError(t, err)
 
@@ -286,7 +286,7 @@ func TestFailedCheckpointLoadChangesNothing(t *testing.T) {
 			model, opt, _ := trainMLP(t, d, 1)
 			before := snapshot(t, append(nn.StateDict(model), opt.State()...))
 			lr := opt.LR()
-			err := LoadCheckpoint(variant(strings.ReplaceAll(c.name, " ", "_"), c.edit), &Checkpoint{Model: model, Optimizer: opt})
+			err := ReadCheckpointFile(variant(strings.ReplaceAll(c.name, " ", "_"), c.edit), &Checkpoint{Model: model, Optimizer: opt})
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), c.want)
 			assert.Equal(t, before, snapshot(t, append(nn.StateDict(model), opt.State()...)), "model and optimizer unchanged")

@@ -27,12 +27,18 @@ type Optimizer interface {
 
 // ShardedOptimizer is an Optimizer whose State is one replica's shard of
 // the job's state (ddp/zero's ZeroRedundancyOptimizer): a file of one
-// replica's State would lose the others', so single-file checkpoints
-// (ddp.SaveCheckpoint, ddp.LoadCheckpoint) refuse it.
+// replica's State would lose the others', so its checkpoints are
+// directories it writes and reads itself, every replica its shard;
+// ddp/checkpoint's Save and Load hand them to it.
 type ShardedOptimizer interface {
 	Optimizer
 	// StateShard says which shard State holds: replica's of replicas.
 	StateShard() (replica, replicas int)
+	// SaveSharded writes c into the directory dir, every replica its
+	// shard; every replica calls it at the same point.
+	SaveSharded(ctx context.Context, dir string, c Checkpoint) error
+	// LoadSharded restores c from dir, saved at any replica count.
+	LoadSharded(ctx context.Context, dir string, c *Checkpoint) error
 }
 
 // base holds what every optimizer shares: the parameters, the learning

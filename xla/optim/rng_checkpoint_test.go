@@ -40,13 +40,13 @@ func TestCheckpointRestoresTheRNG(t *testing.T) {
 	}
 	dir := t.TempDir()
 	with, without := filepath.Join(dir, "rng.safetensors"), filepath.Join(dir, "plain.safetensors")
-	require.NoError(t, SaveCheckpoint(ctx, with, Checkpoint{Model: model, Optimizer: opt, Step: 3, RNG: d}))
-	require.NoError(t, SaveCheckpoint(ctx, without, Checkpoint{Model: model, Optimizer: opt, Step: 3}))
+	require.NoError(t, WriteCheckpointFile(ctx, with, Checkpoint{Model: model, Optimizer: opt, Step: 3, RNG: d}))
+	require.NoError(t, WriteCheckpointFile(ctx, without, Checkpoint{Model: model, Optimizer: opt, Step: 3}))
 
 	resume := func(path string, rng *xla.Device) []float64 {
 		require.NoError(t, d.ManualSeed(12345)) // a new process's device
 		fresh, freshOpt, freshStep := trainDropoutMLP(t, d, 99)
-		require.NoError(t, LoadCheckpoint(path, &Checkpoint{Model: fresh, Optimizer: freshOpt, RNG: rng}))
+		require.NoError(t, ReadCheckpointFile(path, &Checkpoint{Model: fresh, Optimizer: freshOpt, RNG: rng}))
 		var out []float64
 		for range 3 {
 			out = append(out, freshStep())
@@ -57,6 +57,6 @@ func TestCheckpointRestoresTheRNG(t *testing.T) {
 	assert.NotEqual(t, uninterrupted[3:], resume(with, nil), "without the RNG the masks differ")
 
 	fresh, freshOpt, _ := trainDropoutMLP(t, d, 99)
-	err := LoadCheckpoint(without, &Checkpoint{Model: fresh, Optimizer: freshOpt, RNG: d})
+	err := ReadCheckpointFile(without, &Checkpoint{Model: fresh, Optimizer: freshOpt, RNG: d})
 	assert.ErrorContains(t, err, "holds no random state (saved without Checkpoint.RNG)")
 }

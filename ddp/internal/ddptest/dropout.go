@@ -10,6 +10,7 @@ import (
 
 	"github.com/xladdp/xladdp/backend"
 	"github.com/xladdp/xladdp/ddp"
+	"github.com/xladdp/xladdp/ddp/checkpoint"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/nn"
 	"github.com/xladdp/xladdp/xla/optim"
@@ -25,13 +26,12 @@ type DropoutRun struct {
 	SaveAt, Steps int
 	// Optimizer builds the optimizer of the wrapped model (nil: SGD).
 	Optimizer func(ctx context.Context, m *ddp.DistributedDataParallel) (optim.Optimizer, error)
-	// SaveCheckpoint and LoadCheckpoint are ddp's or ddp/zero's.
-	SaveCheckpoint func(ctx context.Context, path string, c optim.Checkpoint) error
-	LoadCheckpoint func(ctx context.Context, path string, c *optim.Checkpoint) error
+	// LoadWith loads Load instead of checkpoint.Load (a test's variant).
+	LoadWith func(ctx context.Context, path string, c *optim.Checkpoint) error
 	// Checkpointer, when set, is the job's checkpointer instead: it
 	// restores the latest checkpoint and gets every step; with TermAt,
 	// replica 0 sends SIGTERM to the process after that step.
-	Checkpointer *ddp.CheckpointerOptions
+	Checkpointer *checkpoint.Options
 	TermAt       int
 }
 
@@ -41,10 +41,10 @@ type DropoutRun struct {
 // parameters.
 func DropoutSpawn(t *testing.T, r DropoutRun) ([]float32, error) {
 	final := make(chan []float32, 1)
-	var ck *ddp.Checkpointer
+	var ck *checkpoint.Checkpointer
 	if r.Checkpointer != nil {
 		var err error
-		if ck, err = ddp.NewCheckpointer(*r.Checkpointer); err != nil {
+		if ck, err = checkpoint.New(*r.Checkpointer); err != nil {
 			return nil, err
 		}
 		defer ck.Close()
@@ -72,7 +72,11 @@ func DropoutSpawn(t *testing.T, r DropoutRun) ([]float32, error) {
 		}
 		c := optim.Checkpoint{Model: model, Optimizer: opt, RNG: d}
 		if r.Load != "" {
-			if err := r.LoadCheckpoint(ctx, r.Load, &c); err != nil {
+			load := checkpoint.Load
+			if r.LoadWith != nil {
+				load = r.LoadWith
+			}
+			if err := load(ctx, r.Load, &c); err != nil {
 				return err
 			}
 		}
@@ -106,7 +110,7 @@ func DropoutSpawn(t *testing.T, r DropoutRun) ([]float32, error) {
 				}
 			}
 			if step+1 == r.SaveAt {
-				if err := r.SaveCheckpoint(ctx, r.Save, optim.Checkpoint{Model: model, Optimizer: opt, Step: step + 1, RNG: d}); err != nil {
+				if err := checkpoint.Save(ctx, r.Save, optim.Checkpoint{Model: model, Optimizer: opt, Step: step + 1, RNG: d}); err != nil {
 					return err
 				}
 			}

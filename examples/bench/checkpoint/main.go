@@ -1,4 +1,4 @@
-// Command checkpoint measures what a ddp.Checkpointer costs the training
+// Command checkpoint measures what a checkpoint.Checkpointer costs the training
 // step: a model with a 100 MB state (one 5120×5120 float32 layer and its
 // bias, plain SGD) trains with a checkpoint every --every steps, written
 // off the step, against the same run without checkpoints, lazily (a
@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/xladdp/xladdp/backend"
-	"github.com/xladdp/xladdp/ddp"
+	"github.com/xladdp/xladdp/ddp/checkpoint"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/nn"
 	"github.com/xladdp/xladdp/xla/optim"
@@ -113,7 +113,7 @@ func run(steps, every, width, rounds int) error {
 		return err
 	}
 	measure := func(dir string, every int) (runTimes, error) {
-		ck, err := ddp.NewCheckpointer(ddp.CheckpointerOptions{Dir: dir, Every: every})
+		ck, err := checkpoint.New(checkpoint.Options{Dir: dir, Every: every})
 		if err != nil {
 			return runTimes{}, err
 		}

@@ -43,7 +43,7 @@ func Parse(fs *pflag.FlagSet, args []string) error {
 
 // Main runs run with the command line under the program's signal policy
 // (ddp.NotifyContext: SIGTERM is a preemption notice while a
-// ddp.Checkpointer lives), then exits as cli.Exit does: 75 for a
+// checkpoint.Checkpointer lives), then exits as cli.Exit does: 75 for a
 // preempted job.
 func Main(name string, run func(ctx context.Context, args []string, out io.Writer) error) {
 	ctx, stop := ddp.NotifyContext(context.Background())

@@ -1,4 +1,4 @@
-package ddp_test
+package checkpoint_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/xladdp/xladdp/backend"
 	"github.com/xladdp/xladdp/ddp"
+	"github.com/xladdp/xladdp/ddp/checkpoint"
 	"github.com/xladdp/xladdp/ddp/dist"
 	"github.com/xladdp/xladdp/ddp/internal/ddptest"
 	"github.com/xladdp/xladdp/xla"
@@ -64,7 +65,7 @@ func resumeScenario(rep *ddptest.Report) {
 		}
 		c := optim.Checkpoint{Model: m, Optimizer: opt}
 		if _, err := os.Stat(path); err == nil {
-			if err := ddp.LoadCheckpoint(ctx, path, &c); err != nil {
+			if err := checkpoint.Load(ctx, path, &c); err != nil {
 				return nil, err
 			}
 			rep.Hashes["resumed at"] = strconv.Itoa(c.Step)
@@ -89,7 +90,7 @@ func resumeScenario(rep *ddptest.Report) {
 				return nil, err
 			}
 			if (step+1)%resumeEvery == 0 {
-				if err := ddp.SaveCheckpoint(ctx, path, optim.Checkpoint{Model: m, Optimizer: opt, Step: step + 1}); err != nil {
+				if err := checkpoint.Save(ctx, path, optim.Checkpoint{Model: m, Optimizer: opt, Step: step + 1}); err != nil {
 					return nil, err
 				}
 			}
@@ -165,7 +166,7 @@ func TestLoadCheckpointRefusesDamage(t *testing.T) {
 	require.NoError(t, err)
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.safetensors")
-	require.NoError(t, ddp.SaveCheckpoint(ctx, good, optim.Checkpoint{Model: model, Optimizer: opt, Step: 3}))
+	require.NoError(t, checkpoint.Save(ctx, good, optim.Checkpoint{Model: model, Optimizer: opt, Step: 3}))
 	data, err := os.ReadFile(good)
 	require.NoError(t, err)
 	before, err := nn.Parameters(model)[0].Float32s(ctx)
@@ -173,7 +174,7 @@ func TestLoadCheckpointRefusesDamage(t *testing.T) {
 	other, err := ddptest.NewModel(d, "cnn", 1, nil)
 	require.NoError(t, err)
 	otherPath := filepath.Join(dir, "other.safetensors")
-	require.NoError(t, ddp.SaveCheckpoint(ctx, otherPath, optim.Checkpoint{Model: other}))
+	require.NoError(t, checkpoint.Save(ctx, otherPath, optim.Checkpoint{Model: other}))
 	for name, content := range map[string][]byte{
 		"truncated": data[:len(data)/2],
 		"empty":     {},
@@ -181,18 +182,18 @@ func TestLoadCheckpointRefusesDamage(t *testing.T) {
 	} {
 		path := filepath.Join(dir, name)
 		require.NoError(t, os.WriteFile(path, content, 0o600))
-		err := ddp.LoadCheckpoint(ctx, path, &optim.Checkpoint{Model: model, Optimizer: opt})
+		err := checkpoint.Load(ctx, path, &optim.Checkpoint{Model: model, Optimizer: opt})
 		assert.ErrorContains(t, err, path, name)
 	}
-	err = ddp.LoadCheckpoint(ctx, otherPath, &optim.Checkpoint{Model: model, Optimizer: opt})
+	err = checkpoint.Load(ctx, otherPath, &optim.Checkpoint{Model: model, Optimizer: opt})
 	assert.Error(t, err, "a checkpoint of another model")
-	err = ddp.LoadCheckpoint(ctx, filepath.Join(dir, "missing"), &optim.Checkpoint{Model: model})
+	err = checkpoint.Load(ctx, filepath.Join(dir, "missing"), &optim.Checkpoint{Model: model})
 	assert.True(t, errors.Is(err, os.ErrNotExist), "%v", err)
 	after, err := nn.Parameters(model)[0].Float32s(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, before, after, "a failed load changed the model")
 	c := optim.Checkpoint{Model: model, Optimizer: opt}
-	require.NoError(t, ddp.LoadCheckpoint(ctx, good, &c))
+	require.NoError(t, checkpoint.Load(ctx, good, &c))
 	assert.Equal(t, 3, c.Step)
 }
 
@@ -218,7 +219,7 @@ func TestSaveStateDictFromReplicaZero(t *testing.T) {
 				}
 				want <- v
 			}
-			return ddp.SaveStateDict(ctx, path, model, map[string]string{"classes": `["a","b"]`})
+			return checkpoint.SaveStateDict(ctx, path, model, map[string]string{"classes": `["a","b"]`})
 		}
 	}
 	require.NoError(t, ddp.Spawn(t.Context(), save(path), ddp.SpawnOptions{Devices: 2, Device: backend.Options{Target: backend.CPU}}))

@@ -1,4 +1,4 @@
-package ddp
+package checkpoint
 
 import (
 	"context"
@@ -33,7 +33,7 @@ func replicaRNGs(ctx context.Context, dev *xla.Device, g *dist.ProcessGroup, c o
 	}
 	mine, err := c.RNG.RNGState().Bytes(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("ddp: reading the random state: %w", err)
+		return nil, fmt.Errorf("checkpoint: reading the random state: %w", err)
 	}
 	timeout := exchange.Timeout(g)
 	locals, err := exchange.GatherLocal(ctx, dev, timeout, "gathering the replicas' random states", mine)
@@ -46,12 +46,12 @@ func replicaRNGs(ctx context.Context, dev *xla.Device, g *dist.ProcessGroup, c o
 		}
 		ranks, err := exchange.AllGatherBytes(ctx, g, slices.Concat(locals...))
 		if err != nil {
-			return nil, fmt.Errorf("ddp: gathering the ranks' random states: %w", err)
+			return nil, fmt.Errorf("checkpoint: gathering the ranks' random states: %w", err)
 		}
 		var all [][]byte
 		for r, b := range ranks {
 			if len(b) != len(mine)*local {
-				return nil, fmt.Errorf("ddp: rank %d sent %d bytes of random state, not %d (%d replicas of %d bytes)", r, len(b), len(mine)*local, local, len(mine))
+				return nil, fmt.Errorf("checkpoint: rank %d sent %d bytes of random state, not %d (%d replicas of %d bytes)", r, len(b), len(mine)*local, local, len(mine))
 			}
 			for i := range local {
 				all = append(all, b[i*len(mine):(i+1)*len(mine)])
@@ -93,7 +93,7 @@ func stageReplicaRNG(dev *xla.Device, file safetensors.File, path string, c *opt
 	rank, procs := processRank()
 	want := append([]int{local * procs}, state.Dims()...)
 	if table.DType != nn.SafetensorsDType(state.DType()) || len(table.Shape) != len(want) || !slices.Equal(table.Shape[1:], want[1:]) {
-		return nil, false, fmt.Errorf("ddp: %s: %s is %s %v, not the random states of %v", path, ReplicaRNGName, table.DType, table.Shape, want)
+		return nil, false, fmt.Errorf("checkpoint: %s: %s is %s %v, not the random states of %v", path, ReplicaRNGName, table.DType, table.Shape, want)
 	}
 	if table.Shape[0] != want[0] {
 		return nil, true, nil
@@ -102,7 +102,15 @@ func stageReplicaRNG(dev *xla.Device, file safetensors.File, path string, c *opt
 	global := rank*local + index
 	staged, err := xla.FromBytes(c.RNG, state.DType(), state.Dims(), table.Data[global*row:(global+1)*row])
 	if err != nil {
-		return nil, false, fmt.Errorf("ddp: %s: uploading the random state of replica %d: %w", path, global, err)
+		return nil, false, fmt.Errorf("checkpoint: %s: uploading the random state of replica %d: %w", path, global, err)
 	}
 	return staged, true, nil
+}
+
+// processRank is this process's rank and the job's process count.
+func processRank() (rank, size int) {
+	if g := dist.Default(); g != nil {
+		return g.Rank(), g.WorldSize()
+	}
+	return 0, 1
 }

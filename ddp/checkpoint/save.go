@@ -1,4 +1,4 @@
-package ddp
+package checkpoint
 
 import (
 	"context"
@@ -15,17 +15,20 @@ import (
 	"github.com/xladdp/xladdp/xla/safetensors"
 )
 
-// SaveCheckpoint writes c (model, optimizer state, step and epoch; see
-// optim.Checkpoint) to path from global replica 0 only, atomically (a
-// temporary file renamed over path, so a crash leaves the previous
-// checkpoint whole), and returns on every replica of the job only once
-// the file is complete: torch's "save on rank 0, then barrier". Every
-// replica calls it at the same point. An error on rank 0 is every rank's
-// error. With c.RNG every replica's random state is saved, and
-// LoadCheckpoint at the same replica count gives each its own back.
-func SaveCheckpoint(ctx context.Context, path string, c optim.Checkpoint) error {
-	if err := refuseSharded(c.Optimizer); err != nil {
-		return err
+// Save writes c (model, optimizer state, step and epoch; see
+// optim.Checkpoint) to path, atomically, and returns on every replica of
+// the job only once it is complete; every replica calls it at the same
+// point, and an error on one is every replica's. For a plain optimizer
+// path is one file written by global replica 0 (torch's "save on rank 0,
+// then barrier"), a temporary file renamed over path so that a crash
+// leaves the previous checkpoint whole; with c.RNG every replica's random
+// state is saved, and Load at the same replica count gives each its own
+// back. For an optimizer sharded over the replicas
+// (optim.ShardedOptimizer: ddp/zero's) path is a directory that every
+// replica writes its shard into, resumable at any replica count.
+func Save(ctx context.Context, path string, c optim.Checkpoint) error {
+	if s, ok := c.Optimizer.(optim.ShardedOptimizer); ok {
+		return s.SaveSharded(ctx, path, c)
 	}
 	return saveOnRankZero(ctx, path, c, func(take func() (optim.Snapshot, error)) error {
 		snap, err := take()
@@ -44,7 +47,7 @@ func SaveCheckpoint(ctx context.Context, path string, c optim.Checkpoint) error 
 // (gathered on every replica first).
 func checkpointOnce(ctx context.Context, dev *xla.Device, g *dist.ProcessGroup, what string, c optim.Checkpoint, save func(take func() (optim.Snapshot, error)) error) error {
 	if err := dev.MarkStep(ctx); err != nil {
-		return fmt.Errorf("ddp: %s: %w", what, err)
+		return fmt.Errorf("checkpoint: %s: %w", what, err)
 	}
 	rngs, err := replicaRNGs(ctx, dev, g, c)
 	if err != nil {
@@ -54,7 +57,7 @@ func checkpointOnce(ctx context.Context, dev *xla.Device, g *dist.ProcessGroup, 
 		return struct{}{}, save(func() (optim.Snapshot, error) {
 			snap, err := optim.TakeSnapshot(ctx, c)
 			if err != nil {
-				return snap, fmt.Errorf("ddp: checkpoint of step %d: %w", c.Step, err)
+				return snap, fmt.Errorf("checkpoint: checkpoint of step %d: %w", c.Step, err)
 			}
 			if rngs != nil {
 				snap.Tensors = append(snap.Tensors, replicaRNGSource(c.RNG, rngs))
@@ -67,7 +70,7 @@ func checkpointOnce(ctx context.Context, dev *xla.Device, g *dist.ProcessGroup, 
 
 // SaveStateDict writes m's state dict with torch's names (nn.SaveStateDict:
 // what safetensors.torch.load_file and load_state_dict read) as
-// SaveCheckpoint writes a checkpoint: from global replica 0 only,
+// Save writes a checkpoint: from global replica 0 only,
 // atomically, returning on every replica once the file is complete. Every
 // replica calls it at the same point.
 func SaveStateDict(ctx context.Context, path string, m nn.Module, metadata map[string]string) error {
@@ -93,16 +96,22 @@ func saveOnRankZero(ctx context.Context, path string, c optim.Checkpoint, write 
 	})
 }
 
-// LoadCheckpoint restores c.Model and c.Optimizer from path and sets
-// c.Step, c.Epoch and c.Metadata, on every replica: each process reads
-// the file once (every rank must see it: a shared or copied directory)
-// and hands it to its local replicas, and the ranks check that they read
-// the same bytes, so a rank that found an older or a different checkpoint
-// is an error, not a silent fork. Like optim.LoadCheckpoint it is all or
-// nothing.
-func LoadCheckpoint(ctx context.Context, path string, c *optim.Checkpoint) error {
-	if err := refuseSharded(c.Optimizer); err != nil {
-		return err
+// Load restores c.Model and c.Optimizer from path and sets c.Step,
+// c.Epoch and c.Metadata, on every replica, all or nothing; path is what
+// Save wrote for this kind of optimizer, and a checkpoint of the other
+// kind is refused, saying how to resume it. A single file is read once
+// per process (every rank must see it: a shared or copied directory) and
+// handed to its local replicas, and the ranks check that they read the
+// same bytes, so a rank that found an older or a different checkpoint is
+// an error, not a silent fork. A sharded directory may have been saved at
+// any replica count: each replica rebuilds its shards from it.
+func Load(ctx context.Context, path string, c *optim.Checkpoint) error {
+	k := kindOf(c.Optimizer)
+	if info, err := os.Stat(path); err == nil && info.IsDir() != bool(k) {
+		return k.refuse(path)
+	}
+	if s, ok := c.Optimizer.(optim.ShardedOptimizer); ok {
+		return s.LoadSharded(ctx, path, c)
 	}
 	dev, err := checkpointDevice(c.Model)
 	if err != nil {
@@ -112,10 +121,10 @@ func LoadCheckpoint(ctx context.Context, path string, c *optim.Checkpoint) error
 	file, err := exchange.HostOnce(ctx, dev, exchange.Timeout(g), "reading the checkpoint", func() (safetensors.File, error) {
 		data, err := os.ReadFile(path)
 		if err != nil {
-			return safetensors.File{}, fmt.Errorf("ddp: LoadCheckpoint on rank %d: %w", max(dist.Rank(), 0), err)
+			return safetensors.File{}, fmt.Errorf("checkpoint: Load on rank %d: %w", max(dist.Rank(), 0), err)
 		}
 		if err := exchange.SameOnEveryRank(ctx, g, sha256.Sum256(data), path); err != nil {
-			return safetensors.File{}, fmt.Errorf("ddp: LoadCheckpoint: %w", err)
+			return safetensors.File{}, fmt.Errorf("checkpoint: Load: %w", err)
 		}
 		return safetensors.Decode(path, data)
 	})
@@ -141,22 +150,11 @@ func LoadCheckpoint(ctx context.Context, path string, c *optim.Checkpoint) error
 // checkpointDevice is the device of the model's tensors.
 func checkpointDevice(m nn.Module) (*xla.Device, error) {
 	if m == nil {
-		return nil, errors.New("ddp: checkpoint without a model")
+		return nil, errors.New("checkpoint: checkpoint without a model")
 	}
 	state := nn.StateDict(m)
 	if len(state) == 0 || state[0].Tensor == nil {
-		return nil, errors.New("ddp: checkpoint of a model with no tensors")
+		return nil, errors.New("checkpoint: checkpoint of a model with no tensors")
 	}
 	return state[0].Tensor.Device(), nil
-}
-
-// refuseSharded refuses an optimizer whose state is sharded over the
-// replicas: one file from replica 0 would hold its shard only.
-func refuseSharded(opt optim.Optimizer) error {
-	if s, ok := opt.(optim.ShardedOptimizer); ok {
-		_, n := s.StateShard()
-		return fmt.Errorf("ddp: the state of a %T is sharded over %d replicas, and a single-file checkpoint would keep one shard: "+
-			"use ddp/zero's SaveCheckpoint and LoadCheckpoint", opt, n)
-	}
-	return nil
 }

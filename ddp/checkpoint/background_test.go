@@ -1,4 +1,4 @@
-package ddp
+package checkpoint
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package ddp_test
+package checkpoint_test
 
 import (
 	"fmt"
@@ -9,16 +9,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/xladdp/xladdp/ddp"
 	"github.com/xladdp/xladdp/ddp/internal/ddptest"
 	"github.com/xladdp/xladdp/xla/safetensors"
 )
 
-// dropoutSpawn is ddptest.DropoutSpawn with ddp's single-file
-// checkpoints.
+// dropoutSpawn is ddptest.DropoutSpawn with single-file checkpoints.
 func dropoutSpawn(t *testing.T, replicas int, load, save string, saveAt, steps int) ([]float32, error) {
-	return ddptest.DropoutSpawn(t, ddptest.DropoutRun{Replicas: replicas, Load: load, Save: save, SaveAt: saveAt, Steps: steps,
-		SaveCheckpoint: ddp.SaveCheckpoint, LoadCheckpoint: ddp.LoadCheckpoint})
+	return ddptest.DropoutSpawn(t, ddptest.DropoutRun{Replicas: replicas, Load: load, Save: save, SaveAt: saveAt, Steps: steps})
 }
 
 // rewrite rewrites the checkpoint at path with edit applied to its

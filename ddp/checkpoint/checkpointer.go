@@ -1,4 +1,4 @@
-package ddp
+package checkpoint
 
 import (
 	"context"
@@ -15,29 +15,17 @@ import (
 	"github.com/xladdp/xladdp/ddp/dist"
 	"github.com/xladdp/xladdp/ddp/internal/exchange"
 	"github.com/xladdp/xladdp/ddp/internal/termination"
-	"github.com/xladdp/xladdp/internal/workerenv"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/optim"
 	"github.com/xladdp/xladdp/xla/safetensors"
 )
 
-// ExitPreempted is the status a worker exits with once Checkpointer.Step
-// returned ErrPreempted; ddprun exits with it too when every worker did:
-// the job stopped on SIGTERM with its checkpoint committed, and running
-// it again resumes (EX_TEMPFAIL).
-const ExitPreempted = workerenv.ExitPreempted
-
-// ErrPreempted is what Checkpointer.Step returns once the job was asked to
-// stop (SIGTERM to any rank: a Spot notice, a SageMaker stop, SLURM's
-// --signal) and every rank committed the checkpoint of this step. Return
-// it from the training function: Main, and a process Spawn started, exit
-// ExitPreempted for it.
-var ErrPreempted = workerenv.ErrPreempted
-
-// CheckpointerOptions configure NewCheckpointer.
-type CheckpointerOptions struct {
-	// Dir holds the checkpoints (step-<N>.safetensors), shared by every
-	// rank (or copied to each) to resume from.
+// Options configure New.
+type Options struct {
+	// Dir holds the checkpoints, shared by every rank (or copied to each)
+	// to resume from: step-<N>.safetensors files, or for an optimizer
+	// sharded over the replicas (ddp/zero) step-<N> directories, written
+	// on the step by every replica and renamed into place once committed.
 	Dir string
 	// Every is how many steps apart checkpoints are written (0: only when
 	// preempted).
@@ -45,13 +33,6 @@ type CheckpointerOptions struct {
 	// Keep is how many checkpoints stay (default 2); older ones are
 	// removed once a newer one is committed.
 	Keep int
-	// Save and Load, set together, replace the single-file checkpoints:
-	// for an optimizer sharded over the replicas, ddp/zero's
-	// SaveCheckpoint and LoadCheckpoint. Each checkpoint is then a
-	// directory (step-<N>), written on the step by every replica and
-	// renamed into place once committed.
-	Save func(ctx context.Context, dir string, c optim.Checkpoint) error
-	Load func(ctx context.Context, dir string, c *optim.Checkpoint) error
 }
 
 // Checkpointer saves a training job so that it can stop at any time and
@@ -61,7 +42,7 @@ type CheckpointerOptions struct {
 // resume needs: model, optimizer, Step and Epoch (with the sampler's
 // epoch and position derived from them) and RNG for dropout.
 type Checkpointer struct {
-	opts    CheckpointerOptions
+	opts    Options
 	termed  atomic.Bool
 	signals chan os.Signal
 	wg      sync.WaitGroup
@@ -76,24 +57,21 @@ type Checkpointer struct {
 	release func()
 }
 
-// NewCheckpointer returns a checkpointer writing into o.Dir; from now on
+// New returns a checkpointer writing into o.Dir; from now on
 // SIGTERM asks it to checkpoint and stop instead of ending the process.
 // Close it when training ends.
-func NewCheckpointer(o CheckpointerOptions) (*Checkpointer, error) {
+func New(o Options) (*Checkpointer, error) {
 	if o.Dir == "" {
-		return nil, errors.New("ddp: a checkpointer needs a directory (CheckpointerOptions.Dir)")
+		return nil, errors.New("checkpoint: a checkpointer needs a directory (Options.Dir)")
 	}
 	if o.Every < 0 || o.Keep < 0 {
-		return nil, fmt.Errorf("ddp: checkpointer: Every %d and Keep %d must not be negative", o.Every, o.Keep)
-	}
-	if (o.Save == nil) != (o.Load == nil) {
-		return nil, errors.New("ddp: checkpointer: set Save and Load together (ddp/zero's SaveCheckpoint and LoadCheckpoint), or neither")
+		return nil, fmt.Errorf("checkpoint: Every %d and Keep %d must not be negative", o.Every, o.Keep)
 	}
 	if o.Keep == 0 {
 		o.Keep = 2
 	}
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
-		return nil, fmt.Errorf("ddp: checkpoint directory: %w", err)
+		return nil, fmt.Errorf("checkpoint: making the checkpoint directory: %w", err)
 	}
 	ck := &Checkpointer{opts: o, signals: make(chan os.Signal, 1), release: termination.Hold()}
 	signal.Notify(ck.signals, syscall.SIGTERM)
@@ -130,22 +108,19 @@ func (ck *Checkpointer) finishWrite() error {
 	return err
 }
 
-// path is step's checkpoint: a file, or with Save a directory.
-func (ck *Checkpointer) path(step int) string {
-	name := fmt.Sprintf("step-%012d", step)
-	if ck.opts.Save == nil {
-		name += ".safetensors"
-	}
-	return filepath.Join(ck.opts.Dir, name)
+// path is step's checkpoint of the kind given: a file, or for a sharded
+// optimizer a directory.
+func (ck *Checkpointer) path(step int, k kind) string {
+	return filepath.Join(ck.opts.Dir, k.name(step))
 }
 
-// saved lists the committed checkpoints' steps, oldest first.
-func (ck *Checkpointer) saved() []int {
+// saved lists the committed checkpoints' steps of kind k, oldest first.
+func (ck *Checkpointer) saved(k kind) []int {
 	names, _ := filepath.Glob(filepath.Join(ck.opts.Dir, "step-*"))
 	var steps []int
 	for _, n := range names {
 		var step int
-		if _, err := fmt.Sscanf(filepath.Base(n), "step-%d", &step); err == nil && step >= 0 && n == ck.path(step) {
+		if _, err := fmt.Sscanf(filepath.Base(n), "step-%d", &step); err == nil && step >= 0 && n == ck.path(step, k) {
 			steps = append(steps, step)
 		}
 	}
@@ -153,19 +128,21 @@ func (ck *Checkpointer) saved() []int {
 	return steps
 }
 
-// Restore loads the latest checkpoint into c on every replica (as
-// LoadCheckpoint does) and reports whether there was one; without one, c
-// is left as it is (a fresh start).
+// Restore loads the latest checkpoint into c on every replica (as Load
+// does) and reports whether there was one; without one, c is left as it
+// is (a fresh start). A directory whose latest checkpoint is of the other
+// kind (single-file for a sharded optimizer, or the reverse) is refused,
+// never taken for an empty one.
 func (ck *Checkpointer) Restore(ctx context.Context, c *optim.Checkpoint) (bool, error) {
-	steps := ck.saved()
-	if len(steps) == 0 {
+	k := kindOf(c.Optimizer)
+	mine, other := ck.saved(k), ck.saved(!k)
+	if len(other) > 0 && (len(mine) == 0 || other[len(other)-1] > mine[len(mine)-1]) {
+		return false, k.refuse(ck.path(other[len(other)-1], !k))
+	}
+	if len(mine) == 0 {
 		return false, nil
 	}
-	load := LoadCheckpoint
-	if ck.opts.Load != nil {
-		load = ck.opts.Load
-	}
-	return true, load(ctx, ck.path(steps[len(steps)-1]), c)
+	return true, Load(ctx, ck.path(mine[len(mine)-1], k), c)
 }
 
 // Step is called by every replica after each training step, with c.Step
@@ -173,65 +150,65 @@ func (ck *Checkpointer) Restore(ctx context.Context, c *optim.Checkpoint) (bool,
 // job was asked to stop, and then returns ErrPreempted; every replica
 // gets the same answer.
 func (ck *Checkpointer) Step(ctx context.Context, c optim.Checkpoint) error {
-	if ck.opts.Save == nil {
-		if err := refuseSharded(c.Optimizer); err != nil {
-			return err
-		}
-	}
 	dev, err := checkpointDevice(c.Model)
 	if err != nil {
 		return err
 	}
 	g := dist.Default()
-	stop, err := exchange.HostOnce(ctx, dev, exchange.Timeout(g), "agreeing on preemption", func() (bool, error) {
+	stop, err := ck.agreeOnPreemption(ctx, dev, g)
+	if err != nil {
+		return err
+	}
+	due := ck.opts.Every > 0 && c.Step%ck.opts.Every == 0
+	k := kindOf(c.Optimizer)
+	switch {
+	case k == sharded && (stop || due):
+		err = ck.saveSharded(ctx, dev, g, c)
+	case stop:
+		// Committed on every rank before anyone exits.
+		err = ck.saveOnTheStep(ctx, c)
+	case due:
+		return ck.saveOffTheStep(ctx, dev, g, c)
+	}
+	if err == nil && stop {
+		return ErrPreempted
+	}
+	return err
+}
+
+// agreeOnPreemption tells every replica whether SIGTERM reached any rank.
+func (ck *Checkpointer) agreeOnPreemption(ctx context.Context, dev *xla.Device, g *dist.ProcessGroup) (bool, error) {
+	return exchange.HostOnce(ctx, dev, exchange.Timeout(g), "agreeing on preemption", func() (bool, error) {
 		flag := []int32{0}
 		if ck.termed.Load() {
 			flag[0] = 1
 		}
 		if g != nil && g.WorldSize() > 1 {
 			if err := g.AllReduce(ctx, dist.Int32s(flag), dist.Max); err != nil {
-				return false, fmt.Errorf("ddp: checkpointer: agreeing on preemption: %w", err)
+				return false, fmt.Errorf("checkpoint: agreeing on preemption: %w", err)
 			}
 		}
 		return flag[0] == 1, nil
 	})
-	if err != nil {
-		return err
-	}
-	due := ck.opts.Every > 0 && c.Step%ck.opts.Every == 0
-	switch {
-	case ck.opts.Save != nil && (stop || due):
-		if err := ck.saveWith(ctx, dev, g, c); err != nil {
+}
+
+// saveOnTheStep writes c's file on rank 0 before Step returns anywhere.
+func (ck *Checkpointer) saveOnTheStep(ctx context.Context, c optim.Checkpoint) error {
+	path := ck.path(c.Step, plain)
+	return saveOnRankZero(ctx, path, c, func(take func() (optim.Snapshot, error)) error {
+		if err := ck.finishWrite(); err != nil {
+			return fmt.Errorf("checkpoint: writing the previous checkpoint: %w", err)
+		}
+		snap, err := take()
+		if err != nil {
 			return err
 		}
-		if stop {
-			return ErrPreempted
+		if err := snap.WriteFile(path, &ck.streamer); err != nil {
+			return err
 		}
+		ck.prune(plain)
 		return nil
-	case stop:
-		// Committed on every rank before anyone exits.
-		path := ck.path(c.Step)
-		if err := saveOnRankZero(ctx, path, c, func(take func() (optim.Snapshot, error)) error {
-			if err := ck.finishWrite(); err != nil {
-				return fmt.Errorf("ddp: writing the previous checkpoint: %w", err)
-			}
-			snap, err := take()
-			if err != nil {
-				return err
-			}
-			if err := snap.WriteFile(path, &ck.streamer); err != nil {
-				return err
-			}
-			ck.prune()
-			return nil
-		}); err != nil {
-			return err
-		}
-		return ErrPreempted
-	case due:
-		return ck.saveOffTheStep(ctx, dev, g, c)
-	}
-	return nil
+	})
 }
 
 // saveOffTheStep takes a snapshot of c on rank 0 (no copy: later steps
@@ -243,13 +220,13 @@ func (ck *Checkpointer) saveOffTheStep(ctx context.Context, dev *xla.Device, g *
 			return nil
 		}
 		if err := ck.finishWrite(); err != nil {
-			return fmt.Errorf("ddp: writing the previous checkpoint: %w", err)
+			return fmt.Errorf("checkpoint: writing the previous checkpoint: %w", err)
 		}
 		snap, err := take()
 		if err != nil {
 			return err
 		}
-		path := ck.path(c.Step)
+		path := ck.path(c.Step, plain)
 		ck.writing.Add(1)
 		// The engine's Close (Spawn's and Run's return) waits for the
 		// write: Step accepted this checkpoint.
@@ -260,20 +237,20 @@ func (ck *Checkpointer) saveOffTheStep(ctx context.Context, dev *xla.Device, g *
 			yieldToTraining()
 			beforeBackgroundWrite()
 			if ck.written = snap.WriteFile(path, &ck.streamer); ck.written == nil {
-				ck.prune()
+				ck.prune(plain)
 			}
 		}()
 		return nil
 	})
 }
 
-// saveWith writes c's checkpoint with Save (every replica) into a
-// partial directory, which rank 0 renames into place once Save returned
-// everywhere: a checkpoint killed halfway is never restored.
-func (ck *Checkpointer) saveWith(ctx context.Context, dev *xla.Device, g *dist.ProcessGroup, c optim.Checkpoint) error {
-	final := ck.path(c.Step)
+// saveSharded writes c's sharded checkpoint (every replica its shard)
+// into a partial directory, which rank 0 renames into place once every
+// replica wrote: a checkpoint killed halfway is never restored.
+func (ck *Checkpointer) saveSharded(ctx context.Context, dev *xla.Device, g *dist.ProcessGroup, c optim.Checkpoint) error {
+	final := ck.path(c.Step, sharded)
 	partial := final + ".partial"
-	if err := ck.opts.Save(ctx, partial, c); err != nil {
+	if err := Save(ctx, partial, c); err != nil {
 		return err
 	}
 	_, err := exchange.HostOnce(ctx, dev, exchange.Timeout(g), "committing "+final, func() (struct{}, error) {
@@ -282,7 +259,7 @@ func (ck *Checkpointer) saveWith(ctx context.Context, dev *xla.Device, g *dist.P
 			_ = os.RemoveAll(final) // one an earlier attempt of the job committed
 			if err = os.Rename(partial, final); err == nil {
 				err = safetensors.SyncDir(ck.opts.Dir)
-				ck.prune()
+				ck.prune(sharded)
 			}
 		}
 		return struct{}{}, exchange.AgreeOnRankZero(ctx, g, err, "committing "+final)
@@ -294,11 +271,11 @@ func (ck *Checkpointer) saveWith(ctx context.Context, dev *xla.Device, g *dist.P
 // slow the writer down with it.
 var beforeBackgroundWrite = func() {}
 
-// prune removes the checkpoints beyond the Keep newest (rank 0, after a
-// commit).
-func (ck *Checkpointer) prune() {
-	steps := ck.saved()
+// prune removes the checkpoints of kind k beyond the Keep newest (rank 0,
+// after a commit).
+func (ck *Checkpointer) prune(k kind) {
+	steps := ck.saved(k)
 	for _, s := range steps[:max(0, len(steps)-ck.opts.Keep)] {
-		_ = os.RemoveAll(ck.path(s))
+		_ = os.RemoveAll(ck.path(s, k))
 	}
 }

@@ -1,4 +1,4 @@
-package ddp_test
+package checkpoint_test
 
 import (
 	"context"
@@ -16,7 +16,10 @@ import (
 
 	"github.com/xladdp/xladdp/backend"
 	"github.com/xladdp/xladdp/ddp"
+	"github.com/xladdp/xladdp/ddp/checkpoint"
 	"github.com/xladdp/xladdp/ddp/internal/ddptest"
+	"github.com/xladdp/xladdp/ddp/zero"
+	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/nn"
 	"github.com/xladdp/xladdp/xla/optim"
 	"github.com/xladdp/xladdp/xla/safetensors"
@@ -27,16 +30,16 @@ import (
 // with what to give; an empty directory restores nothing; a SIGTERM is
 // taken (the process goes on) until Close, which may come twice.
 func TestCheckpointerRefusesAndRestoresNothing(t *testing.T) {
-	_, err := ddp.NewCheckpointer(ddp.CheckpointerOptions{})
+	_, err := checkpoint.New(checkpoint.Options{})
 	assert.ErrorContains(t, err, "needs a directory")
-	_, err = ddp.NewCheckpointer(ddp.CheckpointerOptions{Dir: t.TempDir(), Every: -1})
+	_, err = checkpoint.New(checkpoint.Options{Dir: t.TempDir(), Every: -1})
 	assert.ErrorContains(t, err, "must not be negative")
 	file := filepath.Join(t.TempDir(), "a-file")
 	require.NoError(t, os.WriteFile(file, nil, 0o644))
-	_, err = ddp.NewCheckpointer(ddp.CheckpointerOptions{Dir: filepath.Join(file, "ck")})
+	_, err = checkpoint.New(checkpoint.Options{Dir: filepath.Join(file, "ck")})
 	assert.ErrorContains(t, err, "checkpoint directory")
 
-	ck, err := ddp.NewCheckpointer(ddp.CheckpointerOptions{Dir: t.TempDir(), Every: 5})
+	ck, err := checkpoint.New(checkpoint.Options{Dir: t.TempDir(), Every: 5})
 	require.NoError(t, err)
 	ok, err := ck.Restore(t.Context(), &optim.Checkpoint{})
 	require.NoError(t, err)
@@ -60,7 +63,7 @@ func TestCheckpointerKeepsAndReportsItsWrites(t *testing.T) {
 	opt, err := optim.NewSGD(nn.Parameters(model), optim.SGDConfig{LR: 0.1})
 	require.NoError(t, err)
 	dir := t.TempDir()
-	ck, err := ddp.NewCheckpointer(ddp.CheckpointerOptions{Dir: dir, Every: 2, Keep: 2})
+	ck, err := checkpoint.New(checkpoint.Options{Dir: dir, Every: 2, Keep: 2})
 	require.NoError(t, err)
 	defer ck.Close()
 	atStep := map[int][]float32{}
@@ -85,7 +88,7 @@ func TestCheckpointerKeepsAndReportsItsWrites(t *testing.T) {
 	}
 
 	gone := filepath.Join(t.TempDir(), "gone")
-	ck, err = ddp.NewCheckpointer(ddp.CheckpointerOptions{Dir: gone, Every: 1})
+	ck, err = checkpoint.New(checkpoint.Options{Dir: gone, Every: 1})
 	require.NoError(t, err)
 	require.NoError(t, os.RemoveAll(gone))
 	c := optim.Checkpoint{Model: model, Optimizer: opt, Step: 1}
@@ -112,9 +115,9 @@ func float32sOf(b []byte) []float32 {
 // waits for it, Close reports no error, and the file holds the last
 // step's values.
 func TestCheckpointAcceptedBeforeSpawnReturnsIsWritten(t *testing.T) {
-	ddp.SlowBackgroundWrites(t, 700*time.Millisecond)
+	checkpoint.SlowBackgroundWrites(t, 700*time.Millisecond)
 	dir := t.TempDir()
-	ck, err := ddp.NewCheckpointer(ddp.CheckpointerOptions{Dir: dir, Every: 3})
+	ck, err := checkpoint.New(checkpoint.Options{Dir: dir, Every: 3})
 	require.NoError(t, err)
 	var final []float32
 	var name string
@@ -155,4 +158,86 @@ func TestCheckpointAcceptedBeforeSpawnReturnsIsWritten(t *testing.T) {
 	w, ok := f.Lookup("model." + name)
 	require.True(t, ok)
 	assert.Equal(t, final, float32sOf(w.Data), "step 3's file holds step 3's values")
+}
+
+// TestCheckpointerRefusesTheOtherKind: a directory of single-file
+// checkpoints given to a job whose optimizer is sharded (ZeRO), and a
+// directory of sharded ones given to a plain job, are refused with what
+// they hold and how to resume them, by the Checkpointer and by Load;
+// neither is taken for an empty directory (a silent restart from step 0),
+// and nothing in it changes.
+func TestCheckpointerRefusesTheOtherKind(t *testing.T) {
+	e := xlatest.NewEngine(t, 2)
+	ctx := xlatest.Context(t)
+	job := func(dir string, sharded bool, steps int) error {
+		return e.RunReplicas(ctx, 2, func(ctx context.Context, r xla.Replica) error {
+			model, err := ddptest.NewModel(r.Device(), "toy", 3, nil)
+			if err != nil {
+				return err
+			}
+			wrapped, err := ddp.Wrap(ctx, model)
+			if err != nil {
+				return err
+			}
+			sgd := func(groups []optim.ParamGroup) (optim.Optimizer, error) {
+				return optim.NewSGD(groups[0].Params, optim.SGDConfig{LR: 0.1})
+			}
+			var opt optim.Optimizer
+			if sharded {
+				opt, err = zero.New(ctx, wrapped, nil, sgd)
+			} else {
+				opt, err = sgd([]optim.ParamGroup{{Params: nn.Parameters(wrapped)}})
+			}
+			if err != nil {
+				return err
+			}
+			ck, err := checkpoint.New(checkpoint.Options{Dir: dir, Every: 1})
+			if err != nil {
+				return err
+			}
+			defer ck.Close()
+			c := optim.Checkpoint{Model: wrapped, Optimizer: opt}
+			if _, err := ck.Restore(ctx, &c); err != nil {
+				return err
+			}
+			for c.Step < steps {
+				opt.ZeroGrad()
+				loss, err := ddptest.LossOn(r.Device(), wrapped, "toy", 0, 4)
+				if err != nil {
+					return err
+				}
+				if err := optim.BackwardStep(ctx, loss, opt); err != nil {
+					return err
+				}
+				c.Step++
+				if err := ck.Step(ctx, c); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	list := func(dir string) []string {
+		names, err := filepath.Glob(filepath.Join(dir, "*"))
+		require.NoError(t, err)
+		return names
+	}
+	plainDir, shardedDir := t.TempDir(), t.TempDir()
+	require.NoError(t, job(plainDir, false, 2))
+	require.NoError(t, job(shardedDir, true, 2))
+	plainFiles, shardedFiles := list(plainDir), list(shardedDir)
+	require.Equal(t, []string{filepath.Join(plainDir, "step-000000000001.safetensors"), filepath.Join(plainDir, "step-000000000002.safetensors")}, plainFiles)
+	require.Equal(t, []string{filepath.Join(shardedDir, "step-000000000001"), filepath.Join(shardedDir, "step-000000000002")}, shardedFiles)
+
+	err := job(plainDir, true, 4)
+	assert.ErrorContains(t, err, "step-000000000002.safetensors holds a single-file checkpoint")
+	assert.ErrorContains(t, err, "without --zero")
+	err = job(shardedDir, false, 4)
+	assert.ErrorContains(t, err, "step-000000000002 holds a sharded checkpoint")
+	assert.ErrorContains(t, err, "--zero")
+	assert.Equal(t, plainFiles, list(plainDir), "nothing written over the refused directory")
+	assert.Equal(t, shardedFiles, list(shardedDir))
+
+	err = job(filepath.Join(t.TempDir(), "fresh"), true, 1)
+	assert.NoError(t, err, "an empty directory is a fresh start of either kind")
 }
