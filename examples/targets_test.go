@@ -14,7 +14,8 @@ import (
 // package backend) also links the neuron target's bootstrap, so the Trn1
 // user's `--device neuron` reaches the plugin instead of "import
 // github.com/xladdp/xladdp/neuron in the program". The cpu and cuda targets
-// live in package backend itself.
+// live in package backend itself; the engine (xla) links no target, so
+// each command does, through ddp or package targets.
 func TestEveryCommandLinksEveryTarget(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", `{{if eq .Name "main"}}{{.ImportPath}}{{end}}`, "github.com/xladdp/xladdp/...").Output()
 	require.NoError(t, err, "go list")

@@ -1,6 +1,9 @@
 // Package targets links every device target xladdp has, for programs
-// that want them all (the examples, xladevices, every program on package
-// xla): cpu and cuda, which package backend provides itself, and neuron
-// (Trainium), which package neuron registers. A program that wants fewer
-// imports backend and only the target packages it needs.
+// that want them all (ddp, whose Flags own --device, and so the examples;
+// xladevices): cpu and cuda, which package backend provides itself, and
+// neuron (Trainium), which package neuron registers unless the program is
+// built with -tags noneuron (no cgo bootstrap, no embedded Python). The
+// engine (package xla) links none: a program on xla alone imports
+// backend's cpu and cuda, and the target packages it wants, as with
+// image.RegisterFormat.
 package targets

@@ -23,6 +23,7 @@ import (
 	"github.com/xladdp/xladdp/backend"
 	"github.com/xladdp/xladdp/examples/bench/internal/stats"
 	"github.com/xladdp/xladdp/internal/cli"
+	_ "github.com/xladdp/xladdp/targets" // every target, as every command
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/optim"
 )
