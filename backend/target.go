@@ -64,6 +64,21 @@ type TargetSpec struct {
 	// Preflight lists what would keep the target from starting on this
 	// machine, each with its fix (xladevices prints them).
 	Preflight func() []string
+	// ProcessEnv is the environment (KEY=VALUE) that gives process index
+	// of count, started one per local device (ddp.Spawn's process mode),
+	// that device alone; getenv reads the parent's environment.
+	ProcessEnv func(index, count int, getenv func(string) string) ([]string, error)
+}
+
+// ProcessEnv is target t's environment for process index of count
+// started one per local device (see TargetSpec.ProcessEnv); none when
+// the target sets none.
+func ProcessEnv(t Target, index, count int, getenv func(string) string) ([]string, error) {
+	spec, err := lookupTarget(t)
+	if err != nil || spec.ProcessEnv == nil {
+		return nil, err
+	}
+	return spec.ProcessEnv(index, count, getenv)
 }
 
 var registry = struct {

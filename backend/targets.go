@@ -1,6 +1,10 @@
 package backend
 
-import "fmt"
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
 
 // The targets backend provides itself; others register from their own
 // packages.
@@ -24,6 +28,9 @@ func init() {
 			}
 			return map[string]any{"cpu_device_count": int64(n), "asynchronous": mode == CPUAsync}, nil
 		},
+		ProcessEnv: func(int, int, func(string) string) ([]string, error) {
+			return []string{EnvCPUDevices + "=1"}, nil
+		},
 	})
 	RegisterTarget(TargetSpec{
 		Target:            CUDA,
@@ -43,5 +50,27 @@ func init() {
 			}
 			return nil, nil
 		},
+		ProcessEnv: func(index, count int, getenv func(string) string) ([]string, error) {
+			gpu, err := visibleGPU(getenv(envCUDAVisibleDevices), index, count)
+			return []string{envCUDAVisibleDevices + "=" + gpu}, err
+		},
 	})
+}
+
+// envCUDAVisibleDevices lists the GPUs a CUDA process may use.
+const envCUDAVisibleDevices = "CUDA_VISIBLE_DEVICES"
+
+// visibleGPU is the GPU of process index of count: the index-th entry of
+// the user's CUDA_VISIBLE_DEVICES list, or index when there is none; a
+// list naming fewer GPUs than processes is refused.
+func visibleGPU(userList string, index, count int) (string, error) {
+	if strings.TrimSpace(userList) == "" {
+		return strconv.Itoa(index), nil
+	}
+	entries := strings.Split(userList, ",")
+	if len(entries) < count {
+		return "", fmt.Errorf("%s=%q names %d GPU(s) for %d processes: name one per process or start fewer",
+			envCUDAVisibleDevices, userList, len(entries), count)
+	}
+	return strings.TrimSpace(entries[index]), nil
 }

@@ -20,7 +20,8 @@ import (
 // the device target (PJRT) and the process group's transport.
 type Options struct {
 	// Spawn runs one process with a replica per local device (xmp.spawn:
-	// Devices of them, else $NEURON_NUM_DEVICES, else the target's
+	// Devices of them, else the count a launcher gives the target (on
+	// Trainium, its NeuronCores), else the target's
 	// devices); started by a launcher (ddprun, torchrun, mpirun), that
 	// process is also one rank of the job, which then has a rank's
 	// replicas per process. Otherwise this process is one rank of a job a

@@ -21,7 +21,7 @@ import (
 // SpawnOptions configures Spawn.
 type SpawnOptions struct {
 	// Devices is how many local devices to train on (0: every one the
-	// target has: $NEURON_NUM_DEVICES or $NEURONCORE_NUM_DEVICES on
+	// target has: the count a launcher's environment gives it on
 	// Neuron, the GPUs, or the CPU devices of $XLADDP_CPU_DEVICES).
 	Devices int
 	// Device opens the device target (its Replicas is set from Devices).
@@ -111,7 +111,7 @@ func Spawn(ctx context.Context, fn func(ctx context.Context, w Worker) error, op
 }
 
 // spawnDevices is the device count: given, or what a launcher's
-// environment gives a target (NEURON_NUM_DEVICES; 0: the backend decides
+// environment gives a target (0: the backend decides
 // once open).
 func spawnDevices(opts SpawnOptions) (int, error) {
 	if opts.Devices > 0 {
@@ -126,7 +126,7 @@ func spawnDevices(opts SpawnOptions) (int, error) {
 		if n, err := strconv.Atoi(os.Getenv(backend.EnvCPUDevices)); err == nil && n > 0 {
 			return n, nil
 		}
-		return 0, errors.New("ddp: Spawn with Processes needs the device count: set SpawnOptions.Devices (or $NEURON_NUM_DEVICES, $XLADDP_CPU_DEVICES)")
+		return 0, fmt.Errorf("ddp: Spawn with Processes needs the device count: set SpawnOptions.Devices (or the count a launcher gives the target, or $%s)", backend.EnvCPUDevices)
 	}
 	return 0, nil
 }
@@ -145,22 +145,25 @@ func spawnProcesses(ctx context.Context, n int, opts SpawnOptions) error {
 	if err != nil {
 		return fmt.Errorf("ddp: Spawn: %w", err)
 	}
-	gpus, err := visibleGPUs(os.Getenv("CUDA_VISIBLE_DEVICES"), n, opts.Device.Target)
+	target, err := backend.ResolveTarget(opts.Device.Target)
 	if err != nil {
-		return err
+		return fmt.Errorf("ddp: Spawn: %w", err)
 	}
 	cmds := make([]*exec.Cmd, n)
 	for r := range n {
 		cmd := exec.Command(command[0], command[1:]...)
-		// Each process sees its own device: its GPU here; its NeuronCore
-		// is chosen in the process by package neuron from LOCAL_RANK and
-		// the NEURON_RT_VISIBLE_CORES it inherits (torch-xla's rule).
+		// Each process sees its own device, as its target says (its GPU;
+		// its NeuronCore, chosen in the process from LOCAL_RANK; one CPU
+		// device).
+		device, err := backend.ProcessEnv(target, r, n, os.Getenv)
+		if err != nil {
+			return fmt.Errorf("ddp: Spawn of %d processes: %w", n, err)
+		}
 		child := workerenv.Empty()
 		child.SpawnChild = true
 		child.Rank, child.WorldSize, child.LocalRank, child.LocalWorldSize = r, n, r, n
 		child.MasterAddr, child.MasterPort = "127.0.0.1", strconv.Itoa(port)
-		cmd.Env = append(append(os.Environ(), child.Environ()...), backend.EnvCPUDevices+"=1",
-			"CUDA_VISIBLE_DEVICES="+gpus[r], "NEURON_NUM_DEVICES=", "NEURONCORE_NUM_DEVICES=")
+		cmd.Env = append(append(os.Environ(), child.Environ()...), device...)
 		cmds[r] = cmd
 	}
 	failed, err := launch.Supervise(ctx, cmds, os.Stdout, os.Stderr, failureGrace)
@@ -179,29 +182,6 @@ func spawnProcesses(ctx context.Context, n int, opts SpawnOptions) error {
 
 // failureGrace is how long Spawn gathers failures after the first.
 const failureGrace = time.Second
-
-// visibleGPUs is each spawned process's CUDA_VISIBLE_DEVICES: the r-th
-// entry of the user's list, or r when there is none. A cuda job whose list
-// names fewer GPUs than processes is refused; another target ignores it.
-func visibleGPUs(userList string, n int, target backend.Target) ([]string, error) {
-	var entries []string
-	if strings.TrimSpace(userList) != "" {
-		entries = strings.Split(userList, ",")
-	}
-	out := make([]string, n)
-	for r := range n {
-		switch {
-		case r < len(entries):
-			out[r] = strings.TrimSpace(entries[r])
-		case len(entries) > 0 && target == backend.CUDA:
-			return nil, fmt.Errorf("ddp: Spawn of %d processes: CUDA_VISIBLE_DEVICES=%q names %d GPU(s): name one per process or spawn fewer",
-				n, userList, len(entries))
-		default:
-			out[r] = strconv.Itoa(r)
-		}
-	}
-	return out, nil
-}
 
 // spawnChild is a process Spawn started: join the group, open this
 // process's device, run fn.

@@ -126,32 +126,3 @@ func cmpOrEmpty(user string, processes bool, core string) string {
 	}
 	return user
 }
-
-// TestVisibleGPUs: each spawned process sees one GPU: the r-th of the
-// user's CUDA_VISIBLE_DEVICES, or r; a cuda job naming too few is refused.
-func TestVisibleGPUs(t *testing.T) {
-	cases := []struct {
-		list    string
-		n       int
-		target  backend.Target
-		want    []string
-		wantErr string
-	}{
-		{list: "", n: 2, target: backend.CUDA, want: []string{"0", "1"}},
-		{list: "2,3", n: 2, target: backend.CUDA, want: []string{"2", "3"}},
-		{list: " 5 , 7 ,9", n: 2, target: backend.CUDA, want: []string{"5", "7"}},
-		{list: "GPU-0f1e,GPU-aa", n: 2, target: backend.CUDA, want: []string{"GPU-0f1e", "GPU-aa"}},
-		{list: "3", n: 2, target: backend.CUDA, wantErr: `CUDA_VISIBLE_DEVICES="3" names 1 GPU(s)`},
-		{list: "3", n: 2, target: backend.CPU, want: []string{"3", "1"}},
-		{list: "3", n: 2, target: "", want: []string{"3", "1"}},
-	}
-	for _, tc := range cases {
-		got, err := ddp.VisibleGPUs(tc.list, tc.n, tc.target)
-		if tc.wantErr != "" {
-			assert.ErrorContains(t, err, tc.wantErr, "%q", tc.list)
-			continue
-		}
-		require.NoError(t, err, "%q", tc.list)
-		assert.Equal(t, tc.want, got, "%q", tc.list)
-	}
-}

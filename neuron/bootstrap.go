@@ -33,11 +33,8 @@ import (
 	"unsafe"
 
 	"github.com/xladdp/xladdp/backend"
+	"github.com/xladdp/xladdp/neuron/trn"
 )
-
-// EnvPython names the Python interpreter whose environment holds
-// libneuronxla (default: the active virtualenv's, else python3 on PATH).
-const EnvPython = "XLADDP_NEURON_PYTHON"
 
 // MinLibneuronxla is the oldest libneuronxla the bootstrap accepts (the
 // first with libneuronpjrt_path and PJRT C API plugins).
@@ -76,8 +73,8 @@ print(json.dumps(out))
 
 // findPython returns the interpreter to ask.
 func findPython(getenv func(string) string) (string, string, error) {
-	if p := getenv(EnvPython); p != "" {
-		return p, "$" + EnvPython, nil
+	if p := getenv(trn.EnvPython); p != "" {
+		return p, "$" + trn.EnvPython, nil
 	}
 	if venv := getenv("VIRTUAL_ENV"); venv != "" {
 		p := filepath.Join(venv, "bin", "python3")
@@ -88,7 +85,7 @@ func findPython(getenv func(string) string) (string, string, error) {
 	p, err := exec.LookPath("python3")
 	if err != nil {
 		return "", "", fmt.Errorf("neuron: no Python found: the Neuron plugin needs the Python environment holding libneuronxla; "+
-			"set $%s to its python3 (or activate its virtualenv)", EnvPython)
+			"set $%s to its python3 (or activate its virtualenv)", trn.EnvPython)
 	}
 	return p, "python3 on PATH", nil
 }
@@ -116,10 +113,10 @@ func (e pythonEnv) check(python string, getenv func(string) string) error {
 	case e.NeuronXLAError != "":
 		return fmt.Errorf("neuron: %s cannot import libneuronxla (%s): pip install libneuronxla in that environment "+
 			"(from the Neuron repository, https://pip.repos.neuron.amazonaws.com), or point $%s at the python3 that has it",
-			python, e.NeuronXLAError, EnvPython)
+			python, e.NeuronXLAError, trn.EnvPython)
 	case e.NeuronXLA != "" && versionLess(e.NeuronXLA, MinLibneuronxla):
 		return fmt.Errorf("neuron: libneuronxla %s in %s is older than %s: pip install -U libneuronxla", e.NeuronXLA, e.Prefix, MinLibneuronxla)
-	case getenv("NEURON_LIBRARY_PATH") == "" && e.PluginPath == "":
+	case getenv(trn.EnvLibraryPath) == "" && e.PluginPath == "":
 		return fmt.Errorf("neuron: libneuronxla in %s names no plugin (libneuronpjrt_path() is empty): reinstall libneuronxla, or set NEURON_LIBRARY_PATH", e.Prefix)
 	case e.NeuronxCC == "":
 		return fmt.Errorf("neuron: neuronx-cc (the Neuron compiler libneuronxla calls) is not in %s or on PATH: pip install neuronx-cc in that environment",
@@ -193,7 +190,7 @@ func bootstrapPlugin(ctx context.Context, opts backend.Options) (string, string,
 		_ = os.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
 	}
 	path, source := env.PluginPath, "libneuronxla "+env.NeuronXLA+" in "+env.Prefix
-	if p := os.Getenv("NEURON_LIBRARY_PATH"); p != "" {
+	if p := os.Getenv(trn.EnvLibraryPath); p != "" {
 		path, source = p, "$NEURON_LIBRARY_PATH"
 	}
 	bootOnce.done, bootOnce.path, bootOnce.source = true, path, source

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/xladdp/xladdp/neuron/trn"
 )
 
 // TestBootstrapNamesWhatIsMissing: every missing piece is an error naming
@@ -35,11 +36,11 @@ func TestBootstrapNamesWhatIsMissing(t *testing.T) {
 	}
 	t.Setenv("PATH", t.TempDir())
 	_, _, err := findPython(envOf(nil))
-	assert.ErrorContains(t, err, "set $"+EnvPython)
-	p, from, err := findPython(envOf(map[string]string{EnvPython: "/opt/py/bin/python3"}))
+	assert.ErrorContains(t, err, "set $"+trn.EnvPython)
+	p, from, err := findPython(envOf(map[string]string{trn.EnvPython: "/opt/py/bin/python3"}))
 	require.NoError(t, err)
 	assert.Equal(t, "/opt/py/bin/python3", p)
-	assert.Equal(t, "$"+EnvPython, from)
+	assert.Equal(t, "$"+trn.EnvPython, from)
 	assert.True(t, versionLess("2.9.1", "2.10"))
 	assert.False(t, versionLess("2.10", "2.9"))
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/xladdp/xladdp/neuron/trn"
 	"golang.org/x/sys/unix"
 )
 
@@ -28,7 +29,7 @@ func CompilerEnvironment(o CompileOptions, getenv func(string) string) (map[stri
 	if o.OptLevel < 0 || o.OptLevel > 3 {
 		return nil, fmt.Errorf("neuron: optimisation level %d: neuronx-cc takes -O0 to -O3", o.OptLevel)
 	}
-	user := getenv("NEURON_CC_FLAGS")
+	user := getenv(trn.EnvCCFlags)
 	has := func(flag string) bool {
 		for _, f := range strings.Fields(user) {
 			if f == flag || strings.HasPrefix(f, flag+"=") {
@@ -52,10 +53,10 @@ func CompilerEnvironment(o CompileOptions, getenv func(string) string) (map[stri
 	}
 	env := map[string]string{}
 	if joined := strings.Join(flags, " "); joined != user {
-		env["NEURON_CC_FLAGS"] = joined
+		env[trn.EnvCCFlags] = joined
 	}
-	if o.CacheDir != "" && getenv("NEURON_COMPILE_CACHE_URL") == "" {
-		env["NEURON_COMPILE_CACHE_URL"] = o.CacheDir
+	if o.CacheDir != "" && getenv(trn.EnvCompileCacheURL) == "" {
+		env[trn.EnvCompileCacheURL] = o.CacheDir
 	}
 	return env, nil
 }

@@ -1,10 +1,14 @@
-// Package neuron owns everything Trainium: bootstrapping the Neuron PJRT
-// plugin (libneuronpjrt.so from libneuronxla), the Neuron and EFA
-// environment for multi-process and multi-node runs, instance topology, the
-// compile cache and compiler flags, and preflight checks.
+// Package neuron is the Trainium device target: bootstrapping the Neuron
+// PJRT plugin (libneuronpjrt.so from libneuronxla, through an embedded
+// Python: cgo), applying the per-process Neuron and EFA environment
+// before the plugin loads, and the compile cache and compiler flags. The
+// facts it applies (topology, device counts, environment names and
+// values, preflight checks) are package neuron/trn's, which the launcher
+// shares without cgo.
 //
 // It knows nothing of DDP internals. Linked, it registers the neuron
-// target whole with package backend (Target: plugin bootstrap, device
-// count, preflight); package targets links it and package xla links
-// targets, so every program built on xla can open --device neuron.
+// target with package backend (plugin bootstrap, device count, the
+// environment of a process per core, preflight); package targets links
+// it (unless built with -tags noneuron), and ddp and the commands link
+// targets.
 package neuron

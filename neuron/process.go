@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/xladdp/xladdp/internal/workerenv"
+	"github.com/xladdp/xladdp/neuron/trn"
 )
 
 // JobFromEnv reads the launch mode and world from the process
@@ -18,7 +19,7 @@ import (
 // MASTER_ADDR (an mpirun or hand-made launch) mean Run; XLADDP_SPAWN_CHILD
 // means one of ddp.Spawn's processes; else one process drives the local
 // cores ($NEURON_NUM_DEVICES or $NEURONCORE_NUM_DEVICES of them).
-func JobFromEnv(getenv func(string) string) (Job, error) {
+func JobFromEnv(getenv func(string) string) (trn.Job, error) {
 	num := func(name string, def int) (int, error) {
 		v := getenv(name)
 		if v == "" {
@@ -32,7 +33,7 @@ func JobFromEnv(getenv func(string) string) (Job, error) {
 	}
 	w, err := workerenv.Parse(getenv)
 	if err != nil {
-		return Job{}, fmt.Errorf("neuron: %w", err)
+		return trn.Job{}, fmt.Errorf("neuron: %w", err)
 	}
 	orDefault := func(v, def int) int {
 		if v == workerenv.Unset {
@@ -40,29 +41,29 @@ func JobFromEnv(getenv func(string) string) (Job, error) {
 		}
 		return v
 	}
-	j := Job{Rank: orDefault(w.Rank, 0), WorldSize: orDefault(w.WorldSize, 1),
+	j := trn.Job{Rank: orDefault(w.Rank, 0), WorldSize: orDefault(w.WorldSize, 1),
 		LocalRank: orDefault(w.LocalRank, 0), LocalWorldSize: orDefault(w.LocalWorldSize, 1)}
-	devices, err := num("NEURONCORE_NUM_DEVICES", 0)
+	devices, err := num(trn.EnvCoreNumDevices, 0)
 	if err != nil {
-		return Job{}, err
+		return trn.Job{}, err
 	}
 	if devices == 0 {
-		if devices, err = num("NEURON_NUM_DEVICES", 1); err != nil {
-			return Job{}, err
+		if devices, err = num(trn.EnvNumDevices, 1); err != nil {
+			return trn.Job{}, err
 		}
 	}
 	j.LocalDevices = max(devices, 1)
 	j.MasterAddr = w.MasterAddr
 	j.MultiNode = j.WorldSize > j.LocalWorldSize
-	j.WorldSizeVariable = getenv("XLADDP_NEURON_WORLD_SIZE_VARIABLE") == "1"
+	j.WorldSizeVariable = getenv(trn.EnvWorldSizeVariable) == "1"
 	switch {
 	case w.SpawnChild:
-		j.Mode = SpawnProcesses
+		j.Mode = trn.SpawnProcesses
 		j.LocalDevices = j.LocalWorldSize
 	case w.Rank != workerenv.Unset && (w.RunID != "" || w.MasterAddr != ""):
-		j.Mode = Run
+		j.Mode = trn.Run
 	default:
-		j.Mode = SpawnOneProcess
+		j.Mode = trn.SpawnOneProcess
 	}
 	return j, nil
 }
@@ -80,7 +81,7 @@ func applyEnvironment(replicas int) error {
 	if err := validateMachine(job, os.Getenv, os.ReadFile); err != nil {
 		return err
 	}
-	env, err := Environment(job, os.Getenv)
+	env, err := trn.Environment(job, os.Getenv)
 	if err != nil {
 		return err
 	}
@@ -100,40 +101,40 @@ func applyEnvironment(replicas int) error {
 
 // validateMachine checks job against this machine's instance type, when
 // it is a known Trainium instance, before the runtime fails less clearly.
-func validateMachine(job Job, getenv func(string) string, readFile func(string) ([]byte, error)) error {
-	inst, ok, err := DetectInstance(getenv, readFile)
+func validateMachine(job trn.Job, getenv func(string) string, readFile func(string) ([]byte, error)) error {
+	inst, ok, err := trn.DetectInstance(getenv, readFile)
 	if err != nil || !ok {
 		return err
 	}
-	return Validate(inst, layoutOf(job, getenv("NEURON_RT_VISIBLE_CORES")))
+	return trn.Validate(inst, layoutOf(job, getenv(trn.EnvVisibleCores)))
 }
 
 // layoutOf is the per-node shape of job: one process driving its cores,
 // or one core per process on each of the nodes.
-func layoutOf(job Job, visibleCores string) Layout {
-	if job.Mode == SpawnOneProcess {
-		return Layout{ProcessesPerNode: 1, CoresPerProcess: job.LocalDevices, Nodes: 1, VisibleCores: visibleCores}
+func layoutOf(job trn.Job, visibleCores string) trn.Layout {
+	if job.Mode == trn.SpawnOneProcess {
+		return trn.Layout{ProcessesPerNode: 1, CoresPerProcess: job.LocalDevices, Nodes: 1, VisibleCores: visibleCores}
 	}
 	lws := max(job.LocalWorldSize, 1)
-	return Layout{ProcessesPerNode: lws, CoresPerProcess: 1, Nodes: max((job.WorldSize+lws-1)/lws, 1), VisibleCores: visibleCores}
+	return trn.Layout{ProcessesPerNode: lws, CoresPerProcess: 1, Nodes: max((job.WorldSize+lws-1)/lws, 1), VisibleCores: visibleCores}
 }
 
 // why says which of torch-xla's rules sets a variable, for the debug log.
 func why(name string) string {
 	switch name {
-	case "NEURON_RT_ROOT_COMM_ID":
+	case trn.EnvRootCommID:
 		return "the runtime's root communicator on node 0 (MASTER_ADDR:62182)"
-	case "NEURON_RT_VISIBLE_CORES":
+	case trn.EnvVisibleCores:
 		return "this process's NeuronCore: its local rank, or its share of your range"
-	case "NEURON_PJRT_PROCESS_INDEX":
+	case trn.EnvProcessIndex:
 		return "this process's index among the plugin's processes"
-	case "NEURON_PJRT_PROCESSES_NUM_DEVICES", "NEURON_PJRT_WORLD_SIZE":
+	case trn.EnvProcessesNumDevices, trn.EnvWorldSize:
 		return "the NeuronCores of every process of the job"
-	case "PJRT_LOCAL_PROCESS_COUNT", "PJRT_LOCAL_PROCESS_RANK":
+	case trn.EnvLocalProcessCount, trn.EnvLocalProcessRank:
 		return "the processes on this node and this one's place among them"
-	case "NEURONCORE_NUM_DEVICES":
+	case trn.EnvCoreNumDevices:
 		return "the NeuronCores this node's job drives"
-	case "FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA", "FI_EFA_FORK_SAFE":
+	case trn.EnvFIProvider, trn.EnvFIEFAUseDeviceRDMA, trn.EnvFIEFAForkSafe:
 		return "EFA for a job of several nodes"
 	}
 	return "torch-xla sets it"
@@ -142,9 +143,9 @@ func why(name string) string {
 // compileCacheDir is where neuronx-cc caches: NEURON_COMPILE_CACHE_URL,
 // else --cache_dir in NEURON_CC_FLAGS, else its default; "" for an S3 URL.
 func compileCacheDir(getenv func(string) string) string {
-	dir := getenv("NEURON_COMPILE_CACHE_URL")
+	dir := getenv(trn.EnvCompileCacheURL)
 	if dir == "" {
-		for _, f := range strings.Fields(getenv("NEURON_CC_FLAGS")) {
+		for _, f := range strings.Fields(getenv(trn.EnvCCFlags)) {
 			if v, ok := strings.CutPrefix(f, "--cache_dir="); ok {
 				dir = v
 			}
@@ -180,8 +181,8 @@ func Configure(o CompileOptions) error {
 
 // withReplicas gives a one-process job the caller's replica count as its
 // core count when the environment names none.
-func withReplicas(job Job, replicas int, getenv func(string) string) Job {
-	if job.Mode == SpawnOneProcess && replicas > 0 && getenv("NEURONCORE_NUM_DEVICES") == "" && getenv("NEURON_NUM_DEVICES") == "" {
+func withReplicas(job trn.Job, replicas int, getenv func(string) string) trn.Job {
+	if job.Mode == trn.SpawnOneProcess && replicas > 0 && getenv(trn.EnvCoreNumDevices) == "" && getenv(trn.EnvNumDevices) == "" {
 		job.LocalDevices = replicas
 	}
 	return job

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/xladdp/xladdp/neuron/trn"
 )
 
 // TestJobFromEnv: the launch mode and world each launcher leaves in the
@@ -17,17 +18,17 @@ func TestJobFromEnv(t *testing.T) {
 	cases := []struct {
 		name string
 		env  map[string]string
-		want Job
+		want trn.Job
 	}{
 		{"ddprun / torchrun worker on 2 nodes",
 			map[string]string{"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "10.0.0.1", "TORCHELASTIC_RUN_ID": "j"},
-			Job{Mode: Run, Rank: 3, WorldSize: 4, LocalRank: 1, LocalWorldSize: 2, LocalDevices: 1, MasterAddr: "10.0.0.1", MultiNode: true}},
+			trn.Job{Mode: trn.Run, Rank: 3, WorldSize: 4, LocalRank: 1, LocalWorldSize: 2, LocalDevices: 1, MasterAddr: "10.0.0.1", MultiNode: true}},
 		{"ddp.Spawn child",
 			map[string]string{"XLADDP_SPAWN_CHILD": "1", "RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1"},
-			Job{Mode: SpawnProcesses, Rank: 1, WorldSize: 2, LocalRank: 1, LocalWorldSize: 2, LocalDevices: 2, MasterAddr: "127.0.0.1"}},
+			trn.Job{Mode: trn.SpawnProcesses, Rank: 1, WorldSize: 2, LocalRank: 1, LocalWorldSize: 2, LocalDevices: 2, MasterAddr: "127.0.0.1"}},
 		{"the tutorial's NEURON_NUM_DEVICES=2, one process",
 			map[string]string{"NEURON_NUM_DEVICES": "2"},
-			Job{Mode: SpawnOneProcess, WorldSize: 1, LocalWorldSize: 1, LocalDevices: 2}},
+			trn.Job{Mode: trn.SpawnOneProcess, WorldSize: 1, LocalWorldSize: 1, LocalDevices: 2}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -44,20 +45,20 @@ func TestJobFromEnv(t *testing.T) {
 // (ddp.Spawn's Devices) as its core count unless the environment names
 // one; other modes and a count of 0 leave the job alone.
 func TestWithReplicas(t *testing.T) {
-	one := Job{Mode: SpawnOneProcess, LocalDevices: 1}
+	one := trn.Job{Mode: trn.SpawnOneProcess, LocalDevices: 1}
 	cases := []struct {
 		name     string
-		job      Job
+		job      trn.Job
 		replicas int
 		env      map[string]string
 		want     int
 	}{
 		{"replicas fill the count", one, 4, nil, 4},
 		{"no replicas", one, 0, nil, 1},
-		{"NEURONCORE_NUM_DEVICES wins", Job{Mode: SpawnOneProcess, LocalDevices: 2}, 4, map[string]string{"NEURONCORE_NUM_DEVICES": "2"}, 2},
-		{"NEURON_NUM_DEVICES wins", Job{Mode: SpawnOneProcess, LocalDevices: 8}, 4, map[string]string{"NEURON_NUM_DEVICES": "8"}, 8},
-		{"run mode ignores it", Job{Mode: Run, LocalDevices: 1}, 4, nil, 1},
-		{"spawned processes ignore it", Job{Mode: SpawnProcesses, LocalDevices: 2}, 4, nil, 2},
+		{"NEURONCORE_NUM_DEVICES wins", trn.Job{Mode: trn.SpawnOneProcess, LocalDevices: 2}, 4, map[string]string{"NEURONCORE_NUM_DEVICES": "2"}, 2},
+		{"NEURON_NUM_DEVICES wins", trn.Job{Mode: trn.SpawnOneProcess, LocalDevices: 8}, 4, map[string]string{"NEURON_NUM_DEVICES": "8"}, 8},
+		{"run mode ignores it", trn.Job{Mode: trn.Run, LocalDevices: 1}, 4, nil, 1},
+		{"spawned processes ignore it", trn.Job{Mode: trn.SpawnProcesses, LocalDevices: 2}, 4, nil, 2},
 	}
 	for _, tc := range cases {
 		assert.Equal(t, tc.want, withReplicas(tc.job, tc.replicas, envOf(tc.env)).LocalDevices, tc.name)
@@ -71,12 +72,12 @@ func TestValidateMachine(t *testing.T) {
 	dmi := func(name string) func(string) ([]byte, error) {
 		return func(string) ([]byte, error) { return []byte(name + "\n"), nil }
 	}
-	run := func(world, local int) Job {
-		return Job{Mode: Run, WorldSize: world, LocalWorldSize: local, LocalDevices: 1}
+	run := func(world, local int) trn.Job {
+		return trn.Job{Mode: trn.Run, WorldSize: world, LocalWorldSize: local, LocalDevices: 1}
 	}
 	cases := []struct {
 		name    string
-		job     Job
+		job     trn.Job
 		env     map[string]string
 		read    func(string) ([]byte, error)
 		wantErr string
@@ -84,17 +85,17 @@ func TestValidateMachine(t *testing.T) {
 		{"not a Trainium machine", run(64, 3), nil, noDMI, ""},
 		{"another EC2 type", run(64, 3), nil, dmi("m5.large"), ""},
 		{"2 x trn1.32xlarge, 32 each", run(64, 32), nil, dmi("trn1.32xlarge"), ""},
-		{"trn1.2xlarge spawn of 2", Job{Mode: SpawnOneProcess, LocalDevices: 2}, nil, dmi("trn1.2xlarge"), ""},
-		{"trn1.2xlarge spawn of 4", Job{Mode: SpawnOneProcess, LocalDevices: 4}, nil, dmi("trn1.2xlarge"),
+		{"trn1.2xlarge spawn of 2", trn.Job{Mode: trn.SpawnOneProcess, LocalDevices: 2}, nil, dmi("trn1.2xlarge"), ""},
+		{"trn1.2xlarge spawn of 4", trn.Job{Mode: trn.SpawnOneProcess, LocalDevices: 4}, nil, dmi("trn1.2xlarge"),
 			"4 NeuronCores per node requested, but trn1.2xlarge has 2"},
 		{"trn1.2xlarge on 2 nodes", run(4, 2), nil, dmi("trn1.2xlarge"), "no EFA interface"},
 		{"4 per trn1 node", run(4, 4), nil, dmi("trn1.32xlarge"), "a collective group of 4 NeuronCores per node"},
-		{"spawned processes, misaligned range", Job{Mode: SpawnProcesses, WorldSize: 2, LocalWorldSize: 2, LocalDevices: 2},
+		{"spawned processes, misaligned range", trn.Job{Mode: trn.SpawnProcesses, WorldSize: 2, LocalWorldSize: 2, LocalDevices: 2},
 			map[string]string{"NEURON_RT_VISIBLE_CORES": "1-2"}, dmi("trn1.32xlarge"), "starts at core 1, not a multiple of its size 2"},
 		{"range past the last core", run(2, 2), map[string]string{"NEURON_RT_VISIBLE_CORES": "32-33"}, dmi("trn1.32xlarge"),
 			"names core 33, but trn1.32xlarge has cores 0 to 31"},
-		{"override names a type", run(2, 2), map[string]string{EnvInstanceType: "trn1.2xlarge"}, dmi("trn1.32xlarge"), ""},
-		{"override names no type", run(2, 2), map[string]string{EnvInstanceType: "trn9.huge"}, noDMI, `"trn9.huge" is not a Trainium instance type`},
+		{"override names a type", run(2, 2), map[string]string{trn.EnvInstanceType: "trn1.2xlarge"}, dmi("trn1.32xlarge"), ""},
+		{"override names no type", run(2, 2), map[string]string{trn.EnvInstanceType: "trn9.huge"}, noDMI, `"trn9.huge" is not a Trainium instance type`},
 	}
 	for _, tc := range cases {
 		err := validateMachine(tc.job, envOf(tc.env), tc.read)
@@ -139,7 +140,7 @@ func TestConfigure(t *testing.T) {
 // logged.
 func TestApplyEnvironmentLogsWhy(t *testing.T) {
 	for k, v := range map[string]string{"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2",
-		"MASTER_ADDR": "10.1.2.3", "TORCHELASTIC_RUN_ID": "j", "NEURON_RT_ROOT_COMM_ID": "10.9.9.9:5", EnvInstanceType: "trn1.32xlarge",
+		"MASTER_ADDR": "10.1.2.3", "TORCHELASTIC_RUN_ID": "j", "NEURON_RT_ROOT_COMM_ID": "10.9.9.9:5", trn.EnvInstanceType: "trn1.32xlarge",
 		"NEURON_RT_VISIBLE_CORES": "", "NEURON_PJRT_PROCESS_INDEX": "", "NEURON_PJRT_PROCESSES_NUM_DEVICES": "", "NEURON_PJRT_WORLD_SIZE": "",
 		"PJRT_LOCAL_PROCESS_COUNT": "", "PJRT_LOCAL_PROCESS_RANK": "", "FI_PROVIDER": "", "FI_EFA_USE_DEVICE_RDMA": "", "FI_EFA_FORK_SAFE": "",
 		"ALLREDUCE_GRADIENTS_BUCKET_SIZE_MB": "", "NEURON_RT_STOCHASTIC_ROUNDING_EN": "", "NEURONCORE_NUM_DEVICES": "", "NEURON_NUM_DEVICES": "", "XLADDP_SPAWN_CHILD": "",

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"github.com/xladdp/xladdp/neuron/trn"
 )
 
 // Config is what the agent runs: torchrun's options, resolved.
@@ -284,18 +285,12 @@ func parseNProc(s string, getenv func(string) string) (int, error) {
 		}
 		return n, nil
 	case "neuron":
-		for _, env := range []string{"NEURON_NUM_DEVICES", "NEURONCORE_NUM_DEVICES"} {
-			if v := getenv(env); v != "" {
-				n, err := strconv.Atoi(v)
-				if err != nil || n < 1 {
-					return 0, fmt.Errorf("$%s=%q: want a positive device count", env, v)
-				}
-				return n, nil
-			}
+		if n, ok, err := trn.DeviceCount(getenv); err != nil || ok {
+			return n, err
 		}
-		n := countDevices("/dev", "neuron")
+		n := trn.CountDevices("/dev")
 		if n == 0 {
-			return 0, errors.New("--nproc_per_node=neuron: no Neuron device found (/dev/neuronN; or set NEURON_NUM_DEVICES)")
+			return 0, fmt.Errorf("--nproc_per_node=neuron: no Neuron device found (/dev/neuronN; or set %s)", trn.EnvNumDevices)
 		}
 		return n, nil
 	case "auto":

@@ -110,7 +110,7 @@ func TestDoctorFindsEachTrainiumMisconfiguration(t *testing.T) {
 	}{
 		{name: "clean", args: twoNodes, efa: true},
 		{name: "cores held", args: []string{"--nproc_per_node=32", "/bin/true"}, efa: true, held: true,
-			says: []string{"/dev/neuron3 is held by pid 4242 (python3 train.py)", "kill 4242", "NEURON_RT_VISIBLE_CORES"}},
+			says: []string{"of /dev/neuron3 are held by pid 4242 (python3 train.py)", "kill 4242", "NEURON_RT_VISIBLE_CORES"}},
 		{name: "no efa", args: twoNodes, says: []string{"this trn1.32xlarge has no EFA device", "EFA interfaces"}},
 		{name: "fi provider", args: twoNodes, efa: true, environ: []string{"FI_PROVIDER=tcp"},
 			says: []string{"FI_PROVIDER=tcp on a 2-node Trainium job", "FI_PROVIDER=efa"}},

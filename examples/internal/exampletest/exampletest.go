@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/xladdp/xladdp/backend"
 	"github.com/xladdp/xladdp/internal/workerenv"
+	"github.com/xladdp/xladdp/neuron/trn"
 	"github.com/xladdp/xladdp/xla"
 )
 
@@ -112,7 +113,7 @@ func CleanEnv(t *testing.T) {
 	t.Helper()
 	t.Setenv(xla.EnvCacheDir, t.TempDir())
 	for _, env := range append([]string{backend.EnvDevice, backend.EnvPJRTDevice, backend.EnvCPUDevices,
-		backend.EnvTorchXLACPUDevices, "NEURON_NUM_DEVICES"}, workerenv.Names()...) {
+		backend.EnvTorchXLACPUDevices, trn.EnvNumDevices, trn.EnvCoreNumDevices}, workerenv.Names()...) {
 		t.Setenv(env, "")
 	}
 }

@@ -12,8 +12,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/xladdp/xladdp/internal/procfs"
 	"github.com/xladdp/xladdp/internal/workerenv"
+	"github.com/xladdp/xladdp/neuron/trn"
 )
 
 // Host is where the checks look: this machine's tables, or a test's.
@@ -100,49 +100,19 @@ func ShmSpace(h Host, j Job) []Finding {
 		Fix: "enlarge it (docker run --shm-size, mount -o remount,size=...), lower XLADDP_SHM_MIB, or set XLADDP_SHM_MIB=0 (TCP between local ranks)"}}
 }
 
-// trainium reports whether the host is a Trainium instance (EC2's DMI
-// name, or $XLADDP_NEURON_INSTANCE_TYPE as the neuron target reads it).
-func trainium(h Host) (string, bool) {
-	name := strings.TrimSpace(h.Getenv("XLADDP_NEURON_INSTANCE_TYPE"))
-	if name == "" {
-		b, _ := os.ReadFile(filepath.Join(h.Sys, "devices/virtual/dmi/id/product_name"))
-		name = strings.TrimSpace(string(b))
-	}
-	return name, strings.HasPrefix(name, "trn")
-}
-
-// efaDevices lists the host's EFA devices (/sys/class/infiniband/*,
-// which the EFA driver names rdmap*).
-func efaDevices(h Host) []string {
-	devs, _ := filepath.Glob(filepath.Join(h.Sys, "class/infiniband/*"))
-	return devs
-}
-
-// unlimited is RLIM_INFINITY.
-const unlimited = ^uint64(0)
-
-// EFA checks what a job across Trainium nodes needs of EFA: the devices,
-// FI_PROVIDER left to efa, and a memlock limit the provider can register
-// the buffers under.
+// EFA checks what a job across Trainium nodes needs of EFA (package
+// trn's checks): the devices, FI_PROVIDER left to efa, and a memlock
+// limit the provider can register the buffers under.
 func EFA(h Host, j Job) []Finding {
-	inst, trn := trainium(h)
-	if j.NNodes < 2 || !trn {
+	inst, ok, _ := trn.DetectInstance(h.Getenv, func(path string) ([]byte, error) {
+		return os.ReadFile(filepath.Join(h.Sys, strings.TrimPrefix(path, "/sys")))
+	})
+	if !ok {
 		return nil
 	}
 	var out []Finding
-	if len(efaDevices(h)) == 0 {
-		out = append(out, Finding{Check: "efa", Problem: fmt.Sprintf("this %s has no EFA device (%s/class/infiniband is empty)", inst, h.Sys),
-			Fix: "launch the instances with their EFA interfaces (and the aws-efa-installer driver); nodes cannot reach each other's NeuronCores without"})
-	}
-	if p := h.Getenv("FI_PROVIDER"); p != "" && p != "efa" {
-		out = append(out, Finding{Check: "efa", Problem: fmt.Sprintf("FI_PROVIDER=%s on a %d-node Trainium job", p, j.NNodes),
-			Fix: "unset it (ddprun sets FI_PROVIDER=efa and FI_EFA_USE_DEVICE_RDMA=1 across nodes) or export FI_PROVIDER=efa"})
-	}
-	if h.Memlock != nil {
-		if lim, err := h.Memlock(); err == nil && lim != unlimited {
-			out = append(out, Finding{Check: "memlock", Problem: fmt.Sprintf("the memlock limit is %d KiB; EFA pins every buffer it sends", lim>>10),
-				Fix: "ulimit -l unlimited before ddprun (LimitMEMLOCK=infinity in a systemd unit, --ulimit memlock=-1 in docker)"})
-		}
+	for _, p := range trn.EFAProblems(inst, j.NNodes, h.Getenv, h.Sys, h.Memlock) {
+		out = append(out, Finding{Check: p.Check, Problem: p.What, Fix: p.Fix})
 	}
 	return out
 }
@@ -150,19 +120,13 @@ func EFA(h Host, j Job) []Finding {
 // NeuronCores names the other processes that hold a Neuron device open
 // (the runtime then fails with "NeuronCore(s) not available").
 func NeuronCores(h Host) []Finding {
-	held := procfs.Holders(h.Proc, func(target string) bool {
-		rest, ok := strings.CutPrefix(target, "/dev/neuron")
-		_, err := strconv.Atoi(rest)
-		return ok && err == nil
-	})
 	var out []Finding
-	for dev, pids := range held {
+	for dev, pids := range trn.Holders(h.Proc) {
 		for _, pid := range pids {
-			if pid == os.Getpid() {
-				continue
+			if pid != os.Getpid() {
+				p := trn.HolderProblem(h.Proc, dev, pid)
+				out = append(out, Finding{Check: p.Check, Problem: p.What, Fix: p.Fix})
 			}
-			out = append(out, Finding{Check: "neuron", Problem: fmt.Sprintf("%s is held by pid %d (%s)", dev, pid, procfs.CommandLine(h.Proc, pid)),
-				Fix: fmt.Sprintf("stop it (kill %d; a finished job's orphan keeps the cores) or give this job other cores with NEURON_RT_VISIBLE_CORES", pid)})
 		}
 	}
 	return out

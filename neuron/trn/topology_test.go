@@ -1,4 +1,4 @@
-package neuron
+package trn
 
 import (
 	"os"

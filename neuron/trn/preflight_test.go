@@ -1,4 +1,4 @@
-package neuron
+package trn
 
 import (
 	"os"
@@ -43,7 +43,7 @@ func TestPreflight(t *testing.T) {
 	root = fakeRoot(t, 2, 1, 4242)
 	problems = Preflight(PreflightOptions{Root: root, LibraryDirs: []string{lib}, Cores: []int{2, 3}})
 	require.Len(t, problems, 1)
-	assert.Equal(t, "NeuronCore(s) of /dev/neuron1 are held by pid 4242 (python train.py): stop that process (kill 4242) or pick other cores with NEURON_RT_VISIBLE_CORES",
+	assert.Equal(t, "NeuronCore(s) of /dev/neuron1 are held by pid 4242 (python train.py): stop that process (kill 4242; a finished job's orphan keeps the cores) or give this job other cores with NEURON_RT_VISIBLE_CORES",
 		problems[0].String())
 	assert.Empty(t, Preflight(PreflightOptions{Root: root, LibraryDirs: []string{lib}, Cores: []int{0, 1}}), "cores 0-1 are on device 0, free")
 }

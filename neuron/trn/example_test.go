@@ -1,15 +1,15 @@
-package neuron_test
+package trn_test
 
 import (
 	"fmt"
 	"log"
 
-	"github.com/xladdp/xladdp/neuron"
+	"github.com/xladdp/xladdp/neuron/trn"
 )
 
 // NEURON_RT_VISIBLE_CORES takes single cores and ranges.
 func ExampleParseCoreList() {
-	cores, err := neuron.ParseCoreList("0-3,8")
+	cores, err := trn.ParseCoreList("0-3,8")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -20,8 +20,8 @@ func ExampleParseCoreList() {
 // What a torchrun-style worker (local rank 1 of 2 on one node) gets set
 // before the plugin loads: its own NeuronCore, as torch-neuronx sets it.
 func ExampleEnvironment() {
-	job := neuron.Job{Mode: neuron.Run, Rank: 1, WorldSize: 2, LocalRank: 1, LocalWorldSize: 2, LocalDevices: 1}
-	env, err := neuron.Environment(job, func(string) string { return "" })
+	job := trn.Job{Mode: trn.Run, Rank: 1, WorldSize: 2, LocalRank: 1, LocalWorldSize: 2, LocalDevices: 1}
+	env, err := trn.Environment(job, func(string) string { return "" })
 	if err != nil {
 		log.Fatal(err)
 	}

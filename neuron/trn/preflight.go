@@ -1,19 +1,14 @@
-package neuron
+package trn
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
-	"strconv"
-	"strings"
-
-	"github.com/xladdp/xladdp/internal/procfs"
 )
 
-// Problem is one preflight finding and how to fix it.
+// Problem is one preflight finding and how to fix it; Check names what
+// was checked ("neuron", "runtime", "efa", "memlock").
 type Problem struct {
-	What, Fix string
+	Check, What, Fix string
 }
 
 func (p Problem) String() string { return p.What + ": " + p.Fix }
@@ -48,28 +43,26 @@ func Preflight(o PreflightOptions) []Problem {
 	var problems []Problem
 	devices, _ := filepath.Glob(filepath.Join(root, "dev", "neuron[0-9]*"))
 	if len(devices) == 0 {
-		problems = append(problems, Problem{"no Neuron device (/dev/neuron*)",
+		problems = append(problems, Problem{"neuron", "no Neuron device (/dev/neuron*)",
 			"run on a Trainium instance with the Neuron driver loaded (sudo modprobe neuron; aws-neuronx-dkms installs it)"})
 	}
 	if !runtimeInstalled(o.LibraryDirs) {
-		problems = append(problems, Problem{"the Neuron runtime (libnrt.so.1) is not installed",
+		problems = append(problems, Problem{"runtime", "the Neuron runtime (libnrt.so.1) is not installed",
 			"install aws-neuronx-runtime-lib (apt or yum from the Neuron repository), or add its directory to LD_LIBRARY_PATH"})
 	}
 	wanted := map[int]bool{}
 	for _, c := range o.Cores {
 		wanted[c/perDevice] = true
 	}
-	for dev, pids := range deviceHolders(root) {
+	proc := filepath.Join(root, "proc")
+	for dev, pids := range Holders(proc) {
 		if len(o.Cores) > 0 && !wanted[dev] {
 			continue
 		}
 		for _, pid := range pids {
-			if pid == os.Getpid() {
-				continue
+			if pid != os.Getpid() {
+				problems = append(problems, HolderProblem(proc, dev, pid))
 			}
-			problems = append(problems, Problem{
-				fmt.Sprintf("NeuronCore(s) of /dev/neuron%d are held by pid %d (%s)", dev, pid, commandLine(root, pid)),
-				fmt.Sprintf("stop that process (kill %d) or pick other cores with NEURON_RT_VISIBLE_CORES", pid)})
 		}
 	}
 	return problems
@@ -85,34 +78,4 @@ func runtimeInstalled(dirs []string) bool {
 		}
 	}
 	return false
-}
-
-// deviceHolders maps each Neuron device number to the pids that have it
-// open, from /proc/<pid>/fd.
-func deviceHolders(root string) map[int][]int {
-	out := map[int][]int{}
-	held := procfs.Holders(filepath.Join(root, "proc"), func(target string) bool {
-		_, ok := neuronDevice(target)
-		return ok
-	})
-	for target, pids := range held {
-		dev, _ := neuronDevice(target)
-		for _, pid := range pids {
-			if !slices.Contains(out[dev], pid) {
-				out[dev] = append(out[dev], pid)
-			}
-		}
-	}
-	return out
-}
-
-// neuronDevice is the number of /dev/neuronN, if target is one.
-func neuronDevice(target string) (int, bool) {
-	rest, ok := strings.CutPrefix(target, "/dev/neuron")
-	dev, err := strconv.Atoi(rest)
-	return dev, ok && err == nil && !strings.Contains(rest, "/")
-}
-
-func commandLine(root string, pid int) string {
-	return procfs.CommandLine(filepath.Join(root, "proc"), pid)
 }

@@ -1,4 +1,4 @@
-package neuron
+package trn
 
 import (
 	"errors"
@@ -72,50 +72,50 @@ func Environment(job Job, getenv func(string) string) (map[string]string, error)
 			env[k] = v
 		}
 	}
-	set("NEURON_RT_ROOT_COMM_ID", rootCommID(cmpOr(job.MasterAddr, getenv(workerenv.MasterAddr), "localhost")))
+	set(EnvRootCommID, rootCommID(cmpOr(job.MasterAddr, getenv(workerenv.MasterAddr), "localhost")))
 	set("ALLREDUCE_GRADIENTS_BUCKET_SIZE_MB", "50")
 	// bf16 compute (nn.SetComputeDType, and neuronx-cc's default auto-cast
 	// of fp32 matmuls) rounds stochastically on the device, as Neuron
 	// recommends for bf16 training: round-to-nearest drops small updates
 	// and biases long sums. A user's 0 is kept.
-	set("NEURON_RT_STOCHASTIC_ROUNDING_EN", "1")
+	set(EnvStochasticRounding, "1")
 	switch job.Mode {
 	case SpawnOneProcess:
-		set("NEURONCORE_NUM_DEVICES", strconv.Itoa(job.LocalDevices))
-		set("NEURON_PJRT_PROCESSES_NUM_DEVICES", strconv.Itoa(job.LocalDevices))
-		set("NEURON_PJRT_PROCESS_INDEX", "0")
+		set(EnvCoreNumDevices, strconv.Itoa(job.LocalDevices))
+		set(EnvProcessesNumDevices, strconv.Itoa(job.LocalDevices))
+		set(EnvProcessIndex, "0")
 	case SpawnProcesses:
-		set("NEURONCORE_NUM_DEVICES", strconv.Itoa(job.LocalDevices))
-		set("NEURON_PJRT_PROCESSES_NUM_DEVICES", ones(job.LocalDevices))
-		env["NEURON_PJRT_PROCESS_INDEX"] = strconv.Itoa(job.LocalRank)
-		core, err := visibleCore(job.LocalRank, job.LocalWorldSize, getenv("NEURON_RT_VISIBLE_CORES"))
+		set(EnvCoreNumDevices, strconv.Itoa(job.LocalDevices))
+		set(EnvProcessesNumDevices, ones(job.LocalDevices))
+		env[EnvProcessIndex] = strconv.Itoa(job.LocalRank)
+		core, err := visibleCore(job.LocalRank, job.LocalWorldSize, getenv(EnvVisibleCores))
 		if err != nil {
 			return nil, err
 		}
-		env["NEURON_RT_VISIBLE_CORES"] = core
+		env[EnvVisibleCores] = core
 	case Run:
-		if getenv("NEURON_PJRT_PROCESSES_NUM_DEVICES") == "" && getenv("NEURON_PJRT_WORLD_SIZE") == "" {
+		if getenv(EnvProcessesNumDevices) == "" && getenv(EnvWorldSize) == "" {
 			if job.WorldSizeVariable {
-				env["NEURON_PJRT_WORLD_SIZE"] = strconv.Itoa(job.WorldSize)
+				env[EnvWorldSize] = strconv.Itoa(job.WorldSize)
 			} else {
-				env["NEURON_PJRT_PROCESSES_NUM_DEVICES"] = ones(job.WorldSize)
+				env[EnvProcessesNumDevices] = ones(job.WorldSize)
 			}
-			set("PJRT_LOCAL_PROCESS_COUNT", strconv.Itoa(job.LocalWorldSize))
+			set(EnvLocalProcessCount, strconv.Itoa(job.LocalWorldSize))
 		}
-		core, err := visibleCore(job.LocalRank, job.LocalWorldSize, getenv("NEURON_RT_VISIBLE_CORES"))
+		core, err := visibleCore(job.LocalRank, job.LocalWorldSize, getenv(EnvVisibleCores))
 		if err != nil {
 			return nil, err
 		}
-		env["NEURON_RT_VISIBLE_CORES"] = core
-		env["NEURON_PJRT_PROCESS_INDEX"] = strconv.Itoa(job.Rank)
-		env["PJRT_LOCAL_PROCESS_RANK"] = strconv.Itoa(job.LocalRank)
+		env[EnvVisibleCores] = core
+		env[EnvProcessIndex] = strconv.Itoa(job.Rank)
+		env[EnvLocalProcessRank] = strconv.Itoa(job.LocalRank)
 	default:
 		return nil, fmt.Errorf("neuron: unknown launch mode %d", job.Mode)
 	}
 	if job.MultiNode {
-		set("FI_PROVIDER", "efa")
-		set("FI_EFA_USE_DEVICE_RDMA", "1")
-		set("FI_EFA_FORK_SAFE", "1")
+		set(EnvFIProvider, "efa")
+		set(EnvFIEFAUseDeviceRDMA, "1")
+		set(EnvFIEFAForkSafe, "1")
 	}
 	return env, nil
 }

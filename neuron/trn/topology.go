@@ -1,4 +1,4 @@
-package neuron
+package trn
 
 import (
 	"fmt"
@@ -26,9 +26,6 @@ var Instances = map[string]Instance{
 	"trn1n.32xlarge": {Type: "trn1n.32xlarge", Devices: 16, Cores: 32, EFA: 16, GroupSizes: []int{1, 2, 8, 32}},
 	"trn2.48xlarge":  {Type: "trn2.48xlarge", Devices: 16, Cores: 64, EFA: 16, GroupSizes: []int{1, 2, 4, 8, 16, 32, 64}},
 }
-
-// EnvInstanceType overrides the instance type read from the machine.
-const EnvInstanceType = "XLADDP_NEURON_INSTANCE_TYPE"
 
 // productNamePath is where EC2 names the instance type.
 const productNamePath = "/sys/devices/virtual/dmi/id/product_name"
