@@ -165,13 +165,13 @@ deps-libpython:
 MPI_TAGS = $(shell pkg-config --exists ompi-c 2>/dev/null && echo mpi)
 
 build:
-	$(GO) build -tags "$(MPI_TAGS)" -o $(BIN)/ ./backend/cmd/... ./ddp/cmd/... ./examples/...
+	$(GO) build -tags "$(MPI_TAGS)" -o $(BIN)/ ./cmd/... ./examples/...
 
 vet:
 	@unformatted="$$(gofmt -l .)"
 	if [[ -n "$$unformatted" ]]; then echo "gofmt needed on: $$unformatted" >&2; exit 1; fi
 	$(GO) vet ./...
-	if pkg-config --exists ompi-c 2>/dev/null; then $(GO) vet -tags mpi ./ddp/... ./examples/...; fi
+	if pkg-config --exists ompi-c 2>/dev/null; then $(GO) vet -tags mpi ./ddp/... ./cmd/... ./examples/...; fi
 	# backend/internal/pjrtx compiles against its own copy of the PJRT C API
 	# header; it must be the one go-xla's structs were generated from.
 	goxla="$$($(GO) list -m -f '{{.Dir}}' github.com/gomlx/go-xla)"
@@ -276,7 +276,7 @@ bench: deps
 	$(GO) build -o $(BIN)/benchops ./examples/bench/ops
 	$(PYTHON) examples/bench/peers/ops_compare.py --ops-bin $(BIN)/benchops --rounds $(BENCH_ROUNDS)
 	echo "== the seed's whole MNIST job, 2 workers: examples/mnist (ddprun, --spawn) against PyTorch DDP (docs/BENCHMARKS.md)"
-	$(GO) build -o $(BIN)/ddprun ./ddp/cmd/ddprun
+	$(GO) build -o $(BIN)/ddprun ./cmd/ddprun
 	$(GO) build -o $(BIN)/mnist ./examples/mnist
 	$(PYTHON) examples/bench/peers/job_compare.py --bin $(BIN) --rounds $(BENCH_ROUNDS)
 	echo "== ZeRO-1 against plain DDP, 2 processes, MNIST CNN and GPT small (docs/BENCHMARKS.md)"

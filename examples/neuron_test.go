@@ -200,7 +200,7 @@ func TestMain(m *testing.M) { exampletest.Main(m, "", nil) }
 // user does (make build), and returns their directory.
 func buildCommands(t *testing.T) string {
 	t.Helper()
-	paths := exampletest.Build(t, exampletest.DdprunPackage, "github.com/xladdp/xladdp/backend/cmd/xladevices",
+	paths := exampletest.Build(t, exampletest.DdprunPackage, "github.com/xladdp/xladdp/cmd/xladevices",
 		"github.com/xladdp/xladdp/examples/toy", "github.com/xladdp/xladdp/examples/mnist",
 		"github.com/xladdp/xladdp/examples/cifar10", "github.com/xladdp/xladdp/examples/finetune",
 		"github.com/xladdp/xladdp/examples/linear", "github.com/xladdp/xladdp/examples/gpt")

@@ -20,7 +20,7 @@ func TestEveryCommandLinksEveryTarget(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", `{{if eq .Name "main"}}{{.ImportPath}}{{end}}`, "github.com/xladdp/xladdp/...").Output()
 	require.NoError(t, err, "go list")
 	commands := strings.Fields(string(out))
-	for _, want := range []string{"backend/cmd/xladevices", "examples/toy", "examples/mnist", "examples/cifar10",
+	for _, want := range []string{"cmd/xladevices", "examples/toy", "examples/mnist", "examples/cifar10",
 		"examples/finetune", "examples/linear", "examples/gpt", "examples/collectives", "examples/devicecollectives"} {
 		require.Contains(t, commands, "github.com/xladdp/xladdp/"+want, "go list found no such command")
 	}

@@ -7,5 +7,5 @@
 // what the command line leaves out from the cluster's environment
 // (SageMaker, SLURM, PBS, Kubeflow, Open MPI); with the mpi backend it
 // runs one node's workers under mpirun instead (mpi.go). Command ddprun
-// (ddp/cmd/ddprun) is its command line, which accepts torchrun's.
+// (cmd/ddprun) is its command line, which accepts torchrun's.
 package launch

@@ -76,7 +76,7 @@ func (h *netnsHosts) command(i int, args ...string) *exec.Cmd {
 func buildDdprun(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "ddprun")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/xladdp/xladdp/ddp/cmd/ddprun").CombinedOutput()
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/xladdp/xladdp/cmd/ddprun").CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	return bin
 }

@@ -51,7 +51,7 @@ func TestEveryCommandHelp(t *testing.T) {
 	_, self, _, _ := runtime.Caller(0)
 	root := filepath.Join(filepath.Dir(self), "..", "..")
 	commands := []struct{ pkg, usageMentions string }{
-		{"./backend/cmd/xladevices", "--cpu-devices"},
+		{"./cmd/xladevices", "--cpu-devices"},
 		{"./examples/devicecollectives", "--devices"},
 		{"./examples/mnist", "--spawn"},
 		{"./examples/toy", "-spawn"},

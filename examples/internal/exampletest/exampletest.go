@@ -87,7 +87,7 @@ func Env(name string, args ...string) []string {
 func Self() []string { return []string{os.Args[0], "-test.run=^$"} }
 
 // DdprunPackage is ddprun's import path.
-const DdprunPackage = "github.com/xladdp/xladdp/ddp/cmd/ddprun"
+const DdprunPackage = "github.com/xladdp/xladdp/cmd/ddprun"
 
 // Ddprun builds ddprun (once per test process) and returns its path.
 func Ddprun(t *testing.T) string {

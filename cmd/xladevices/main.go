@@ -1,7 +1,7 @@
 // Command xladevices prints the PJRT target, plugin and devices xladdp sees.
 //
-//	go run ./backend/cmd/xladevices --cpu-devices 4
-//	go run ./backend/cmd/xladevices --device cuda
+//	go run ./cmd/xladevices --cpu-devices 4
+//	go run ./cmd/xladevices --device cuda
 package main
 
 import (
