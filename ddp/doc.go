@@ -2,9 +2,11 @@
 // layer on top of the process group (package ddp/dist): the DDP wrapper
 // (Wrap: gradients averaged after each Backward, in-graph over local
 // replicas and through the host group across processes), DistributedSampler,
-// checkpoints on rank 0, SplitBatch, and the launch modes (Main, Launch,
-// Spawn: xmp.spawn's one process per device or one process for all);
-// ddp/launch holds ddprun's launcher and cluster detection.
+// SplitBatch, the launch modes (Main, Run, Spawn: xmp.spawn's one process
+// per device or one process for all) and the program's signal policy
+// (NotifyContext). Checkpoints are package ddp/checkpoint's; ddprun's
+// launcher is ddp/launch, which ddp does not import (Spawn's processes are
+// supervised by ddp/internal/procset, as ddprun's workers are).
 //
 // # Host path
 //

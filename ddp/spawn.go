@@ -12,7 +12,7 @@ import (
 
 	"github.com/xladdp/xladdp/backend"
 	"github.com/xladdp/xladdp/ddp/dist"
-	"github.com/xladdp/xladdp/ddp/launch"
+	"github.com/xladdp/xladdp/ddp/internal/procset"
 	"github.com/xladdp/xladdp/internal/freeport"
 	"github.com/xladdp/xladdp/internal/workerenv"
 	"github.com/xladdp/xladdp/xla"
@@ -133,7 +133,7 @@ func spawnDevices(opts SpawnOptions) (int, error) {
 
 // spawnProcesses re-executes the program once per device with torchrun's
 // worker environment and waits for all, supervised as ddprun supervises
-// its workers (launch.Supervise): a failure stops the others (SIGTERM,
+// its workers (procset.Supervise): a failure stops the others (SIGTERM,
 // then SIGKILL) a second later, and the error names every process that
 // failed by then.
 func spawnProcesses(ctx context.Context, n int, opts SpawnOptions) error {
@@ -166,7 +166,7 @@ func spawnProcesses(ctx context.Context, n int, opts SpawnOptions) error {
 		cmd.Env = append(append(os.Environ(), child.Environ()...), device...)
 		cmds[r] = cmd
 	}
-	failed, err := launch.Supervise(ctx, cmds, os.Stdout, os.Stderr, failureGrace)
+	failed, err := procset.Supervise(ctx, cmds, os.Stdout, os.Stderr, failureGrace)
 	if err != nil {
 		return fmt.Errorf("ddp: Spawn: %w", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/xladdp/xladdp/ddp/internal/flight"
+	"github.com/xladdp/xladdp/ddp/internal/procset"
 	"github.com/xladdp/xladdp/ddp/launch/internal/preflight"
 	"github.com/xladdp/xladdp/ddp/store"
 	"github.com/xladdp/xladdp/internal/freeport"
@@ -191,11 +192,11 @@ func runAttempt(ctx context.Context, c Config, r *rendezvous, a assignment, atte
 	}
 	ticker := time.NewTicker(c.MonitorInterval)
 	defer ticker.Stop()
-	for remaining := len(set.workers); remaining > 0; {
+	for remaining := len(set.Processes); remaining > 0; {
 		select {
-		case wk := <-set.exits:
+		case wk := <-set.Exits:
 			remaining--
-			if e := wk.describe(a.node); e != nil {
+			if e := describe(wk, a.node); e != nil {
 				seen := time.Now()
 				if r != nil {
 					// Tell the others first: their workers wait on ours.
@@ -236,8 +237,8 @@ func runAttempt(ctx context.Context, c Config, r *rendezvous, a assignment, atte
 		case <-ctx.Done():
 			// The workers get SIGTERM and the time to checkpoint; a job
 			// whose every worker did is preempted, not failed.
-			set.stopWithin(preemptGrace)
-			preempted := set.preempted()
+			set.Stop(procset.PreemptGrace)
+			preempted := set.Preempted()
 			if r != nil && !preempted {
 				r.fail(context.WithoutCancel(ctx), attempt, a.node, fmt.Sprintf("node %d's agent was stopped", a.node), time.Now())
 			}
@@ -274,14 +275,14 @@ const causeWindow = 200 * time.Millisecond
 // causeWindow, the one that most likely started it: a worker killed by a
 // signal before a worker that exited on its own (which usually saw a peer
 // die), else the first seen.
-func rootCause(set *workerSet, node int, first *exit, remaining int) (root *exit, failures []*exit, left int) {
+func rootCause(set workerSet, node int, first *exit, remaining int) (root *exit, failures []*exit, left int) {
 	failures = []*exit{first}
 	window := time.After(causeWindow)
 	for remaining > 0 {
 		select {
-		case wk := <-set.exits:
+		case wk := <-set.Exits:
 			remaining--
-			if e := wk.describe(node); e != nil {
+			if e := describe(wk, node); e != nil {
 				failures = append(failures, e)
 			}
 			continue

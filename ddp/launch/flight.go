@@ -53,15 +53,15 @@ func flightDir(environ []string, attempt int) (dir string, owned bool, err error
 // written one or exited (at most flightWait), and returns what they wrote
 // (none from a program without a process group), or the reason they are
 // unreadable.
-func (set *workerSet) collectFlight(dir string, cont bool) ([]flight.Dump, error) {
-	for _, w := range set.workers {
-		if !w.exited() {
+func (set workerSet) collectFlight(dir string, cont bool) ([]flight.Dump, error) {
+	for _, w := range set.Processes {
+		if !w.Exited() {
 			// A stopped worker (SIGSTOP, ^Z) writes once continued: the
 			// job is ending anyway, and its record says where it stood.
 			if cont {
-				_ = w.cmd.Process.Signal(syscall.SIGCONT)
+				_ = w.Cmd.Process.Signal(syscall.SIGCONT)
 			}
-			_ = w.cmd.Process.Signal(syscall.SIGUSR1)
+			_ = w.Cmd.Process.Signal(syscall.SIGUSR1)
 		}
 	}
 	for deadline := time.Now().Add(flightWait); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
@@ -78,7 +78,7 @@ func (set *workerSet) collectFlight(dir string, cont bool) ([]flight.Dump, error
 // rendezvous store (waiting at most flightWait for theirs) to cover every
 // rank; "" when no rank wrote a record. behind are the ranks the records
 // show behind the others.
-func (set *workerSet) flightDiagnosis(ctx context.Context, r *rendezvous, a assignment, attempt int, local []flight.Dump,
+func (set workerSet) flightDiagnosis(ctx context.Context, r *rendezvous, a assignment, attempt int, local []flight.Dump,
 	readErr error, dir string) (diagnosis string, behind []int) {
 	if readErr != nil || r == nil || a.nnodes == 1 {
 		return diagnoseRecords(local, readErr, dir, set.ranks()), flight.Behind(local)
@@ -101,22 +101,22 @@ func diagnoseRecords(dumps []flight.Dump, readErr error, dir string, expected []
 }
 
 // ranks are this node's workers' ranks.
-func (set *workerSet) ranks() []int {
-	out := make([]int, len(set.workers))
-	for i, w := range set.workers {
-		out[i] = w.rank
+func (set workerSet) ranks() []int {
+	out := make([]int, len(set.Processes))
+	for i, w := range set.Processes {
+		out[i] = w.Rank
 	}
 	return out
 }
 
 // allDumpedOrExited reports whether every worker wrote a flight record
 // into dir or is gone.
-func (set *workerSet) allDumpedOrExited(dir string) bool {
-	for _, w := range set.workers {
-		if w.exited() {
+func (set workerSet) allDumpedOrExited(dir string) bool {
+	for _, w := range set.Processes {
+		if w.Exited() {
 			continue
 		}
-		if _, err := os.Stat(filepath.Join(dir, flight.DumpName(w.rank))); err != nil {
+		if _, err := os.Stat(filepath.Join(dir, flight.DumpName(w.Rank))); err != nil {
 			return false
 		}
 	}
@@ -181,7 +181,7 @@ func (r *rendezvous) exchangeFlight(ctx context.Context, attempt int, a assignme
 // answerFlightRequest has the workers write their flight records, leaving
 // them running, and prints the diagnosis of this node's ranks; it reports
 // whether there was one to keep.
-func (set *workerSet) answerFlightRequest(dir string, stderr io.Writer) bool {
+func (set workerSet) answerFlightRequest(dir string, stderr io.Writer) bool {
 	local, err := set.collectFlight(dir, false)
 	msg := ""
 	switch {

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/xladdp/xladdp/ddp/internal/procset"
 	"github.com/xladdp/xladdp/internal/workerenv"
 )
 
@@ -179,7 +180,7 @@ func runMPI(ctx context.Context, c Config, environ []string, stdout, stderr io.W
 		cmd.Env = mpirunEnv(environ, added)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 		outTags, errTags := &mpiTagWriter{w: stdout}, &mpiTagWriter{w: stderr}
-		output, err := startWithOutput(cmd, outTags, errTags)
+		output, err := procset.StartWithOutput(cmd, outTags, errTags)
 		if err != nil {
 			say("ddprun: starting mpirun: %v", err)
 			return 1
@@ -195,7 +196,7 @@ func runMPI(ctx context.Context, c Config, environ []string, stdout, stderr io.W
 				// Open MPI 4.1's mpirun forwards SIGTERM one
 				// odls_base_sigkill_timeout (1 s) late and SIGKILLs a
 				// timeout later: no time to checkpoint. The workers get
-				// SIGTERM from ddprun and preemptGrace; mpirun ends with
+				// SIGTERM from ddprun and procset.PreemptGrace; mpirun ends with
 				// them, or is stopped after that.
 				live, _ := childrenOf(cmd.Process.Pid)
 				for _, pid := range live {
@@ -204,7 +205,7 @@ func runMPI(ctx context.Context, c Config, environ []string, stdout, stderr io.W
 				}
 				select {
 				case <-done:
-				case <-time.After(preemptGrace):
+				case <-time.After(procset.PreemptGrace):
 					_ = cmd.Process.Signal(syscall.SIGTERM)
 					select {
 					case <-done:
@@ -222,7 +223,7 @@ func runMPI(ctx context.Context, c Config, environ []string, stdout, stderr io.W
 		err = cmd.Wait()
 		close(done)
 		<-stopped
-		output.drain()
+		output.Drain()
 		_, _ = outTags.flush(), errTags.flush()
 		diagnosis := ""
 		if err != nil && ctx.Err() == nil {

@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -180,31 +179,4 @@ func TestMPIChunksBecomeWholeLines(t *testing.T) {
 	}
 	assert.LessOrEqual(t, len(w.pending["3"]), maxPendingLine)
 	assert.Contains(t, out.String(), "[rank3]:xxxx", "a line past the bound is written")
-}
-
-// TestCopyLinesCutsHugeLines: a worker's line longer than maxOutputLine
-// is cut into lines of that length, and the output after it still comes
-// through; an unfinished last line gets its newline.
-func TestCopyLinesCutsHugeLines(t *testing.T) {
-	huge := strings.Repeat("x", maxOutputLine+10)
-	in := "first\n" + huge + "\nafter\nunfinished"
-	var out lineRecorder
-	var wg sync.WaitGroup
-	wg.Add(1)
-	copyLines(&wg, strings.NewReader(in), &out)
-	wg.Wait()
-	require.Len(t, out.lines, 5)
-	assert.Equal(t, "first\n", out.lines[0])
-	assert.Equal(t, strings.Repeat("x", maxOutputLine)+"\n", out.lines[1])
-	assert.Equal(t, "xxxxxxxxxx\n", out.lines[2])
-	assert.Equal(t, "after\n", out.lines[3], "the output after a huge line comes through")
-	assert.Equal(t, "unfinished\n", out.lines[4])
-}
-
-// lineRecorder keeps each Write.
-type lineRecorder struct{ lines []string }
-
-func (l *lineRecorder) Write(p []byte) (int, error) {
-	l.lines = append(l.lines, string(p))
-	return len(p), nil
 }

@@ -1,4 +1,4 @@
-package launch
+package procset
 
 import (
 	"context"
@@ -11,8 +11,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xladdp/xladdp/ddp/internal/termination"
+	"github.com/xladdp/xladdp/ddp/internal/workertest"
 	"github.com/xladdp/xladdp/internal/workerenv"
 )
+
+// syncBuffer collects a process's output.
+type syncBuffer = workertest.Output
 
 func shells(scripts ...string) []*exec.Cmd {
 	cmds := make([]*exec.Cmd, len(scripts))
@@ -67,10 +71,10 @@ func TestSupervise(t *testing.T) {
 		start := time.Now()
 		_, err := Supervise(cctx, shells("sleep 60", "trap '' TERM; sleep 60"), &syncBuffer{}, &syncBuffer{}, time.Second)
 		assert.ErrorIs(t, err, cause)
-		assert.Less(t, time.Since(start), stopGrace+5*time.Second, "one that ignores SIGTERM is killed")
+		assert.Less(t, time.Since(start), StopGrace+5*time.Second, "one that ignores SIGTERM is killed")
 	})
 	// SIGTERM to the parent is a preemption notice: the processes get it
-	// with time to checkpoint (here 4 s, past stopGrace), and a job that
+	// with time to checkpoint (here 4 s, past StopGrace), and a job that
 	// all stopped with 0 or 75 is preempted.
 	checkpointing := "trap 'sleep 4; exit 75' TERM; sleep 60 & wait"
 	t.Run("terminated, every process checkpoints", func(t *testing.T) {
