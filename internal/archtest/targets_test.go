@@ -1,4 +1,4 @@
-package examples
+package archtest
 
 import (
 	"os/exec"
