@@ -27,13 +27,22 @@ func (g *ProcessGroup) run(ctx context.Context, c transport.Call) error {
 	return g.queue(c).Wait(ctx)
 }
 
-// issue is run for the operations whose Async variant shares their code:
-// a nil ctx (the Async variant) queues c and returns at once.
-func (g *ProcessGroup) issue(ctx context.Context, c transport.Call) *Work {
-	if ctx == nil {
-		return g.queue(c)
+// blocking runs call c, checked (err: why it was refused), and waits for
+// it: the blocking form of every collective.
+func (g *ProcessGroup) blocking(ctx context.Context, c transport.Call, err error) error {
+	if err != nil {
+		return err
 	}
-	return finished(c.Kind.String(), g.run(ctx, c))
+	return g.run(ctx, c)
+}
+
+// async queues call c, checked (err: why it was refused), and returns at
+// once: the Async form of every collective.
+func (g *ProcessGroup) async(c transport.Call, err error) *Work {
+	if err != nil {
+		return finished(c.Kind.String(), err)
+	}
+	return g.queue(c)
 }
 
 // queue issues collective c on the executor, which numbers and times it.

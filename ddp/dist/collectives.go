@@ -37,18 +37,22 @@ func firstError(errs ...error) error {
 
 // Broadcast copies root's buf into every rank's buf.
 func (g *ProcessGroup) Broadcast(ctx context.Context, buf Buffer, root int) error {
-	return g.broadcast(ctx, buf, root).Wait(ctx)
+	c, err := g.broadcastCall(buf, root)
+	return g.blocking(ctx, c, err)
 }
 
 // BroadcastAsync is Broadcast without waiting.
-func (g *ProcessGroup) BroadcastAsync(buf Buffer, root int) *Work { return g.broadcast(nil, buf, root) }
+func (g *ProcessGroup) BroadcastAsync(buf Buffer, root int) *Work {
+	c, err := g.broadcastCall(buf, root)
+	return g.async(c, err)
+}
 
-// broadcast is Broadcast; a nil ctx makes it BroadcastAsync.
-func (g *ProcessGroup) broadcast(ctx context.Context, buf Buffer, root int) *Work {
+// broadcastCall checks Broadcast's arguments and makes its call.
+func (g *ProcessGroup) broadcastCall(buf Buffer, root int) (transport.Call, error) {
 	if err := firstError(buf.Check("Broadcast"), g.checkRank("Broadcast", "root", root)); err != nil {
-		return finished("Broadcast", err)
+		return transport.Call{Kind: transport.Broadcast}, err
 	}
-	return g.issue(ctx, transport.Call{Kind: transport.Broadcast, Buf: buf, Root: root})
+	return transport.Call{Kind: transport.Broadcast, Buf: buf, Root: root}, nil
 }
 
 func (g *ProcessGroup) checkRank(op, what string, r int) error {
@@ -76,39 +80,45 @@ func checkSameDType(op string, out, in Buffer) error {
 // AllGather concatenates every rank's in into out, in rank order
 // (out.Len() = WorldSize × in.Len()).
 func (g *ProcessGroup) AllGather(ctx context.Context, out, in Buffer) error {
-	return g.allGather(ctx, out, in).Wait(ctx)
+	c, err := g.allGatherCall(out, in)
+	return g.blocking(ctx, c, err)
 }
 
 // AllGatherAsync is AllGather without waiting.
-func (g *ProcessGroup) AllGatherAsync(out, in Buffer) *Work { return g.allGather(nil, out, in) }
+func (g *ProcessGroup) AllGatherAsync(out, in Buffer) *Work {
+	c, err := g.allGatherCall(out, in)
+	return g.async(c, err)
+}
 
-// allGather is AllGather; a nil ctx makes it AllGatherAsync.
-func (g *ProcessGroup) allGather(ctx context.Context, out, in Buffer) *Work {
+// allGatherCall checks AllGather's arguments and makes its call.
+func (g *ProcessGroup) allGatherCall(out, in Buffer) (transport.Call, error) {
 	if err := firstError(in.Check("AllGather"), checkLen("AllGather", "out", out, g.size*in.Len()),
 		checkSameDType("AllGather", out, in)); err != nil {
-		return finished("AllGather", err)
+		return transport.Call{Kind: transport.AllGather}, err
 	}
-	return g.issue(ctx, transport.Call{Kind: transport.AllGather, In: in, Out: out})
+	return transport.Call{Kind: transport.AllGather, In: in, Out: out}, nil
 }
 
 // ReduceScatter reduces in across ranks with op and gives rank r the r-th
 // block (in.Len() = WorldSize × out.Len()); in is left unchanged.
 func (g *ProcessGroup) ReduceScatter(ctx context.Context, out, in Buffer, op ReduceOp) error {
-	return g.reduceScatter(ctx, out, in, op).Wait(ctx)
+	c, err := g.reduceScatterCall(out, in, op)
+	return g.blocking(ctx, c, err)
 }
 
 // ReduceScatterAsync is ReduceScatter without waiting.
 func (g *ProcessGroup) ReduceScatterAsync(out, in Buffer, op ReduceOp) *Work {
-	return g.reduceScatter(nil, out, in, op)
+	c, err := g.reduceScatterCall(out, in, op)
+	return g.async(c, err)
 }
 
-// reduceScatter is ReduceScatter; a nil ctx makes it ReduceScatterAsync.
-func (g *ProcessGroup) reduceScatter(ctx context.Context, out, in Buffer, op ReduceOp) *Work {
+// reduceScatterCall checks ReduceScatter's arguments and makes its call.
+func (g *ProcessGroup) reduceScatterCall(out, in Buffer, op ReduceOp) (transport.Call, error) {
 	if err := firstError(in.Check("ReduceScatter"), checkOp("ReduceScatter", op),
 		checkLen("ReduceScatter", "in", in, g.size*out.Len()), checkSameDType("ReduceScatter", out, in)); err != nil {
-		return finished("ReduceScatter", err)
+		return transport.Call{Kind: transport.ReduceScatter}, err
 	}
-	return g.issue(ctx, transport.Call{Kind: transport.ReduceScatter, In: in, Out: out, Op: op})
+	return transport.Call{Kind: transport.ReduceScatter, In: in, Out: out, Op: op}, nil
 }
 
 // Barrier returns once every rank has called it.

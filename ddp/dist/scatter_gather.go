@@ -38,75 +38,81 @@ func (g *ProcessGroup) splitsOrEqual(op, what string, b Buffer, splits []int) ([
 // segment for this rank into out's r-th segment; nil splits mean equal
 // segments (torch's all_to_all_single).
 func (g *ProcessGroup) AllToAllSingle(ctx context.Context, out, in Buffer, outSplits, inSplits []int) error {
-	return g.allToAllSingle(ctx, out, in, outSplits, inSplits).Wait(ctx)
+	c, err := g.allToAllSingleCall(out, in, outSplits, inSplits)
+	return g.blocking(ctx, c, err)
 }
 
 // AllToAllSingleAsync is AllToAllSingle without waiting.
 func (g *ProcessGroup) AllToAllSingleAsync(out, in Buffer, outSplits, inSplits []int) *Work {
-	return g.allToAllSingle(nil, out, in, outSplits, inSplits)
+	c, err := g.allToAllSingleCall(out, in, outSplits, inSplits)
+	return g.async(c, err)
 }
 
-// allToAllSingle is AllToAllSingle; a nil ctx makes it AllToAllSingleAsync.
-func (g *ProcessGroup) allToAllSingle(ctx context.Context, out, in Buffer, outSplits, inSplits []int) *Work {
+// allToAllSingleCall checks AllToAllSingle's arguments and makes its call.
+func (g *ProcessGroup) allToAllSingleCall(out, in Buffer, outSplits, inSplits []int) (transport.Call, error) {
 	const op = "AllToAllSingle"
 	if err := firstError(in.Check(op), out.Check(op), checkSameDType(op, out, in)); err != nil {
-		return finished(op, err)
+		return transport.Call{Kind: transport.AllToAll}, err
 	}
 	inS, err := g.splitsOrEqual(op, "in", in, inSplits)
 	if err != nil {
-		return finished(op, err)
+		return transport.Call{Kind: transport.AllToAll}, err
 	}
 	outS, err := g.splitsOrEqual(op, "out", out, outSplits)
 	if err != nil {
-		return finished(op, err)
+		return transport.Call{Kind: transport.AllToAll}, err
 	}
-	return g.issue(ctx, transport.Call{Kind: transport.AllToAll, In: in, Out: out, InSplits: inS, OutSplits: outS})
+	return transport.Call{Kind: transport.AllToAll, In: in, Out: out, InSplits: inS, OutSplits: outS}, nil
 }
 
 // Gather collects every rank's in at root into out, in rank order
 // (out.Len() = WorldSize × in.Len() on root; out is unused elsewhere).
 func (g *ProcessGroup) Gather(ctx context.Context, out, in Buffer, root int) error {
-	return g.gather(ctx, out, in, root).Wait(ctx)
+	c, err := g.gatherCall(out, in, root)
+	return g.blocking(ctx, c, err)
 }
 
 // GatherAsync is Gather without waiting.
 func (g *ProcessGroup) GatherAsync(out, in Buffer, root int) *Work {
-	return g.gather(nil, out, in, root)
+	c, err := g.gatherCall(out, in, root)
+	return g.async(c, err)
 }
 
-// gather is Gather; a nil ctx makes it GatherAsync.
-func (g *ProcessGroup) gather(ctx context.Context, out, in Buffer, root int) *Work {
+// gatherCall checks Gather's arguments and makes its call.
+func (g *ProcessGroup) gatherCall(out, in Buffer, root int) (transport.Call, error) {
 	const op = "Gather"
 	err := firstError(in.Check(op), g.checkRank(op, "root", root))
 	if err == nil && g.rank == root {
 		err = checkLen(op, "out", out, g.size*in.Len())
 	}
 	if err != nil {
-		return finished(op, err)
+		return transport.Call{Kind: transport.Gather}, err
 	}
-	return g.issue(ctx, transport.Call{Kind: transport.Gather, In: in, Out: out, Root: root})
+	return transport.Call{Kind: transport.Gather, In: in, Out: out, Root: root}, nil
 }
 
 // Scatter gives rank r the r-th block of root's in (in.Len() = WorldSize ×
 // out.Len() on root; in is unused elsewhere).
 func (g *ProcessGroup) Scatter(ctx context.Context, out, in Buffer, root int) error {
-	return g.scatter(ctx, out, in, root).Wait(ctx)
+	c, err := g.scatterCall(out, in, root)
+	return g.blocking(ctx, c, err)
 }
 
 // ScatterAsync is Scatter without waiting.
 func (g *ProcessGroup) ScatterAsync(out, in Buffer, root int) *Work {
-	return g.scatter(nil, out, in, root)
+	c, err := g.scatterCall(out, in, root)
+	return g.async(c, err)
 }
 
-// scatter is Scatter; a nil ctx makes it ScatterAsync.
-func (g *ProcessGroup) scatter(ctx context.Context, out, in Buffer, root int) *Work {
+// scatterCall checks Scatter's arguments and makes its call.
+func (g *ProcessGroup) scatterCall(out, in Buffer, root int) (transport.Call, error) {
 	const op = "Scatter"
 	err := firstError(out.Check(op), g.checkRank(op, "root", root))
 	if err == nil && g.rank == root {
 		err = checkLen(op, "in", in, g.size*out.Len())
 	}
 	if err != nil {
-		return finished(op, err)
+		return transport.Call{Kind: transport.Scatter}, err
 	}
-	return g.issue(ctx, transport.Call{Kind: transport.Scatter, In: in, Out: out, Root: root})
+	return transport.Call{Kind: transport.Scatter, In: in, Out: out, Root: root}, nil
 }

@@ -177,3 +177,15 @@ func TestCommandsLiveUnderCmd(t *testing.T) {
 		assert.True(t, strings.HasPrefix(rel, "cmd/") || strings.HasPrefix(rel, "examples/"), "%s: put commands under cmd/", rel)
 	}
 }
+
+// TestNoNilContextInTheProcessGroup: the process group's async forms are
+// explicit (the Async methods queue a checked call), never a nil
+// context standing for "do not wait".
+func TestNoNilContextInTheProcessGroup(t *testing.T) {
+	nilCtx := regexp.MustCompile(`ctx == nil|ctx != nil|\(nil, `)
+	nonTestSources(t, func(path, src string) {
+		if strings.HasPrefix(path, "ddp/dist/") {
+			assert.False(t, nilCtx.MatchString(src), "%s: %s", path, nilCtx.FindString(src))
+		}
+	})
+}
