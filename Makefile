@@ -261,7 +261,7 @@ bench: deps
 		mpicc -O2 -o $(BIN)/mpi_allreduce examples/bench/allreduce/c/mpi_allreduce.c
 		# Without the mpi backend's collective check (on by default, about
 		# 3 µs a collective), to compare the binding itself with raw MPI.
-		XLADDP_DEBUG=0 $(BIN)/benchallreduce --compare-mpi $(BIN)/mpi_allreduce --procs 2,4 --rounds 7
+		XLADDP_DISTRIBUTED_DEBUG=0 $(BIN)/benchallreduce --compare-mpi $(BIN)/mpi_allreduce --procs 2,4 --rounds 7
 		$(GO) test -tags mpi -run '^$$' -bench MPIAllReduceOverhead -benchtime 2s ./ddp/dist/
 	fi
 	echo "== training steps side by side with JAX, torch-xla and PyTorch (docs/BENCHMARKS.md)"

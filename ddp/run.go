@@ -64,9 +64,9 @@ func Run(ctx context.Context, fn func(ctx context.Context, w Worker) error, o Op
 		opts.InitMethod = o.InitMethod
 	}
 	if o.Transport != "" {
-		opts.Backend = o.Transport
+		opts.Transport = o.Transport
 	}
-	if err := opts.CheckBackend(); err != nil {
+	if err := opts.CheckTransport(); err != nil {
 		return err
 	}
 	devices := 1
@@ -74,7 +74,7 @@ func Run(ctx context.Context, fn func(ctx context.Context, w Worker) error, o Op
 		if target == backend.CPU && device.CPUDevices == 0 {
 			device.CPUDevices = o.CPUDevices
 		}
-		if !opts.Launched() && opts.Backend != dist.BackendMPI {
+		if !opts.Launched() && opts.Transport != dist.TransportMPI {
 			return Spawn(ctx, fn, SpawnOptions{Devices: o.Devices, Device: device, ExitChild: true})
 		}
 		// Spawned under a launcher: this process is one rank of the job
@@ -130,11 +130,11 @@ func Flags(fs *pflag.FlagSet) *Options {
 func TransportFlag(fs *pflag.FlagSet, transport *string) {
 	fs.Func("backend", "process group transport: tcp, or mpi under mpirun in a build with -tags mpi (default $XLADDP_BACKEND, else tcp)",
 		func(s string) error {
-			o := dist.Options{Backend: s, InitMethod: "env://"}
-			if err := o.CheckBackend(); err != nil {
+			o := dist.Options{Transport: s, InitMethod: "env://"}
+			if err := o.CheckTransport(); err != nil {
 				return err
 			}
-			*transport = o.Backend
+			*transport = o.Transport
 			return nil
 		})
 }

@@ -13,21 +13,21 @@ func TestBackendOption(t *testing.T) {
 	for _, tc := range []struct {
 		env, given, want, wantErr string
 	}{
-		{want: BackendTCP},
-		{env: "tcp", want: BackendTCP},
-		{env: " MPI ", want: BackendMPI},
-		{given: "Mpi", want: BackendMPI},
-		{env: "mpi", given: "tcp", want: BackendTCP},
+		{want: TransportTCP},
+		{env: "tcp", want: TransportTCP},
+		{env: " MPI ", want: TransportMPI},
+		{given: "Mpi", want: TransportMPI},
+		{env: "mpi", given: "tcp", want: TransportTCP},
 		{env: "nccl", wantErr: `backend "nccl": want tcp (the default) or mpi ($XLADDP_BACKEND)`},
 		{given: "gloo", wantErr: `backend "gloo": want tcp`},
 	} {
 		t.Run(tc.env+"/"+tc.given, func(t *testing.T) {
-			t.Setenv(EnvBackend, tc.env)
+			t.Setenv(EnvTransport, tc.env)
 			t.Setenv(EnvRank, "0")
 			t.Setenv(EnvWorldSize, "1")
 			o := NewOptions()
 			if tc.given != "" {
-				o.Backend = tc.given
+				o.Transport = tc.given
 			}
 			err := o.resolve()
 			if tc.wantErr != "" {
@@ -36,7 +36,7 @@ func TestBackendOption(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
-			assert.Equal(t, tc.want, o.Backend)
+			assert.Equal(t, tc.want, o.Transport)
 		})
 	}
 }

@@ -47,7 +47,7 @@
 // Every frame carries a descriptor of its operation (kind, dtype, length,
 // reduce op, root), checked on receipt, and the send-only side of a rooted
 // collective waits for an acknowledgement: ranks that disagree fail at
-// once on every path. With XLADDP_DEBUG=1, ranks also compare a full
+// once on every path. With XLADDP_DISTRIBUTED_DEBUG=1, ranks also compare a full
 // fingerprint of each collective before running it, and the error lists
 // each rank's call. Point-to-point operations are numbered apart from the
 // collectives, which every rank numbers alike.
@@ -58,7 +58,7 @@
 // its Work, the group's broken and closed states and Avg's division; a
 // transport (package ddp/internal/transport's interface, registered by
 // name) only carries it. The transport above is the default backend,
-// "tcp" (package ddp/internal/tcp). With Options.Backend "mpi"
+// "tcp" (package ddp/internal/tcp). With Options.Transport "mpi"
 // ($XLADDP_BACKEND; a build with -tags mpi, started by mpirun) every
 // operation runs through MPI instead (package ddp/internal/mpiengine over
 // the binding, ddp/mpi): the ranks come from MPI, collectives are MPI's

@@ -49,7 +49,7 @@ func flightOp(c transport.Call, seq uint64, p2p bool) flight.Op {
 func (g *ProcessGroup) dumpOnSignal() {
 	g.signals, g.signalsDone = make(chan os.Signal, 1), make(chan struct{})
 	signal.Notify(g.signals, syscall.SIGUSR1)
-	if g.backend == BackendMPI {
+	if g.transport == TransportMPI {
 		signal.Notify(g.signals, syscall.SIGTERM)
 	}
 	g.signalsWG.Add(1)
@@ -95,7 +95,7 @@ func (g *ProcessGroup) dumpFlight(reason string) {
 	if g.flightDir == "" {
 		return
 	}
-	d := flight.Dump{Rank: g.rank, World: g.size, Backend: g.backend, Reason: reason, Entries: g.flight.Snapshot()}
+	d := flight.Dump{Rank: g.rank, World: g.size, Transport: g.transport, Reason: reason, Entries: g.flight.Snapshot()}
 	if err := flight.Write(g.flightDir, d); err != nil {
 		fmt.Fprintf(os.Stderr, "ddp: rank %d: writing the flight record: %v\n", g.rank, err)
 	}

@@ -26,12 +26,12 @@ type ProcessGroup struct {
 	localRank, localWorldSize int
 	timeout                   time.Duration
 	store                     store.Store
-	// backend is the transport's registered name; t carries the
+	// transport is the transport's registered name; t carries the
 	// operations, as its features say.
-	backend  string
-	t        transport.Transport
-	inliner  transport.Inliner // t's fast path, if it has one
-	features transport.Features
+	transport string
+	t         transport.Transport
+	inliner   transport.Inliner // t's fast path, if it has one
+	features  transport.Features
 
 	ops chan *Work
 	// submitMu orders submissions against Destroy closing ops: submitters
@@ -118,8 +118,9 @@ func (g *ProcessGroup) LocalRank() int { return g.localRank }
 // LocalWorldSize returns the number of processes on this host.
 func (g *ProcessGroup) LocalWorldSize() int { return g.localWorldSize }
 
-// Backend returns the group's backend: BackendTCP or BackendMPI.
-func (g *ProcessGroup) Backend() string { return g.backend }
+// Transport returns the group's transport: TransportTCP or TransportMPI
+// (torch calls it the backend, as --backend does).
+func (g *ProcessGroup) Transport() string { return g.transport }
 
 // Timeout is how long each operation may take (Options.Timeout).
 func (g *ProcessGroup) Timeout() time.Duration { return g.timeout }
@@ -401,7 +402,7 @@ func (g *ProcessGroup) destroy(p any) error {
 	g.mu.Unlock()
 	switch {
 	case p != nil:
-		if g.backend == BackendMPI {
+		if g.transport == TransportMPI {
 			fmt.Fprintf(os.Stderr, "panic: %v\n\n%s\n", p, debug.Stack())
 		}
 		g.dumpFlight(fmt.Sprintf("panic: %v", p))

@@ -39,7 +39,7 @@ func workerOptions() Options {
 }
 
 // mismatchCases are disagreements between rank 0 and the others, each on
-// a fresh group (a mismatch breaks the group). XLADDP_DEBUG is off: the
+// a fresh group (a mismatch breaks the group). XLADDP_DISTRIBUTED_DEBUG is off: the
 // check every frame carries must catch them all.
 var mismatchCases = []struct {
 	name string
@@ -142,7 +142,7 @@ func mismatchCasesScenario(rep *report) {
 }
 
 // TestMismatchesFailEveryRank: a size, dtype, op or root disagreement is an
-// error on every rank, on every path, without XLADDP_DEBUG. The
+// error on every rank, on every path, without XLADDP_DISTRIBUTED_DEBUG. The
 // shared-memory all-reduce used to return success everywhere with
 // unreduced data when the lengths differed.
 func TestMismatchesFailEveryRank(t *testing.T) {

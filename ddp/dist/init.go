@@ -19,14 +19,14 @@ func InitProcessGroup(ctx context.Context, o Options) (*ProcessGroup, error) {
 	if err := o.resolve(); err != nil {
 		return nil, err
 	}
-	open, ok := transport.Lookup(o.Backend)
+	open, ok := transport.Lookup(o.Transport)
 	if !ok {
 		return nil, fmt.Errorf("ddp: backend %q is not built into this program: rebuild it with go build -tags %s "+
-			"(needs Open MPI's libopenmpi-dev; make deps installs it), or use the default tcp backend", o.Backend, o.Backend)
+			"(needs Open MPI's libopenmpi-dev; make deps installs it), or use the default tcp backend", o.Transport, o.Transport)
 	}
-	g := &ProcessGroup{timeout: o.Timeout, backend: o.Backend, ops: make(chan *Work, 1024),
+	g := &ProcessGroup{timeout: o.Timeout, transport: o.Transport, ops: make(chan *Work, 1024),
 		flight: flight.New(max(0, o.FlightSize)), flightDir: o.FlightDir}
-	opened, err := open(ctx, transport.Config{Backend: o.Backend, InitMethod: o.InitMethod, Rank: o.Rank,
+	opened, err := open(ctx, transport.Config{Name: o.Transport, InitMethod: o.InitMethod, Rank: o.Rank,
 		WorldSize: o.WorldSize, LocalRank: o.LocalRank, LocalWorldSize: o.LocalWorldSize, Timeout: o.Timeout,
 		Token: o.Token, Debug: o.Debug, Fail: g.fail, Broken: g.failure, Dump: g.dumpFlight})
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 // says how to get it instead of falling back to TCP.
 func TestMPIBackendNotBuiltIn(t *testing.T) {
 	o := NewOptions()
-	o.Backend = BackendMPI
+	o.Transport = TransportMPI
 	g, err := InitProcessGroup(t.Context(), o)
 	require.Error(t, err)
 	assert.Nil(t, g)

@@ -41,7 +41,7 @@ func TestMPISumsInRankOrder(t *testing.T) {
 			res := mpirunJob(t, tc.scenario, tc.np, nil, "XLADDP_TEST_TIMEOUT=60s", order)
 			requireClean(t, res)
 			for r, rep := range res.Reps {
-				assert.Equal(t, BackendMPI, rep.Transport, "rank %d", r)
+				assert.Equal(t, TransportMPI, rep.Transport, "rank %d", r)
 				assert.Equal(t, res.Reps[0].Hashes, rep.Hashes, "rank %d's results differ from rank 0's", r)
 			}
 		})

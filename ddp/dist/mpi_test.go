@@ -61,7 +61,7 @@ func TestMPICollectives(t *testing.T) {
 			res := mpirunJob(t, "collectives", tc.np, nil, "XLADDP_TEST_TIMEOUT=60s", EnvMPIThreads+"="+tc.threads)
 			requireClean(t, res)
 			for r, rep := range res.Reps {
-				assert.Equal(t, BackendMPI, rep.Transport, "rank %d", r)
+				assert.Equal(t, TransportMPI, rep.Transport, "rank %d", r)
 				assert.Equal(t, res.Reps[0].Hashes, rep.Hashes, "rank %d's results differ from rank 0's", r)
 			}
 			require.NotEmpty(t, res.Reps[0].Hashes)
@@ -404,11 +404,11 @@ func ranksGone(dir string, n int) bool {
 	return true
 }
 
-// TestMPIMismatchInDebugMode: with XLADDP_DEBUG=1 ranks compare every
+// TestMPIMismatchInDebugMode: with XLADDP_DISTRIBUTED_DEBUG=1 ranks compare every
 // collective first, so rank 0's AllReduce against rank 1's Broadcast
 // fails on both with both calls named, instead of MPI's undefined outcome.
 func TestMPIMismatchInDebugMode(t *testing.T) {
-	res := mpirunJob(t, "mismatch", 2, nil, "XLADDP_TEST_TIMEOUT=10s", EnvDebug+"=1")
+	res := mpirunJob(t, "mismatch", 2, nil, "XLADDP_TEST_TIMEOUT=10s", EnvDistributedDebug+"=1")
 	require.NoError(t, res.Err, "%s", res.Output)
 	for r, rep := range res.Reps {
 		require.NotNil(t, rep, "rank %d: %s", r, res.Output)
@@ -481,7 +481,7 @@ func TestMPIDestroyWithOperationInFlight(t *testing.T) {
 // refused with what to do, not left waiting for a peer MPI never had.
 func TestMPIWorldDisagreesWithEnvironment(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), workerEnv+"=basic", EnvBackend+"=mpi", EnvRank+"=0", EnvWorldSize+"=2",
+	cmd.Env = append(os.Environ(), workerEnv+"=basic", EnvTransport+"=mpi", EnvRank+"=0", EnvWorldSize+"=2",
 		EnvMasterAddr+"=127.0.0.1", EnvMasterPort+"=1")
 	out, err := cmd.Output()
 	require.NoError(t, err, "%s", out)
@@ -501,7 +501,7 @@ func BenchmarkMPIAllReduceOverhead(b *testing.B) {
 	b.Setenv(EnvRank, "")
 	b.Setenv(EnvWorldSize, "")
 	o := NewOptions()
-	o.Backend = BackendMPI
+	o.Transport = TransportMPI
 	g, err := InitProcessGroup(b.Context(), o)
 	require.NoError(b, err)
 	defer g.Destroy()

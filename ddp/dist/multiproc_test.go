@@ -105,7 +105,7 @@ func TestStalledRankTimesOut(t *testing.T) {
 // TestMismatchInDebugMode: rank 0 calls AllReduce while rank 1 calls
 // Broadcast; both fail with both ranks' fingerprints.
 func TestMismatchInDebugMode(t *testing.T) {
-	cmds, outs := launch(t, "mismatch", 2, "XLADDP_TEST_TIMEOUT=10s", EnvDebug+"=1")
+	cmds, outs := launch(t, "mismatch", 2, "XLADDP_TEST_TIMEOUT=10s", EnvDistributedDebug+"=1")
 	reps := waitReports(t, cmds, outs)
 	for _, rep := range reps {
 		assert.Contains(t, rep.Error, "ranks called different collectives at collective #1")

@@ -31,9 +31,9 @@ const (
 	// EnvShmMiB sets each rank's shared-memory slot in MiB (0 disables
 	// the same-host shared-memory path).
 	EnvShmMiB = tcp.EnvShmMiB
-	// EnvDebug turns on the collective fingerprint check ("1"; on the
+	// EnvDistributedDebug turns on the collective fingerprint check ("1"; on the
 	// mpi backend it is on unless "0").
-	EnvDebug = "XLADDP_DEBUG"
+	EnvDistributedDebug = "XLADDP_DISTRIBUTED_DEBUG"
 	// EnvFlightDir is where a rank writes its flight record
 	// (Options.FlightDir).
 	EnvFlightDir = workerenv.FlightDir
@@ -46,17 +46,18 @@ const (
 // maxFlightSize bounds the flight record (each entry is about 300 bytes).
 const maxFlightSize = 1 << 20
 
-// Process-group backends (Options.Backend, $XLADDP_BACKEND): the
+// Process-group transports (Options.Transport; $XLADDP_BACKEND, --backend): the
 // transports registered by name.
 const (
-	// BackendTCP is the default: TCP between hosts, shared memory on one,
+	// TransportTCP is the default: TCP between hosts, shared memory on one,
 	// nothing to install.
-	BackendTCP = tcp.Name
-	// BackendMPI runs every operation through MPI (Open MPI), in programs
+	TransportTCP = tcp.Name
+	// TransportMPI runs every operation through MPI (Open MPI), in programs
 	// built with -tags mpi and started by mpirun.
-	BackendMPI = "mpi"
-	// EnvBackend chooses the backend for NewOptions.
-	EnvBackend = workerenv.Backend
+	TransportMPI = "mpi"
+	// EnvTransport chooses the transport for NewOptions ($XLADDP_BACKEND,
+	// torch's word).
+	EnvTransport = workerenv.Transport
 )
 
 // Options configure InitProcessGroup. Rank, WorldSize, LocalRank and
@@ -76,8 +77,8 @@ type Options struct {
 	// Token authenticates store and peer connections (default $XLADDP_STORE_TOKEN).
 	Token string
 	// Debug checks before each collective that all ranks call the same
-	// one (default: $XLADDP_DEBUG=1). The mpi backend checks unless
-	// $XLADDP_DEBUG=0: MPI itself may pair different collectives silently
+	// one (default: $XLADDP_DISTRIBUTED_DEBUG=1). The mpi backend checks unless
+	// $XLADDP_DISTRIBUTED_DEBUG=0: MPI itself may pair different collectives silently
 	// (a broadcast with an all-reduce), where the tcp backend's frames
 	// carry what each rank called.
 	Debug bool
@@ -85,11 +86,11 @@ type Options struct {
 	// (default: $XLADDP_BIND_CPUS=1): for ranks that compute on the CPU,
 	// so their runtimes' thread pools do not contend.
 	BindCPUs bool
-	// Backend carries the operations: BackendTCP ("tcp", the default:
-	// TCP, and shared memory on one host) or BackendMPI ("mpi": Open MPI,
+	// Transport carries the operations: TransportTCP ("tcp", the default:
+	// TCP, and shared memory on one host) or TransportMPI ("mpi": Open MPI,
 	// in a program built with -tags mpi and started by mpirun, which gives
 	// the ranks; InitMethod is then unused). Default: $XLADDP_BACKEND.
-	Backend string
+	Transport string
 	// FlightDir, when set, is where this rank writes its flight record
 	// (flight-rank<N>.json: the last operations it issued) when the group
 	// fails, when the process gets SIGUSR1, and at Destroy (a rank that
@@ -103,8 +104,8 @@ type Options struct {
 // NewOptions returns Options that take everything from the environment.
 func NewOptions() Options {
 	return Options{InitMethod: "env://", Rank: -1, WorldSize: -1, LocalRank: -1, LocalWorldSize: -1,
-		Token: store.TokenFromEnv(), Debug: os.Getenv(EnvDebug) == "1", BindCPUs: os.Getenv(EnvBindCPUs) == "1",
-		Backend: os.Getenv(EnvBackend), FlightDir: os.Getenv(EnvFlightDir)}
+		Token: store.TokenFromEnv(), Debug: os.Getenv(EnvDistributedDebug) == "1", BindCPUs: os.Getenv(EnvBindCPUs) == "1",
+		Transport: os.Getenv(EnvTransport), FlightDir: os.Getenv(EnvFlightDir)}
 }
 
 // environWorld is this process's worker environment.
@@ -123,14 +124,14 @@ func (o *Options) resolve() error {
 	if u, err := url.Parse(o.InitMethod); o.InitMethod != "" && (err != nil || (u.Scheme != "env" && u.Scheme != "tcp" && u.Scheme != "file")) {
 		return fmt.Errorf("ddp: init method %q: want env://, tcp://HOST:PORT or file:///shared/file", o.InitMethod)
 	}
-	if err := o.CheckBackend(); err != nil {
+	if err := o.CheckTransport(); err != nil {
 		return err
 	}
 	if err := o.resolveFlightSize(); err != nil {
 		return err
 	}
-	if o.Backend != BackendTCP {
-		if os.Getenv(EnvDebug) != "0" {
+	if o.Transport != TransportTCP {
+		if os.Getenv(EnvDistributedDebug) != "0" {
 			o.Debug = true
 		}
 		// The engine's launcher gives the ranks (checkEngineWorld).
@@ -201,14 +202,14 @@ func launcherExample() string {
 	return "ddprun --nproc_per_node=2 " + filepath.Base(os.Args[0])
 }
 
-// CheckBackend normalizes and checks Backend ("" is tcp).
-func (o *Options) CheckBackend() error {
-	switch o.Backend = strings.ToLower(strings.TrimSpace(o.Backend)); o.Backend {
-	case "", BackendTCP:
-		o.Backend = BackendTCP
-	case BackendMPI:
+// CheckTransport normalizes and checks Backend ("" is tcp).
+func (o *Options) CheckTransport() error {
+	switch o.Transport = strings.ToLower(strings.TrimSpace(o.Transport)); o.Transport {
+	case "", TransportTCP:
+		o.Transport = TransportTCP
+	case TransportMPI:
 	default:
-		return fmt.Errorf("ddp: backend %q: want %s (the default) or %s ($%s)", o.Backend, BackendTCP, BackendMPI, EnvBackend)
+		return fmt.Errorf("ddp: backend %q: want %s (the default) or %s ($%s)", o.Transport, TransportTCP, TransportMPI, EnvTransport)
 	}
 	return nil
 }

@@ -79,8 +79,8 @@ func runWorker(scenario string) int {
 	if g.HasSharedMemory() {
 		rep.Transport = "shared memory"
 	}
-	if g.Backend() == BackendMPI {
-		rep.Transport = BackendMPI
+	if g.Transport() == TransportMPI {
+		rep.Transport = TransportMPI
 	}
 	rep.SharedMemoryAllReduces = g.SharedMemoryAllReduces()
 	return 0

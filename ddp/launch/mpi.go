@@ -20,8 +20,8 @@ import (
 	"github.com/xladdp/xladdp/internal/workerenv"
 )
 
-// The process group backends the workers may use (dist.BackendTCP and
-// dist.BackendMPI, spelled again here: ddprun links no more than it runs).
+// The process group backends the workers may use (dist.TransportTCP and
+// dist.TransportMPI, spelled again here: ddprun links no more than it runs).
 const (
 	backendTCP = "tcp"
 	backendMPI = "mpi"
@@ -92,7 +92,7 @@ func childrenOf(pid int) (live []int, ended int) {
 func parseBackend(flag string, getenv func(string) string) (string, error) {
 	b := strings.ToLower(strings.TrimSpace(flag))
 	if b == "" {
-		b = strings.ToLower(strings.TrimSpace(getenv(workerenv.Backend)))
+		b = strings.ToLower(strings.TrimSpace(getenv(workerenv.Transport)))
 	}
 	switch b {
 	case "", backendTCP:

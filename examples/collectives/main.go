@@ -35,7 +35,7 @@ func run(ctx context.Context, args []string, out io.Writer) (err error) {
 	o := dist.NewOptions()
 	o.InitMethod = *initMethod
 	if transport != "" {
-		o.Backend = transport
+		o.Transport = transport
 	}
 	if err := dist.Init(ctx, o); err != nil {
 		return err

@@ -33,8 +33,8 @@ const (
 
 	// SpawnChild ("1") marks a process ddp.Spawn started in its process mode.
 	SpawnChild = "XLADDP_SPAWN_CHILD"
-	// Backend is the process group's transport (tcp, mpi).
-	Backend = "XLADDP_BACKEND"
+	// Transport is the process group's transport (tcp, mpi).
+	Transport = "XLADDP_BACKEND"
 	// BindCPUs ("1") gives each rank on a host its own share of the CPUs.
 	BindCPUs = "XLADDP_BIND_CPUS"
 	// CompileOnly ("1") makes every step compile into the caches without
@@ -68,7 +68,7 @@ func (preempted) ExitStatus() int { return ExitPreempted }
 // an mpirun launch strips them, since MPI gives the ranks and stale ones
 // would contradict it.
 func PerRank() []string {
-	return []string{Rank, WorldSize, LocalRank, LocalWorldSize, NodeRank, RoleRank, Backend}
+	return []string{Rank, WorldSize, LocalRank, LocalWorldSize, NodeRank, RoleRank, Transport}
 }
 
 // Names are every variable a launcher of ours writes to place a process
@@ -78,7 +78,7 @@ func PerRank() []string {
 func Names() []string {
 	return []string{Rank, WorldSize, LocalRank, LocalWorldSize, NodeRank, RoleRank, RoleName, RoleWorldSize,
 		MasterAddr, MasterPort, RestartCount, MaxRestarts, RunID, AgentStore,
-		SpawnChild, Backend, BindCPUs, CompileOnly}
+		SpawnChild, Transport, BindCPUs, CompileOnly}
 }
 
 // Cleared is Names as "NAME=" entries, appended to a child's environment

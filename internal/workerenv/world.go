@@ -77,7 +77,7 @@ func Parse(getenv func(string) string) (World, error) {
 	w.RunID = getenv(RunID)
 	w.AgentStore = getenv(AgentStore) == "True"
 	w.SpawnChild = getenv(SpawnChild) == "1"
-	w.Backend = getenv(Backend)
+	w.Backend = getenv(Transport)
 	w.BindCPUs = getenv(BindCPUs) == "1"
 	w.CompileOnly = getenv(CompileOnly) == "1"
 	w.Threads = getenv(Threads)
@@ -168,7 +168,7 @@ func (w World) Environ() []string {
 		env = append(env, AgentStore+"=True")
 	}
 	flag(SpawnChild, w.SpawnChild)
-	str(Backend, w.Backend)
+	str(Transport, w.Backend)
 	flag(BindCPUs, w.BindCPUs)
 	flag(CompileOnly, w.CompileOnly)
 	str(Threads, w.Threads)

@@ -68,7 +68,7 @@ func TestDiagnose(t *testing.T) {
 
 func TestDumpsRoundTripAndBadFiles(t *testing.T) {
 	dir := t.TempDir()
-	d := flight.Dump{Rank: 1, World: 2, Backend: "tcp", Reason: "SIGUSR1",
+	d := flight.Dump{Rank: 1, World: 2, Transport: "tcp", Reason: "SIGUSR1",
 		Entries: []flight.Entry{at(1, "AllReduce", flight.Done, "a.go:1")}}
 	require.NoError(t, flight.Write(dir, d))
 	require.NoError(t, flight.Write(dir, flight.Dump{Rank: 0, World: 2}))

@@ -13,11 +13,11 @@ import (
 
 // Dump is one rank's flight record as it writes it to disk.
 type Dump struct {
-	Rank    int     `json:"rank"`
-	World   int     `json:"world"`
-	Backend string  `json:"backend"`
-	Reason  string  `json:"reason"` // why it dumped: the failure, or a signal
-	Entries []Entry `json:"entries"`
+	Rank      int     `json:"rank"`
+	World     int     `json:"world"`
+	Transport string  `json:"transport"`
+	Reason    string  `json:"reason"` // why it dumped: the failure, or a signal
+	Entries   []Entry `json:"entries"`
 }
 
 // maxDumpBytes bounds a dump file read back (a full ring is ~0.5 MB).

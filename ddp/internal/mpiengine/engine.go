@@ -148,7 +148,7 @@ func open(_ context.Context, o transport.Config) (transport.Opened, error) {
 func checkEngineWorld(o transport.Config, w engineWorld, launcher string) error {
 	env, err := workerenv.Parse(os.Getenv)
 	if err != nil {
-		return fmt.Errorf("ddp: backend %s: %w", o.Backend, err)
+		return fmt.Errorf("ddp: backend %s: %w", o.Name, err)
 	}
 	for _, f := range []struct {
 		name           string
@@ -163,8 +163,8 @@ func checkEngineWorld(o transport.Config, w engineWorld, launcher string) error 
 		}
 		if v != f.is {
 			return fmt.Errorf("ddp: backend %s: %s=%d, but %s made this process rank %d of %d: the %s backend takes its "+
-				"ranks from %s (start the job with %s), or unset %s", o.Backend, f.name, v, launcher, w.rank, w.size,
-				o.Backend, launcher, launcher, f.name)
+				"ranks from %s (start the job with %s), or unset %s", o.Name, f.name, v, launcher, w.rank, w.size,
+				o.Name, launcher, launcher, f.name)
 		}
 	}
 	return nil

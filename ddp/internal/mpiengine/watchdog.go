@@ -186,7 +186,7 @@ func (s *engineState) expedite(by time.Time) {
 // else the group's failure or op's timeout.
 func (g *group) abortJob(op *inFlight, cause string) {
 	why := g.broken()
-	hint := "is a rank stalled, or did the ranks call different collectives? XLADDP_DEBUG=1 checks"
+	hint := "is a rank stalled, or did the ranks call different collectives? XLADDP_DISTRIBUTED_DEBUG=1 checks"
 	if g.debug {
 		hint = "is a rank stalled?"
 	}

@@ -114,7 +114,7 @@ func descriptor(description string) uint64 {
 // this rank runs.
 func (p *peer) mismatch(what string) error {
 	return &transport.MismatchError{Msg: fmt.Sprintf("%v: rank %d %s (every rank must issue the same collectives, with the same "+
-		"dtype, length, reduce op and root, in the same order; XLADDP_DEBUG=1 names each rank's call)", ErrMismatch, p.rank, what)}
+		"dtype, length, reduce op and root, in the same order; XLADDP_DISTRIBUTED_DEBUG=1 names each rank's call)", ErrMismatch, p.rank, what)}
 }
 
 // wrapIOError turns a socket error into ErrPeerClosed or ErrTimeout.

@@ -126,7 +126,7 @@ type World struct {
 // Config is what a transport is opened with: the group's resolved options
 // and its hooks.
 type Config struct {
-	Backend    string
+	Name       string
 	InitMethod string
 	// Rank, WorldSize, LocalRank and LocalWorldSize are the options' (-1
 	// where the transport's launcher gives them).

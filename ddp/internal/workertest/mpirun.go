@@ -40,7 +40,7 @@ func MPIRun(t *testing.T, limit time.Duration, scenario string, np int, started 
 	// torchrun's placement cleared (MPI gives the ranks); Open MPI's own
 	// are mpirun's to set.
 	cmd.Env = append(os.Environ(), workerenv.Rank+"=", workerenv.WorldSize+"=", workerenv.LocalRank+"=",
-		workerenv.LocalWorldSize+"=", Env+"="+scenario, ReportDirEnv+"="+dir, workerenv.Backend+"=mpi", "XLADDP_DEBUG=")
+		workerenv.LocalWorldSize+"=", Env+"="+scenario, ReportDirEnv+"="+dir, workerenv.Transport+"=mpi", "XLADDP_DISTRIBUTED_DEBUG=")
 	cmd.Env = append(cmd.Env, env...)
 	out := &Output{}
 	cmd.Stdout, cmd.Stderr = out, out

@@ -112,7 +112,7 @@ func Launch(t *testing.T, scenario string, world int, env ...string) ([]*exec.Cm
 		w := workerenv.Empty()
 		w.Rank, w.WorldSize, w.MasterAddr, w.MasterPort = r, world, "127.0.0.1", strconv.Itoa(port)
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(append(os.Environ(), workerenv.Cleared()...), Env+"="+scenario, "XLADDP_DEBUG=")
+		cmd.Env = append(append(os.Environ(), workerenv.Cleared()...), Env+"="+scenario, "XLADDP_DISTRIBUTED_DEBUG=")
 		cmd.Env = append(append(cmd.Env, w.Environ()...), env...)
 		outs[r] = &Output{}
 		cmd.Stdout = outs[r]

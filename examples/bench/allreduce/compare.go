@@ -74,7 +74,7 @@ func compare(rawC, procList, sizeList string, rounds int, out io.Writer) error {
 			if err != nil {
 				return fmt.Errorf("tcp backend: %w", err)
 			}
-			viaMPI, err := timed(exec.Command(mpirun, mpirunArgs(n, self)...), childEnv+"=1", dist.EnvBackend+"=mpi",
+			viaMPI, err := timed(exec.Command(mpirun, mpirunArgs(n, self)...), childEnv+"=1", dist.EnvTransport+"=mpi",
 				sizesEnv+"="+sizeList, dist.EnvRank+"=", dist.EnvWorldSize+"=", inJobEnv+"=3")
 			if err != nil {
 				return fmt.Errorf("mpi backend (is this binary built with -tags mpi?): %w", err)

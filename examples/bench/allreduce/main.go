@@ -190,7 +190,7 @@ func launch(n int, env ...string) ([]result, error) {
 	for r := range n {
 		cmd := exec.Command(os.Args[0])
 		cmd.Env = append(os.Environ(), childEnv+"=1", fmt.Sprintf("%s=%d", dist.EnvRank, r), fmt.Sprintf("%s=%d", dist.EnvWorldSize, n),
-			dist.EnvMasterAddr+"=127.0.0.1", fmt.Sprintf("%s=%d", dist.EnvMasterPort, port), dist.EnvBackend+"=tcp")
+			dist.EnvMasterAddr+"=127.0.0.1", fmt.Sprintf("%s=%d", dist.EnvMasterPort, port), dist.EnvTransport+"=tcp")
 		cmd.Env = append(cmd.Env, env...)
 		cmd.Stderr = os.Stderr
 		if r == 0 {
@@ -247,7 +247,7 @@ func child() error {
 		}
 		res := result{Bytes: size, Seconds: plain, SharedSeconds: sharedSec}
 		pairs, _ := strconv.Atoi(os.Getenv(inJobEnv))
-		if pairs > 0 && (rawAllreduce == nil || g.Backend() != dist.BackendMPI) {
+		if pairs > 0 && (rawAllreduce == nil || g.Transport() != dist.TransportMPI) {
 			return fmt.Errorf("$%s needs the mpi backend in a build with -tags mpi", inJobEnv)
 		}
 		for range pairs {
