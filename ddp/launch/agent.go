@@ -70,7 +70,7 @@ func Run(ctx context.Context, c Config, environ []string, stdout, stderr io.Writ
 			return 1
 		}
 	}
-	if c.Backend == backendMPI {
+	if c.Transport == backendMPI {
 		return runMPI(ctx, c, environ, stdout, stderr, say)
 	}
 	if err := checkProgram(c.Program); err != nil {

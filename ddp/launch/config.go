@@ -62,9 +62,9 @@ type Config struct {
 	// MarkStep compiles into the caches and executes nothing
 	// (neuron_parallel_compile's pass).
 	CompileOnly bool
-	// Backend is the workers' process group backend: "tcp" (ddprun starts
+	// Transport is the workers' process group transport (--backend): "tcp" (ddprun starts
 	// them) or "mpi" (ddprun runs them under mpirun, one node only).
-	Backend string
+	Transport string
 	// Notes are what detection chose that the user may not expect;
 	// ddprun prints them before starting.
 	Notes []string
@@ -184,7 +184,7 @@ func ParseArgs(args []string, getenv func(string) string, stderr io.Writer) (Con
 	if err != nil {
 		return Config{}, err
 	}
-	c.Backend = backendName
+	c.Transport = backendName
 	c, err = validate(c, f.Args(), *nnodes, *nproc, *rdzvConf, *monitor, *redirects, *tee, *ranksFilter, getenv)
 	if err != nil {
 		// An option that came from a PET_ variable is named as such.

@@ -31,12 +31,12 @@ func DryRun(w io.Writer, c Config, environ []string) {
 	row("max_restarts", c.MaxRestarts)
 	row("monitor_interval", c.MonitorInterval)
 	row("compile_only", c.CompileOnly)
-	row("backend", c.Backend)
+	row("backend", c.Transport)
 	fmt.Fprintf(w, "  %-18s %q %q\n", "program", c.Program, c.Args)
 	for _, note := range c.Notes {
 		fmt.Fprintf(w, "note: %s\n", note)
 	}
-	if c.Backend == backendMPI {
+	if c.Transport == backendMPI {
 		if err := checkMPI(c); err != nil {
 			fmt.Fprintf(w, "error: %v\n", err)
 			return

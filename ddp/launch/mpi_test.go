@@ -36,7 +36,7 @@ func TestBackendFlag(t *testing.T) {
 			continue
 		}
 		require.NoError(t, err, "%v %v", tc.args, tc.env)
-		assert.Equal(t, tc.want, c.Backend, "%v %v", tc.args, tc.env)
+		assert.Equal(t, tc.want, c.Transport, "%v %v", tc.args, tc.env)
 	}
 }
 
