@@ -189,3 +189,29 @@ func TestNoNilContextInTheProcessGroup(t *testing.T) {
 		}
 	})
 }
+
+// TestArchitectureMapIsComplete: docs/architecture.md names every
+// package (the examples' under their row) and every XLADDP_* knob the
+// code reads, but for the tests' and benchmarks' own.
+func TestArchitectureMapIsComplete(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join(root, "docs/architecture.md"))
+	require.NoError(t, err)
+	out, err := exec.Command("go", "list", module+"/...").Output()
+	require.NoError(t, err)
+	for _, pkg := range strings.Fields(string(out)) {
+		rel := strings.TrimPrefix(pkg, module+"/")
+		if strings.HasPrefix(rel, "examples/") {
+			continue
+		}
+		assert.Contains(t, string(doc), "`"+rel+"`", "docs/architecture.md does not name package %s", rel)
+	}
+	knob := regexp.MustCompile(`XLADDP_[A-Z0-9_]*[A-Z0-9]`)
+	testOnly := regexp.MustCompile(`^XLADDP_(TEST|BENCH|EXAMPLE|LAUNCH_TEST|MPI_TEST)_|_CHILD$`)
+	nonTestSources(t, func(path, src string) {
+		for _, k := range knob.FindAllString(src, -1) {
+			if !testOnly.MatchString(k) || k == "XLADDP_SPAWN_CHILD" {
+				assert.Contains(t, string(doc), "| `"+k+"` |", "%s reads %s: add it to docs/architecture.md's knobs", path, k)
+			}
+		}
+	})
+}
