@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/xladdp/xladdp/ddp/dist"
 	"github.com/xladdp/xladdp/ddp/internal/exchange"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/nn"
@@ -116,7 +115,7 @@ func (z *ZeroRedundancyOptimizer) save(ctx context.Context, dir string, c optim.
 	if err := z.dev.MarkStep(ctx); err != nil {
 		return err
 	}
-	timeout := exchange.Timeout(z.group)
+	timeout := exchange.Timeout(z.cross.group())
 	id, err := exchange.HostOnce(ctx, z.dev, timeout, "starting the checkpoint", func() (string, error) {
 		return z.startVersion(ctx, dir, c.Step)
 	})
@@ -145,7 +144,7 @@ func (z *ZeroRedundancyOptimizer) save(ctx context.Context, dir string, c optim.
 				err = z.commit(dir, id, c, model, all)
 			}
 		}
-		return struct{}{}, exchange.AgreeOnRankZero(ctx, z.group, err, "committing "+dir)
+		return struct{}{}, exchange.AgreeOnRankZero(ctx, z.cross.group(), err, "committing "+dir)
 	})
 	return err
 }
@@ -155,20 +154,18 @@ func (z *ZeroRedundancyOptimizer) save(ctx context.Context, dir string, c optim.
 func (z *ZeroRedundancyOptimizer) startVersion(ctx context.Context, dir string, step int) (string, error) {
 	var nonce [8]byte
 	var err error
-	if z.group == nil || z.group.Rank() == 0 {
+	if z.cross.rank() == 0 {
 		_, err = rand.Read(nonce[:])
 	}
 	words := []int64{int64(step), 0}
 	for i, b := range nonce {
 		words[1] |= int64(b) << (8 * i)
 	}
-	if err := exchange.AgreeOnRankZero(ctx, z.group, err, "naming the checkpoint"); err != nil {
+	if err := exchange.AgreeOnRankZero(ctx, z.cross.group(), err, "naming the checkpoint"); err != nil {
 		return "", err
 	}
-	if z.group != nil {
-		if err := z.group.Broadcast(ctx, dist.Int64s(words), 0); err != nil {
-			return "", err
-		}
+	if err := z.cross.broadcastWords(ctx, words); err != nil {
+		return "", err
 	}
 	id := fmt.Sprintf("step-%d-%016x", words[0], uint64(words[1]))
 	// A directory that cannot be made fails each replica's shard write,
@@ -228,11 +225,9 @@ func (z *ZeroRedundancyOptimizer) gatherRecords(ctx context.Context, local []sha
 	if err != nil {
 		return nil, err
 	}
-	blobs := [][]byte{mine}
-	if z.group != nil {
-		if blobs, err = exchange.AllGatherBytes(ctx, z.group, mine); err != nil {
-			return nil, err
-		}
+	blobs, err := z.cross.allGatherBytes(ctx, mine)
+	if err != nil {
+		return nil, err
 	}
 	all := make([]shardRecord, 0, z.replicas)
 	for r, blob := range blobs {
@@ -301,7 +296,7 @@ func (z *ZeroRedundancyOptimizer) agree(ctx context.Context, what string, err er
 	if err != nil {
 		msg = err.Error()
 	}
-	timeout := exchange.Timeout(z.group)
+	timeout := exchange.Timeout(z.cross.group())
 	msgs, gerr := exchange.GatherLocal(ctx, z.dev, timeout, what, msg)
 	if gerr != nil {
 		return errors.Join(err, gerr)
@@ -311,20 +306,17 @@ func (z *ZeroRedundancyOptimizer) agree(ctx context.Context, what string, err er
 		localFailed = localFailed || m != ""
 	}
 	failed, herr := exchange.HostOnce(ctx, z.dev, timeout, what, func() ([]int, error) {
-		status := []int32{0}
+		status := int32(0)
 		if localFailed {
-			status[0] = 1
+			status = 1
 		}
-		if z.group == nil {
-			return nil, nil
-		}
-		all := make([]int32, z.group.WorldSize())
-		if err := z.group.AllGather(ctx, dist.Int32s(all), dist.Int32s(status)); err != nil {
+		all, err := z.cross.allGatherFlags(ctx, status)
+		if err != nil {
 			return nil, err
 		}
 		var ranks []int
 		for r, s := range all {
-			if s != 0 && r != z.group.Rank() {
+			if s != 0 && r != z.cross.rank() {
 				ranks = append(ranks, r)
 			}
 		}

@@ -18,9 +18,9 @@ import (
 // back) and this process's block of it (the reduced gradients of its
 // local replicas' shards), reused from step to step.
 type zeroHost struct {
-	group   *dist.ProcessGroup
-	buckets []zeroHostBucket
-	stats   ddp.HostPathStats
+	pg        *dist.ProcessGroup
+	buckets   []zeroHostBucket
+	hostStats ddp.HostPathStats
 }
 
 // errCompiledAcrossProcesses: a compiled step cannot hold the host cut.
@@ -31,12 +31,7 @@ var errCompiledAcrossProcesses = errors.New("zero: the job spans processes, so S
 // HostPathStats is where Step's host path spent its time on this replica
 // (Download and Upload the copies, AllReduce the reduce-scatter and
 // all-gather waits); zero when the job is one process.
-func (z *ZeroRedundancyOptimizer) HostPathStats() ddp.HostPathStats {
-	if z.host == nil {
-		return ddp.HostPathStats{}
-	}
-	return z.host.stats
-}
+func (z *ZeroRedundancyOptimizer) HostPathStats() ddp.HostPathStats { return z.cross.stats() }
 
 type zeroHostBucket struct {
 	full, block dist.Buffer
@@ -54,7 +49,7 @@ func (h *zeroHost) buffers(buckets []*zeroBucket) error {
 			return fmt.Errorf("bucket %d holds %s parameters; the host path carries float32, float64 and bfloat16", i, b.dtype)
 		}
 		size := b.dtype.Size()
-		blockLen := b.padded / h.group.WorldSize()
+		blockLen := b.padded / h.pg.WorldSize()
 		out[i] = zeroHostBucket{
 			full:  dist.ByteBuffer(dtype, make([]byte, b.padded*size)),
 			block: dist.ByteBuffer(dtype, make([]byte, blockLen*size)),
@@ -68,28 +63,27 @@ func (h *zeroHost) buffers(buckets []*zeroBucket) error {
 // and sums them over the local replicas in-graph, as the plain wrapper
 // does, runs the step's program, and reduce-scatters the sums across the
 // processes; each local replica uploads its shard of the means.
-func (z *ZeroRedundancyOptimizer) reduceScatterOnHost(ctx context.Context) ([]*xla.Tensor, error) {
+func (z *ZeroRedundancyOptimizer) reduceScatterOnHost(ctx context.Context, h *zeroHost) ([]*xla.Tensor, error) {
 	if z.dev.Tracing() {
 		return nil, errCompiledAcrossProcesses
 	}
 	if err := exchange.DivideAndSumLocally(z.params, z.replicas, z.local); err != nil {
 		return nil, err
 	}
-	h := z.host
 	start := time.Now()
 	if err := z.dev.MarkStep(ctx); err != nil {
 		return nil, err
 	}
-	h.stats.Execute += time.Since(start)
-	shared, err := exchange.HostOnce(ctx, z.dev, h.group.Timeout(), "the gradient reduce-scatter", func() ([]zeroHostBucket, error) {
-		err := z.hostReduceScatter(ctx)
+	h.hostStats.Execute += time.Since(start)
+	shared, err := exchange.HostOnce(ctx, z.dev, h.pg.Timeout(), "the gradient reduce-scatter", func() ([]zeroHostBucket, error) {
+		err := z.hostReduceScatter(ctx, h)
 		return h.buckets, err
 	})
 	if err != nil {
 		return nil, err
 	}
 	start = time.Now()
-	defer func() { h.stats.Upload += time.Since(start) }()
+	defer func() { h.hostStats.Upload += time.Since(start) }()
 	index, _ := z.dev.Replica()
 	out := make([]*xla.Tensor, len(z.buckets))
 	for i, b := range z.buckets {
@@ -105,8 +99,7 @@ func (z *ZeroRedundancyOptimizer) reduceScatterOnHost(ctx context.Context) ([]*x
 // hostReduceScatter is local replica 0's part: copy each bucket's
 // gradients to the host and reduce-scatter it, overlapping the copy of
 // the next bucket.
-func (z *ZeroRedundancyOptimizer) hostReduceScatter(ctx context.Context) error {
-	h := z.host
+func (z *ZeroRedundancyOptimizer) hostReduceScatter(ctx context.Context, h *zeroHost) error {
 	if err := h.buffers(z.buckets); err != nil {
 		return err
 	}
@@ -120,17 +113,17 @@ func (z *ZeroRedundancyOptimizer) hostReduceScatter(ctx context.Context) error {
 		for _, m := range b.members {
 			p := z.params[m.param]
 			if err := p.Tensor.Grad().CopyBytesTo(ctx, hb.full.Bytes()[m.offset*size:(m.offset+m.length)*size]); err != nil {
-				failed = fmt.Errorf("rank %d: copying the gradient of %s to the host: %w", h.group.Rank(), p.Name, err)
+				failed = fmt.Errorf("rank %d: copying the gradient of %s to the host: %w", h.pg.Rank(), p.Name, err)
 				break
 			}
 		}
 		if failed != nil {
-			h.group.Fail(failed) // the other ranks wait in this bucket's reduce-scatter
+			h.pg.Fail(failed) // the other ranks wait in this bucket's reduce-scatter
 			break
 		}
-		works = append(works, h.group.ReduceScatterAsync(hb.block, hb.full, dist.Sum))
+		works = append(works, h.pg.ReduceScatterAsync(hb.block, hb.full, dist.Sum))
 	}
-	h.stats.Download += time.Since(start)
+	h.hostStats.Download += time.Since(start)
 	return h.wait(ctx, works, failed)
 }
 
@@ -138,7 +131,7 @@ func (z *ZeroRedundancyOptimizer) hostReduceScatter(ctx context.Context) error {
 // replicas (each process's block), then, after the program that computes
 // the update, across processes on the host; every local replica uploads
 // each parameter straight from the gathered bytes.
-func (z *ZeroRedundancyOptimizer) allGatherOnHost(ctx context.Context) error {
+func (z *ZeroRedundancyOptimizer) allGatherOnHost(ctx context.Context, h *zeroHost) error {
 	blocks := make([]*xla.Tensor, len(z.buckets))
 	for i, b := range z.buckets {
 		blocks[i] = z.masters[i].Detach().Cast(b.dtype)
@@ -146,21 +139,20 @@ func (z *ZeroRedundancyOptimizer) allGatherOnHost(ctx context.Context) error {
 			blocks[i] = xla.AllGather(blocks[i], 0)
 		}
 	}
-	h := z.host
 	start := time.Now()
 	if err := z.dev.MarkStep(ctx); err != nil {
 		return err
 	}
-	h.stats.Execute += time.Since(start)
-	shared, err := exchange.HostOnce(ctx, z.dev, h.group.Timeout(), "the parameter all-gather", func() ([]zeroHostBucket, error) {
-		err := z.hostAllGather(ctx, blocks)
+	h.hostStats.Execute += time.Since(start)
+	shared, err := exchange.HostOnce(ctx, z.dev, h.pg.Timeout(), "the parameter all-gather", func() ([]zeroHostBucket, error) {
+		err := z.hostAllGather(ctx, h, blocks)
 		return h.buckets, err
 	})
 	if err != nil {
 		return err
 	}
 	start = time.Now()
-	defer func() { h.stats.Upload += time.Since(start) }()
+	defer func() { h.hostStats.Upload += time.Since(start) }()
 	for i, b := range z.buckets {
 		size := b.dtype.Size()
 		full := shared[i].full.Bytes()
@@ -179,21 +171,20 @@ func (z *ZeroRedundancyOptimizer) allGatherOnHost(ctx context.Context) error {
 }
 
 // hostAllGather is local replica 0's part of allGatherOnHost.
-func (z *ZeroRedundancyOptimizer) hostAllGather(ctx context.Context, blocks []*xla.Tensor) error {
-	h := z.host
+func (z *ZeroRedundancyOptimizer) hostAllGather(ctx context.Context, h *zeroHost, blocks []*xla.Tensor) error {
 	start := time.Now()
 	var works []*dist.Work
 	var failed error
 	for i, block := range blocks {
 		hb := h.buckets[i]
 		if err := block.CopyBytesTo(ctx, hb.block.Bytes()); err != nil {
-			failed = fmt.Errorf("rank %d: copying the updated shard of bucket %d to the host: %w", h.group.Rank(), i, err)
-			h.group.Fail(failed)
+			failed = fmt.Errorf("rank %d: copying the updated shard of bucket %d to the host: %w", h.pg.Rank(), i, err)
+			h.pg.Fail(failed)
 			break
 		}
-		works = append(works, h.group.AllGatherAsync(hb.full, hb.block))
+		works = append(works, h.pg.AllGatherAsync(hb.full, hb.block))
 	}
-	h.stats.Download += time.Since(start)
+	h.hostStats.Download += time.Since(start)
 	return h.wait(ctx, works, failed)
 }
 
@@ -206,7 +197,7 @@ func (h *zeroHost) wait(ctx context.Context, works []*dist.Work, failed error) e
 			failed = err
 		}
 	}
-	h.stats.AllReduce += time.Since(start)
+	h.hostStats.AllReduce += time.Since(start)
 	return failed
 }
 
@@ -217,7 +208,7 @@ func (h *zeroHost) combineScalar(ctx context.Context, dev *xla.Device, partial *
 	if err := dev.MarkStep(ctx); err != nil {
 		return nil, err
 	}
-	value, err := exchange.HostOnce(ctx, dev, h.group.Timeout(), "the gradient norm all-reduce", func() ([]byte, error) {
+	value, err := exchange.HostOnce(ctx, dev, h.pg.Timeout(), "the gradient norm all-reduce", func() ([]byte, error) {
 		b := make([]byte, partial.Shape().Memory())
 		if err := partial.CopyBytesTo(ctx, b); err != nil {
 			return nil, err
@@ -226,7 +217,7 @@ func (h *zeroHost) combineScalar(ctx context.Context, dev *xla.Device, partial *
 		if !ok {
 			return nil, fmt.Errorf("a %s gradient norm", partial.DType())
 		}
-		return b, h.group.AllReduce(ctx, dist.ByteBuffer(dtype, b), op)
+		return b, h.pg.AllReduce(ctx, dist.ByteBuffer(dtype, b), op)
 	})
 	if err != nil {
 		return nil, err

@@ -51,10 +51,9 @@ type ZeroRedundancyOptimizer struct {
 	masters  []*xla.Tensor // this replica's shard of each bucket
 	inner    optim.Optimizer
 	// The job: replica is this replica's global index among replicas;
-	// local is the replicas per process; group is nil for one process.
+	// local is the replicas per process; cross how values cross them.
 	replica, replicas, local int
-	group                    *dist.ProcessGroup
-	host                     *zeroHost
+	cross                    crossing
 	layout                   string
 	clip                     *clipRequest
 	lastNorm                 *xla.Tensor
@@ -131,20 +130,16 @@ func newZero(ctx context.Context, module *ddp.DistributedDataParallel, params []
 		return nil, errors.New("called inside a compiled step: create the optimizer before compiling")
 	}
 	z := &ZeroRedundancyOptimizer{ctx: ctx, dev: dev, params: params, groupOf: groupOf,
-		capBytes: module.BucketBytes(), group: dist.Default()}
+		capBytes: module.BucketBytes(), cross: inGraph{}}
 	z.groups = make([]optim.ParamGroup, len(groups))
 	for i, g := range groups {
 		z.groups[i].WeightDecay = g.WeightDecay
 	}
-	index, local := dev.Replica()
-	processes, rank := 1, 0
-	if z.group != nil && z.group.WorldSize() > 1 {
-		processes, rank = z.group.WorldSize(), z.group.Rank()
-		z.host = &zeroHost{group: z.group}
-	} else {
-		z.group = nil
+	if g := dist.Default(); g != nil && g.WorldSize() > 1 {
+		z.cross = &zeroHost{pg: g}
 	}
-	z.replica, z.replicas, z.local = rank*local+index, processes*local, local
+	index, local := dev.Replica()
+	z.replica, z.replicas, z.local = z.cross.rank()*local+index, z.cross.processes()*local, local
 	z.buckets = planZeroBuckets(z.params, groupOf, len(groups), z.capBytes, z.replicas)
 	if err := z.initMasters(ctx); err != nil {
 		return nil, err
@@ -204,7 +199,7 @@ func (z *ZeroRedundancyOptimizer) initMasters(ctx context.Context) error {
 // agreeOnLayout compares the layout (parameters, groups, optimizer) with
 // every local replica and every rank.
 func (z *ZeroRedundancyOptimizer) agreeOnLayout(ctx context.Context) error {
-	timeout := exchange.Timeout(z.group)
+	timeout := exchange.Timeout(z.cross.group())
 	texts, err := exchange.GatherLocal(ctx, z.dev, timeout, "comparing the optimizer layout", z.layout)
 	if err != nil {
 		return err
@@ -216,15 +211,8 @@ func (z *ZeroRedundancyOptimizer) agreeOnLayout(ctx context.Context) error {
 				firstDifference(text, z.layout))
 		}
 	}
-	if z.group == nil {
-		return nil
-	}
 	_, err = exchange.HostOnce(ctx, z.dev, timeout, "comparing the optimizer layout", func() (struct{}, error) {
-		replicas, err := exchange.CheckLayout(ctx, z.group, z.layout, z.local, zeroMismatch)
-		if err == nil && replicas != z.replicas {
-			err = fmt.Errorf("ranks run different numbers of local replicas (%d in all, %d here × %d ranks): "+
-				"ZeroRedundancyOptimizer needs the same count on every rank", replicas, z.local, z.group.WorldSize())
-		}
+		_, err := z.cross.checkLayout(ctx, z.layout, z.local)
 		return struct{}{}, err
 	})
 	return err
@@ -278,12 +266,7 @@ func (z *ZeroRedundancyOptimizer) Step() error {
 		return err
 	}
 	ctx := z.ctx
-	var shards []*xla.Tensor
-	if z.group == nil {
-		shards, err = z.reduceScatterInGraph()
-	} else {
-		shards, err = z.reduceScatterOnHost(ctx)
-	}
+	shards, err := z.cross.reduceScatter(ctx, z)
 	if err != nil {
 		return fmt.Errorf("zero: ZeroRedundancyOptimizer.Step on replica %d: %w", z.replica, err)
 	}
@@ -300,13 +283,7 @@ func (z *ZeroRedundancyOptimizer) Step() error {
 	if err := z.inner.Step(); err != nil {
 		return err
 	}
-	if z.group == nil {
-		err = z.allGatherInGraph()
-	} else {
-		err = z.allGatherOnHost(ctx)
-		z.host.stats.Steps++
-	}
-	if err != nil {
+	if err := z.cross.allGather(ctx, z); err != nil {
 		return fmt.Errorf("zero: ZeroRedundancyOptimizer.Step on replica %d: %w", z.replica, err)
 	}
 	return nil
@@ -387,10 +364,7 @@ func (z *ZeroRedundancyOptimizer) combineNorm(partial *xla.Tensor, largest bool)
 	if z.local > 1 {
 		partial = xla.AllReduce(partial, op)
 	}
-	if z.group == nil {
-		return partial, partial.Err()
-	}
-	return z.host.combineScalar(z.ctx, z.dev, partial, op)
+	return z.cross.combineScalar(z.ctx, z.dev, partial, op)
 }
 
 // ZeroGrad drops the module's gradients and the shards'.

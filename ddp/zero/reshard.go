@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/xladdp/xladdp/ddp/dist"
 	"github.com/xladdp/xladdp/ddp/internal/exchange"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/nn"
@@ -178,7 +177,7 @@ func (z *ZeroRedundancyOptimizer) LoadSharded(ctx context.Context, dir string, c
 }
 
 func (z *ZeroRedundancyOptimizer) load(ctx context.Context, dir string, c *optim.Checkpoint) error {
-	timeout := exchange.Timeout(z.group)
+	timeout := exchange.Timeout(z.cross.group())
 	ck, err := exchange.HostOnce(ctx, z.dev, timeout, "reading the checkpoint", func() (*shardedCheckpoint, error) {
 		ck, err := readShardedCheckpoint(dir)
 		var digest [32]byte
@@ -188,7 +187,7 @@ func (z *ZeroRedundancyOptimizer) load(ctx context.Context, dir string, c *optim
 		if agreed := z.agreeProcesses(ctx, "reading "+dir, err); agreed != nil {
 			return nil, agreed
 		}
-		return ck, exchange.SameOnEveryRank(ctx, z.group, digest, filepath.Join(dir, latestName))
+		return ck, exchange.SameOnEveryRank(ctx, z.cross.group(), digest, filepath.Join(dir, latestName))
 	})
 	if err != nil {
 		return err
@@ -209,15 +208,12 @@ func (z *ZeroRedundancyOptimizer) load(ctx context.Context, dir string, c *optim
 // agreeProcesses is agree between the processes only (local replica 0's
 // part, inside hostOnce).
 func (z *ZeroRedundancyOptimizer) agreeProcesses(ctx context.Context, what string, err error) error {
-	if z.group == nil {
-		return err
-	}
-	status := []int32{0}
+	status := int32(0)
 	if err != nil {
-		status[0] = 1
+		status = 1
 	}
-	all := make([]int32, z.group.WorldSize())
-	if gerr := z.group.AllGather(ctx, dist.Int32s(all), dist.Int32s(status)); gerr != nil {
+	all, gerr := z.cross.allGatherFlags(ctx, status)
+	if gerr != nil {
 		return errors.Join(err, gerr)
 	}
 	if err != nil {

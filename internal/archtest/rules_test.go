@@ -215,3 +215,15 @@ func TestArchitectureMapIsComplete(t *testing.T) {
 		}
 	})
 }
+
+// TestZeroCrossesThroughItsSeam: ddp/zero chooses how its values cross
+// the replicas once (its crossing: in-graph or the host path), and no
+// code of it branches on a missing process group.
+func TestZeroCrossesThroughItsSeam(t *testing.T) {
+	nilGroup := regexp.MustCompile(`(group|host|pg)\s*[!=]= nil`)
+	nonTestSources(t, func(path, src string) {
+		if strings.HasPrefix(path, "ddp/zero/") {
+			assert.False(t, nilGroup.MatchString(src), "%s: %s", path, nilGroup.FindString(src))
+		}
+	})
+}
