@@ -1,15 +1,14 @@
 package launch
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -17,7 +16,6 @@ import (
 	"github.com/xladdp/xladdp/ddp/internal/procset"
 	"github.com/xladdp/xladdp/ddp/launch/internal/preflight"
 	"github.com/xladdp/xladdp/ddp/store"
-	"github.com/xladdp/xladdp/internal/freeport"
 	"github.com/xladdp/xladdp/internal/workerenv"
 )
 
@@ -25,12 +23,23 @@ import (
 type outcome struct {
 	ok        bool
 	failure   *exit  // a worker of this node failed
-	remote    string // another node failed or was lost
+	remote    string // else what failed: another node, a lost node, mpirun
+	code      int    // the status for remote (0: 1)
+	fatal     error  // the attempt could not start: no restart
 	cancelled bool   // ddprun was stopped
 	preempted bool   // ... and every worker checkpointed (workerenv.ExitPreempted)
 	// flight is the diagnosis of this node's workers' flight records
 	// after a failure, and flightDir where they are.
 	flight, flightDir string
+}
+
+// workerStarter runs this node's workers, one attempt at a time: started
+// by the agent after a rendezvous (localWorkers) or by mpirun
+// (mpirunWorkers, --backend=mpi). The agent's loop (Run) applies the
+// same restart and preemption policy to both.
+type workerStarter interface {
+	attempt(ctx context.Context, attempt int) outcome
+	close()
 }
 
 // checkProgram refuses a training program that cannot be started, saying
@@ -50,8 +59,9 @@ func checkProgram(program string) error {
 
 // Run runs this node's part of the job: the rendezvous, the workers, the
 // failure policy and the restarts. It returns the status ddprun exits
-// with: 0, the failed worker's exit status (128+N for signal N), 1 for a
-// failure elsewhere or of the agent itself, or 130 when ctx ended.
+// with: 0, the failed worker's exit status (128+N for signal N; mpirun's
+// under --backend=mpi), 1 for a failure elsewhere or of the agent itself,
+// 75 when ctx ended and every worker checkpointed, or 130 when ctx ended.
 func Run(ctx context.Context, c Config, environ []string, stdout, stderr io.Writer) int {
 	say := func(format string, a ...any) {
 		consoleMu.Lock()
@@ -70,35 +80,15 @@ func Run(ctx context.Context, c Config, environ []string, stdout, stderr io.Writ
 			return 1
 		}
 	}
-	if c.Transport == backendMPI {
-		return runMPI(ctx, c, environ, stdout, stderr, say)
-	}
-	if err := checkProgram(c.Program); err != nil {
-		say("ddprun: %v", err)
-		return 1
-	}
-	if err := checkFlightDir(environ); err != nil {
-		say("ddprun: %v", err)
-		return 1
-	}
-	r, err := openRendezvous(ctx, c, lookupIn(environ)(store.EnvToken), say)
+	starter, err := newStarter(ctx, c, environ, stdout, stderr, say)
 	if err != nil {
 		say("ddprun: %v", err)
 		return 1
 	}
-	defer r.close()
-	me := nodeID()
+	defer starter.close()
 	for attempt := 0; ; attempt++ {
-		a, err := assign(ctx, r, c, attempt, me)
-		if err != nil {
-			if ctx.Err() != nil {
-				return 130
-			}
-			say("ddprun: %v", err)
-			return 1
-		}
-		res := runAttempt(ctx, c, r, a, attempt, environ, stdout, stderr)
-		why := ""
+		res := starter.attempt(ctx, attempt)
+		why := res.remote
 		switch {
 		case res.ok:
 			return 0
@@ -106,13 +96,14 @@ func Run(ctx context.Context, c Config, environ []string, stdout, stderr io.Writ
 			say("ddprun: preempted (%v): every worker checkpointed and exited %d; run the same command again to resume",
 				context.Cause(ctx), workerenv.ExitPreempted)
 			return workerenv.ExitPreempted
-		case res.cancelled:
+		case res.cancelled || res.fatal != nil && ctx.Err() != nil:
 			say("ddprun: stopped (%v); every worker on this node was stopped", context.Cause(ctx))
 			return 130
+		case res.fatal != nil:
+			say("ddprun: %v", res.fatal)
+			return 1
 		case res.failure != nil:
 			why = "worker failed: " + res.failure.String()
-		default:
-			why = res.remote
 		}
 		if attempt < c.MaxRestarts {
 			say("ddprun: %s; every worker was stopped; restarting (restart %d of %d)", why, attempt+1, c.MaxRestarts)
@@ -128,44 +119,57 @@ func Run(ctx context.Context, c Config, environ []string, stdout, stderr io.Writ
 			}
 			return res.failure.code
 		}
-		return 1
+		return cmp.Or(res.code, 1)
 	}
+}
+
+// newStarter checks what the job needs before any rendezvous and returns
+// the starter of its workers.
+func newStarter(ctx context.Context, c Config, environ []string, stdout, stderr io.Writer, say func(string, ...any)) (workerStarter, error) {
+	checks := []error{checkProgram(c.Program), checkFlightDir(environ)}
+	if c.Transport == backendMPI {
+		if err := errors.Join(append(checks, checkMPI(c))...); err != nil {
+			return nil, err
+		}
+		return &mpirunWorkers{cfg: c, environ: environ, stdout: stdout, stderr: stderr, say: say}, nil
+	}
+	if err := errors.Join(checks...); err != nil {
+		return nil, err
+	}
+	m, err := openMeeting(ctx, c, lookupIn(environ)(store.EnvToken), say)
+	if err != nil {
+		return nil, err
+	}
+	return &localWorkers{cfg: c, meeting: m, environ: environ, stdout: stdout, stderr: stderr}, nil
+}
+
+// localWorkers are this node's workers started by the agent itself, with
+// torchrun's environment, after meeting the other nodes.
+type localWorkers struct {
+	cfg            Config
+	meeting        meeting
+	environ        []string
+	stdout, stderr io.Writer
+}
+
+func (l *localWorkers) close() { l.meeting.close() }
+
+func (l *localWorkers) attempt(ctx context.Context, attempt int) outcome {
+	a, err := l.meeting.join(ctx, attempt)
+	if err != nil {
+		return outcome{fatal: err}
+	}
+	return runAttempt(ctx, l.cfg, l.meeting, a, attempt, l.environ, l.stdout, l.stderr)
 }
 
 func indent(s string) string {
 	return "  " + strings.ReplaceAll(s, "\n", "\n  ")
 }
 
-// assign decides attempt's ranks: alone without a rendezvous, else with
-// the other nodes.
-func assign(ctx context.Context, r *rendezvous, c Config, attempt int, me string) (assignment, error) {
-	if r != nil {
-		return r.join(ctx, attempt, me)
-	}
-	host := orLocal(c.MasterAddr)
-	port := c.MasterPort
-	if _, given := c.Sources["master_port"]; !given {
-		// A free port, so jobs on one machine never collide.
-		p, err := freeport.Pick("")
-		if err != nil {
-			return assignment{}, fmt.Errorf("the workers' store: %w", err)
-		}
-		port = p
-	} else if isLocal(host) {
-		// Worker rank 0 would fail to listen, the others to connect: say
-		// who holds it before starting them.
-		if f := preflight.PortFree("/proc", port, fmt.Sprintf("--master_port=%d", port),
-			"pick another port, or leave --master_port unset and ddprun picks a free one"); f != nil {
-			return assignment{}, errors.New(f.String())
-		}
-	}
-	return assignment{node: 0, nnodes: 1, world: c.NProcPerNode, master: net.JoinHostPort(host, strconv.Itoa(port))}, nil
-}
-
 // runAttempt starts the node's workers and watches them (and, with a
 // rendezvous, the other nodes) until all succeed or one thing fails, in
 // which case every worker here is stopped.
-func runAttempt(ctx context.Context, c Config, r *rendezvous, a assignment, attempt int, environ []string,
+func runAttempt(ctx context.Context, c Config, m meeting, a assignment, attempt int, environ []string,
 	stdout, stderr io.Writer) outcome {
 	dumps, ownDumps, err := flightDir(environ, attempt)
 	if err != nil {
@@ -181,15 +185,10 @@ func runAttempt(ctx context.Context, c Config, r *rendezvous, a assignment, atte
 		attempt: attempt, env: append(append([]string(nil), environ...), workerenv.FlightDir+"="+dumps), stdout: stdout, stderr: stderr})
 	if err != nil {
 		e := &exit{node: a.node, rank: a.offset, code: 1, tail: err.Error()}
-		if r != nil {
-			r.fail(context.WithoutCancel(ctx), attempt, a.node, e.String()+": "+err.Error(), time.Now())
-		}
+		m.fail(context.WithoutCancel(ctx), attempt, a.node, e.String()+": "+err.Error(), time.Now())
 		return outcome{failure: e}
 	}
-	var w *watch
-	if r != nil {
-		w = r.newWatch(attempt, a)
-	}
+	w := m.watch(attempt, a)
 	ticker := time.NewTicker(c.MonitorInterval)
 	defer ticker.Stop()
 	for remaining := len(set.Processes); remaining > 0; {
@@ -198,22 +197,20 @@ func runAttempt(ctx context.Context, c Config, r *rendezvous, a assignment, atte
 			remaining--
 			if e := describe(wk, a.node); e != nil {
 				seen := time.Now()
-				if r != nil {
-					// Tell the others first: their workers wait on ours.
-					r.fail(context.WithoutCancel(ctx), attempt, a.node, "worker failed: "+e.String(), seen)
-				}
+				// Tell the others first: their workers wait on ours.
+				m.fail(context.WithoutCancel(ctx), attempt, a.node, "worker failed: "+e.String(), seen)
 				root, failures, left := rootCause(set, a.node, e, remaining)
 				remaining = left
 				local, readErr := set.collectFlight(dumps, true)
 				root = preferBehind(root, failures, local)
-				if r != nil && root != e {
-					r.fail(context.WithoutCancel(ctx), attempt, a.node, "worker failed: "+root.String(), seen)
+				if root != e {
+					m.fail(context.WithoutCancel(ctx), attempt, a.node, "worker failed: "+root.String(), seen)
 				}
 				e = root
-				diagnosis, behind := set.flightDiagnosis(ctx, r, a, attempt, local, readErr, dumps)
+				diagnosis, behind := set.flightDiagnosis(ctx, m, a, attempt, local, readErr, dumps)
 				keepDumps = diagnosis != ""
 				set.stop()
-				if r != nil && !slices.Contains(behind, e.rank) {
+				if a.nnodes > 1 && !slices.Contains(behind, e.rank) {
 					// Our worker may have failed because another node's
 					// did: name the first failure. A loaded node may take
 					// most of a second to post its own (300 ms was short).
@@ -224,7 +221,7 @@ func runAttempt(ctx context.Context, c Config, r *rendezvous, a assignment, atte
 					if len(behind) > 0 {
 						since = time.Now().Add(time.Hour)
 					}
-					if first := r.firstFailure(context.WithoutCancel(ctx), attempt, a.node, a.nnodes, since, time.Second); first != "" {
+					if first := m.firstFailure(context.WithoutCancel(ctx), attempt, a.node, a.nnodes, since, time.Second); first != "" {
 						return outcome{remote: first + " (then here: " + e.String() + ")", flight: diagnosis, flightDir: dumps}
 					}
 				}
@@ -239,19 +236,16 @@ func runAttempt(ctx context.Context, c Config, r *rendezvous, a assignment, atte
 			// whose every worker did is preempted, not failed.
 			set.Stop(procset.PreemptGrace)
 			preempted := set.Preempted()
-			if r != nil && !preempted {
-				r.fail(context.WithoutCancel(ctx), attempt, a.node, fmt.Sprintf("node %d's agent was stopped", a.node), time.Now())
+			if !preempted {
+				m.fail(context.WithoutCancel(ctx), attempt, a.node, fmt.Sprintf("node %d's agent was stopped", a.node), time.Now())
 			}
 			return outcome{cancelled: true, preempted: preempted}
 		case <-ticker.C:
-			if w == nil {
-				continue
-			}
 			if why := w.tick(ctx); why != "" {
 				// Another node failed: this node's records complete the
 				// picture (the failing node's agent prints it).
 				local, readErr := set.collectFlight(dumps, true)
-				diagnosis, _ := set.flightDiagnosis(ctx, r, a, attempt, local, readErr, dumps)
+				diagnosis, _ := set.flightDiagnosis(ctx, m, a, attempt, local, readErr, dumps)
 				keepDumps = diagnosis != ""
 				set.stop()
 				return outcome{remote: why, flight: diagnosis, flightDir: dumps}
@@ -259,10 +253,8 @@ func runAttempt(ctx context.Context, c Config, r *rendezvous, a assignment, atte
 		}
 	}
 	set.stop() // closes the log files
-	if r != nil {
-		if err := r.finish(ctx, w); err != nil {
-			return outcome{remote: err.Error()}
-		}
+	if err := w.finish(ctx); err != nil {
+		return outcome{remote: err.Error()}
 	}
 	return outcome{ok: true}
 }

@@ -78,12 +78,12 @@ func (set workerSet) collectFlight(dir string, cont bool) ([]flight.Dump, error)
 // rendezvous store (waiting at most flightWait for theirs) to cover every
 // rank; "" when no rank wrote a record. behind are the ranks the records
 // show behind the others.
-func (set workerSet) flightDiagnosis(ctx context.Context, r *rendezvous, a assignment, attempt int, local []flight.Dump,
+func (set workerSet) flightDiagnosis(ctx context.Context, m meeting, a assignment, attempt int, local []flight.Dump,
 	readErr error, dir string) (diagnosis string, behind []int) {
-	if readErr != nil || r == nil || a.nnodes == 1 {
+	if readErr != nil || a.nnodes == 1 {
 		return diagnoseRecords(local, readErr, dir, set.ranks()), flight.Behind(local)
 	}
-	all := r.exchangeFlight(ctx, attempt, a, local)
+	all := m.exchangeFlight(ctx, attempt, a, local)
 	return diagnoseRecords(all, nil, dir, flight.Ranks(a.world)), flight.Behind(all)
 }
 

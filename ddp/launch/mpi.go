@@ -151,114 +151,101 @@ func mpirunEnv(environ, added []string) []string {
 	return append(env, added...)
 }
 
-// runMPI runs the workers under mpirun (--backend=mpi), restarting the
-// job up to MaxRestarts times, and returns mpirun's exit status (130
-// when ctx ended).
-func runMPI(ctx context.Context, c Config, environ []string, stdout, stderr io.Writer, say func(string, ...any)) int {
-	if err := errors.Join(checkMPI(c), checkProgram(c.Program)); err != nil {
-		say("ddprun: %v", err)
-		return 1
+// mpirunWorkers are this node's workers started by mpirun
+// (--backend=mpi): MPI gives the ranks, and mpirun starts and stops them.
+type mpirunWorkers struct {
+	cfg            Config
+	environ        []string
+	stdout, stderr io.Writer
+	say            func(string, ...any)
+}
+
+func (m *mpirunWorkers) close() {}
+
+// attempt runs mpirun once and tells how it ended: mpirun's exit status
+// for a failure, with the flight records' diagnosis.
+func (m *mpirunWorkers) attempt(ctx context.Context, attempt int) outcome {
+	c, environ, say := m.cfg, m.environ, m.say
+	args, added := mpirunCommand(c, environ, attempt)
+	dumps, ownDumps, err := flightDir(environ, attempt)
+	if err != nil {
+		return outcome{fatal: fmt.Errorf("the flight record directory: %w", err)}
 	}
-	if err := checkFlightDir(environ); err != nil {
-		say("ddprun: %v", err)
-		return 1
+	added = append(added, workerenv.FlightDir+"="+dumps)
+	path, err := exec.LookPath(args[0])
+	if err != nil {
+		return outcome{fatal: fmt.Errorf("--backend=mpi needs Open MPI's mpirun: %w (apt-get install openmpi-bin; make deps does)", err)}
 	}
-	for attempt := 0; ; attempt++ {
-		args, added := mpirunCommand(c, environ, attempt)
-		dumps, ownDumps, err := flightDir(environ, attempt)
-		if err != nil {
-			say("ddprun: the flight record directory: %v", err)
-			return 1
+	cmd := exec.Command(path, args[1:]...)
+	cmd.Env = mpirunEnv(environ, added)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	outTags, errTags := &mpiTagWriter{w: m.stdout}, &mpiTagWriter{w: m.stderr}
+	output, err := procset.StartWithOutput(cmd, outTags, errTags)
+	if err != nil {
+		return outcome{fatal: fmt.Errorf("starting mpirun: %w", err)}
+	}
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	orphaned := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		stopMpirun(ctx, cmd, done, orphaned, say)
+	}()
+	go watchWorkersOf(cmd.Process.Pid, done, orphaned)
+	err = cmd.Wait()
+	close(done)
+	<-stopped
+	output.Drain()
+	_, _ = outTags.flush(), errTags.flush()
+	diagnosis := ""
+	if err != nil && ctx.Err() == nil {
+		diagnosis = mpiFlight(dumps, c.NProcPerNode)
+	}
+	if ownDumps && diagnosis == "" {
+		os.RemoveAll(dumps)
+	}
+	var ee *exec.ExitError
+	switch {
+	case ctx.Err() != nil:
+		return outcome{cancelled: true, preempted: errors.As(err, &ee) && ee.ExitCode() == workerenv.ExitPreempted}
+	case err == nil:
+		return outcome{ok: true}
+	}
+	res := outcome{remote: fmt.Sprintf("mpirun failed (%v)", err), code: 1, flight: diagnosis, flightDir: dumps}
+	if errors.As(err, &ee) && ee.ExitCode() > 0 {
+		res.code = ee.ExitCode()
+	}
+	return res
+}
+
+// stopMpirun ends mpirun when ctx ends or its workers are gone while it
+// lingers, until done. Open MPI 4.1's mpirun forwards SIGTERM one
+// odls_base_sigkill_timeout (1 s) late and SIGKILLs a timeout later: no
+// time to checkpoint. The workers get SIGTERM from ddprun and
+// procset.PreemptGrace; mpirun ends with them, or is stopped after that.
+func stopMpirun(ctx context.Context, cmd *exec.Cmd, done, orphaned <-chan struct{}, say func(string, ...any)) {
+	select {
+	case <-done:
+	case <-ctx.Done():
+		live, _ := childrenOf(cmd.Process.Pid)
+		for _, pid := range live {
+			_ = syscall.Kill(pid, syscall.SIGTERM)
+			_ = syscall.Kill(pid, syscall.SIGCONT)
 		}
-		added = append(added, workerenv.FlightDir+"="+dumps)
-		path, err := exec.LookPath(args[0])
-		if err != nil {
-			say("ddprun: --backend=mpi needs Open MPI's mpirun: %v (apt-get install openmpi-bin; make deps does)", err)
-			return 1
-		}
-		cmd := exec.Command(path, args[1:]...)
-		cmd.Env = mpirunEnv(environ, added)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-		outTags, errTags := &mpiTagWriter{w: stdout}, &mpiTagWriter{w: stderr}
-		output, err := procset.StartWithOutput(cmd, outTags, errTags)
-		if err != nil {
-			say("ddprun: starting mpirun: %v", err)
-			return 1
-		}
-		done := make(chan struct{})
-		stopped := make(chan struct{})
-		orphaned := make(chan struct{})
-		go func() {
-			defer close(stopped)
+		select {
+		case <-done:
+		case <-time.After(procset.PreemptGrace):
+			_ = cmd.Process.Signal(syscall.SIGTERM)
 			select {
 			case <-done:
-			case <-ctx.Done():
-				// Open MPI 4.1's mpirun forwards SIGTERM one
-				// odls_base_sigkill_timeout (1 s) late and SIGKILLs a
-				// timeout later: no time to checkpoint. The workers get
-				// SIGTERM from ddprun and procset.PreemptGrace; mpirun ends with
-				// them, or is stopped after that.
-				live, _ := childrenOf(cmd.Process.Pid)
-				for _, pid := range live {
-					_ = syscall.Kill(pid, syscall.SIGTERM)
-					_ = syscall.Kill(pid, syscall.SIGCONT)
-				}
-				select {
-				case <-done:
-				case <-time.After(procset.PreemptGrace):
-					_ = cmd.Process.Signal(syscall.SIGTERM)
-					select {
-					case <-done:
-					case <-time.After(mpirunStopGrace):
-						_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-					}
-				}
-			case <-orphaned:
-				say("ddprun: every worker has ended but mpirun did not exit within %v (Open MPI 4.1's mpirun can hang "+
-					"after a failed job); stopping it", mpirunOrphanGrace)
+			case <-time.After(mpirunStopGrace):
 				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			}
-		}()
-		go watchWorkersOf(cmd.Process.Pid, done, orphaned)
-		err = cmd.Wait()
-		close(done)
-		<-stopped
-		output.Drain()
-		_, _ = outTags.flush(), errTags.flush()
-		diagnosis := ""
-		if err != nil && ctx.Err() == nil {
-			diagnosis = mpiFlight(dumps, c.NProcPerNode)
 		}
-		if ownDumps && diagnosis == "" {
-			os.RemoveAll(dumps)
-		}
-		if diagnosis != "" {
-			say("ddprun: flight record (%s): %s", dumps, diagnosis)
-		}
-		if ctx.Err() != nil {
-			var ee *exec.ExitError
-			if errors.As(err, &ee) && ee.ExitCode() == workerenv.ExitPreempted {
-				say("ddprun: preempted (%v): every worker checkpointed and exited %d; run the same command again to resume",
-					context.Cause(ctx), workerenv.ExitPreempted)
-				return workerenv.ExitPreempted
-			}
-			say("ddprun: stopped (%v); mpirun stopped every worker", context.Cause(ctx))
-			return 130
-		}
-		if err == nil {
-			return 0
-		}
-		code := 1
-		var ee *exec.ExitError
-		if errors.As(err, &ee) && ee.ExitCode() > 0 {
-			code = ee.ExitCode()
-		}
-		if attempt < c.MaxRestarts {
-			say("ddprun: mpirun failed (%v); restarting (restart %d of %d)", err, attempt+1, c.MaxRestarts)
-			continue
-		}
-		say("ddprun: mpirun failed (%v); every worker was stopped", err)
-		return code
+	case <-orphaned:
+		say("ddprun: every worker has ended but mpirun did not exit within %v (Open MPI 4.1's mpirun can hang "+
+			"after a failed job); stopping it", mpirunOrphanGrace)
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	}
 }
 

@@ -26,10 +26,10 @@ type assignment struct {
 }
 
 // rendezvous is this agent's link to the other nodes' agents: a store
-// hosted by one of them (the endpoint's host), or nothing on a single
-// node without an endpoint.
+// hosted by one of them (the endpoint's host).
 type rendezvous struct {
 	cfg    Config
+	me     string // this node's identity in the claims (nodeID)
 	client *store.Client
 	server *store.Server
 	token  string
@@ -43,9 +43,9 @@ type rendezvous struct {
 // others take its node for lost.
 const heartbeatTimeout = 5 * time.Second
 
-// openRendezvous connects to (or hosts) the rendezvous store; nil for a
-// single node without an endpoint.
-func openRendezvous(ctx context.Context, c Config, token string, say func(string, ...any)) (*rendezvous, error) {
+// openMeeting connects to (or hosts) the rendezvous store; a single node
+// without an endpoint meets alone (standalone).
+func openMeeting(ctx context.Context, c Config, token string, say func(string, ...any)) (meeting, error) {
 	endpoint := c.RdzvEndpoint
 	if c.RdzvBackend == "static" && endpoint == "" && c.NNodesMax > 1 {
 		endpoint = net.JoinHostPort(orLocal(c.MasterAddr), strconv.Itoa(c.MasterPort))
@@ -54,14 +54,14 @@ func openRendezvous(ctx context.Context, c Config, token string, say func(string
 		if c.NNodesMax > 1 {
 			return nil, errors.New("several nodes need a rendezvous: give --rdzv_endpoint (c10d) or --master_addr/--master_port (static)")
 		}
-		return nil, nil
+		return standalone{cfg: c}, nil
 	}
 	host, portText, err := net.SplitHostPort(endpoint)
 	port, perr := strconv.Atoi(portText)
 	if err != nil || perr != nil || port < 0 || port > 65535 {
 		return nil, fmt.Errorf("--rdzv_endpoint=%q: want HOST:PORT", endpoint)
 	}
-	r := &rendezvous{cfg: c, token: token, endpointHost: host, say: say}
+	r := &rendezvous{cfg: c, me: nodeID(), token: token, endpointHost: host, say: say}
 	// Host the store if the endpoint is this machine's and nobody else
 	// does (static: node 0 hosts it).
 	mayHost := isLocal(host) && (c.RdzvBackend == "c10d" || c.NodeRank == 0 || c.NNodesMax == 1)
@@ -133,9 +133,6 @@ func isLocal(host string) bool {
 }
 
 func (r *rendezvous) close() {
-	if r == nil {
-		return
-	}
 	if r.client != nil {
 		_ = r.client.Close()
 	}
@@ -155,7 +152,8 @@ func (r *rendezvous) key(round int, parts ...any) string {
 
 // join runs round's rendezvous: node ranks, the node count, every node's
 // worker count and the workers' store address.
-func (r *rendezvous) join(ctx context.Context, round int, me string) (assignment, error) {
+func (r *rendezvous) join(ctx context.Context, round int) (assignment, error) {
+	me := r.me
 	c := r.cfg
 	ctx, cancel := context.WithTimeout(ctx, c.RdzvTimeout)
 	defer cancel()

@@ -26,7 +26,7 @@ type watch struct {
 	since map[int]time.Time
 }
 
-func (r *rendezvous) newWatch(round int, a assignment) *watch {
+func (r *rendezvous) watch(round int, a assignment) nodeWatch {
 	w := &watch{r: r, round: round, a: a, seen: map[int]string{}, since: map[int]time.Time{}}
 	for n := range a.nnodes {
 		w.since[n] = time.Now()
@@ -121,7 +121,8 @@ func (r *rendezvous) firstFailure(ctx context.Context, round, node, nnodes int, 
 
 // finish marks this node's workers done and, on the store's host, waits
 // for the other nodes (their agents still use the store).
-func (r *rendezvous) finish(ctx context.Context, w *watch) error {
+func (w *watch) finish(ctx context.Context) error {
+	r := w.r
 	ctx2, cancel := context.WithTimeout(ctx, 5*time.Second)
 	err := r.client.Set(ctx2, r.key(w.round, "done", w.a.node), []byte("1"))
 	cancel()

@@ -227,3 +227,26 @@ func TestZeroCrossesThroughItsSeam(t *testing.T) {
 		}
 	})
 }
+
+// TestOneAgentLoop: ddprun's restart and preemption policy is written
+// once (the agent's loop over a workerStarter: its own workers or
+// mpirun's), and a single node is a meeting of its own, not a nil
+// rendezvous checked at every step.
+func TestOneAgentLoop(t *testing.T) {
+	var restarts, preempts []string
+	nilRendezvous := regexp.MustCompile(`\br [!=]= nil`)
+	nonTestSources(t, func(path, src string) {
+		if !strings.HasPrefix(path, "ddp/launch/") {
+			return
+		}
+		if strings.Contains(src, "restarting (restart %d of %d)") {
+			restarts = append(restarts, path)
+		}
+		if strings.Contains(src, "run the same command again to resume") {
+			preempts = append(preempts, path)
+		}
+		assert.False(t, nilRendezvous.MatchString(src), "%s checks for a nil rendezvous", path)
+	})
+	assert.Equal(t, []string{"ddp/launch/agent.go"}, restarts, "the restart policy")
+	assert.Equal(t, []string{"ddp/launch/agent.go"}, preempts, "the preemption policy")
+}
