@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,18 +20,31 @@ import (
 	"github.com/xladdp/xladdp/internal/workerenv"
 )
 
+// ownModules are the guide's program built once per test process, by
+// build tags (linking costs seconds).
+var ownModules struct {
+	sync.Mutex
+	bins map[string]string
+}
+
 // buildOwnModule builds docs/own-module.md's program as a module of its
 // own that requires xladdp through a replace directive (the module is not
-// on the proxy), as the guide tells users to, with the build tags given.
+// on the proxy), as the guide tells users to, with the build tags given;
+// once per test process and tags.
 func buildOwnModule(t *testing.T, tags string) string {
 	t.Helper()
+	ownModules.Lock()
+	defer ownModules.Unlock()
+	if bin, ok := ownModules.bins[tags]; ok {
+		return bin
+	}
 	guide, err := os.ReadFile("../docs/own-module.md")
 	require.NoError(t, err)
 	program := regexp.MustCompile("(?s)```go\n(.*?)```").FindStringSubmatch(string(guide))
 	require.NotNil(t, program, "docs/own-module.md's program")
 	root, err := filepath.Abs("..")
 	require.NoError(t, err)
-	dir := t.TempDir()
+	dir := exampletest.BuildDir(t, "own-module-")
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "main.go"), []byte(program[1]), 0o644))
 	goMod := "module example.com/yourprog\n\ngo 1.24\n\nrequire github.com/xladdp/xladdp v0.0.0\n\nreplace github.com/xladdp/xladdp => " + root + "\n"
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte(goMod), 0o644))
@@ -46,6 +60,10 @@ func buildOwnModule(t *testing.T, tags string) string {
 	build.Env = append(os.Environ(), "GOPROXY=off", "GOFLAGS=")
 	out, err := build.CombinedOutput()
 	require.NoError(t, err, "%s", out)
+	if ownModules.bins == nil {
+		ownModules.bins = map[string]string{}
+	}
+	ownModules.bins[tags] = bin
 	return bin
 }
 
@@ -63,7 +81,7 @@ func TestUsedFromAnotherModule(t *testing.T) {
 
 // preemptSteps makes the guide's program run long enough (a few seconds)
 // to be stopped well inside its run.
-const preemptSteps = "4000"
+const preemptSteps = "3000"
 
 // TestOwnModulePreemptedAndResumed: the guide's program, SIGTERMed
 // mid-run the way each launch mode is stopped (ddprun, the process of a
@@ -90,6 +108,7 @@ func TestOwnModulePreemptedAndResumed(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			tags := ""
 			if tt.mpi {
 				exampletest.Mpirun(t)

@@ -78,6 +78,7 @@ func TestSupervise(t *testing.T) {
 	// all stopped with 0 or 75 is preempted.
 	checkpointing := "trap 'sleep 4; exit 75' TERM; sleep 60 & wait"
 	t.Run("terminated, every process checkpoints", func(t *testing.T) {
+		t.Parallel()
 		cctx, cancel := context.WithCancelCause(ctx)
 		time.AfterFunc(300*time.Millisecond, func() { cancel(termination.ErrTerminated) })
 		failed, err := Supervise(cctx, shells(checkpointing, checkpointing, "exit 0"), &syncBuffer{}, &syncBuffer{}, time.Second)
@@ -85,6 +86,7 @@ func TestSupervise(t *testing.T) {
 		assert.Empty(t, failed)
 	})
 	t.Run("terminated, one process fails instead", func(t *testing.T) {
+		t.Parallel()
 		cctx, cancel := context.WithCancelCause(ctx)
 		time.AfterFunc(300*time.Millisecond, func() { cancel(termination.ErrTerminated) })
 		_, err := Supervise(cctx, shells(checkpointing, "trap 'exit 1' TERM; sleep 60 & wait"), &syncBuffer{}, &syncBuffer{}, time.Second)

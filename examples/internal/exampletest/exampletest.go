@@ -47,17 +47,34 @@ var built struct {
 	paths map[string]string
 }
 
+// BuildDir is a directory of its own under the one Build builds into,
+// for what a test builds once per test process (Main removes it).
+func BuildDir(t testing.TB, pattern string) string {
+	t.Helper()
+	built.Lock()
+	defer built.Unlock()
+	buildDir(t)
+	dir, err := os.MkdirTemp(built.dir, pattern)
+	require.NoError(t, err)
+	return dir
+}
+
+// buildDir makes the build directory on first use; built is locked.
+func buildDir(t testing.TB) {
+	if built.dir == "" {
+		dir, err := os.MkdirTemp("", "xladdp-commands-")
+		require.NoError(t, err)
+		built.dir, built.paths = dir, map[string]string{}
+	}
+}
+
 // Build builds the commands of pkgs (import paths) once per test process
 // (into a directory Main removes) and returns their paths by package.
 func Build(t testing.TB, pkgs ...string) map[string]string {
 	t.Helper()
 	built.Lock()
 	defer built.Unlock()
-	if built.dir == "" {
-		dir, err := os.MkdirTemp("", "xladdp-commands-")
-		require.NoError(t, err)
-		built.dir, built.paths = dir, map[string]string{}
-	}
+	buildDir(t)
 	var missing []string
 	for _, p := range pkgs {
 		if _, ok := built.paths[p]; !ok {
