@@ -114,13 +114,17 @@ func (ck *Checkpointer) path(step int, k kind) string {
 	return filepath.Join(ck.opts.Dir, k.name(step))
 }
 
-// saved lists the committed checkpoints' steps of kind k, oldest first.
+// saved lists the committed checkpoints' steps of kind k, oldest first:
+// files, or for the sharded kind directories, named as k names them.
 func (ck *Checkpointer) saved(k kind) []int {
 	names, _ := filepath.Glob(filepath.Join(ck.opts.Dir, "step-*"))
 	var steps []int
 	for _, n := range names {
 		var step int
-		if _, err := fmt.Sscanf(filepath.Base(n), "step-%d", &step); err == nil && step >= 0 && n == ck.path(step, k) {
+		if _, err := fmt.Sscanf(filepath.Base(n), "step-%d", &step); err != nil || step < 0 || n != ck.path(step, k) {
+			continue
+		}
+		if info, err := os.Stat(n); err == nil && info.IsDir() == bool(k) {
 			steps = append(steps, step)
 		}
 	}

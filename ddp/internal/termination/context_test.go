@@ -3,6 +3,7 @@ package termination
 import (
 	"context"
 	"os"
+	"os/signal"
 	"syscall"
 	"testing"
 	"time"
@@ -33,7 +34,16 @@ func TestContextFollowsThePolicy(t *testing.T) {
 			if tt.held {
 				defer Hold()()
 			}
+			// A handler of the program's own sees every signal too.
+			own := make(chan os.Signal, 1)
+			signal.Notify(own, tt.sig)
+			defer signal.Stop(own)
 			require.NoError(t, syscall.Kill(os.Getpid(), tt.sig))
+			select {
+			case <-own:
+			case <-time.After(5 * time.Second):
+				t.Fatalf("the program's own handler did not see %s", tt.sig)
+			}
 			select {
 			case <-ctx.Done():
 				assert.ErrorIs(t, context.Cause(ctx), tt.wantCancel)
