@@ -145,7 +145,7 @@ func unknownTarget(name string) error {
 	registry.RUnlock()
 	slices.Sort(names)
 	return fmt.Errorf("%w %q: this program knows %s; a target another package provides must be linked "+
-		"(every target: import _ \"github.com/xladdp/xladdp/targets\", as package xla does)",
+		"(every target: import _ \"github.com/xladdp/xladdp/targets\", as ddp does, unless a build tag left it out)",
 		ErrUnknownTarget, name, strings.Join(names, ", "))
 }
 
