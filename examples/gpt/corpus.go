@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -9,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/xladdp/xladdp/internal/readlimit"
 )
 
 // DefaultCorpus is Debian's fortunes package (make deps installs it):
@@ -29,8 +33,11 @@ type corpus struct {
 
 // loadCorpus reads a UTF-8 text file, or every fortune file of a
 // directory (fortune's "%" separator lines become blank lines; its .dat
-// indexes and .u8 links are skipped), in name order.
-func loadCorpus(path string) (*corpus, error) {
+// indexes and .u8 links are skipped), in name order, at most
+// maxCorpusBytes in all whatever the file is (a device or a pipe, whose
+// size reads 0, included); reading ends when ctx does (a FIFO no process
+// writes to).
+func loadCorpus(ctx context.Context, path string) (*corpus, error) {
 	info, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("--data %s: %w (make deps installs Debian's fortunes there, or name a UTF-8 text file)", path, err)
@@ -51,12 +58,10 @@ func loadCorpus(path string) (*corpus, error) {
 	}
 	var text strings.Builder
 	for _, f := range files {
-		if fi, err := os.Stat(f); err != nil {
-			return nil, fmt.Errorf("--data: %w", err)
-		} else if int64(text.Len())+fi.Size() > maxCorpusBytes {
+		b, err := readlimit.ReadFile(ctx, f, maxCorpusBytes-int64(text.Len()), refuseNUL)
+		if errors.Is(err, readlimit.ErrTooLarge) {
 			return nil, fmt.Errorf("--data %s: more than %d MiB of text: train on a part of it", path, maxCorpusBytes>>20)
 		}
-		b, err := os.ReadFile(f)
 		if err != nil {
 			return nil, fmt.Errorf("--data: %w", err)
 		}
@@ -70,6 +75,15 @@ func loadCorpus(path string) (*corpus, error) {
 		text.WriteString(s)
 	}
 	return newCorpus(text.String())
+}
+
+// refuseNUL refuses binary data (/dev/zero, an image) at its first chunk
+// instead of reading it up to the limit.
+func refuseNUL(chunk []byte) error {
+	if bytes.IndexByte(chunk, 0) >= 0 {
+		return errors.New("holds NUL bytes: not UTF-8 text")
+	}
+	return nil
 }
 
 // newCorpus tokenizes text by character, the vocabulary sorted.

@@ -176,7 +176,7 @@ func run(ctx context.Context, args []string, out io.Writer) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	text, err := loadCorpus(c.data)
+	text, err := loadCorpus(ctx, c.data)
 	if err != nil {
 		return result{}, err
 	}

@@ -9,7 +9,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -183,4 +185,59 @@ func TestLongBFloat16MatchesFloat32(t *testing.T) {
 	t.Logf("val loss after 150 steps: fp32 %.4f, bf16 %.4f", fp32.ValLoss, bf16.ValLoss)
 	assert.InDelta(t, fp32.ValLoss, bf16.ValLoss, 0.02*fp32.ValLoss)
 	assert.Less(t, bf16.ValLoss, 3.2)
+}
+
+// TestDataFromDevicesAndPipes: --data that is not a regular file, run as
+// a user runs the binary. /dev/zero is refused at its first chunk; a pipe
+// that never ends (yes) at the size limit, holding no more than the
+// limit and 64 MiB; a FIFO no process writes to ends on SIGTERM within a
+// second instead of blocking.
+func TestDataFromDevicesAndPipes(t *testing.T) {
+	exampletest.CleanEnv(t)
+	gpt := func(data string) *exec.Cmd {
+		cmd := exec.Command(exampletest.Self()[0], exampletest.Self()[1:]...)
+		cmd.Env = append(os.Environ(), exampletest.Env("gpt", "--spawn", "--data", data)...)
+		return cmd
+	}
+	maxRSS := func(cmd *exec.Cmd) int64 { return cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10 }
+
+	zero := gpt("/dev/zero")
+	out, err := zero.CombinedOutput()
+	require.Error(t, err)
+	assert.Contains(t, string(out), "/dev/zero: holds NUL bytes: not UTF-8 text")
+
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "text")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	yes := exec.Command("sh", "-c", "exec yes > "+fifo)
+	require.NoError(t, yes.Start())
+	defer func() { _ = yes.Process.Kill(); _ = yes.Wait() }()
+	endless := gpt(fifo)
+	out, err = endless.CombinedOutput()
+	require.Error(t, err)
+	assert.Contains(t, string(out), "more than 1024 MiB of text")
+	t.Logf("max RSS reading an endless pipe: %d MiB", maxRSS(endless)>>20)
+	assert.Less(t, maxRSS(endless), int64(maxCorpusBytes+64<<20), "the reader holds the limit and 64 MiB at most")
+
+	silent := filepath.Join(dir, "silent")
+	require.NoError(t, syscall.Mkfifo(silent, 0o600))
+	waiting := gpt(silent)
+	var output bytes.Buffer
+	waiting.Stdout, waiting.Stderr = &output, &output
+	require.NoError(t, waiting.Start())
+	time.Sleep(500 * time.Millisecond)
+	require.NoError(t, waiting.Process.Signal(syscall.SIGTERM))
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- waiting.Wait() }()
+	select {
+	case err := <-done:
+		require.Error(t, err)
+		assert.Less(t, time.Since(start), time.Second)
+		assert.Contains(t, output.String(), "no process writes to")
+	case <-time.After(10 * time.Second):
+		_ = waiting.Process.Kill()
+		<-done
+		t.Fatalf("--data on a FIFO nobody writes ignored SIGTERM: %s", output.String())
+	}
 }
