@@ -31,6 +31,12 @@ func TestForwardOnlyOps(t *testing.T) {
 	argmax, err := Values[int32](ctx, a.ArgMax(1))
 	require.NoError(t, err)
 	assert.Equal(t, []int32{2, 1}, argmax)
+	// An axis with no elements has no largest one: an error, not index 0.
+	_, err = Values[int32](ctx, d.Zeros(Float32, 3, 0).ArgMax(1))
+	assert.ErrorContains(t, err, "axis 1 of (Float32)[3 0] has no elements")
+	empty, err := Values[int32](ctx, d.Zeros(Float32, 0, 4).ArgMax(1))
+	require.NoError(t, err, "an empty batch over a non-empty axis is fine")
+	assert.Empty(t, empty)
 	ints, err := Values[int32](ctx, a.Cast(Int32))
 	require.NoError(t, err)
 	assert.Equal(t, []int32{1, -2, 3, 0, 7, -1}, ints, "float to int truncates toward zero")

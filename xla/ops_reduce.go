@@ -92,6 +92,11 @@ func (t *Tensor) ArgMax(axis int) *Tensor {
 	if err != nil {
 		return t.dev.failed(t.shape, err)
 	}
+	if t.shape.Dimensions[norm[0]] == 0 {
+		// No element has a largest value: torch refuses it too, where
+		// XLA would answer 0, an index that does not exist.
+		return t.dev.failed(shape, opError("ArgMax", "axis %d of %s has no elements: there is no largest one", axis, t.shape))
+	}
 	shape.DType = Int32
 	return record(opArgMax, attrs{ints: norm}, shape, t)
 }
