@@ -241,3 +241,24 @@ func TestDataFromDevicesAndPipes(t *testing.T) {
 		t.Fatalf("--data on a FIFO nobody writes ignored SIGTERM: %s", output.String())
 	}
 }
+
+// TestEvalLineSaysItsStepsLoss: an eval step that is not a log step
+// (--eval-interval 3, --log-interval 100) prints the train loss of its own
+// step, read for it, never 0.0000 for a loss not read yet.
+func TestEvalLineSaysItsStepsLoss(t *testing.T) {
+	exampletest.CleanEnv(t)
+	args := append([]string{"--spawn", "--cpu-devices", "1", "--data", corpusOrSkip(t), "--steps", "6", "--eval-interval", "3",
+		"--log-interval", "100"}, tiny...)
+	var out bytes.Buffer
+	res, err := run(t.Context(), args, &out)
+	require.NoError(t, err, out.String())
+	lines := regexp.MustCompile(`step (\d+): train loss (\S+),`).FindAllStringSubmatch(out.String(), -1)
+	require.Len(t, lines, 2, out.String())
+	for i, l := range lines {
+		assert.Equal(t, strconv.Itoa(3*(i+1)), l[1])
+		loss, err := strconv.ParseFloat(l[2], 64)
+		require.NoError(t, err)
+		assert.Greater(t, loss, 1.0, "step %s's train loss was read for its eval line", l[1])
+	}
+	assert.Equal(t, [][2]float64{{3, res.Losses[0][1]}, {6, res.Losses[1][1]}}, res.Losses)
+}

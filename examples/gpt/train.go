@@ -236,10 +236,13 @@ func train(ctx context.Context, c config, w ddp.Worker, text *corpus, out io.Wri
 			return res, err
 		}
 		done := it + 1
-		if done%c.LogInterval == 0 || done == c.steps {
+		eval := done%c.evalInterval == 0 || done == c.steps
+		// An eval line says the train loss of its own step, never one
+		// not read yet (0) or read steps ago.
+		if done%c.LogInterval == 0 || done == c.steps || eval {
 			logged, loggedAt = loss, done
 		}
-		if done%c.evalInterval == 0 || done == c.steps {
+		if eval {
 			if err := readLogged(); err != nil {
 				return res, err
 			}
