@@ -148,8 +148,10 @@ func (g *GPT) initGPT2(d *xla.Device, rng *rand.Rand) error {
 		dims := p.Tensor.Dims()
 		var values []float32
 		switch {
+		case len(dims) == 1 && strings.HasSuffix(p.Name, "bias"): // .bias, attention's in_proj_bias
+			values = make([]float32, dims[0]) // Linear drew U(±1/√fan_in)
 		case len(dims) == 1:
-			continue // biases stay 0, norm weights 1
+			continue // norm weights stay 1
 		case isResidualProjection(p.Name):
 			values = b.normal(residualStd, dims...)
 		default:

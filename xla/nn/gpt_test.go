@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xladdp/xladdp/xla"
+	"github.com/xladdp/xladdp/xla/xlatest"
 )
 
 // gptFixture is what testdata/gen_gpt_fixture.py recorded from torch 2.9.
@@ -178,4 +179,41 @@ func TestGPTBFloat16Policy(t *testing.T) {
 	}
 	require.NoError(t, SetComputeDType(model, xla.InvalidDType))
 	assert.Equal(t, xla.Float32, model.Forward(ids).DType(), "the policy turns off")
+}
+
+// TestGPTInitIsGPT2s: NewGPT draws as GPT-2 and nanoGPT do: every bias
+// zero (the MLP's and attention's Linears included, which drew
+// U(±1/√fan_in) when built), LayerNorm weights one, the other weights
+// N(0, 0.02) and the residual projections N(0, 0.02/√(2·layers)).
+func TestGPTInitIsGPT2s(t *testing.T) {
+	d := xlatest.NewEngine(t, 1).Device(0)
+	ctx := xlatest.Context(t)
+	model, err := NewGPT(d, NewRand(3), GPTConfig{Vocab: 50, BlockSize: 16, Layers: 2, Heads: 2, Width: 64})
+	require.NoError(t, err)
+	biases := 0
+	for _, p := range NamedParameters(model) {
+		v, err := p.Tensor.Float32s(ctx)
+		require.NoError(t, err)
+		switch {
+		case strings.HasSuffix(p.Name, "bias"):
+			biases++
+			assert.Equal(t, make([]float32, len(v)), v, "%s is zero", p.Name)
+		case len(p.Tensor.Dims()) == 1:
+			for _, x := range v {
+				require.Equal(t, float32(1), x, "%s is one", p.Name)
+			}
+		default:
+			want := 0.02
+			if isResidualProjection(p.Name) {
+				want = 0.02 / math.Sqrt(4)
+			}
+			sum := 0.0
+			for _, x := range v {
+				sum += float64(x) * float64(x)
+			}
+			std := math.Sqrt(sum / float64(len(v)))
+			assert.InDelta(t, want, std, 0.15*want, "%s's standard deviation", p.Name)
+		}
+	}
+	assert.Greater(t, biases, 6, "the blocks' biases were checked")
 }
