@@ -85,7 +85,7 @@ func parse(args []string, out io.Writer) (config, error) {
 	fs.Float64Var(&c.model.Dropout, "dropout", -1, "dropout (-1: the preset's)")
 	fs.IntVar(&c.steps, "steps", 0, "optimizer steps (0: the preset's)")
 	fs.IntVar(&c.batchSize, "batch-size", 0, "global batch per optimizer step, split over the replicas and the --grad-accum micro-steps (0: the preset's)")
-	fs.IntVar(&c.gradAccum, "grad-accum", 1, "micro-steps per optimizer step: gradients accumulate locally, one all-reduce per step")
+	fs.IntVar(&c.gradAccum, "grad-accum", 1, "micro-steps per optimizer step: gradients accumulate locally, one all-reduce per step. It splits --batch-size, which stays the batch of one optimizer step (nanoGPT's gradient_accumulation_steps multiplies its batch_size instead: give --batch-size its batch_size × steps)")
 	fs.StringVar(&c.precision, "precision", "fp32", "compute precision: fp32, or bf16 (matmuls and activations in bf16; master weights, optimizer state, norms, softmax and the loss in fp32)")
 	fs.Float64Var(&c.lr, "lr", 1e-3, "peak AdamW learning rate")
 	fs.Float64Var(&c.minLR, "min-lr", 1e-4, "learning rate at the end of the cosine decay")

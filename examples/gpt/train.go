@@ -12,6 +12,7 @@ import (
 	"github.com/xladdp/xladdp/ddp"
 	"github.com/xladdp/xladdp/ddp/checkpoint"
 	"github.com/xladdp/xladdp/ddp/zero"
+	"github.com/xladdp/xladdp/examples/internal/cmdline"
 	"github.com/xladdp/xladdp/examples/internal/report"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/nn"
@@ -31,8 +32,9 @@ type trainer struct {
 	perStep int // rows per replica per micro-step
 }
 
-func newTrainer(ctx context.Context, c config, w ddp.Worker, text *corpus) (*trainer, error) {
-	rows := c.batchSize / (w.WorldSize * c.gradAccum)
+func newTrainer(ctx context.Context, c config, w ddp.Worker, text *corpus, out io.Writer) (*trainer, error) {
+	rows := cmdline.PerReplica(out, w.Rank == 0, c.batchSize, w.WorldSize*c.gradAccum,
+		fmt.Sprintf("%d replicas × %d micro-steps (--grad-accum)", w.WorldSize, c.gradAccum))
 	if rows < 1 {
 		return nil, fmt.Errorf("--batch-size %d is less than one row per replica (%d) per micro-step (--grad-accum %d): raise it",
 			c.batchSize, w.WorldSize, c.gradAccum)
@@ -167,7 +169,7 @@ func (t *trainer) valLoss(ctx context.Context, it int) (float64, error) {
 
 // train is one replica's run; rank 0 reports.
 func train(ctx context.Context, c config, w ddp.Worker, text *corpus, out io.Writer) (res result, err error) {
-	t, err := newTrainer(ctx, c, w, text)
+	t, err := newTrainer(ctx, c, w, text, out)
 	if err != nil {
 		return res, err
 	}

@@ -159,7 +159,8 @@ func train(ctx context.Context, c config, w ddp.Worker, dataset *data.Random, ou
 	if err != nil {
 		return res, err
 	}
-	loader, err := data.NewLoader(dataset, d, data.LoaderConfig{BatchSize: max(c.batchSize/w.WorldSize, 1), Sampler: sampler})
+	loader, err := data.NewLoader(dataset, d, data.LoaderConfig{
+		BatchSize: max(cmdline.PerReplica(out, w.Rank == 0, c.batchSize, w.WorldSize, fmt.Sprintf("%d ranks", w.WorldSize)), 1), Sampler: sampler})
 	if err != nil {
 		return res, err
 	}

@@ -114,7 +114,7 @@ func run(ctx context.Context, args []string, out io.Writer) (result, error) {
 func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.MNIST, out io.Writer) (res result, err error) {
 	d, rank0 := w.Device, w.Rank == 0
 	log := slog.With("rank", w.Rank)
-	perReplica := max(c.batchSize/w.WorldSize, 1)
+	perReplica := max(cmdline.PerReplica(out, rank0, c.batchSize, w.WorldSize, fmt.Sprintf("%d replicas", w.WorldSize)), 1)
 	net, err := nn.NewMNISTNet(d, nn.NewRand(c.seed))
 	if err != nil {
 		return res, err

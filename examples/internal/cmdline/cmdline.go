@@ -173,3 +173,17 @@ func StepsPerEpoch(n, share, replicas, batch int) (int, error) {
 	}
 	return steps, nil
 }
+
+// PerReplica is each of parts' share of --batch-size global: the global
+// batch split evenly, as the examples that take a global batch do. A
+// global batch that does not divide is rounded down to a multiple of
+// parts, and rank 0 says so on out (what names the parts: "6 replicas",
+// "2 replicas × 4 micro-steps"), never silently.
+func PerReplica(out io.Writer, rank0 bool, global, parts int, what string) int {
+	share := global / parts
+	if rank0 && share > 0 && global%parts != 0 {
+		fmt.Fprintf(out, "note: --batch-size %d does not divide over %s: each takes %d, a global batch of %d\n",
+			global, what, share, share*parts)
+	}
+	return share
+}

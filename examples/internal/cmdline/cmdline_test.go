@@ -1,6 +1,8 @@
 package cmdline
 
 import (
+	"bytes"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -112,5 +114,28 @@ func TestCheckpointKind(t *testing.T) {
 		} else {
 			assert.ErrorContains(t, err, c.want, "%s sharded=%v", c.path, c.sharded)
 		}
+	}
+}
+
+// TestPerReplicaSaysWhenItRounds: a global batch that does not divide is
+// rounded down to a multiple of the parts and rank 0 says so; one that
+// divides, another rank, or a share of zero (the caller refuses it) says
+// nothing.
+func TestPerReplicaSaysWhenItRounds(t *testing.T) {
+	tests := []struct {
+		global, parts int
+		rank0         bool
+		want          int
+		note          string
+	}{
+		{64, 6, true, 10, "note: --batch-size 64 does not divide over 6 replicas: each takes 10, a global batch of 60\n"},
+		{64, 6, false, 10, ""},
+		{64, 4, true, 16, ""},
+		{3, 4, true, 0, ""},
+	}
+	for _, tt := range tests {
+		var out bytes.Buffer
+		assert.Equal(t, tt.want, PerReplica(&out, tt.rank0, tt.global, tt.parts, fmt.Sprintf("%d replicas", tt.parts)))
+		assert.Equal(t, tt.note, out.String(), "%+v", tt)
 	}
 }
