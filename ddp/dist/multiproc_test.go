@@ -182,6 +182,10 @@ func TestRendezvousErrors(t *testing.T) {
 		{[]string{EnvRank + "=", EnvWorldSize + "=2"}, "RANK is not set: set $RANK"},
 		{[]string{EnvRank + "=", EnvWorldSize + "=", "OMPI_COMM_WORLD_RANK=", "OMPI_COMM_WORLD_SIZE="}, "no launcher started this process"},
 		{[]string{EnvRank + "=0", EnvWorldSize + "=1", EnvMasterAddr + "="}, "env:// needs $MASTER_ADDR and $MASTER_PORT"},
+		// mpirun across two hosts, without MASTER_ADDR: the two ways out.
+		{[]string{EnvRank + "=", EnvWorldSize + "=", EnvMasterAddr + "=", EnvMasterPort + "=", "OMPI_COMM_WORLD_RANK=1",
+			"OMPI_COMM_WORLD_SIZE=2", "OMPI_COMM_WORLD_LOCAL_RANK=0", "OMPI_COMM_WORLD_LOCAL_SIZE=1"},
+			"under mpirun across hosts, run the process group over MPI (--backend mpi"},
 		{[]string{EnvRank + "=0", EnvWorldSize + "=1", EnvMasterAddr + "=127.0.0.1", EnvMasterPort + "=99999"}, `master port "99999" is not a port number`},
 		// A bad value used to be ignored silently.
 		{[]string{EnvRank + "=0", EnvWorldSize + "=1", EnvShmMiB + "=lots"}, `$XLADDP_SHM_MIB="lots": give a slot size in MiB from 0`},

@@ -26,6 +26,18 @@ import (
 	"github.com/xladdp/xladdp/internal/workerenv"
 )
 
+// envNeedsMaster is env://'s error without MASTER_ADDR and MASTER_PORT;
+// under an mpirun across hosts it says the two ways out.
+func envNeedsMaster(env workerenv.World) error {
+	err := fmt.Errorf("ddp: env:// needs $%s and $%s (the address and port of rank 0)", workerenv.MasterAddr, workerenv.MasterPort)
+	if env.OpenMPI.Rank != workerenv.Unset {
+		err = fmt.Errorf("%w: under mpirun across hosts, run the process group over MPI (--backend mpi, a build with -tags mpi), "+
+			"or pass the address to every rank: mpirun -x %s=<rank 0's host> -x %s=<a free port> ...",
+			err, workerenv.MasterAddr, workerenv.MasterPort)
+	}
+	return err
+}
+
 // openStore connects to (and on rank 0, for env:// and tcp://, hosts) the
 // rendezvous store, and returns the host others should route to.
 func openStore(ctx context.Context, o transport.Config) (store.Store, *store.Server, string, error) {
@@ -45,7 +57,7 @@ func openStore(ctx context.Context, o transport.Config) (store.Store, *store.Ser
 			host, port = openMPISingleHost(env.OpenMPI.JobID)
 		}
 		if host == "" || port == "" {
-			return nil, nil, "", fmt.Errorf("ddp: env:// needs $%s and $%s (the address and port of rank 0)", workerenv.MasterAddr, workerenv.MasterPort)
+			return nil, nil, "", envNeedsMaster(env)
 		}
 	case "tcp":
 		host, port = u.Hostname(), u.Port()
