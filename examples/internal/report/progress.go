@@ -11,7 +11,8 @@ import (
 )
 
 // Progress shows one epoch's steps: a bar with the step, loss, samples/s
-// and ETA on a terminal, else a line every Every steps. A nil *Progress
+// and ETA on a terminal, else a line after the first step and every Every
+// steps. A nil *Progress
 // (ranks other than 0) shows nothing.
 type Progress struct {
 	out     io.Writer
@@ -54,7 +55,9 @@ func (p *Progress) Step(step int, loss float64, samples int) {
 		_ = p.bar.Set(step)
 		return
 	}
-	if step%p.every == 0 || step == p.total {
+	// The first step too: a slow model (ResNet-18 on a CPU) shows it is
+	// running at once, not after its first Every steps.
+	if step == 1 || step%p.every == 0 || step == p.total {
 		eta := time.Duration(float64(time.Since(p.start)) / float64(step) * float64(p.total-step)).Round(time.Second)
 		fmt.Fprintf(p.out, "%s step %d/%d loss %.4f %.0f %s/s eta %v\n", p.prefix, step, p.total, loss, rate, unit, eta)
 	}
