@@ -158,7 +158,7 @@ func (c *programCache) lockOnDisk(h progcache.Header) (unlock func()) {
 	if c.disk == nil {
 		return func() {}
 	}
-	unlock, err := c.disk.Lock(c.closing, h)
+	unlock, err := c.disk.Lock(c.closing, h, func(msg string) { log.Print(msg) })
 	if err != nil {
 		if debugEnabled() {
 			log.Printf("xladdp: persistent cache: compiling without the lock: %v", err)

@@ -41,7 +41,14 @@ func Holders(proc string, match func(target string) bool) map[string][]int {
 // 200 bytes), else its name, else "command unknown".
 func CommandLine(proc string, pid int) string {
 	raw, _ := os.ReadFile(filepath.Join(proc, strconv.Itoa(pid), "cmdline"))
-	cmd := strings.TrimSpace(strings.ReplaceAll(string(raw), "\x00", " "))
+	// Arguments may hold newlines and escapes (python3 -c SCRIPT): one
+	// line of plain text, so a command line cannot forge lines of ours.
+	cmd := strings.TrimSpace(strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, string(raw)))
 	if cmd == "" {
 		name, _ := os.ReadFile(filepath.Join(proc, strconv.Itoa(pid), "comm"))
 		cmd = strings.TrimSpace(string(name))

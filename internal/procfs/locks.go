@@ -1,0 +1,89 @@
+package procfs
+
+import (
+	"bufio"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// maxLocksLines bounds how much of proc's locks table FlockHolder reads.
+const maxLocksLines = 100000
+
+// FlockHolder is the pid that holds an flock on the file at path, read
+// from proc's locks table ("/proc/locks"), if any (ok false too when the
+// table cannot be read).
+func FlockHolder(proc, path string) (pid int, ok bool) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return 0, false
+	}
+	st, isUnix := info.Sys().(*syscall.Stat_t)
+	if !isUnix {
+		return 0, false
+	}
+	f, err := os.Open(filepath.Join(proc, "locks"))
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for n := 0; sc.Scan() && n < maxLocksLines; n++ {
+		// "1: FLOCK  ADVISORY  WRITE 1234 00:2a:5678 0 EOF"; a waiter's
+		// line has "->" after the number.
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 6 || fields[1] != "FLOCK" {
+			continue
+		}
+		id := strings.Split(fields[5], ":")
+		if len(id) != 3 {
+			continue
+		}
+		major, err1 := strconv.ParseUint(id[0], 16, 32)
+		minor, err2 := strconv.ParseUint(id[1], 16, 32)
+		inode, err3 := strconv.ParseUint(id[2], 10, 64)
+		holder, err4 := strconv.Atoi(fields[4])
+		if err1 != nil || err2 != nil || err3 != nil || err4 != nil {
+			continue
+		}
+		if inode == st.Ino && uint32(major) == unix.Major(st.Dev) && uint32(minor) == unix.Minor(st.Dev) {
+			return holder, true
+		}
+	}
+	return 0, false
+}
+
+// State is pid's scheduler state in a word: "running", "sleeping",
+// "waiting on disk", "stopped" (SIGSTOP, Ctrl-Z), "stopped by a debugger",
+// "zombie"; "" when unknown.
+func State(proc string, pid int) string {
+	raw, err := os.ReadFile(filepath.Join(proc, strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return ""
+	}
+	// "PID (COMM) S ...": COMM may hold spaces and parentheses.
+	rest := string(raw[strings.LastIndexByte(string(raw), ')')+1:])
+	fields := strings.Fields(rest)
+	if len(fields) == 0 {
+		return ""
+	}
+	switch fields[0] {
+	case "R":
+		return "running"
+	case "S", "I":
+		return "sleeping"
+	case "D":
+		return "waiting on disk"
+	case "T":
+		return "stopped"
+	case "t":
+		return "stopped by a debugger"
+	case "Z", "X":
+		return "zombie"
+	}
+	return ""
+}
