@@ -35,12 +35,17 @@ func checkFlightDir(environ []string) error {
 // userFlightDir is environ's $XLADDP_FLIGHT_DIR, or "".
 func userFlightDir(environ []string) string { return lookupIn(environ)(workerenv.FlightDir) }
 
+// flightJob names this ddprun's records under $XLADDP_FLIGHT_DIR: an
+// earlier job's, in the same directory, are never read as this one's.
+var flightJob = fmt.Sprintf("job-%s-%d", time.Now().UTC().Format("20060102-150405"), os.Getpid())
+
 // flightDir is where attempt's workers write their flight records: under
-// the user's $XLADDP_FLIGHT_DIR if environ sets it (kept), else a fresh
+// the user's $XLADDP_FLIGHT_DIR if environ sets it (kept, in a directory
+// of this job's own: <dir>/job-<start>-<pid>/attempt_<N>), else a fresh
 // temporary directory (owned: removed unless it explains a failure).
 func flightDir(environ []string, attempt int) (dir string, owned bool, err error) {
 	if user := userFlightDir(environ); user != "" {
-		dir = filepath.Join(user, fmt.Sprintf("attempt_%d", attempt))
+		dir = filepath.Join(user, flightJob, fmt.Sprintf("attempt_%d", attempt))
 		return dir, false, os.MkdirAll(dir, 0o755)
 	}
 	dir, err = os.MkdirTemp("", "ddprun-flight-")

@@ -13,11 +13,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/xladdp/xladdp/ddp/internal/flight"
 )
 
 // TestFlightDir: a $XLADDP_FLIGHT_DIR that cannot hold the records is
 // refused before any worker starts; a usable one gets each attempt's
-// records (attempt_0, attempt_1 after a restart), kept after the job.
+// records (attempt_0, attempt_1 after a restart) in a directory of this
+// job's own, kept after the job; an earlier job's there are not read.
 func TestFlightDir(t *testing.T) {
 	t.Run("unusable", func(t *testing.T) {
 		file := filepath.Join(t.TempDir(), "a-file")
@@ -28,16 +30,30 @@ func TestFlightDir(t *testing.T) {
 		assert.Contains(t, res.stderr, "$XLADDP_FLIGHT_DIR="+filepath.Join(file, "sub")+" cannot hold the workers' flight records")
 		assert.NotContains(t, res.stdout, "sum", "no worker started")
 	})
-	t.Run("kept per attempt", func(t *testing.T) {
+	t.Run("kept per job and attempt", func(t *testing.T) {
 		dir := t.TempDir()
+		// An earlier job's records, at the old layout and at this one's
+		// names: none is read as this job's.
+		stale := flight.Dump{Rank: 5, World: 6, Transport: "tcp", Reason: "an earlier job",
+			Entries: []flight.Entry{{Op: flight.Op{Seq: 7, Name: "AllReduce", DType: "float32", Count: 4, Peer: -1}, State: flight.Started}}}
+		for _, old := range []string{filepath.Join(dir, "attempt_1"), filepath.Join(dir, "job-20260101-000000-1", "attempt_1")} {
+			require.NoError(t, flight.Write(old, stale))
+		}
 		mark := "flight-dir" + strconv.FormatInt(time.Now().UnixNano(), 36)
 		_, before := leftovers(t, mark)
 		res := runAgent(t.Context(), t, mark, "fail", []string{"--nproc_per_node=3", "--max_restarts=1", "--monitor_interval=0.05"},
 			"XLADDP_TEST_TIMEOUT=3s", "XLADDP_FLIGHT_DIR="+dir)
 		assert.Equal(t, 3, res.code, res.stderr)
-		assert.Contains(t, res.stderr, "ddprun: flight record ("+filepath.Join(dir, "attempt_1")+"): rank 1 finished AllReduce #1")
+		jobs, _ := filepath.Glob(filepath.Join(dir, "job-*"))
+		require.Len(t, jobs, 2, "this job's directory beside the earlier one's")
+		job := jobs[1]
+		if strings.HasSuffix(job, "job-20260101-000000-1") {
+			job = jobs[0]
+		}
+		assert.Contains(t, res.stderr, "ddprun: flight record ("+filepath.Join(job, "attempt_1")+"): rank 1 finished AllReduce #1")
+		assert.NotContains(t, res.stderr, "#7", "the earlier job's records")
 		for _, attempt := range []string{"attempt_0", "attempt_1"} {
-			dumps, _ := filepath.Glob(filepath.Join(dir, attempt, "flight-rank*.json"))
+			dumps, _ := filepath.Glob(filepath.Join(job, attempt, "flight-rank*.json"))
 			assert.Len(t, dumps, 3, attempt)
 		}
 		assertNothingLeft(t, mark, before)
