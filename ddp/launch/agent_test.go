@@ -30,6 +30,15 @@ type agentRun struct {
 	code           int
 	stdout, stderr string
 	elapsed        time.Duration
+	// tmp is the job's $TMPDIR, where ddprun's own flight directories go.
+	tmp string
+}
+
+// flightDirsLeft lists ddprun's temporary flight directories the job
+// left in its $TMPDIR.
+func (r agentRun) flightDirsLeft() []string {
+	dirs, _ := filepath.Glob(filepath.Join(r.tmp, "ddprun-flight-*"))
+	return dirs
 }
 
 // runAgent runs ddprun's args with this test binary as the training
@@ -51,11 +60,14 @@ func runAgentWith(ctx context.Context, t *testing.T, mark, scenario string, args
 	}
 	environ := append(os.Environ(), workerEnvName+"="+scenario, "XLADDP_LAUNCH_TEST_MARK="+mark, "MASTER_ADDR=", "MASTER_PORT=",
 		"RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "LOCAL_WORLD_SIZE=")
-	environ = append(environ, env...)
+	// ddprun's temporary flight directories go to the test's own TMPDIR:
+	// the tests leave none behind, and can see which stay.
+	tmp := t.TempDir()
+	environ = append(append(environ, "TMPDIR="+tmp), env...)
 	var out, errb syncBuffer
 	start := time.Now()
 	code := Run(ctx, c, environ, &out, &errb)
-	return agentRun{code: code, stdout: out.String(), stderr: errb.String(), elapsed: time.Since(start)}
+	return agentRun{code: code, stdout: out.String(), stderr: errb.String(), elapsed: time.Since(start), tmp: tmp}
 }
 
 // leftovers lists processes carrying mark in their environment, and

@@ -48,7 +48,8 @@ func flightDir(environ []string, attempt int) (dir string, owned bool, err error
 		dir = filepath.Join(user, flightJob, fmt.Sprintf("attempt_%d", attempt))
 		return dir, false, os.MkdirAll(dir, 0o755)
 	}
-	dir, err = os.MkdirTemp("", "ddprun-flight-")
+	// In environ's $TMPDIR: the one the job was given (a test's own).
+	dir, err = os.MkdirTemp(lookupIn(environ)("TMPDIR"), "ddprun-flight-")
 	return dir, true, err
 }
 

@@ -57,10 +57,12 @@ func preemptAndResume(t *testing.T, mark string, args []string) {
 	assert.Contains(t, res.stdout, "[rank0]:preempted after step")
 	assert.Less(t, time.Since(signalled), 10*time.Second, "checkpointed within one step + 10 s")
 	assertNothingLeft(t, mark, before)
+	assert.Empty(t, res.flightDirsLeft(), "a preempted job leaves no flight directory")
 
 	again := runAgent(t.Context(), t, mark, "preemptible", args, "XLADDP_TEST_DIR="+dir)
 	require.Equal(t, 0, again.code, again.stderr)
 	assert.Contains(t, again.stdout, "[rank0]:resumed at ")
+	assert.Empty(t, again.flightDirsLeft(), "a clean job leaves no flight directory")
 	t.Log(fieldAfter(res.stdout, "[rank0]:preempted"), "/", fieldAfter(again.stdout, "[rank0]:resumed"))
 	assert.Equal(t, want, finalParams(again.stdout), "the resumed job's parameters differ from an uninterrupted run's")
 }

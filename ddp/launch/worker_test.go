@@ -15,6 +15,7 @@ import (
 
 	"github.com/xladdp/xladdp/ddp/checkpoint"
 	"github.com/xladdp/xladdp/ddp/launch"
+	"github.com/xladdp/xladdp/internal/testtmp"
 
 	"github.com/xladdp/xladdp/backend"
 	"github.com/xladdp/xladdp/ddp"
@@ -33,7 +34,7 @@ func TestMain(m *testing.M) {
 	if s := os.Getenv(workerEnvName); s != "" {
 		os.Exit(runScenario(s))
 	}
-	os.Exit(m.Run())
+	os.Exit(testtmp.Run(m))
 }
 
 // runScenario is one worker; its exit status is what the agent sees.

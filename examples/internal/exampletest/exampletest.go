@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/xladdp/xladdp/backend"
+	"github.com/xladdp/xladdp/internal/testtmp"
 	"github.com/xladdp/xladdp/internal/workerenv"
 	"github.com/xladdp/xladdp/neuron/trn"
 	"github.com/xladdp/xladdp/xla"
@@ -32,7 +33,7 @@ func Main(m *testing.M, name string, main func()) {
 		main()
 		os.Exit(0)
 	}
-	code := m.Run()
+	code := testtmp.Run(m)
 	if built.dir != "" {
 		_ = os.RemoveAll(built.dir)
 	}
