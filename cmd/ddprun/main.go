@@ -27,6 +27,17 @@ func main() {
 }
 
 func run(args []string) int {
+	if len(args) > 0 && args[0] == "flight" {
+		if len(args) != 2 || args[1] == "-h" || args[1] == "--help" {
+			fmt.Fprintln(os.Stderr, "usage: ddprun flight DIR   (the diagnosis of the flight records under DIR)")
+			return 2
+		}
+		if err := launch.FlightSummary(os.Stdout, args[1]); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		return 0
+	}
 	c, err := launch.ParseArgs(args, os.Getenv, os.Stderr)
 	if errors.Is(err, pflag.ErrHelp) {
 		return 0

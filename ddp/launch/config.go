@@ -87,6 +87,7 @@ var flagNames = []string{"nnodes", "nproc_per_node", "node_rank", "master_addr",
 // Usage is the help text, torchrun's in shape.
 const Usage = `usage: ddprun [options] TRAINING_BINARY [ARGS...]
        ddprun doctor [options] [TRAINING_BINARY]
+       ddprun flight DIR
 
 Starts TRAINING_BINARY once per worker on this node, with torchrun's worker
 environment (RANK, LOCAL_RANK, GROUP_RANK, ROLE_RANK, WORLD_SIZE,
@@ -104,6 +105,10 @@ small, NeuronCores another process holds, EFA, FI_PROVIDER and memlock on a
 Trn1 job across nodes) and, run on every node, compares them (node ranks,
 training binary, PJRT plugin and compiler versions); --check runs this
 node's checks before a launch.
+
+ddprun flight DIR prints which rank stands where from the flight records
+under DIR: those a running job's workers wrote on SIGUSR1 (kill -USR1 sent
+to ddprun asks every worker), or a failed job's in $XLADDP_FLIGHT_DIR.
 
 options:
 `
