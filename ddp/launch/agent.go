@@ -98,6 +98,9 @@ func Run(ctx context.Context, c Config, environ []string, stdout, stderr io.Writ
 			return workerenv.ExitPreempted
 		case res.cancelled || res.fatal != nil && ctx.Err() != nil:
 			say("ddprun: stopped (%v); every worker on this node was stopped", context.Cause(ctx))
+			if res.flight != "" {
+				say("ddprun: flight record when stopped (%s): %s", res.flightDir, res.flight)
+			}
 			return 130
 		case res.fatal != nil:
 			say("ddprun: %v", res.fatal)
@@ -232,14 +235,19 @@ func runAttempt(ctx context.Context, c Config, m meeting, a assignment, attempt 
 				keepDumps = true
 			}
 		case <-ctx.Done():
-			// The workers get SIGTERM and the time to checkpoint; a job
-			// whose every worker did is preempted, not failed.
+			// The records first (a stopped worker is left stopped: it
+			// stands where it stopped), then the workers get SIGTERM and
+			// the time to checkpoint; a job whose every worker did is
+			// preempted, not failed, and needs no diagnosis.
+			local, readErr := set.collectFlight(dumps, false)
 			set.Stop(procset.PreemptGrace)
-			preempted := set.Preempted()
-			if !preempted {
-				m.fail(context.WithoutCancel(ctx), attempt, a.node, fmt.Sprintf("node %d's agent was stopped", a.node), time.Now())
+			if set.Preempted() {
+				return outcome{cancelled: true, preempted: true}
 			}
-			return outcome{cancelled: true, preempted: preempted}
+			m.fail(context.WithoutCancel(ctx), attempt, a.node, fmt.Sprintf("node %d's agent was stopped", a.node), time.Now())
+			diagnosis := diagnoseRecords(local, readErr, dumps, set.ranks())
+			keepDumps = diagnosis != ""
+			return outcome{cancelled: true, flight: diagnosis, flightDir: dumps}
 		case <-ticker.C:
 			if why := w.tick(ctx); why != "" {
 				// Another node failed: this node's records complete the

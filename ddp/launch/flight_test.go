@@ -62,7 +62,8 @@ func TestFlightDir(t *testing.T) {
 
 // TestFlightOnRequest: ddprun's own SIGUSR1 (Config.FlightRequests) has
 // the workers of a hung job write their records and prints which rank
-// stands where, leaving the job running until it is stopped.
+// stands where, leaving the job running until it is stopped; stopped, it
+// prints the diagnosis again.
 func TestFlightOnRequest(t *testing.T) {
 	t.Parallel() // mostly waiting
 	mark := "flightreq" + strconv.FormatInt(time.Now().UnixNano(), 36)
@@ -82,6 +83,9 @@ func TestFlightOnRequest(t *testing.T) {
 	assert.Contains(t, res.stderr, "ddprun: flight record on request (")
 	assert.Contains(t, res.stderr, "rank 1 finished AllReduce #2 but never joined #3; its last call was faults_worker_test.go:")
 	assert.Contains(t, res.stderr, "ranks 0,2 wait in AllReduce #3 at faults_worker_test.go:")
+	// Stopped (Ctrl-C), the job says where it stood, and keeps the records.
+	assert.Contains(t, res.stderr, "ddprun: flight record when stopped (")
+	assert.Regexp(t, `when stopped \(.*\): rank 1 finished AllReduce #2 but never joined #3`, res.stderr)
 	assertNothingLeft(t, mark, before)
 }
 
