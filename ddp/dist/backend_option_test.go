@@ -2,6 +2,7 @@ package dist
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -75,6 +76,46 @@ func TestFlightSizeOption(t *testing.T) {
 			}
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, o.FlightSize)
+		})
+	}
+}
+
+// TestTimeoutOption: the group's timeout comes from Options, else
+// $XLADDP_TIMEOUT (ddprun --timeout sets it; a duration or seconds),
+// else DefaultTimeout; zero, negative, NaN, garbage or more than a day is
+// refused with what to give.
+func TestTimeoutOption(t *testing.T) {
+	for _, tc := range []struct {
+		env     string
+		given   time.Duration
+		want    time.Duration
+		wantErr string
+	}{
+		{want: DefaultTimeout},
+		{env: "90s", want: 90 * time.Second},
+		{env: " 2.5 ", want: 2500 * time.Millisecond},
+		{env: "15m", given: time.Second, want: time.Second},
+		{env: "0", wantErr: `$XLADDP_TIMEOUT="0": give the collective timeout as a duration (90s, 15m) or seconds, above 0 and at most 24h0m0s`},
+		{env: "-5s", wantErr: `$XLADDP_TIMEOUT="-5s"`},
+		{env: "NaN", wantErr: `$XLADDP_TIMEOUT="NaN"`},
+		{env: "soon", wantErr: `$XLADDP_TIMEOUT="soon"`},
+		{env: "25h", wantErr: `$XLADDP_TIMEOUT="25h"`},
+		{env: "1e300", wantErr: `$XLADDP_TIMEOUT="1e300"`},
+	} {
+		t.Run(tc.env, func(t *testing.T) {
+			t.Setenv(EnvTimeout, tc.env)
+			t.Setenv(EnvRank, "0")
+			t.Setenv(EnvWorldSize, "1")
+			o := NewOptions()
+			o.Timeout = tc.given
+			err := o.resolve()
+			if tc.wantErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, o.Timeout)
 		})
 	}
 }

@@ -55,6 +55,9 @@ const (
 	// TransportMPI runs every operation through MPI (Open MPI), in programs
 	// built with -tags mpi and started by mpirun.
 	TransportMPI = "mpi"
+	// EnvTimeout bounds the rendezvous and each collective (ddprun
+	// --timeout sets it for its workers).
+	EnvTimeout = workerenv.Timeout
 	// EnvTransport chooses the transport for NewOptions ($XLADDP_BACKEND,
 	// torch's word).
 	EnvTransport = workerenv.Transport
@@ -72,7 +75,8 @@ type Options struct {
 	// LocalRank and LocalWorldSize default to $LOCAL_RANK/$LOCAL_WORLD_SIZE,
 	// else to this process's place among the ranks on its host.
 	LocalRank, LocalWorldSize int
-	// Timeout bounds rendezvous and each collective (default DefaultTimeout).
+	// Timeout bounds rendezvous and each collective (default
+	// $XLADDP_TIMEOUT, which ddprun --timeout sets, else DefaultTimeout).
 	Timeout time.Duration
 	// Token authenticates store and peer connections (default $XLADDP_STORE_TOKEN).
 	Token string
@@ -130,14 +134,14 @@ func (o *Options) resolve() error {
 	if err := o.resolveFlightSize(); err != nil {
 		return err
 	}
+	if err := o.resolveTimeout(); err != nil {
+		return err
+	}
 	if o.Transport != TransportTCP {
 		if os.Getenv(EnvDistributedDebug) != "0" {
 			o.Debug = true
 		}
 		// The engine's launcher gives the ranks (checkEngineWorld).
-		if o.Timeout <= 0 {
-			o.Timeout = DefaultTimeout
-		}
 		return nil
 	}
 	var env workerenv.World
@@ -177,9 +181,6 @@ func (o *Options) resolve() error {
 	case o.LocalRank != -1 && o.LocalWorldSize != -1 && (o.LocalRank < 0 || o.LocalRank >= o.LocalWorldSize):
 		return fmt.Errorf("ddp: LOCAL_RANK=%d but LOCAL_WORLD_SIZE=%d", o.LocalRank, o.LocalWorldSize)
 	}
-	if o.Timeout <= 0 {
-		o.Timeout = DefaultTimeout
-	}
 	if o.InitMethod == "" {
 		o.InitMethod = "env://"
 	}
@@ -211,6 +212,32 @@ func (o *Options) CheckTransport() error {
 	default:
 		return fmt.Errorf("ddp: backend %q: want %s (the default) or %s ($%s)", o.Transport, TransportTCP, TransportMPI, EnvTransport)
 	}
+	return nil
+}
+
+// maxTimeout bounds $XLADDP_TIMEOUT: a longer wait is a hang.
+const maxTimeout = 24 * time.Hour
+
+// resolveTimeout fills Timeout from $XLADDP_TIMEOUT (a Go duration or
+// seconds) or DefaultTimeout.
+func (o *Options) resolveTimeout() error {
+	if o.Timeout > 0 {
+		return nil
+	}
+	v := strings.TrimSpace(os.Getenv(EnvTimeout))
+	if v == "" {
+		o.Timeout = DefaultTimeout
+		return nil
+	}
+	d, err := time.ParseDuration(v)
+	if secs, serr := strconv.ParseFloat(v, 64); err != nil && serr == nil && secs > 0 && secs <= maxTimeout.Seconds() {
+		d, err = time.Duration(secs*float64(time.Second)), nil
+	}
+	if err != nil || d <= 0 || d > maxTimeout {
+		return fmt.Errorf("ddp: $%s=%q: give the collective timeout as a duration (90s, 15m) or seconds, above 0 and at most %s",
+			EnvTimeout, v, maxTimeout)
+	}
+	o.Timeout = d
 	return nil
 }
 

@@ -187,7 +187,8 @@ func TestSeedCommandLines(t *testing.T) {
 
 // TestWorkerEnvironment: every variable torchrun sets, per worker.
 func TestWorkerEnvironment(t *testing.T) {
-	res := runAgent(t.Context(), t, "env", "env", []string{"--nproc_per_node=2", "--rdzv_id=job7", "--max_restarts=2", "--role=trainer"})
+	res := runAgent(t.Context(), t, "env", "env", []string{"--nproc_per_node=2", "--rdzv_id=job7", "--max_restarts=2", "--role=trainer",
+		"--timeout=90"})
 	require.Equal(t, 0, res.code, res.stderr)
 	seen := 0
 	for _, line := range strings.Split(res.stdout, "\n") {
@@ -213,6 +214,7 @@ func TestWorkerEnvironment(t *testing.T) {
 		assert.Equal(t, "job7", env["TORCHELASTIC_RUN_ID"])
 		assert.Equal(t, "1", env["OMP_NUM_THREADS"])
 		assert.Equal(t, "1", env["XLADDP_BIND_CPUS"])
+		assert.Equal(t, "1m30s", env["XLADDP_TIMEOUT"], "--timeout, which the process group reads")
 		assert.True(t, strings.Contains(res.stdout, "[rank"+r+"]:ENV "), "prefix")
 	}
 	assert.Equal(t, 2, seen)

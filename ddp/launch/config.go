@@ -58,6 +58,9 @@ type Config struct {
 	// DryRun prints what was detected and the worker environments, and
 	// starts nothing.
 	DryRun bool
+	// Timeout, when set (--timeout), bounds the workers' rendezvous and
+	// each collective (XLADDP_TIMEOUT; their default is 10 minutes).
+	Timeout time.Duration
 	// CompileOnly runs the workers with XLADDP_COMPILE_ONLY=1: every
 	// MarkStep compiles into the caches and executes nothing
 	// (neuron_parallel_compile's pass).
@@ -82,7 +85,7 @@ type Config struct {
 // flagNames are torchrun's options; each is also read from PET_<NAME>.
 var flagNames = []string{"nnodes", "nproc_per_node", "node_rank", "master_addr", "master_port", "rdzv_backend",
 	"rdzv_endpoint", "rdzv_id", "rdzv_conf", "standalone", "max_restarts", "monitor_interval", "log_dir",
-	"redirects", "tee", "local_ranks_filter", "role", "no_python", "run_path", "module", "dry_run", "compile_only", "backend", "check"}
+	"redirects", "tee", "local_ranks_filter", "role", "no_python", "run_path", "module", "dry_run", "compile_only", "backend", "check", "timeout"}
 
 // Usage is the help text, torchrun's in shape.
 const Usage = `usage: ddprun [options] TRAINING_BINARY [ARGS...]
@@ -138,6 +141,8 @@ func ParseArgs(args []string, getenv func(string) string, stderr io.Writer) (Con
 	standalone := f.Bool("standalone", false, "single node with a local rendezvous on a free port")
 	maxRestarts := f.Int("max_restarts", 0, "how many times to restart the workers after a failure")
 	monitor := f.Float64("monitor_interval", 0.1, "seconds between checks of the workers")
+	timeout := f.Float64("timeout", 0, "seconds the workers' process group waits for a rank in the rendezvous and in each collective "+
+		"before it fails the job, naming it (0: their default, 600, or $XLADDP_TIMEOUT)")
 	logDir := f.String("log_dir", "", "directory for the workers' output")
 	redirects := f.String("redirects", "0", "streams sent to the log files only: 0-3, or LOCAL_RANK:N,... (1 stdout, 2 stderr, 3 both)")
 	tee := f.String("tee", "0", "streams sent to the log files and the console: as --redirects")
@@ -190,6 +195,11 @@ func ParseArgs(args []string, getenv func(string) string, stderr io.Writer) (Con
 		return Config{}, err
 	}
 	c.Transport = backendName
+	if *timeout != 0 {
+		if c.Timeout, err = seconds(*timeout, 1, 86400); err != nil {
+			return Config{}, fmt.Errorf("--timeout=%v: %w", *timeout, err)
+		}
+	}
 	c, err = validate(c, f.Args(), *nnodes, *nproc, *rdzvConf, *monitor, *redirects, *tee, *ranksFilter, getenv)
 	if err != nil {
 		// An option that came from a PET_ variable is named as such.

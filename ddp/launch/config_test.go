@@ -127,6 +127,10 @@ func TestDurationsRefuseNonsense(t *testing.T) {
 		assert.ErrorContains(t, err, "--monitor_interval", v)
 		_, err = ParseArgs([]string{"x"}, envOf(map[string]string{"PET_MONITOR_INTERVAL": v}), io.Discard)
 		assert.ErrorContains(t, err, "$PET_MONITOR_INTERVAL", v)
+		if v != "0" && v != "-0" { // --timeout=0: the workers' default
+			_, err = ParseArgs([]string{"--timeout=" + v, "x"}, noEnv, io.Discard)
+			assert.ErrorContains(t, err, "--timeout", v)
+		}
 		for _, key := range []string{"timeout", "join_timeout", "last_call_timeout", "read_timeout"} {
 			_, err = ParseArgs([]string{"--rdzv_conf=" + key + "=" + v, "x"}, noEnv, io.Discard)
 			assert.ErrorContains(t, err, "--rdzv_conf", "%s=%s", key, v)

@@ -31,6 +31,7 @@ func DryRun(w io.Writer, c Config, environ []string) {
 	row("max_restarts", c.MaxRestarts)
 	row("monitor_interval", c.MonitorInterval)
 	row("compile_only", c.CompileOnly)
+	row("timeout", c.Timeout)
 	row("backend", c.Transport)
 	fmt.Fprintf(w, "  %-18s %q %q\n", "program", c.Program, c.Args)
 	for _, note := range c.Notes {

@@ -132,7 +132,7 @@ func mpirunCommand(c Config, environ []string, attempt int) (args, added []strin
 	}
 	args = append(append(args, c.Program), c.Args...)
 	w := jobWorld(c, environ, attempt)
-	w.Backend = backendMPI
+	w.Transport = backendMPI
 	return args, w.Environ()
 }
 

@@ -47,7 +47,7 @@ func runScenario(name string) int {
 	case "env":
 		keys := []string{"RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK", "ROLE_NAME", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
 			"ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
-			"TORCHELASTIC_RUN_ID", "OMP_NUM_THREADS", "XLADDP_BIND_CPUS"}
+			"TORCHELASTIC_RUN_ID", "OMP_NUM_THREADS", "XLADDP_BIND_CPUS", "XLADDP_TIMEOUT"}
 		env := map[string]string{}
 		for _, k := range keys {
 			env[k] = os.Getenv(k)

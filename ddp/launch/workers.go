@@ -99,6 +99,9 @@ func jobWorld(c Config, environ []string, attempt int) workerenv.World {
 	}
 	w.BindCPUs = c.NProcPerNode > 1 && !hasEnv(environ, workerenv.BindCPUs)
 	w.CompileOnly = c.CompileOnly
+	if c.Timeout > 0 {
+		w.Timeout = c.Timeout.String()
+	}
 	return w
 }
 

@@ -43,6 +43,9 @@ const (
 	// FlightDir is where each rank's process group writes its flight
 	// record when it fails or gets SIGUSR1.
 	FlightDir = "XLADDP_FLIGHT_DIR"
+	// Timeout bounds the rendezvous and each collective of the process
+	// group (a Go duration, "90s", or seconds; ddprun --timeout).
+	Timeout = "XLADDP_TIMEOUT"
 )
 
 // ExitPreempted is the exit status of a worker, and of ddprun, that
@@ -78,7 +81,7 @@ func PerRank() []string {
 func Names() []string {
 	return []string{Rank, WorldSize, LocalRank, LocalWorldSize, NodeRank, RoleRank, RoleName, RoleWorldSize,
 		MasterAddr, MasterPort, RestartCount, MaxRestarts, RunID, AgentStore,
-		SpawnChild, Transport, BindCPUs, CompileOnly}
+		SpawnChild, Transport, BindCPUs, CompileOnly, Timeout}
 }
 
 // Cleared is Names as "NAME=" entries, appended to a child's environment

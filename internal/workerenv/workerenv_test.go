@@ -78,7 +78,7 @@ func TestParse(t *testing.T) {
 func TestEnvironRoundTrip(t *testing.T) {
 	w := World{OpenMPI: Empty().OpenMPI, Rank: 5, WorldSize: 8, LocalRank: 1, LocalWorldSize: 4, NodeRank: 1, RoleRank: 5, RoleWorldSize: 8,
 		RoleName: "default", MasterAddr: "h", MasterPort: "1234", RestartCount: 0, MaxRestarts: 3, RunID: "r",
-		AgentStore: true, SpawnChild: true, Backend: "mpi", BindCPUs: true, CompileOnly: true, Threads: "1"}
+		AgentStore: true, SpawnChild: true, Transport: "mpi", BindCPUs: true, CompileOnly: true, Threads: "1"}
 	env := w.Environ()
 	m := map[string]string{}
 	for _, kv := range env {

@@ -26,9 +26,11 @@ type World struct {
 	RunID                             string
 	AgentStore                        bool
 	SpawnChild                        bool
-	Backend                           string
+	Transport                           string
 	BindCPUs                          bool
 	CompileOnly                       bool
+	// Timeout is the process group's timeout as given (ddprun --timeout).
+	Timeout string
 	// Threads is OMP_NUM_THREADS as given (a count, or OpenMP's nested
 	// list); empty: the runtime's default.
 	Threads string
@@ -77,9 +79,10 @@ func Parse(getenv func(string) string) (World, error) {
 	w.RunID = getenv(RunID)
 	w.AgentStore = getenv(AgentStore) == "True"
 	w.SpawnChild = getenv(SpawnChild) == "1"
-	w.Backend = getenv(Transport)
+	w.Transport = getenv(Transport)
 	w.BindCPUs = getenv(BindCPUs) == "1"
 	w.CompileOnly = getenv(CompileOnly) == "1"
+	w.Timeout = getenv(Timeout)
 	w.Threads = getenv(Threads)
 	return w, nil
 }
@@ -168,9 +171,10 @@ func (w World) Environ() []string {
 		env = append(env, AgentStore+"=True")
 	}
 	flag(SpawnChild, w.SpawnChild)
-	str(Transport, w.Backend)
+	str(Transport, w.Transport)
 	flag(BindCPUs, w.BindCPUs)
 	flag(CompileOnly, w.CompileOnly)
+	str(Timeout, w.Timeout)
 	str(Threads, w.Threads)
 	return env
 }
