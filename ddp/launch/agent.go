@@ -194,6 +194,9 @@ func runAttempt(ctx context.Context, c Config, m meeting, a assignment, attempt 
 	w := m.watch(attempt, a)
 	ticker := time.NewTicker(c.MonitorInterval)
 	defer ticker.Stop()
+	stall := newStallWatch(c.StallWarn)
+	stallTicker := time.NewTicker(stall.every())
+	defer stallTicker.Stop()
 	for remaining := len(set.Processes); remaining > 0; {
 		select {
 		case wk := <-set.Exits:
@@ -204,7 +207,7 @@ func runAttempt(ctx context.Context, c Config, m meeting, a assignment, attempt 
 				m.fail(context.WithoutCancel(ctx), attempt, a.node, "worker failed: "+e.String(), seen)
 				root, failures, left := rootCause(set, a.node, e, remaining)
 				remaining = left
-				local, readErr := set.collectFlight(dumps, true)
+				local, readErr := set.collectFlight(dumps)
 				root = preferBehind(root, failures, local)
 				if root != e {
 					m.fail(context.WithoutCancel(ctx), attempt, a.node, "worker failed: "+root.String(), seen)
@@ -230,6 +233,13 @@ func runAttempt(ctx context.Context, c Config, m meeting, a assignment, attempt 
 				}
 				return outcome{failure: e, flight: diagnosis, flightDir: dumps}
 			}
+		case <-stallTicker.C:
+			if word := stall.check(set, dumps); word != "" {
+				keepDumps = true
+				consoleMu.Lock()
+				fmt.Fprintln(stderr, word)
+				consoleMu.Unlock()
+			}
 		case <-c.FlightRequests:
 			if set.answerFlightRequest(dumps, stderr) {
 				keepDumps = true
@@ -239,20 +249,20 @@ func runAttempt(ctx context.Context, c Config, m meeting, a assignment, attempt 
 			// stands where it stopped), then the workers get SIGTERM and
 			// the time to checkpoint; a job whose every worker did is
 			// preempted, not failed, and needs no diagnosis.
-			local, readErr := set.collectFlight(dumps, false)
+			local, readErr := set.collectFlight(dumps)
 			set.Stop(procset.PreemptGrace)
 			if set.Preempted() {
 				return outcome{cancelled: true, preempted: true}
 			}
 			m.fail(context.WithoutCancel(ctx), attempt, a.node, fmt.Sprintf("node %d's agent was stopped", a.node), time.Now())
-			diagnosis := diagnoseRecords(local, readErr, dumps, set.ranks())
+			diagnosis := set.withStopped(diagnoseRecords(local, readErr, dumps, set.ranks()))
 			keepDumps = diagnosis != ""
 			return outcome{cancelled: true, flight: diagnosis, flightDir: dumps}
 		case <-ticker.C:
 			if why := w.tick(ctx); why != "" {
 				// Another node failed: this node's records complete the
 				// picture (the failing node's agent prints it).
-				local, readErr := set.collectFlight(dumps, true)
+				local, readErr := set.collectFlight(dumps)
 				diagnosis, _ := set.flightDiagnosis(ctx, m, a, attempt, local, readErr, dumps)
 				keepDumps = diagnosis != ""
 				set.stop()

@@ -58,6 +58,10 @@ type Config struct {
 	// DryRun prints what was detected and the worker environments, and
 	// starts nothing.
 	DryRun bool
+	// StallWarn (--stall_warn) is how long the job may go without a
+	// collective completing before ddprun says where each rank stands
+	// (again every StallWarn while it lasts; 0: never).
+	StallWarn time.Duration
 	// Timeout, when set (--timeout), bounds the workers' rendezvous and
 	// each collective (XLADDP_TIMEOUT; their default is 10 minutes).
 	Timeout time.Duration
@@ -85,7 +89,7 @@ type Config struct {
 // flagNames are torchrun's options; each is also read from PET_<NAME>.
 var flagNames = []string{"nnodes", "nproc_per_node", "node_rank", "master_addr", "master_port", "rdzv_backend",
 	"rdzv_endpoint", "rdzv_id", "rdzv_conf", "standalone", "max_restarts", "monitor_interval", "log_dir",
-	"redirects", "tee", "local_ranks_filter", "role", "no_python", "run_path", "module", "dry_run", "compile_only", "backend", "check", "timeout"}
+	"redirects", "tee", "local_ranks_filter", "role", "no_python", "run_path", "module", "dry_run", "compile_only", "backend", "check", "timeout", "stall_warn"}
 
 // Usage is the help text, torchrun's in shape.
 const Usage = `usage: ddprun [options] TRAINING_BINARY [ARGS...]
@@ -141,6 +145,8 @@ func ParseArgs(args []string, getenv func(string) string, stderr io.Writer) (Con
 	standalone := f.Bool("standalone", false, "single node with a local rendezvous on a free port")
 	maxRestarts := f.Int("max_restarts", 0, "how many times to restart the workers after a failure")
 	monitor := f.Float64("monitor_interval", 0.1, "seconds between checks of the workers")
+	stallWarn := f.Float64("stall_warn", 60, "seconds without a collective completing before ddprun says which rank is behind "+
+		"and where each stands (from their flight records; repeated while the stall lasts, nothing is stopped; 0: never)")
 	timeout := f.Float64("timeout", 0, "seconds the workers' process group waits for a rank in the rendezvous and in each collective "+
 		"before it fails the job, naming it (0: their default, 600, or $XLADDP_TIMEOUT)")
 	logDir := f.String("log_dir", "", "directory for the workers' output")
@@ -195,6 +201,11 @@ func ParseArgs(args []string, getenv func(string) string, stderr io.Writer) (Con
 		return Config{}, err
 	}
 	c.Transport = backendName
+	if *stallWarn != 0 {
+		if c.StallWarn, err = seconds(*stallWarn, 0.1, 86400); err != nil {
+			return Config{}, fmt.Errorf("--stall_warn=%v: %w", *stallWarn, err)
+		}
+	}
 	if *timeout != 0 {
 		if c.Timeout, err = seconds(*timeout, 1, 86400); err != nil {
 			return Config{}, fmt.Errorf("--timeout=%v: %w", *timeout, err)

@@ -32,6 +32,7 @@ func DryRun(w io.Writer, c Config, environ []string) {
 	row("monitor_interval", c.MonitorInterval)
 	row("compile_only", c.CompileOnly)
 	row("timeout", c.Timeout)
+	row("stall_warn", c.StallWarn)
 	row("backend", c.Transport)
 	fmt.Fprintf(w, "  %-18s %q %q\n", "program", c.Program, c.Args)
 	for _, note := range c.Notes {

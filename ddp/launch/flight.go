@@ -7,10 +7,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/xladdp/xladdp/ddp/internal/flight"
+	"github.com/xladdp/xladdp/ddp/internal/procset"
+	"github.com/xladdp/xladdp/internal/procfs"
 	"github.com/xladdp/xladdp/internal/workerenv"
 )
 
@@ -54,28 +57,67 @@ func flightDir(environ []string, attempt int) (dir string, owned bool, err error
 }
 
 // collectFlight asks the workers still running to write their flight
-// records (SIGUSR1; when the job is ending, cont continues a stopped one
-// first with SIGCONT), waits until each has
-// written one or exited (at most flightWait), and returns what they wrote
-// (none from a program without a process group), or the reason they are
-// unreadable.
-func (set workerSet) collectFlight(dir string, cont bool) ([]flight.Dump, error) {
+// records (SIGUSR1, to those that catch it: a program without a process
+// group would die of it), waits until each has written a fresh one, has
+// exited or cannot answer (at most flightWait), and returns what dir
+// holds (none from a program without a process group), or the reason the
+// records are unreadable. A stopped worker (SIGSTOP, ^Z, a debugger) is
+// left stopped: it stands where it stopped, and continued it would run
+// on into the next collective and look ahead of the others; stoppedNote
+// names it.
+func (set workerSet) collectFlight(dir string) ([]flight.Dump, error) {
+	asked := time.Now()
 	for _, w := range set.Processes {
-		if !w.Exited() {
-			// A stopped worker (SIGSTOP, ^Z) writes once continued: the
-			// job is ending anyway, and its record says where it stood.
-			if cont {
-				_ = w.Cmd.Process.Signal(syscall.SIGCONT)
-			}
+		if set.answers(w) {
 			_ = w.Cmd.Process.Signal(syscall.SIGUSR1)
 		}
 	}
-	for deadline := time.Now().Add(flightWait); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if set.allDumpedOrExited(dir) {
+	for deadline := asked.Add(flightWait); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if set.allAnswered(dir, asked) {
 			break
 		}
 	}
 	return flight.Read(dir)
+}
+
+// answers reports whether w can write a flight record now: running,
+// not stopped, and catching SIGUSR1.
+func (set workerSet) answers(w *procset.Process) bool {
+	if w.Exited() {
+		return false
+	}
+	pid := w.Cmd.Process.Pid
+	return !isStopped(procfs.State("/proc", pid)) && procfs.Catches("/proc", pid, syscall.SIGUSR1)
+}
+
+func isStopped(state string) bool { return state == "stopped" || state == "stopped by a debugger" }
+
+// stoppedNote names this node's workers that are stopped now, with how
+// to resume each ("" when none).
+func (set workerSet) stoppedNote() string {
+	var notes []string
+	for _, w := range set.Processes {
+		if w.Exited() {
+			continue
+		}
+		if state := procfs.State("/proc", w.Cmd.Process.Pid); isStopped(state) {
+			notes = append(notes, fmt.Sprintf("rank %d is %s (pid %d; kill -CONT %d resumes it)", w.Rank, state, w.Cmd.Process.Pid,
+				w.Cmd.Process.Pid))
+		}
+	}
+	return strings.Join(notes, "; ")
+}
+
+// withStopped puts the stopped workers' note before a diagnosis.
+func (set workerSet) withStopped(diagnosis string) string {
+	note := set.stoppedNote()
+	switch {
+	case note == "":
+		return diagnosis
+	case diagnosis == "":
+		return note
+	}
+	return note + "; " + diagnosis
 }
 
 // flightDiagnosis diagnoses this node's flight records (local, or the
@@ -87,10 +129,10 @@ func (set workerSet) collectFlight(dir string, cont bool) ([]flight.Dump, error)
 func (set workerSet) flightDiagnosis(ctx context.Context, m meeting, a assignment, attempt int, local []flight.Dump,
 	readErr error, dir string) (diagnosis string, behind []int) {
 	if readErr != nil || a.nnodes == 1 {
-		return diagnoseRecords(local, readErr, dir, set.ranks()), flight.Behind(local)
+		return set.withStopped(diagnoseRecords(local, readErr, dir, set.ranks())), flight.Behind(local)
 	}
 	all := m.exchangeFlight(ctx, attempt, a, local)
-	return diagnoseRecords(all, nil, dir, flight.Ranks(a.world)), flight.Behind(all)
+	return set.withStopped(diagnoseRecords(all, nil, dir, flight.Ranks(a.world))), flight.Behind(all)
 }
 
 // diagnoseRecords is the diagnosis of the flight records of the ranks
@@ -115,14 +157,15 @@ func (set workerSet) ranks() []int {
 	return out
 }
 
-// allDumpedOrExited reports whether every worker wrote a flight record
-// into dir or is gone.
-func (set workerSet) allDumpedOrExited(dir string) bool {
+// allAnswered reports whether every worker that can answer wrote a
+// flight record into dir since asked.
+func (set workerSet) allAnswered(dir string, asked time.Time) bool {
 	for _, w := range set.Processes {
-		if w.Exited() {
+		if !set.answers(w) {
 			continue
 		}
-		if _, err := os.Stat(filepath.Join(dir, flight.DumpName(w.Rank))); err != nil {
+		info, err := os.Stat(filepath.Join(dir, flight.DumpName(w.Rank)))
+		if err != nil || info.ModTime().Before(asked.Add(-time.Second)) {
 			return false
 		}
 	}
@@ -188,13 +231,13 @@ func (r *rendezvous) exchangeFlight(ctx context.Context, attempt int, a assignme
 // them running, and prints the diagnosis of this node's ranks; it reports
 // whether there was one to keep.
 func (set workerSet) answerFlightRequest(dir string, stderr io.Writer) bool {
-	local, err := set.collectFlight(dir, false)
+	local, err := set.collectFlight(dir)
 	msg := ""
 	switch {
 	case err != nil:
 		msg = fmt.Sprintf("ddprun: flight record on request (%s): unreadable: %v", dir, err)
 	case len(local) > 0:
-		msg = fmt.Sprintf("ddprun: flight record on request (%s): %s", dir, flight.Diagnose(local, set.ranks()))
+		msg = fmt.Sprintf("ddprun: flight record on request (%s): %s", dir, set.withStopped(flight.Diagnose(local, set.ranks())))
 	default:
 		msg = "ddprun: flight record on request: no worker has a process group yet"
 	}

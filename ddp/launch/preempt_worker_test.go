@@ -97,7 +97,7 @@ func preemptible() int {
 			return fail(err)
 		}
 		if step == 10 {
-			_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("at-10-%d", rank)), nil, 0o644)
+			_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("at-10-%d", rank)), []byte(strconv.Itoa(os.Getpid())), 0o644)
 		}
 		time.Sleep(10 * time.Millisecond) // time for the test to signal mid-run
 		state.Step = step + 1

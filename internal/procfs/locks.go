@@ -87,3 +87,20 @@ func State(proc string, pid int) string {
 	}
 	return ""
 }
+
+// Catches reports whether pid has a handler for sig (SigCgt in its
+// status): sending a signal its default action ends the process with
+// (SIGUSR1) to one that does not catch it kills it. False when unknown.
+func Catches(proc string, pid int, sig syscall.Signal) bool {
+	raw, err := os.ReadFile(filepath.Join(proc, strconv.Itoa(pid), "status"))
+	if err != nil {
+		return false
+	}
+	for line := range strings.Lines(string(raw)) {
+		if mask, ok := strings.CutPrefix(line, "SigCgt:"); ok {
+			bits, err := strconv.ParseUint(strings.TrimSpace(mask), 16, 64)
+			return err == nil && sig >= 1 && sig <= 64 && bits&(1<<(uint(sig)-1)) != 0
+		}
+	}
+	return false
+}

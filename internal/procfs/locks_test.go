@@ -55,3 +55,26 @@ func TestFlockHolderAndState(t *testing.T) {
 	assert.False(t, ok, "no locks table")
 	assert.Empty(t, State("/proc", 1<<30))
 }
+
+// TestCatches: a process with a SIGUSR1 handler is told apart from one
+// without (which SIGUSR1 would kill).
+func TestCatches(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 runs the processes of this test: install it")
+	}
+	start := func(script string) *exec.Cmd {
+		cmd := exec.Command("python3", "-c", script)
+		out, err := cmd.StdoutPipe()
+		require.NoError(t, err)
+		require.NoError(t, cmd.Start())
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		_, err = bufio.NewReader(out).ReadString('\n')
+		require.NoError(t, err)
+		return cmd
+	}
+	catching := start("import signal, time\nsignal.signal(signal.SIGUSR1, lambda *a: None)\nprint('ready', flush=True)\ntime.sleep(60)")
+	plain := start("import time\nprint('ready', flush=True)\ntime.sleep(60)")
+	assert.True(t, Catches("/proc", catching.Process.Pid, syscall.SIGUSR1))
+	assert.False(t, Catches("/proc", plain.Process.Pid, syscall.SIGUSR1))
+	assert.False(t, Catches("/proc", 1<<30, syscall.SIGUSR1))
+}

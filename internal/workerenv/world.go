@@ -26,7 +26,7 @@ type World struct {
 	RunID                             string
 	AgentStore                        bool
 	SpawnChild                        bool
-	Transport                           string
+	Transport                         string
 	BindCPUs                          bool
 	CompileOnly                       bool
 	// Timeout is the process group's timeout as given (ddprun --timeout).

@@ -220,3 +220,14 @@ func short(caller string) string {
 	}
 	return filepath.Base(caller)
 }
+
+// Completed is how far the ranks of dumps got: the sum over them of the
+// last collective each completed, which grows while any rank makes
+// progress.
+func Completed(dumps []Dump) uint64 {
+	var sum uint64
+	for _, p := range positions(dumps) {
+		sum += p.done
+	}
+	return sum
+}

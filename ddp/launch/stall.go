@@ -1,0 +1,59 @@
+package launch
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/xladdp/xladdp/ddp/internal/flight"
+)
+
+// stallWatch notices a job whose collectives stopped completing, from
+// the flight records its workers write on request, and says where each
+// rank stands while the stall lasts, killing nothing: a stopped rank
+// (SIGSTOP, ^Z, a debugger) is said as stopped, a rank stuck elsewhere
+// by the collective the others wait in.
+type stallWatch struct {
+	after    time.Duration // --stall_warn: how long without progress before a word
+	progress uint64        // the completed collectives last seen (flight.Completed)
+	since    time.Time     // when progress last moved
+	said     time.Time     // the last word
+}
+
+// newStallWatch watches with --stall_warn (0: never).
+func newStallWatch(after time.Duration) *stallWatch {
+	return &stallWatch{after: after, since: time.Now()}
+}
+
+// every is how often check runs (never when the watch is off).
+func (sw *stallWatch) every() time.Duration {
+	if sw.after <= 0 {
+		return 24 * time.Hour
+	}
+	return max(sw.after/4, 250*time.Millisecond)
+}
+
+// check asks the workers for their records and returns the word to say
+// ("" for none): after a stall of sw.after, then every sw.after while it
+// lasts. A job with no records (no process group yet) never stalls.
+func (sw *stallWatch) check(set workerSet, dir string) string {
+	if sw.after <= 0 {
+		return ""
+	}
+	dumps, err := set.collectFlight(dir)
+	now := time.Now()
+	if err != nil || len(dumps) == 0 {
+		sw.since = now
+		return ""
+	}
+	if done := flight.Completed(dumps); done != sw.progress {
+		sw.progress, sw.since, sw.said = done, now, time.Time{}
+		return ""
+	}
+	stalled := now.Sub(sw.since)
+	if stalled < sw.after || now.Sub(sw.said) < sw.after {
+		return ""
+	}
+	sw.said = now
+	return fmt.Sprintf("ddprun: no collective has completed for %s (--stall_warn; ddprun stops nothing for it): %s",
+		stalled.Round(time.Second), set.withStopped(flight.Diagnose(dumps, set.ranks())))
+}

@@ -1,0 +1,58 @@
+package launch
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestStalledRankIsNamed: SIGSTOP one rank of a 3-rank job and ddprun
+// says, within --stall_warn and while the stall lasts, that the rank is
+// stopped (with its pid and how to resume it) and where the others wait
+// (the collective's number and file:line), killing nothing; SIGCONT, and
+// the job goes on and finishes.
+func TestStalledRankIsNamed(t *testing.T) {
+	t.Parallel() // mostly waiting
+	dir := t.TempDir()
+	mark := "stall" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	_, before := leftovers(t, mark)
+	args := append([]string{"--nproc_per_node=3", "--stall_warn=1", "--monitor_interval=0.05"}, os.Args[0], "-test.run=^$")
+	c, err := ParseArgs(args, func(string) string { return "" }, os.Stderr)
+	require.NoError(t, err)
+	environ := append(os.Environ(), workerEnvName+"=preemptible", "XLADDP_LAUNCH_TEST_MARK="+mark, "MASTER_ADDR=", "MASTER_PORT=",
+		"RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "LOCAL_WORLD_SIZE=", "TMPDIR="+t.TempDir(), "XLADDP_TEST_DIR="+dir)
+	var out, errb syncBuffer
+	done := make(chan int, 1)
+	go func() { done <- Run(t.Context(), c, environ, &out, &errb) }()
+
+	var pid int
+	require.Eventually(t, func() bool {
+		b, err := os.ReadFile(filepath.Join(dir, "at-10-1"))
+		pid, _ = strconv.Atoi(string(b))
+		return err == nil && pid > 0
+	}, time.Minute, 10*time.Millisecond, "rank 1 reaches step 10")
+	require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
+	stopped := time.Now()
+	said := func() int { return strings.Count(errb.String(), "no collective has completed for") }
+	require.Eventually(t, func() bool { return said() >= 2 }, 20*time.Second, 50*time.Millisecond,
+		"said, and said again while the stall lasts: %s", errb.String())
+	t.Logf("first word %s after SIGSTOP", time.Since(stopped))
+	assert.Contains(t, errb.String(), "rank 1 is stopped (pid "+strconv.Itoa(pid)+"; kill -CONT "+strconv.Itoa(pid)+" resumes it)")
+	assert.Regexp(t, `ranks 0,2 wait in AllReduce #\d+ at \S+\.go:\d+`, errb.String())
+	require.NoError(t, syscall.Kill(pid, syscall.SIGCONT))
+	select {
+	case code := <-done:
+		assert.Equal(t, 0, code, errb.String())
+	case <-time.After(time.Minute):
+		t.Fatal("the job did not finish after SIGCONT")
+	}
+	assert.Contains(t, out.String(), "]:PARAMS ", "rank 0 finished the training")
+	assertNothingLeft(t, mark, before)
+}
