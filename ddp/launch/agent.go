@@ -255,7 +255,7 @@ func runAttempt(ctx context.Context, c Config, m meeting, a assignment, attempt 
 				return outcome{cancelled: true, preempted: true}
 			}
 			m.fail(context.WithoutCancel(ctx), attempt, a.node, fmt.Sprintf("node %d's agent was stopped", a.node), time.Now())
-			diagnosis := set.withStopped(diagnoseRecords(local, readErr, dumps, set.ranks()))
+			diagnosis := set.diagnose(local, readErr, dumps, set.ranks())
 			keepDumps = diagnosis != ""
 			return outcome{cancelled: true, flight: diagnosis, flightDir: dumps}
 		case <-ticker.C:

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -92,32 +93,56 @@ func (set workerSet) answers(w *procset.Process) bool {
 
 func isStopped(state string) bool { return state == "stopped" || state == "stopped by a debugger" }
 
-// stoppedNote names this node's workers that are stopped now, with how
-// to resume each ("" when none).
-func (set workerSet) stoppedNote() string {
-	var notes []string
+// stopped lists this node's workers that are stopped now (SIGSTOP, ^Z,
+// a debugger), by rank, with their pid and state.
+func (set workerSet) stopped() map[int][2]string {
+	out := map[int][2]string{}
 	for _, w := range set.Processes {
 		if w.Exited() {
 			continue
 		}
-		if state := procfs.State("/proc", w.Cmd.Process.Pid); isStopped(state) {
-			notes = append(notes, fmt.Sprintf("rank %d is %s (pid %d; kill -CONT %d resumes it)", w.Rank, state, w.Cmd.Process.Pid,
-				w.Cmd.Process.Pid))
+		pid := w.Cmd.Process.Pid
+		if state := procfs.State("/proc", pid); isStopped(state) {
+			out[w.Rank] = [2]string{strconv.Itoa(pid), state}
 		}
 	}
-	return strings.Join(notes, "; ")
+	return out
 }
 
-// withStopped puts the stopped workers' note before a diagnosis.
-func (set workerSet) withStopped(diagnosis string) string {
-	note := set.stoppedNote()
-	switch {
-	case note == "":
-		return diagnosis
-	case diagnosis == "":
-		return note
+// diagnose is the diagnosis of the records of the ranks expected, with
+// this node's stopped workers named as stopped, and where the others
+// stand that a stopped worker never reached (its record, if any, is
+// older than its stop): "rank 1 is stopped (pid 4242; kill -CONT 4242
+// resumes it) and never joined AllReduce #3; ranks 0,2 wait in
+// AllReduce #3 at train.go:61".
+func (set workerSet) diagnose(dumps []flight.Dump, readErr error, dir string, expected []int) string {
+	stopped := set.stopped()
+	if readErr != nil || len(stopped) == 0 {
+		return diagnoseRecords(dumps, readErr, dir, expected)
 	}
-	return note + "; " + diagnosis
+	var notes []string
+	var others []int
+	written := map[int]bool{}
+	for _, d := range dumps {
+		written[d.Rank] = true
+	}
+	name, front, ok := flight.Front(dumps)
+	for _, r := range expected {
+		s, isStopped := stopped[r]
+		if !isStopped {
+			others = append(others, r)
+			continue
+		}
+		note := fmt.Sprintf("rank %d is %s (pid %s; kill -CONT %s resumes it)", r, s[1], s[0], s[0])
+		if ok && !written[r] {
+			note += fmt.Sprintf(" and never joined %s #%d", name, front)
+		}
+		notes = append(notes, note)
+	}
+	if rest := diagnoseRecords(dumps, nil, dir, others); rest != "" {
+		notes = append(notes, rest)
+	}
+	return strings.Join(notes, "; ")
 }
 
 // flightDiagnosis diagnoses this node's flight records (local, or the
@@ -129,10 +154,10 @@ func (set workerSet) withStopped(diagnosis string) string {
 func (set workerSet) flightDiagnosis(ctx context.Context, m meeting, a assignment, attempt int, local []flight.Dump,
 	readErr error, dir string) (diagnosis string, behind []int) {
 	if readErr != nil || a.nnodes == 1 {
-		return set.withStopped(diagnoseRecords(local, readErr, dir, set.ranks())), flight.Behind(local)
+		return set.diagnose(local, readErr, dir, set.ranks()), flight.Behind(local)
 	}
 	all := m.exchangeFlight(ctx, attempt, a, local)
-	return set.withStopped(diagnoseRecords(all, nil, dir, flight.Ranks(a.world))), flight.Behind(all)
+	return set.diagnose(all, nil, dir, flight.Ranks(a.world)), flight.Behind(all)
 }
 
 // diagnoseRecords is the diagnosis of the flight records of the ranks
@@ -237,7 +262,7 @@ func (set workerSet) answerFlightRequest(dir string, stderr io.Writer) bool {
 	case err != nil:
 		msg = fmt.Sprintf("ddprun: flight record on request (%s): unreadable: %v", dir, err)
 	case len(local) > 0:
-		msg = fmt.Sprintf("ddprun: flight record on request (%s): %s", dir, set.withStopped(flight.Diagnose(local, set.ranks())))
+		msg = fmt.Sprintf("ddprun: flight record on request (%s): %s", dir, set.diagnose(local, nil, dir, set.ranks()))
 	default:
 		msg = "ddprun: flight record on request: no worker has a process group yet"
 	}

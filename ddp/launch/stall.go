@@ -55,5 +55,5 @@ func (sw *stallWatch) check(set workerSet, dir string) string {
 	}
 	sw.said = now
 	return fmt.Sprintf("ddprun: no collective has completed for %s (--stall_warn; ddprun stops nothing for it): %s",
-		stalled.Round(time.Second), set.withStopped(flight.Diagnose(dumps, set.ranks())))
+		stalled.Round(time.Second), set.diagnose(dumps, nil, dir, set.ranks()))
 }

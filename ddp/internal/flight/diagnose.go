@@ -231,3 +231,16 @@ func Completed(dumps []Dump) uint64 {
 	}
 	return sum
 }
+
+// Front is the furthest collective any rank of dumps issued: its op and
+// number (ok false when none issued one).
+func Front(dumps []Dump) (name string, seq uint64, ok bool) {
+	pos := positions(dumps)
+	seq = frontOf(pos)
+	for _, p := range pos {
+		if p.ok && p.last.Seq == seq {
+			return p.last.Name, seq, true
+		}
+	}
+	return "", 0, false
+}

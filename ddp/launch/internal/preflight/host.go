@@ -52,7 +52,8 @@ type Job struct {
 const dialWait = 2 * time.Second
 
 // MasterAddr checks that the job's MASTER_ADDR resolves and, on a node
-// other than the one it names, that it answers on the port.
+// other than the one it names, that it answers on the port within
+// dialWait.
 func MasterAddr(ctx context.Context, j Job, local func(host string) bool) []Finding {
 	if j.MasterAddr == "" {
 		return nil
@@ -67,10 +68,25 @@ func MasterAddr(ctx context.Context, j Job, local func(host string) bool) []Find
 		return nil
 	}
 	addr := net.JoinHostPort(j.MasterAddr, strconv.Itoa(j.MasterPort))
-	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
-	if err == nil {
-		conn.Close()
-		return nil
+	// Refused, it is retried until the check's time is up: started on
+	// every node at once (pbsdsh, srun, SageMaker), node 0 may listen a
+	// moment after the others ask.
+	var err error
+	for {
+		var conn net.Conn
+		if conn, err = (&net.Dialer{}).DialContext(ctx, "tcp", addr); err == nil {
+			conn.Close()
+			return nil
+		}
+		if !errors.Is(err, syscall.ECONNREFUSED) || ctx.Err() != nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+			continue
+		}
+		break
 	}
 	if errors.Is(err, syscall.ECONNREFUSED) {
 		return []Finding{{Check: "master_addr", Problem: fmt.Sprintf("nothing listens at %s (MASTER_ADDR:MASTER_PORT)", addr),
