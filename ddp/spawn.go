@@ -46,6 +46,14 @@ func SpawnedChild() bool { return os.Getenv(workerenv.SpawnChild) == "1" }
 
 // Worker is one replica of a spawned job, as fn sees it: its rank among
 // every replica of the job, the job's replica count and its device.
+//
+// Random numbers follow one rule in every launch mode (--spawn, ddprun,
+// torchrun, mpirun, Spawn's processes): the Device's random state starts
+// from xla.DefaultSeed(Rank), the replica's global index in the job, so
+// an unseeded RandN or Dropout draws the same numbers on replica r of a
+// job of N however its replicas are spread over processes, and different
+// numbers on each replica. A program that seeds its devices itself
+// (Device.ManualSeed) is left as it seeds them.
 type Worker struct {
 	Rank, WorldSize, LocalRank int
 	Device                     *xla.Device
@@ -105,6 +113,11 @@ func Spawn(ctx context.Context, fn func(ctx context.Context, w Worker) error, op
 		n = e.NumDevices()
 	}
 	rank, size := processRank()
+	for i := range n {
+		if err := e.Device(i).ManualSeed(xla.DefaultSeed(rank*n + i)); err != nil {
+			return fmt.Errorf("ddp: Spawn: %w", err)
+		}
+	}
 	return e.RunReplicas(ctx, n, func(ctx context.Context, r xla.Replica) error {
 		return fn(ctx, Worker{Rank: rank*n + r.Index(), WorldSize: size * n, LocalRank: r.Index(), Device: r.Device()})
 	})
@@ -202,6 +215,9 @@ func spawnChild(ctx context.Context, fn func(ctx context.Context, w Worker) erro
 	e := xla.NewEngine(b)
 	defer e.Close()
 	g := dist.Default()
+	if err := e.Device(0).ManualSeed(xla.DefaultSeed(g.Rank())); err != nil {
+		return err
+	}
 	err = fn(ctx, Worker{Rank: g.Rank(), WorldSize: g.WorldSize(), LocalRank: g.LocalRank(), Device: e.Device(0)})
 	if err != nil {
 		return fmt.Errorf("rank %d: %w", g.Rank(), err)

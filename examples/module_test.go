@@ -68,15 +68,20 @@ func buildOwnModule(t *testing.T, tags string) string {
 }
 
 // TestUsedFromAnotherModule builds the guide's program and runs it
-// spawned on 2 CPU devices, as the guide says.
+// spawned on 2 CPU devices, as the guide says, and as 2 ranks under
+// ddprun: one rule seeds the replicas in both launch modes (each from its
+// global index), so its unseeded RandN data, and the trained weights,
+// are the same bits.
 func TestUsedFromAnotherModule(t *testing.T) {
 	exampletest.CleanEnv(t)
 	bin := buildOwnModule(t, "")
-	run := exec.Command(bin, "--spawn", "--cpu-devices", "2", "--checkpoint-dir", t.TempDir())
-	out, err := run.CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	assert.Regexp(t, `step 200: loss \d+\.\d{4}`, string(out))
-	assert.Regexp(t, `weights \[[-0-9.e ]+\]`, string(out))
+	spawned := runToEnd(t, []string{bin, "--spawn", "--cpu-devices", "2", "--checkpoint-dir", t.TempDir()})
+	require.Equal(t, 0, spawned.code, spawned.out)
+	assert.Regexp(t, `step 200: loss \d+\.\d{4}`, spawned.out)
+	assert.Regexp(t, `weights \[[-0-9.e ]+\]`, spawned.out)
+	ranks := runToEnd(t, []string{exampletest.Ddprun(t), "--nproc_per_node=2", bin, "--checkpoint-dir", t.TempDir()})
+	require.Equal(t, 0, ranks.code, ranks.out)
+	assert.Equal(t, weightsLine(spawned.out), weightsLine(ranks.out), "--spawn and ddprun train on the same numbers")
 }
 
 // preemptSteps makes the guide's program run long enough (a few seconds)

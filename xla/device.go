@@ -76,12 +76,16 @@ type scalarKey struct {
 	value float64
 }
 
-// defaultSeed seeds device i's RNG: fixed, so runs repeat, and distinct per device.
-func defaultSeed(i int) int64 { return 0x5eed + int64(i)*1_000_003 }
+// DefaultSeed is the seed of replica i's random state before the program
+// seeds it: fixed, so runs repeat, and distinct per replica. An engine
+// seeds its device i with DefaultSeed(i); ddp.Spawn reseeds each replica
+// with its global index in the job, so the same program draws the same
+// numbers whatever launched it.
+func DefaultSeed(i int) int64 { return 0x5eed + int64(i)*1_000_003 }
 
 func newDevice(e *Engine, num int) *Device {
 	d := &Device{engine: e, num: num, scalars: map[scalarKey]*deviceData{}, observer: lazyMode{}}
-	if err := d.ManualSeed(defaultSeed(num)); err != nil {
+	if err := d.ManualSeed(DefaultSeed(num)); err != nil {
 		// Only a broken backend fails a 24-byte upload; report it on first use.
 		d.rng = d.errorTensor(graph.RNGStateShape, err)
 	}
