@@ -8,6 +8,8 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
+
+	"github.com/xladdp/xladdp/internal/workerenv"
 )
 
 // Progress shows one epoch's steps: a bar with the step, loss, samples/s
@@ -30,12 +32,19 @@ type Progress struct {
 // it ("epoch 1/3").
 func NewProgress(out io.Writer, title string, total, every int) *Progress {
 	p := &Progress{out: out, total: total, every: max(every, 1), start: time.Now(), prefix: title}
-	if f, ok := out.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+	if f, ok := out.(*os.File); ok && barFits(term.IsTerminal(int(f.Fd())), os.Getenv) {
 		p.bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(out), progressbar.OptionSetDescription(title),
 			progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(true), progressbar.OptionClearOnFinish(),
 			progressbar.OptionSetWidth(30), progressbar.OptionThrottle(100*time.Millisecond))
 	}
 	return p
+}
+
+// barFits reports whether a bar redrawn in place shows: on a terminal,
+// but not a rank's under mpirun, whose pty mpirun relays line by line
+// (the bar would show its first frame, "0% (0/3)", and nothing after).
+func barFits(terminal bool, getenv func(string) string) bool {
+	return terminal && getenv(workerenv.OpenMPIWorldSize) == ""
 }
 
 // Step records that step (1-based) is done with loss, having trained

@@ -29,3 +29,12 @@ func TestProgressLinesWithoutATerminal(t *testing.T) {
 	none.Note("x")
 	none.Done()
 }
+
+// TestBarOnlyWhereItShows: the bar is drawn on a terminal, but not on a
+// rank's pty under mpirun (relayed line by line) nor off a terminal.
+func TestBarOnlyWhereItShows(t *testing.T) {
+	env := func(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
+	assert.True(t, barFits(true, env(nil)))
+	assert.False(t, barFits(true, env(map[string]string{"OMPI_COMM_WORLD_SIZE": "2"})))
+	assert.False(t, barFits(false, env(nil)))
+}
