@@ -41,14 +41,17 @@ func corpusOrSkip(t *testing.T) string {
 // 120 steps: the val loss falls below 3.2 nats, under the 3.36 of the
 // best model that ignores context (the val split's unigram entropy) from
 // ln(113) = 4.73 at the start; the checkpoint, the plot and a sample are
-// written. A run resumed from the checkpoint continues at step 120.
+// written. An eval step that is not a log step (--log-interval 100, the
+// evals at 60 and 120) prints the train loss of its own step, read for
+// it, never 0.0000 for a loss not read yet. A run resumed from the
+// checkpoint continues at step 120.
 func TestLearnsSpawnedAndResumes(t *testing.T) {
 	exampletest.CleanEnv(t)
 	dir := t.TempDir()
 	ckpt, plot := filepath.Join(dir, "gpt.safetensors"), filepath.Join(dir, "curves.png")
 	args := append([]string{"--spawn", "--cpu-devices", "2", "--data", corpusOrSkip(t), "--checkpoint", ckpt, "--eval-interval", "60"}, tiny...)
 	var out bytes.Buffer
-	res, err := run(t.Context(), append(args, "--steps", "120", "--sample", "60", "--plot", plot, "--metrics"), &out)
+	res, err := run(t.Context(), append(args, "--steps", "120", "--sample", "60", "--plot", plot, "--metrics", "--log-interval", "100"), &out)
 	require.NoError(t, err, out.String())
 	t.Log(out.String())
 	require.Len(t, res.ValLosses, 2)
@@ -58,7 +61,15 @@ func TestLearnsSpawnedAndResumes(t *testing.T) {
 	assert.Greater(t, res.TokensPerSec, 1000.0)
 	assert.Len(t, []rune(res.Sample), 60)
 	assert.Contains(t, out.String(), "on 2 replicas")
-	assert.Contains(t, out.String(), "step 60: train loss")
+	evals := regexp.MustCompile(`step (\d+): train loss (\S+),`).FindAllStringSubmatch(out.String(), -1)
+	require.Len(t, evals, 2)
+	for i, l := range evals {
+		assert.Equal(t, strconv.Itoa(60*(i+1)), l[1])
+		loss, err := strconv.ParseFloat(l[2], 64)
+		require.NoError(t, err)
+		assert.Greater(t, loss, 1.0, "step %s's train loss was read for its eval line", l[1])
+	}
+	assert.Contains(t, res.Losses, [2]float64{60, res.Losses[0][1]}, "the eval step's loss is a point of the curve")
 	assert.Contains(t, out.String(), "AllReduces:")
 	f, err := os.Open(plot)
 	require.NoError(t, err)
@@ -240,25 +251,4 @@ func TestDataFromDevicesAndPipes(t *testing.T) {
 		<-done
 		t.Fatalf("--data on a FIFO nobody writes ignored SIGTERM: %s", output.String())
 	}
-}
-
-// TestEvalLineSaysItsStepsLoss: an eval step that is not a log step
-// (--eval-interval 3, --log-interval 100) prints the train loss of its own
-// step, read for it, never 0.0000 for a loss not read yet.
-func TestEvalLineSaysItsStepsLoss(t *testing.T) {
-	exampletest.CleanEnv(t)
-	args := append([]string{"--spawn", "--cpu-devices", "1", "--data", corpusOrSkip(t), "--steps", "6", "--eval-interval", "3",
-		"--log-interval", "100"}, tiny...)
-	var out bytes.Buffer
-	res, err := run(t.Context(), args, &out)
-	require.NoError(t, err, out.String())
-	lines := regexp.MustCompile(`step (\d+): train loss (\S+),`).FindAllStringSubmatch(out.String(), -1)
-	require.Len(t, lines, 2, out.String())
-	for i, l := range lines {
-		assert.Equal(t, strconv.Itoa(3*(i+1)), l[1])
-		loss, err := strconv.ParseFloat(l[2], 64)
-		require.NoError(t, err)
-		assert.Greater(t, loss, 1.0, "step %s's train loss was read for its eval line", l[1])
-	}
-	assert.Equal(t, [][2]float64{{3, res.Losses[0][1]}, {6, res.Losses[1][1]}}, res.Losses)
 }
