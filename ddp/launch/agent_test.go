@@ -247,7 +247,7 @@ func TestFailurePolicy(t *testing.T) {
 		// Rank 1 stops (SIGSTOP): the others' collective times out (3 s)
 		// and names it.
 		// ddprun continues it (SIGCONT) to ask for its flight record.
-		{"stop", 4, []string{"exit code 4", "rank 1 is stopped (pid ", "and never joined AllReduce #2"}, 15 * time.Second},
+		{"stop", 4, []string{"exit code 4", "rank 1 is stopped (pid ", "and has not finished AllReduce #2"}, 15 * time.Second},
 	}
 	for _, c := range cases {
 		t.Run(c.scenario, func(t *testing.T) {

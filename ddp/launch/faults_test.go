@@ -57,7 +57,7 @@ var faults = []fault{
 		"ranks 0,2 called AllReduce float32[4]"}},
 	{name: "checkpoint-subset", says: []string{"differs between ranks", "rank 0 called", "ranks 1,2 called AllReduce float32[4]"}},
 	// Left stopped: continued, it would run into #3 and look ahead.
-	{name: "sigstop", says: []string{"rank 1 is stopped (pid ", "resumes it) and never joined AllReduce #3", othersInner},
+	{name: "sigstop", says: []string{"rank 1 is stopped (pid ", "resumes it) and has not finished AllReduce #3", othersInner},
 		mpiSays: []string{afterSecond, othersInner}},
 	{name: "sigkill", says: []string{"rank 1 left no flight dump (killed", othersInner}},
 	{name: "late-peer", says: []string{"ranks [1] never joined within 2s"}, tcpOnly: true},
@@ -105,5 +105,28 @@ func TestFaultSuite(t *testing.T) {
 				assertNothingLeft(t, mark, before)
 			})
 		}
+	}
+}
+
+// TestStoppedInsideACollectiveIsNeverAhead: a rank SIGSTOPped inside a
+// collective (it entered #3 first and waits there for the others) is
+// said as stopped, and the healthy ranks are never diagnosed as behind
+// it, in 5 trials. Its contribution may already be in (shared memory):
+// the others then finish #3 and wait for it in the Barrier #4.
+func TestStoppedInsideACollectiveIsNeverAhead(t *testing.T) {
+	for trial := range 5 {
+		t.Run(strconv.Itoa(trial), func(t *testing.T) {
+			t.Parallel()
+			mark := "stopinside" + strconv.Itoa(trial) + strconv.FormatInt(time.Now().UnixNano(), 36)
+			_, before := leftovers(t, mark)
+			res := runAgent(t.Context(), t, mark, "fault-sigstop-inside", []string{"--nproc_per_node=3", "--monitor_interval=0.05"},
+				"XLADDP_TEST_TIMEOUT="+faultTimeout.String(), "XLADDP_TEST_DIR="+t.TempDir())
+			assert.NotZero(t, res.code, res.stderr)
+			assert.Contains(t, res.stderr, "rank 1 is stopped (pid ")
+			assert.Regexp(t, `has not finished (AllReduce #3|Barrier #4)`, res.stderr)
+			assert.Regexp(t, `ranks 0,2 (wait|failed) in (AllReduce #3|Barrier #4) at faults_worker_test\.go:\d+`, res.stderr)
+			assert.NotContains(t, res.stderr, "but never joined", "no healthy rank is behind")
+			assertNothingLeft(t, mark, before)
+		})
 	}
 }

@@ -42,6 +42,15 @@ func faultWorker(fault string) int {
 	if fault == "checkpoint-subset" {
 		return checkpointOnRankZero(ctx, g)
 	}
+	if fault == "sigstop-inside" {
+		// Rank 1 goes into collective #3 at once and stops inside it,
+		// waiting for the others, who join it later.
+		if rank == 1 {
+			time.AfterFunc(300*time.Millisecond, func() { _ = syscall.Kill(os.Getpid(), syscall.SIGSTOP) })
+		} else {
+			time.Sleep(600 * time.Millisecond)
+		}
+	}
 	if rank == 1 {
 		switch fault {
 		case "assert":

@@ -113,7 +113,7 @@ func (set workerSet) stopped() map[int][2]string {
 // this node's stopped workers named as stopped, and where the others
 // stand that a stopped worker never reached (its record, if any, is
 // older than its stop): "rank 1 is stopped (pid 4242; kill -CONT 4242
-// resumes it) and never joined AllReduce #3; ranks 0,2 wait in
+// resumes it) and has not finished AllReduce #3; ranks 0,2 wait in
 // AllReduce #3 at train.go:61".
 func (set workerSet) diagnose(dumps []flight.Dump, readErr error, dir string, expected []int) string {
 	stopped := set.stopped()
@@ -135,7 +135,9 @@ func (set workerSet) diagnose(dumps []flight.Dump, readErr error, dir string, ex
 		}
 		note := fmt.Sprintf("rank %d is %s (pid %s; kill -CONT %s resumes it)", r, s[1], s[0], s[0])
 		if ok && !written[r] {
-			note += fmt.Sprintf(" and never joined %s #%d", name, front)
+			// Short of the others' collective or stopped inside it: its
+			// record cannot tell, since it can write none.
+			note += fmt.Sprintf(" and has not finished %s #%d", name, front)
 		}
 		notes = append(notes, note)
 	}
