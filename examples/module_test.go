@@ -90,55 +90,65 @@ const preemptSteps = "3000"
 
 // TestOwnModulePreemptedAndResumed: the guide's program, SIGTERMed
 // mid-run the way each launch mode is stopped (ddprun, the process of a
-// --spawn job, ddprun over mpirun), commits a checkpoint on every rank:
-// the program (or ddprun) exits 75, and the same command run again
+// --spawn job; ddprun over mpirun in
+// TestLongOwnModulePreemptedOverMpirun), commits a checkpoint on every
+// rank: the program (or ddprun) exits 75, and the same command run again
 // resumes and ends with the weights of a run never stopped, bit for bit.
 func TestOwnModulePreemptedAndResumed(t *testing.T) {
 	exampletest.CleanEnv(t)
 	ddprun := exampletest.Ddprun(t)
-	tests := []struct {
-		name string
-		mpi  bool
-		cmd  func(bin, dir string) []string
-	}{
-		{"ddprun", false, func(bin, dir string) []string {
+	t.Run("ddprun", func(t *testing.T) {
+		t.Parallel()
+		preemptOwnModule(t, false, func(bin, dir string) []string {
 			return []string{ddprun, "--nproc_per_node=2", bin, "--steps", preemptSteps, "--checkpoint-dir", dir}
-		}},
-		{"spawn", false, func(bin, dir string) []string {
-			return []string{bin, "--spawn", "--cpu-devices", "2", "--steps", preemptSteps, "--checkpoint-dir", dir}
-		}},
-		{"ddprun over mpirun", true, func(bin, dir string) []string {
-			return []string{ddprun, "--nproc_per_node=2", "--backend=mpi", bin, "--steps", preemptSteps, "--checkpoint-dir", dir}
-		}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			tags := ""
-			if tt.mpi {
-				exampletest.Mpirun(t)
-				if exec.Command("pkg-config", "--exists", "ompi-c").Run() != nil {
-					t.Skip("libopenmpi-dev is missing, so the program cannot be built with the mpi backend (make deps installs it as root)")
-				}
-				tags = "mpi"
-			}
-			bin := buildOwnModule(t, tags)
-			whole := runToEnd(t, tt.cmd(bin, t.TempDir()))
-			require.Equal(t, 0, whole.code, whole.out)
-			want := weightsLine(whole.out)
-			require.NotEmpty(t, want, whole.out)
-
-			dir := t.TempDir()
-			stopped := runAndTerminate(t, tt.cmd(bin, dir), filepath.Join(dir, "step-000000000050.safetensors"))
-			require.Equal(t, workerenv.ExitPreempted, stopped.code, stopped.out)
-			assert.Empty(t, weightsLine(stopped.out), "the stopped run did not finish: %s", stopped.out)
-
-			again := runToEnd(t, tt.cmd(bin, dir))
-			require.Equal(t, 0, again.code, again.out)
-			assert.Contains(t, again.out, "resumed at step ")
-			assert.Equal(t, want, weightsLine(again.out), "the resumed job's weights differ from an uninterrupted run's")
 		})
+	})
+	t.Run("spawn", func(t *testing.T) {
+		t.Parallel()
+		preemptOwnModule(t, false, func(bin, dir string) []string {
+			return []string{bin, "--spawn", "--cpu-devices", "2", "--steps", preemptSteps, "--checkpoint-dir", dir}
+		})
+	})
+}
+
+// TestLongOwnModulePreemptedOverMpirun is TestOwnModulePreemptedAndResumed
+// under ddprun --backend=mpi (the program built with -tags mpi).
+func TestLongOwnModulePreemptedOverMpirun(t *testing.T) {
+	exampletest.CleanEnv(t)
+	ddprun := exampletest.Ddprun(t)
+	preemptOwnModule(t, true, func(bin, dir string) []string {
+		return []string{ddprun, "--nproc_per_node=2", "--backend=mpi", bin, "--steps", preemptSteps, "--checkpoint-dir", dir}
+	})
+}
+
+// preemptOwnModule runs the guide's program whole, then SIGTERMed after
+// its first checkpoint and again to its end, with the command cmd makes
+// (on the mpi transport with mpi).
+func preemptOwnModule(t *testing.T, mpi bool, cmd func(bin, dir string) []string) {
+	t.Helper()
+	tags := ""
+	if mpi {
+		exampletest.Mpirun(t)
+		if exec.Command("pkg-config", "--exists", "ompi-c").Run() != nil {
+			t.Skip("libopenmpi-dev is missing, so the program cannot be built with the mpi backend (make deps installs it as root)")
+		}
+		tags = "mpi"
 	}
+	bin := buildOwnModule(t, tags)
+	whole := runToEnd(t, cmd(bin, t.TempDir()))
+	require.Equal(t, 0, whole.code, whole.out)
+	want := weightsLine(whole.out)
+	require.NotEmpty(t, want, whole.out)
+
+	dir := t.TempDir()
+	stopped := runAndTerminate(t, cmd(bin, dir), filepath.Join(dir, "step-000000000050.safetensors"))
+	require.Equal(t, workerenv.ExitPreempted, stopped.code, stopped.out)
+	assert.Empty(t, weightsLine(stopped.out), "the stopped run did not finish: %s", stopped.out)
+
+	again := runToEnd(t, cmd(bin, dir))
+	require.Equal(t, 0, again.code, again.out)
+	assert.Contains(t, again.out, "resumed at step ")
+	assert.Equal(t, want, weightsLine(again.out), "the resumed job's weights differ from an uninterrupted run's")
 }
 
 // jobResult is how a command ended: its exit status and its output.
