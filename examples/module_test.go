@@ -68,10 +68,7 @@ func buildOwnModule(t *testing.T, tags string) string {
 }
 
 // TestUsedFromAnotherModule builds the guide's program and runs it
-// spawned on 2 CPU devices, as the guide says, and as 2 ranks under
-// ddprun: one rule seeds the replicas in both launch modes (each from its
-// global index), so its unseeded RandN data, and the trained weights,
-// are the same bits.
+// spawned on 2 CPU devices, as the guide says.
 func TestUsedFromAnotherModule(t *testing.T) {
 	exampletest.CleanEnv(t)
 	bin := buildOwnModule(t, "")
@@ -79,16 +76,14 @@ func TestUsedFromAnotherModule(t *testing.T) {
 	require.Equal(t, 0, spawned.code, spawned.out)
 	assert.Regexp(t, `step 200: loss \d+\.\d{4}`, spawned.out)
 	assert.Regexp(t, `weights \[[-0-9.e ]+\]`, spawned.out)
-	ranks := runToEnd(t, []string{exampletest.Ddprun(t), "--nproc_per_node=2", bin, "--checkpoint-dir", t.TempDir()})
-	require.Equal(t, 0, ranks.code, ranks.out)
-	assert.Equal(t, weightsLine(spawned.out), weightsLine(ranks.out), "--spawn and ddprun train on the same numbers")
 }
 
 // preemptSteps makes the guide's program run long enough (a few seconds)
 // to be stopped well inside its run.
-const preemptSteps = "3000"
+const preemptSteps = "2000"
 
-// TestOwnModulePreemptedAndResumed: the guide's program, SIGTERMed
+// TestOwnModulePreemptedAndResumed: the guide's program trains to the
+// same bits under ddprun and --spawn, and, SIGTERMed
 // mid-run the way each launch mode is stopped (ddprun, the process of a
 // --spawn job; ddprun over mpirun in
 // TestLongOwnModulePreemptedOverMpirun), commits a checkpoint on every
@@ -97,18 +92,27 @@ const preemptSteps = "3000"
 func TestOwnModulePreemptedAndResumed(t *testing.T) {
 	exampletest.CleanEnv(t)
 	ddprun := exampletest.Ddprun(t)
-	t.Run("ddprun", func(t *testing.T) {
-		t.Parallel()
-		preemptOwnModule(t, false, func(bin, dir string) []string {
-			return []string{ddprun, "--nproc_per_node=2", bin, "--steps", preemptSteps, "--checkpoint-dir", dir}
+	var whole sync.Map // launch mode → the uninterrupted run's weights
+	t.Run("modes", func(t *testing.T) {
+		t.Run("ddprun", func(t *testing.T) {
+			t.Parallel()
+			whole.Store("ddprun", preemptOwnModule(t, false, func(bin, dir string) []string {
+				return []string{ddprun, "--nproc_per_node=2", bin, "--steps", preemptSteps, "--checkpoint-dir", dir}
+			}))
+		})
+		t.Run("spawn", func(t *testing.T) {
+			t.Parallel()
+			whole.Store("spawn", preemptOwnModule(t, false, func(bin, dir string) []string {
+				return []string{bin, "--spawn", "--cpu-devices", "2", "--steps", preemptSteps, "--checkpoint-dir", dir}
+			}))
 		})
 	})
-	t.Run("spawn", func(t *testing.T) {
-		t.Parallel()
-		preemptOwnModule(t, false, func(bin, dir string) []string {
-			return []string{bin, "--spawn", "--cpu-devices", "2", "--steps", preemptSteps, "--checkpoint-dir", dir}
-		})
-	})
+	// One rule seeds the replicas in every launch mode (each from its
+	// global index): the unseeded RandN data, and so the weights, are the
+	// same bits under ddprun and --spawn.
+	ranks, _ := whole.Load("ddprun")
+	spawned, _ := whole.Load("spawn")
+	assert.Equal(t, spawned, ranks, "--spawn and ddprun train on the same numbers")
 }
 
 // TestLongOwnModulePreemptedOverMpirun is TestOwnModulePreemptedAndResumed
@@ -123,8 +127,8 @@ func TestLongOwnModulePreemptedOverMpirun(t *testing.T) {
 
 // preemptOwnModule runs the guide's program whole, then SIGTERMed after
 // its first checkpoint and again to its end, with the command cmd makes
-// (on the mpi transport with mpi).
-func preemptOwnModule(t *testing.T, mpi bool, cmd func(bin, dir string) []string) {
+// (on the mpi transport with mpi); it returns the whole run's weights.
+func preemptOwnModule(t *testing.T, mpi bool, cmd func(bin, dir string) []string) string {
 	t.Helper()
 	tags := ""
 	if mpi {
@@ -149,6 +153,7 @@ func preemptOwnModule(t *testing.T, mpi bool, cmd func(bin, dir string) []string
 	require.Equal(t, 0, again.code, again.out)
 	assert.Contains(t, again.out, "resumed at step ")
 	assert.Equal(t, want, weightsLine(again.out), "the resumed job's weights differ from an uninterrupted run's")
+	return want
 }
 
 // jobResult is how a command ended: its exit status and its output.
