@@ -6,12 +6,17 @@ import (
 	"io/fs"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/xladdp/xladdp/ddp/internal/flight"
 )
 
-// maxFlightDirs bounds how many directories FlightSummary reports.
-const maxFlightDirs = 1000
+// maxFlightDirs bounds how many directories FlightSummary reports, and
+// maxFlightDepth how far below DIR it looks.
+const (
+	maxFlightDirs  = 1000
+	maxFlightDepth = 2
+)
 
 // FlightSummary is `ddprun flight DIR`: the diagnosis of the flight
 // records under dir (one directory of flight-rank<N>.json files, as
@@ -21,9 +26,18 @@ const maxFlightDirs = 1000
 // from.
 func FlightSummary(w io.Writer, dir string) error {
 	var dirs []string
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+	root := filepath.Clean(dir)
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
-			return err
+			if path == root {
+				return err
+			}
+			return nil // an unreadable directory holds no records of ours
+		}
+		// Records lie at most at DIR/job-…/attempt_N: a deeper walk (a
+		// mistyped DIR such as /) would read the whole file system.
+		if d.IsDir() && path != root && strings.Count(strings.TrimPrefix(path, root), string(filepath.Separator)) > maxFlightDepth {
+			return filepath.SkipDir
 		}
 		if d.IsDir() {
 			if matches, _ := filepath.Glob(filepath.Join(path, "flight-rank*.json")); len(matches) > 0 && len(dirs) < maxFlightDirs {

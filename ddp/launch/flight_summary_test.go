@@ -2,9 +2,11 @@ package launch
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -41,4 +43,13 @@ func TestFlightSummary(t *testing.T) {
 	assert.ErrorContains(t, err, "no flight records")
 	assert.ErrorContains(t, err, "kill -USR1")
 	assert.Error(t, FlightSummary(&out, filepath.Join(dir, "missing")))
+	// Records are looked for two levels below DIR (job, attempt), not in
+	// the whole tree below it (a mistyped DIR such as /).
+	deep := t.TempDir()
+	require.NoError(t, flight.Write(filepath.Join(deep, "a", "b", "c"), flight.Dump{Rank: 0, World: 1, Transport: "tcp"}))
+	err = FlightSummary(&out, deep)
+	assert.ErrorContains(t, err, "no flight records")
+	start := time.Now()
+	_ = FlightSummary(io.Discard, "/")
+	assert.Less(t, time.Since(start), 5*time.Second, "/ is not read whole")
 }
