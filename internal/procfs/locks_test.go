@@ -7,23 +7,21 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// lockHolder starts a process that takes an flock on path and sleeps.
+// lockHolder starts util-linux's flock holding an flock on path (-o:
+// the lock stays with flock itself, not the sleep it runs) and waits
+// until the lock is taken.
 func lockHolder(t *testing.T, path string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command("python3", "-c", "import fcntl, sys, time\nf = open(sys.argv[1], 'w')\n"+
-		"fcntl.flock(f, fcntl.LOCK_EX)\nprint('locked', flush=True)\ntime.sleep(60)", path)
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
-	require.NoError(t, err)
-	require.Equal(t, "locked\n", line)
+	cmd := exec.Command("flock", "-o", path, "sleep", "60")
+	require.NoError(t, cmd.Start(), "util-linux's flock (Debian essential)")
+	t.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGCONT); _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	require.Eventually(t, func() bool { _, ok := FlockHolder("/proc", path); return ok }, 10*time.Second, 10*time.Millisecond)
 	return cmd
 }
 
@@ -31,9 +29,6 @@ func lockHolder(t *testing.T, path string) *exec.Cmd {
 // found, with its state as it changes (sleeping, stopped, running
 // again); a file nobody locks has no holder.
 func TestFlockHolderAndState(t *testing.T) {
-	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("python3 takes the lock in this test: install it")
-	}
 	dir := t.TempDir()
 	path := filepath.Join(dir, "entry.lock")
 	holder := lockHolder(t, path)
@@ -56,14 +51,11 @@ func TestFlockHolderAndState(t *testing.T) {
 	assert.Empty(t, State("/proc", 1<<30))
 }
 
-// TestCatches: a process with a SIGUSR1 handler is told apart from one
-// without (which SIGUSR1 would kill).
+// TestCatches: a process with a SIGUSR1 handler (a shell's trap) is
+// told apart from one without (which SIGUSR1 would kill).
 func TestCatches(t *testing.T) {
-	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("python3 runs the processes of this test: install it")
-	}
 	start := func(script string) *exec.Cmd {
-		cmd := exec.Command("python3", "-c", script)
+		cmd := exec.Command("sh", "-c", script)
 		out, err := cmd.StdoutPipe()
 		require.NoError(t, err)
 		require.NoError(t, cmd.Start())
@@ -72,9 +64,23 @@ func TestCatches(t *testing.T) {
 		require.NoError(t, err)
 		return cmd
 	}
-	catching := start("import signal, time\nsignal.signal(signal.SIGUSR1, lambda *a: None)\nprint('ready', flush=True)\ntime.sleep(60)")
-	plain := start("import time\nprint('ready', flush=True)\ntime.sleep(60)")
+	catching := start("trap 'echo usr1' USR1; echo ready; while :; do sleep 1; done")
+	plain := start("echo ready; exec sleep 60")
 	assert.True(t, Catches("/proc", catching.Process.Pid, syscall.SIGUSR1))
 	assert.False(t, Catches("/proc", plain.Process.Pid, syscall.SIGUSR1))
 	assert.False(t, Catches("/proc", 1<<30, syscall.SIGUSR1))
+}
+
+// TestCommandLineIsOneLine: arguments holding newlines and escapes (a
+// shell script given with -c) come back as one line of plain text, so a
+// command line cannot forge lines in the messages that quote it.
+func TestCommandLineIsOneLine(t *testing.T) {
+	cmd := exec.Command("sh", "-c", "echo ready\n: '\x1b[2J'\nwhile :; do sleep 1; done")
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	_, err = bufio.NewReader(out).ReadString('\n')
+	require.NoError(t, err)
+	assert.Equal(t, "sh -c echo ready : ' [2J' while :; do sleep 1; done", CommandLine("/proc", cmd.Process.Pid))
 }
