@@ -88,10 +88,8 @@ func (set workerSet) answers(w *procset.Process) bool {
 		return false
 	}
 	pid := w.Cmd.Process.Pid
-	return !isStopped(procfs.State("/proc", pid)) && procfs.Catches("/proc", pid, syscall.SIGUSR1)
+	return !procfs.Stopped(procfs.State("/proc", pid)) && procfs.Catches("/proc", pid, syscall.SIGUSR1)
 }
-
-func isStopped(state string) bool { return state == "stopped" || state == "stopped by a debugger" }
 
 // stopped lists this node's workers that are stopped now (SIGSTOP, ^Z,
 // a debugger), by rank, with their pid and state.
@@ -102,7 +100,7 @@ func (set workerSet) stopped() map[int][2]string {
 			continue
 		}
 		pid := w.Cmd.Process.Pid
-		if state := procfs.State("/proc", pid); isStopped(state) {
+		if state := procfs.State("/proc", pid); procfs.Stopped(state) {
 			out[w.Rank] = [2]string{strconv.Itoa(pid), state}
 		}
 	}

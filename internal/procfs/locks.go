@@ -88,6 +88,10 @@ func State(proc string, pid int) string {
 	return ""
 }
 
+// Stopped reports whether a State is a stop (SIGSTOP, ^Z, a debugger):
+// such a process runs again only once continued.
+func Stopped(state string) bool { return state == "stopped" || state == "stopped by a debugger" }
+
 // Catches reports whether pid has a handler for sig (SigCgt in its
 // status): sending a signal its default action ends the process with
 // (SIGUSR1) to one that does not catch it kills it. False when unknown.

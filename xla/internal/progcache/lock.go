@@ -90,5 +90,5 @@ func describeHolder(path string) (who string, stopped bool) {
 	if state != "" {
 		who += "; " + state
 	}
-	return who + ")", state == "stopped" || state == "stopped by a debugger"
+	return who + ")", procfs.Stopped(state)
 }
