@@ -63,19 +63,10 @@ func TestFlightSizeOption(t *testing.T) {
 		{given: 1 << 40, wantErr: "too large"},
 	} {
 		t.Run(tc.env, func(t *testing.T) {
-			t.Setenv(EnvFlightSize, tc.env)
-			t.Setenv(EnvRank, "0")
-			t.Setenv(EnvWorldSize, "1")
-			o := NewOptions()
-			o.FlightSize = tc.given
-			err := o.resolve()
-			if tc.wantErr != "" {
-				require.Error(t, err)
-				assert.Contains(t, err.Error(), tc.wantErr)
-				return
+			o, ok := resolvedWith(t, EnvFlightSize, tc.env, func(o *Options) { o.FlightSize = tc.given }, tc.wantErr)
+			if ok {
+				assert.Equal(t, tc.want, o.FlightSize)
 			}
-			require.NoError(t, err)
-			assert.Equal(t, tc.want, o.FlightSize)
 		})
 	}
 }
@@ -103,19 +94,30 @@ func TestTimeoutOption(t *testing.T) {
 		{env: "1e300", wantErr: `$XLADDP_TIMEOUT="1e300"`},
 	} {
 		t.Run(tc.env, func(t *testing.T) {
-			t.Setenv(EnvTimeout, tc.env)
-			t.Setenv(EnvRank, "0")
-			t.Setenv(EnvWorldSize, "1")
-			o := NewOptions()
-			o.Timeout = tc.given
-			err := o.resolve()
-			if tc.wantErr != "" {
-				require.Error(t, err)
-				assert.Contains(t, err.Error(), tc.wantErr)
-				return
+			o, ok := resolvedWith(t, EnvTimeout, tc.env, func(o *Options) { o.Timeout = tc.given }, tc.wantErr)
+			if ok {
+				assert.Equal(t, tc.want, o.Timeout)
 			}
-			require.NoError(t, err)
-			assert.Equal(t, tc.want, o.Timeout)
 		})
 	}
+}
+
+// resolvedWith resolves a rank-0-of-1 job's Options with $env=value and
+// set applied to NewOptions; it checks the error against wantErr (none
+// when empty) and reports whether the options resolved.
+func resolvedWith(t *testing.T, env, value string, set func(*Options), wantErr string) (Options, bool) {
+	t.Helper()
+	t.Setenv(env, value)
+	t.Setenv(EnvRank, "0")
+	t.Setenv(EnvWorldSize, "1")
+	o := NewOptions()
+	set(&o)
+	err := o.resolve()
+	if wantErr != "" {
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), wantErr)
+		return o, false
+	}
+	require.NoError(t, err)
+	return o, true
 }
