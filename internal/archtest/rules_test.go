@@ -34,6 +34,12 @@ func deps(t *testing.T, pkg string, tags ...string) []string {
 // nonTestSources walks the repository's Go files that are not tests.
 func nonTestSources(t *testing.T, visit func(path string, src string)) {
 	t.Helper()
+	sources(t, false, visit)
+}
+
+// sources walks the repository's Go files, the tests too with tests.
+func sources(t *testing.T, tests bool, visit func(path string, src string)) {
+	t.Helper()
 	require.NoError(t, filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -41,7 +47,7 @@ func nonTestSources(t *testing.T, visit func(path string, src string)) {
 		if d.IsDir() && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".") && path != root || d.Name() == "bin") {
 			return filepath.SkipDir
 		}
-		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || !tests && strings.HasSuffix(path, "_test.go") {
 			return nil
 		}
 		b, err := os.ReadFile(path)
@@ -191,8 +197,8 @@ func TestNoNilContextInTheProcessGroup(t *testing.T) {
 }
 
 // TestArchitectureMapIsComplete: docs/architecture.md names every
-// package (the examples' under their row) and every XLADDP_* knob the
-// code reads, but for the tests' and benchmarks' own.
+// package (the examples' under their row) and every XLADDP_* variable
+// the code or its tests read.
 func TestArchitectureMapIsComplete(t *testing.T) {
 	doc, err := os.ReadFile(filepath.Join(root, "docs/architecture.md"))
 	require.NoError(t, err)
@@ -206,12 +212,9 @@ func TestArchitectureMapIsComplete(t *testing.T) {
 		assert.Contains(t, string(doc), "`"+rel+"`", "docs/architecture.md does not name package %s", rel)
 	}
 	knob := regexp.MustCompile(`XLADDP_[A-Z0-9_]*[A-Z0-9]`)
-	testOnly := regexp.MustCompile(`^XLADDP_(TEST|BENCH|EXAMPLE|LAUNCH_TEST|MPI_TEST)_|_CHILD$`)
-	nonTestSources(t, func(path, src string) {
+	sources(t, true, func(path, src string) {
 		for _, k := range knob.FindAllString(src, -1) {
-			if !testOnly.MatchString(k) || k == "XLADDP_SPAWN_CHILD" {
-				assert.Contains(t, string(doc), "| `"+k+"` |", "%s reads %s: add it to docs/architecture.md's knobs", path, k)
-			}
+			assert.Contains(t, string(doc), "`"+k+"`", "%s reads %s: add it to docs/architecture.md's knobs", path, k)
 		}
 	})
 }
