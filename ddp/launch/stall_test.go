@@ -56,3 +56,17 @@ func TestStalledRankIsNamed(t *testing.T) {
 	assert.Contains(t, out.String(), "]:PARAMS ", "rank 0 finished the training")
 	assertNothingLeft(t, mark, before)
 }
+
+// TestStallWatchSparesAProgramWithoutAGroup: a worker with no process
+// group writes no flight record, so a short --stall_warn never speaks of
+// it, and asking it (SIGUSR1) does not kill it: the job ends well.
+func TestStallWatchSparesAProgramWithoutAGroup(t *testing.T) {
+	t.Parallel()
+	mark := "stallnogroup" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	_, before := leftovers(t, mark)
+	res := runAgent(t.Context(), t, mark, "nogroup-sleep", []string{"--nproc_per_node=2", "--stall_warn=0.2", "--monitor_interval=0.05"})
+	assert.Equal(t, 0, res.code, res.stderr)
+	assert.Equal(t, 2, strings.Count(res.stdout, "awake"), res.stdout)
+	assert.NotContains(t, res.stderr, "no collective has completed")
+	assertNothingLeft(t, mark, before)
+}

@@ -55,6 +55,11 @@ func runScenario(name string) int {
 		out, _ := json.Marshal(env)
 		fmt.Println("ENV " + string(out))
 		return 0
+	case "nogroup-sleep":
+		// A program with no process group, so no flight record.
+		time.Sleep(1500 * time.Millisecond)
+		fmt.Println("awake")
+		return 0
 	case "stderr":
 		fmt.Fprintln(os.Stderr, "to stderr")
 		fmt.Println("to stdout")
