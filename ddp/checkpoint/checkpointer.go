@@ -42,11 +42,13 @@ type Options struct {
 // resume needs: model, optimizer, Step and Epoch (with the sampler's
 // epoch and position derived from them) and RNG for dropout.
 type Checkpointer struct {
-	opts    Options
-	termed  atomic.Bool
-	signals chan os.Signal
-	wg      sync.WaitGroup
-	closed  sync.Once
+	opts   Options
+	termed atomic.Bool
+	// preempted: Step returned ErrPreempted, the checkpoint is committed.
+	preempted atomic.Bool
+	signals   chan os.Signal
+	wg        sync.WaitGroup
+	closed    sync.Once
 	// writing is the periodic checkpoint being written off the step (rank
 	// 0), and written its outcome; streamer's buffer carries each tensor
 	// from the device to the file.
@@ -87,8 +89,14 @@ func New(o Options) (*Checkpointer, error) {
 
 // Close waits for the checkpoint being written and stops listening for
 // SIGTERM (a second Close does nothing); it returns the write's error.
+// After a preemption SIGTERM is ignored from then on: the notice reaches
+// the ranks at different times, and one arriving after the commit must
+// not kill a rank on its way to exiting ExitPreempted.
 func (ck *Checkpointer) Close() error {
 	ck.closed.Do(func() {
+		if ck.preempted.Load() {
+			signal.Ignore(syscall.SIGTERM)
+		}
 		signal.Stop(ck.signals)
 		close(ck.signals)
 		ck.wg.Wait()
@@ -175,6 +183,7 @@ func (ck *Checkpointer) Step(ctx context.Context, c optim.Checkpoint) error {
 		return ck.saveOffTheStep(ctx, dev, g, c)
 	}
 	if err == nil && stop {
+		ck.preempted.Store(true)
 		return ErrPreempted
 	}
 	return err

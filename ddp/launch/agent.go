@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/xladdp/xladdp/ddp/internal/flight"
 	"github.com/xladdp/xladdp/ddp/internal/procset"
 	"github.com/xladdp/xladdp/ddp/launch/internal/preflight"
 	"github.com/xladdp/xladdp/ddp/store"
@@ -92,9 +91,13 @@ func Run(ctx context.Context, c Config, environ []string, stdout, stderr io.Writ
 		switch {
 		case res.ok:
 			return 0
-		case res.cancelled && res.preempted:
-			say("ddprun: preempted (%v): every worker checkpointed and exited %d; run the same command again to resume",
-				context.Cause(ctx), workerenv.ExitPreempted)
+		case res.preempted:
+			why := "SIGTERM reached the workers"
+			if res.cancelled {
+				why = context.Cause(ctx).Error()
+			}
+			say("ddprun: preempted (%s): every worker checkpointed and exited %d; run the same command again to resume",
+				why, workerenv.ExitPreempted)
 			return workerenv.ExitPreempted
 		case res.cancelled || res.fatal != nil && ctx.Err() != nil:
 			say("ddprun: stopped (%v); every worker on this node was stopped", context.Cause(ctx))
@@ -197,15 +200,19 @@ func runAttempt(ctx context.Context, c Config, m meeting, a assignment, attempt 
 	stall := newStallWatch(c.StallWarn)
 	stallTicker := time.NewTicker(stall.every())
 	defer stallTicker.Stop()
+	var reaped []int // the ranks whose exit was received
 	for remaining := len(set.Processes); remaining > 0; {
 		select {
 		case wk := <-set.Exits:
 			remaining--
-			if e := describe(wk, a.node); e != nil {
+			reaped = append(reaped, wk.Rank)
+			// A worker that checkpointed on its own SIGTERM (sent to every
+			// process of the job, not to ddprun) is no failure.
+			if e := describe(wk, a.node); e != nil && e.code != workerenv.ExitPreempted {
 				seen := time.Now()
 				// Tell the others first: their workers wait on ours.
 				m.fail(context.WithoutCancel(ctx), attempt, a.node, "worker failed: "+e.String(), seen)
-				root, failures, left := rootCause(set, a.node, e, remaining)
+				root, failures, left := rootCause(set, a.node, e, remaining, reaped)
 				remaining = left
 				local, readErr := set.collectFlight(dumps)
 				root = preferBehind(root, failures, local)
@@ -274,56 +281,8 @@ func runAttempt(ctx context.Context, c Config, m meeting, a assignment, attempt 
 	if err := w.finish(ctx); err != nil {
 		return outcome{remote: err.Error()}
 	}
+	if set.Preempted() {
+		return outcome{preempted: true}
+	}
 	return outcome{ok: true}
-}
-
-// causeWindow is how long, after a worker fails, the agent gathers the
-// other failures that may have been its cause or its consequence.
-const causeWindow = 200 * time.Millisecond
-
-// rootCause picks, among first and the failures that follow within
-// causeWindow, the one that most likely started it: a worker killed by a
-// signal before a worker that exited on its own (which usually saw a peer
-// die), else the first seen.
-func rootCause(set workerSet, node int, first *exit, remaining int) (root *exit, failures []*exit, left int) {
-	failures = []*exit{first}
-	window := time.After(causeWindow)
-	for remaining > 0 {
-		select {
-		case wk := <-set.Exits:
-			remaining--
-			if e := describe(wk, node); e != nil {
-				failures = append(failures, e)
-			}
-			continue
-		case <-window:
-		}
-		break
-	}
-	for _, f := range failures {
-		if f.signal != "" {
-			return f, failures, remaining
-		}
-	}
-	return first, failures, remaining
-}
-
-// preferBehind replaces a root cause that exited on its own by another
-// failed worker the flight records show behind the others (it left the
-// collectives they then failed in): which of the two exits is seen first
-// is a race.
-func preferBehind(root *exit, failures []*exit, dumps []flight.Dump) *exit {
-	if root.signal != "" || len(dumps) == 0 {
-		return root
-	}
-	behind := flight.Behind(dumps)
-	if slices.Contains(behind, root.rank) {
-		return root
-	}
-	for _, f := range failures {
-		if slices.Contains(behind, f.rank) {
-			return f
-		}
-	}
-	return root
 }

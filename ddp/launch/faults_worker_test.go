@@ -70,6 +70,12 @@ func faultWorker(fault string) int {
 			select {} // the stop takes every thread a moment
 		case "sigkill":
 			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		case "slow-death":
+			// A death the launcher reaps late (a loaded node): the peers
+			// see the connections close well before the exit.
+			shutDownSockets()
+			time.Sleep(1500 * time.Millisecond)
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		case "hang":
 			select {} // until the job is stopped
 		}
@@ -115,3 +121,13 @@ func checkpointOnRankZero(ctx context.Context, g *dist.ProcessGroup) int {
 
 // isFault reports whether a worker scenario is one of the fault suite's.
 func isFault(scenario string) (string, bool) { return strings.CutPrefix(scenario, "fault-") }
+
+// shutDownSockets ends every socket of this process, as its death would.
+func shutDownSockets() {
+	fds, _ := os.ReadDir("/proc/self/fd")
+	for _, fd := range fds {
+		if n, err := strconv.Atoi(fd.Name()); err == nil {
+			_ = syscall.Shutdown(n, syscall.SHUT_RDWR) // ENOTSOCK for the rest
+		}
+	}
+}

@@ -67,6 +67,27 @@ func preemptAndResume(t *testing.T, mark string, args []string) {
 	assert.Equal(t, want, finalParams(again.stdout), "the resumed job's parameters differ from an uninterrupted run's")
 }
 
+// TestPreemptionNoticeToTheWorkers: SIGTERM reaches the workers, not
+// ddprun (SLURM's --signal, a kill of the whole process group), rank 0
+// at step 12 and rank 1 only after its commit: every worker exits 75,
+// ddprun says preempted and exits 75 without restarting, and the same
+// command resumes to the uninterrupted run's parameters, bit for bit.
+func TestPreemptionNoticeToTheWorkers(t *testing.T) {
+	args := []string{"--nproc_per_node=2", "--max_restarts=2"}
+	whole := runAgent(t.Context(), t, "whole-notice", "preemptible", args, "XLADDP_TEST_DIR="+t.TempDir())
+	require.Equal(t, 0, whole.code, whole.stderr)
+	dir := t.TempDir()
+	res := runAgent(t.Context(), t, "notice", "preemptible", args, "XLADDP_TEST_DIR="+dir, "XLADDP_TEST_TERM_AT=0:12")
+	assert.Equal(t, workerenv.ExitPreempted, res.code, res.stderr)
+	assert.Contains(t, res.stderr, "ddprun: preempted (SIGTERM reached the workers)")
+	assert.NotContains(t, res.stderr, "restarting")
+	assert.Contains(t, res.stdout, "[rank1]:preempted after step")
+	again := runAgent(t.Context(), t, "notice", "preemptible", args, "XLADDP_TEST_DIR="+dir)
+	require.Equal(t, 0, again.code, again.stderr)
+	assert.Contains(t, again.stdout, "[rank0]:resumed at ")
+	assert.Equal(t, finalParams(whole.stdout), finalParams(again.stdout), "the resumed job's parameters differ from an uninterrupted run's")
+}
+
 // killTrials kills a random rank at a random step with SIGKILL, trials
 // times, under --max_restarts=3: each job resumes from its latest
 // checkpoint and ends with the uninterrupted run's parameters, bit for

@@ -22,13 +22,28 @@ import (
 // preemptSteps is how long the preemptible training runs.
 const preemptSteps = 60
 
+// rankStep reads $name=RANK:STEP on the job's first attempt; -1, -1
+// otherwise.
+func rankStep(name string) (rank, step int) {
+	at := os.Getenv(name)
+	if at == "" || os.Getenv("TORCHELASTIC_RESTART_COUNT") != "0" {
+		return -1, -1
+	}
+	r, s, _ := strings.Cut(at, ":")
+	rank, _ = strconv.Atoi(r)
+	step, _ = strconv.Atoi(s)
+	return rank, step
+}
+
 // preemptible trains an MLP with dropout (each rank's device seeded
 // apart) for preemptSteps steps under a
 // checkpoint.Checkpointer in $XLADDP_TEST_DIR (every 5 steps, and on SIGTERM),
 // resuming from its latest checkpoint. It marks in $XLADDP_TEST_DIR
 // that it reached step 10, and, with $XLADDP_TEST_KILL_AT=RANK:STEP on
-// its first attempt, that rank kills itself (SIGKILL) at that step. Rank
-// 0 prints the final parameters.
+// its first attempt, that rank kills itself (SIGKILL) at that step; with
+// $XLADDP_TEST_TERM_AT=RANK:STEP that rank sends itself SIGTERM there,
+// and the others get theirs after their commit. Rank 0 prints the final
+// parameters.
 func preemptible() int {
 	ctx := context.Background()
 	fail := func(err error) int { fmt.Fprintln(os.Stderr, "preemptible:", err); return 2 }
@@ -73,12 +88,8 @@ func preemptible() int {
 	} else if ok {
 		fmt.Printf("resumed at %d\n", state.Step)
 	}
-	killRank, killStep := -1, -1
-	if at := os.Getenv("XLADDP_TEST_KILL_AT"); at != "" && os.Getenv("TORCHELASTIC_RESTART_COUNT") == "0" {
-		r, s, _ := strings.Cut(at, ":")
-		killRank, _ = strconv.Atoi(r)
-		killStep, _ = strconv.Atoi(s)
-	}
+	killRank, killStep := rankStep("XLADDP_TEST_KILL_AT")
+	termRank, termStep := rankStep("XLADDP_TEST_TERM_AT")
 	xs, ys := make([]float32, 4*10), make([]float32, 4*5)
 	for step := state.Step; step < preemptSteps; step++ {
 		for i := range xs {
@@ -101,8 +112,17 @@ func preemptible() int {
 		}
 		time.Sleep(10 * time.Millisecond) // time for the test to signal mid-run
 		state.Step = step + 1
+		if rank == termRank && step == termStep {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGTERM)
+		}
 		if err := ck.Step(ctx, state); errors.Is(err, checkpoint.ErrPreempted) {
 			fmt.Printf("preempted after step %d\n", state.Step)
+			if rank != termRank && termRank >= 0 {
+				// The notice reaches this rank late, after its commit.
+				_ = ck.Close()
+				_ = syscall.Kill(os.Getpid(), syscall.SIGTERM)
+				time.Sleep(300 * time.Millisecond)
+			}
 			return checkpoint.ExitPreempted
 		} else if err != nil {
 			return fail(err)

@@ -191,7 +191,7 @@ func (g *group) stillWaiting(ctx context.Context, q int, seq uint64, deadline ti
 		}
 		return peerError(q, err)
 	case !g.peers[q].alive():
-		return &PeerError{Rank: q, Err: errors.New("its connection closed: the process exited or was killed")}
+		return &PeerError{Rank: q, Err: ErrPeerClosed}
 	case time.Now().After(deadline):
 		return &PeerError{Rank: q, Err: fmt.Errorf("timed out: it did not reach collective #%d in time (a stalled rank, or one that skipped a collective)", seq)}
 	}

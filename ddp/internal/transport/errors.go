@@ -3,6 +3,8 @@ package transport
 import (
 	"errors"
 	"fmt"
+	"regexp"
+	"strconv"
 )
 
 // PeerError is a failure attributed to one rank: it closed its connection,
@@ -19,6 +21,22 @@ func (e *PeerError) Error() string {
 }
 
 func (e *PeerError) Unwrap() error { return e.Err }
+
+// closedPeer matches a PeerError for ErrPeerClosed as it is printed.
+var closedPeer = regexp.MustCompile(`rank (\d+): ` + regexp.QuoteMeta(ErrPeerClosed.Error()))
+
+// ClosedPeers reads back, from a worker's printed output, the ranks whose
+// connection it saw close: the launcher, which has only the text, looks
+// there for the worker that died first.
+func ClosedPeers(output string) []int {
+	var ranks []int
+	for _, m := range closedPeer.FindAllStringSubmatch(output, -1) {
+		if r, err := strconv.Atoi(m[1]); err == nil {
+			ranks = append(ranks, r)
+		}
+	}
+	return ranks
+}
 
 var (
 	// ErrPeerClosed: the peer's connection ended (it exited or crashed).

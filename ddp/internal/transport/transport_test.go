@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -87,4 +88,27 @@ func TestFingerprints(t *testing.T) {
 	err := CompareFingerprints(3, [][]byte{mine, other}, mine)
 	assert.ErrorIs(t, err, ErrMismatch)
 	assert.ErrorContains(t, err, "rank 1: #3 Broadcast(root 0, float32[3])")
+}
+
+func TestClosedPeersReadsBackPrintedPeerErrors(t *testing.T) {
+	closed := func(rank int) string {
+		return (&PeerError{Rank: rank, Op: "AllReduce #128", Err: ErrPeerClosed}).Error()
+	}
+	wrapped := (&PeerError{Rank: 3, Op: "Broadcast #2", Err: fmt.Errorf("%w: read: connection reset by peer", ErrPeerClosed)}).Error()
+	for _, tc := range []struct {
+		name, output string
+		want         []int
+	}{
+		{"empty", "", nil},
+		{"one", "[rank1]:preemptible: xla: Backward: " + closed(0) + "\n", []int{0}},
+		{"wrapped socket error", wrapped, []int{3}},
+		{"two lines", closed(12) + "\n" + closed(7), []int{12, 7}},
+		{"a timeout blames nobody", (&PeerError{Rank: 2, Op: "AllReduce #1", Err: ErrTimeout}).Error(), nil},
+		{"the words without a rank", ErrPeerClosed.Error(), nil},
+		{"a rank too large to read", "rank 99999999999999999999: " + ErrPeerClosed.Error(), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, ClosedPeers(tc.output))
+		})
+	}
 }
