@@ -2,6 +2,7 @@ package ddp
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/xladdp/xladdp/ddp/dist"
 	"github.com/xladdp/xladdp/xla"
@@ -21,6 +22,9 @@ type DistributedSampler struct {
 	seed              uint64
 	epoch             int
 	replicaSet        bool // an option named the replica
+	// resumeEpoch's first resumeAt samples of the global order were used
+	// before this run (ResumeAt).
+	resumeEpoch, resumeAt int
 }
 
 // SamplerOption configures NewDistributedSampler; the defaults are torch's.
@@ -95,27 +99,48 @@ func (s *DistributedSampler) Len() int {
 	return (s.n + s.replicas - 1) / s.replicas
 }
 
+// ResumeAt says that the first samples of epoch's global order were used
+// before (a checkpoint's position, counted over all the replicas that
+// wrote it): that epoch's Indices split only the rest over this sampler's
+// replicas, padded or cut as the whole epoch would be. With as many
+// replicas as wrote the checkpoint they are exactly the indices the
+// uninterrupted run visits after that position; with more or fewer, every
+// sample of the epoch is still visited once. The other epochs are whole.
+func (s *DistributedSampler) ResumeAt(epoch, samples int) error {
+	if epoch < 0 || samples < 0 {
+		return fmt.Errorf("ddp: DistributedSampler.ResumeAt(epoch %d, %d samples): neither can be negative", epoch, samples)
+	}
+	s.resumeEpoch, s.resumeAt = epoch, samples
+	return nil
+}
+
 // Indices returns this replica's indices for epoch.
 func (s *DistributedSampler) Indices(epoch int) []int {
-	var all []int
+	var order []int
 	if s.shuffle {
-		all = torchRandperm(s.n, s.seed+uint64(epoch))
+		order = torchRandperm(s.n, s.seed+uint64(epoch))
 	} else {
-		all = make([]int, s.n)
-		for i := range all {
-			all[i] = i
+		order = make([]int, s.n)
+		for i := range order {
+			order[i] = i
 		}
 	}
-	total := s.Len() * s.replicas
-	if len(all) < total {
-		// Pad by repeating the head, cycling when the list is shorter
-		// than the padding.
-		for i := 0; len(all) < total; i++ {
-			all = append(all, all[i])
-		}
+	all := order
+	if epoch == s.resumeEpoch && s.resumeAt > 0 {
+		all = slices.Clone(order[min(s.resumeAt, len(order)):])
+	}
+	total := (len(all) + s.replicas - 1) / s.replicas * s.replicas
+	if s.dropLast {
+		total = len(all) / s.replicas * s.replicas
+	}
+	// Pad by repeating the head of the epoch's order, cycling when it is
+	// shorter than the padding (torch's rule; a resumed epoch pads as
+	// the whole one would).
+	for i := 0; len(all) < total; i++ {
+		all = append(all, order[i%len(order)])
 	}
 	all = all[:total]
-	out := make([]int, 0, s.Len())
+	out := make([]int, 0, total/s.replicas)
 	for i := s.rank; i < total; i += s.replicas {
 		out = append(out, all[i])
 	}

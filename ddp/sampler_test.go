@@ -128,6 +128,72 @@ func TestDistributedSamplerProperties(t *testing.T) {
 	assert.False(t, slices.Equal(a.Indices(0), a.Indices(1)), "epochs 0 and 1 give the same order")
 }
 
+// TestDistributedSamplerResumesAnywhere: after k steps of b samples per
+// replica on W replicas (position k·b·W of the epoch's global order), a
+// sampler resumed there on the same W gives each replica exactly the rest
+// of its uninterrupted list; on another W′ the samples used before and
+// after the resume are each used once (with DropLast; without it every
+// sample is still visited, the padding repeating the epoch's head).
+func TestDistributedSamplerResumesAnywhere(t *testing.T) {
+	indices := func(n, replicas, rank int, drop bool, resumeAt int) []int {
+		opts := []ddp.SamplerOption{ddp.SamplerReplicas(replicas, rank), ddp.SamplerSeed(5)}
+		if drop {
+			opts = append(opts, ddp.DropLast())
+		}
+		s, err := ddp.NewDistributedSampler(n, opts...)
+		require.NoError(t, err)
+		require.NoError(t, s.ResumeAt(3, resumeAt))
+		return s.Indices(3)
+	}
+	for _, n := range []int{0, 7, 100, 1001} {
+		for _, w := range []int{1, 2, 4} {
+			for _, w2 := range []int{1, 2, 3, 4} {
+				for _, drop := range []bool{false, true} {
+					b := 3
+					steps := len(indices(n, w, 0, drop, 0)) / b
+					for _, k := range []int{0, min(1, steps), steps / 2, steps} {
+						name := fmt.Sprintf("n%d/W%d→%d/drop%v/after %d steps", n, w, w2, drop, k)
+						pos := k * b * w
+						var used []int
+						for r := range w {
+							whole := indices(n, w, r, drop, 0)
+							used = append(used, whole[:k*b]...)
+							if w2 == w {
+								assert.Equal(t, whole[k*b:], indices(n, w2, r, drop, pos), "%s: rank %d", name, r)
+							}
+						}
+						counts := map[int]int{}
+						for _, v := range used {
+							counts[v]++
+						}
+						for r := range w2 {
+							for _, v := range indices(n, w2, r, drop, pos) {
+								counts[v]++
+							}
+						}
+						if drop {
+							for v, c := range counts {
+								assert.Equal(t, 1, c, "%s: sample %d used %d times", name, v, c)
+							}
+							if pos <= n {
+								assert.Len(t, counts, pos+(n-pos)/w2*w2, "%s", name)
+							}
+						} else {
+							assert.Len(t, counts, n, "%s: every sample visited", name)
+						}
+					}
+				}
+			}
+		}
+	}
+	s, err := ddp.NewDistributedSampler(10, ddp.SamplerReplicas(2, 0))
+	require.NoError(t, err)
+	assert.ErrorContains(t, s.ResumeAt(0, -1), "negative")
+	require.NoError(t, s.ResumeAt(1, 4))
+	assert.Len(t, s.Indices(0), 5, "another epoch is whole")
+	assert.Len(t, s.Indices(1), 3, "the resumed epoch holds the rest")
+}
+
 // TestDistributedSamplerRefusesBadArguments.
 func TestDistributedSamplerRefusesBadArguments(t *testing.T) {
 	for _, c := range []struct {
