@@ -68,6 +68,7 @@ func parse(args []string, out io.Writer) (config, error) {
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the initial model and the data order")
 	fs.BoolVar(&c.zero, "zero", false, "shard the Adadelta state over the replicas (ZeRO-1, package ddp/zero); --checkpoint is then a directory, resumable at any replica count")
 	c.Run.AddFlags(fs, 50)
+	c.Preemption.AddFlags(fs)
 	fs.StringVar(&c.dataDir, "data", data.DefaultMNISTDir(), "directory with MNIST-format idx files (make deps installs MNIST; Fashion-MNIST works)")
 	if err := cmdline.Parse(fs, args); err != nil {
 		return c, err
@@ -154,27 +155,39 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 	if err != nil {
 		return res, err
 	}
-	loader, err := data.NewLoader(trainSet, d, data.LoaderConfig{BatchSize: perReplica, DropLast: true, Sampler: sampler})
+	state := optim.Checkpoint{Model: model, Optimizer: opt, RNG: d}
+	resumer, at, resumed, err := c.Open(ctx, &state, w.WorldSize, perReplica, rank0, out)
 	if err != nil {
 		return res, err
 	}
-	ck := optim.Checkpoint{Model: model, Optimizer: opt}
-	if c.Resume {
-		if err := checkpoint.Load(ctx, c.Checkpoint, &ck); err != nil {
+	defer func() { err = errors.Join(err, resumer.Close()) }()
+	switch {
+	case resumed:
+		if err := sampler.ResumeAt(at.Epoch, at.Samples); err != nil {
 			return res, err
 		}
-		for range ck.Epoch {
-			sched.Step() // the learning rate of the epoch it resumes at
+		res.ResumedAt = at.Epoch
+	case c.Resume:
+		if err := checkpoint.Load(ctx, c.Checkpoint, &state); err != nil {
+			return res, err
 		}
-		res.ResumedAt = ck.Epoch
-		log.Info("resumed", "checkpoint", c.Checkpoint, "epoch", ck.Epoch)
+		at = cmdline.Position{Epoch: state.Epoch, Step: state.Step}
+		res.ResumedAt = state.Epoch
+		log.Info("resumed", "checkpoint", c.Checkpoint, "epoch", state.Epoch)
+	}
+	for range at.Epoch {
+		sched.Step() // the learning rate of the epoch it resumes at
+	}
+	loader, err := data.NewLoader(trainSet, d, data.LoaderConfig{BatchSize: perReplica, DropLast: true, Sampler: sampler})
+	if err != nil {
+		return res, err
 	}
 	if rank0 {
 		fmt.Fprintf(out, "training the MNIST CNN on %d replicas (%s), batch %d per replica (global %d), Adadelta lr %.4g, StepLR gamma %g\n",
 			w.WorldSize, d, perReplica, perReplica*w.WorldSize, opt.LR(), c.gamma)
 	}
 	curves := report.Curves{Title: "MNIST CNN"}
-	start, steps := time.Now(), 0
+	start, steps := time.Now(), at.Step
 	split := report.NewStepSplit()
 	var (
 		logged   loggedLoss
@@ -188,8 +201,15 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 		progress.Step(l.step, res.FinalLoss, 10*perReplica*w.WorldSize)
 		return nil
 	}
-	for epoch := ck.Epoch; epoch < c.epochs; epoch++ {
+	for epoch := at.Epoch; epoch < c.epochs; epoch++ {
 		nn.Train(model)
+		// The samples of the epoch's order used before a resume, and
+		// the steps they made: the loader yields the rest.
+		epochStart := 0
+		if epoch == at.Epoch {
+			epochStart = at.Samples
+		}
+		before := epochStart / (perReplica * w.WorldSize)
 		total := stepsPerEpoch
 		if c.MaxSteps > 0 {
 			total = min(total, c.MaxSteps)
@@ -203,7 +223,8 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 			if err != nil {
 				return res, err
 			}
-			if batch.Index >= total {
+			index := before + batch.Index // within the epoch
+			if index >= total {
 				break
 			}
 			split.Lap("data")
@@ -213,6 +234,10 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 				return res, err
 			}
 			steps++
+			at = cmdline.Position{Epoch: epoch, Samples: epochStart + (batch.Index+1)*perReplica*w.WorldSize, Step: steps}
+			if err := resumer.Step(ctx, state, at); err != nil {
+				return res, err // checkpoint.ErrPreempted: exit 75
+			}
 			// The loss logged is read one step late, once the next step is
 			// on its way: reading it at once would wait for its program
 			// where execution runs behind the host (replicas in-graph).
@@ -223,7 +248,7 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 				split.Lap("loss read")
 			}
 			logged = loggedLoss{}
-			if step := batch.Index + 1; rank0 && (step%10 == 0 || step == total) {
+			if step := index + 1; rank0 && (step%10 == 0 || step == total) {
 				logged = loggedLoss{loss: loss, step: step, steps: steps}
 			}
 			split.EndStep()
@@ -248,8 +273,9 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 				split, loader.Stats().Assemble/time.Duration(max(loader.Stats().Batches, 1)))
 		}
 		if c.Checkpoint != "" {
-			ck.Epoch = epoch + 1
-			if err := checkpoint.Save(ctx, c.Checkpoint, ck); err != nil {
+			saved := state
+			saved.Epoch, saved.Step = epoch+1, steps
+			if err := checkpoint.Save(ctx, c.Checkpoint, saved); err != nil {
 				return res, err
 			}
 		}

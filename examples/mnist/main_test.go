@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"image/png"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -118,4 +120,23 @@ func TestBadFlags(t *testing.T) {
 		require.Error(t, err, tc.args)
 		assert.Contains(t, err.Error(), tc.want, tc.args)
 	}
+}
+
+// mnistJob is a short 2-rank run under ddprun with dropout, checkpoints
+// every 4 steps and an epoch of 2 × 8-digit batches.
+func mnistJob(t *testing.T) exampletest.Job {
+	return exampletest.Job{Name: "mnist", Launch: []string{"--nproc_per_node=2"}, Args: []string{
+		"--max-steps", "24", "--batch-size", "16", "--test-batch-size", "1000", "--checkpoint-every", "4", "--log-interval", "1",
+		"--data", exampletest.MNISTSubset(t, 1024, 1000)}}
+}
+
+// TestPreemptedMidEpochResumesBitIdentical: SIGTERM to ddprun at a random
+// step of the epoch: exit 75; the same command again resumes mid-epoch
+// and ends with the uninterrupted run's weights, bit for bit (the
+// loader's position, the dropout state and the optimizer's come back).
+func TestPreemptedMidEpochResumesBitIdentical(t *testing.T) {
+	exampletest.CleanEnv(t)
+	job := mnistJob(t)
+	want := job.Weights(t)
+	job.PreemptAndResume(t, want, "step 10/24", 800*time.Millisecond, rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0)))
 }

@@ -59,6 +59,7 @@ type Run struct {
 	MaxSteps, LogInterval int
 	Checkpoint, Plot      string
 	Resume, Metrics       bool
+	Preemption
 }
 
 // AddFlags adds the shared training flags to fs, to be parsed into r;
@@ -82,6 +83,10 @@ func (r Run) Check() error {
 		return fmt.Errorf("--max-steps=%d: cannot be negative", r.MaxSteps)
 	case r.Resume && r.Checkpoint == "":
 		return errors.New("--resume needs --checkpoint FILE")
+	case r.Resume && r.Dir != "":
+		return errors.New("--resume with --checkpoint-dir: the latter resumes by itself from its latest checkpoint; drop --resume")
+	case r.Preemption.Check() != nil:
+		return r.Preemption.Check()
 	case r.Plot != "" && !strings.EqualFold(filepath.Ext(r.Plot), ".png"):
 		return fmt.Errorf("--plot %s: the plot is a PNG: name a .png file", r.Plot)
 	}

@@ -1,0 +1,132 @@
+package cmdline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/spf13/pflag"
+
+	"github.com/xladdp/xladdp/ddp/checkpoint"
+	"github.com/xladdp/xladdp/xla/optim"
+)
+
+// The metadata a training checkpoint carries beside optim.Checkpoint's
+// epoch and step: where in the epoch's global sample order the run
+// stood, and the replica count and per-replica batch that wrote it.
+const (
+	metaPosition   = "examples.epoch_position"
+	metaReplicas   = "examples.replicas"
+	metaPerReplica = "examples.per_replica_batch"
+)
+
+// Preemption holds --checkpoint-dir and --checkpoint-every: checkpoints
+// a job resumes from when the same command runs again, written every N
+// steps and at once on SIGTERM (then the job exits 75).
+type Preemption struct {
+	Dir   string
+	Every int
+}
+
+// AddFlags adds --checkpoint-dir and --checkpoint-every to fs.
+func (p *Preemption) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&p.Dir, "checkpoint-dir", "", "keep checkpoints here, one every --checkpoint-every steps and one at once on SIGTERM "+
+		"(the job then exits 75); the same command run again resumes from the latest, mid-epoch, on any replica count")
+	fs.IntVar(&p.Every, "checkpoint-every", 100, "steps between --checkpoint-dir's checkpoints (0: only on SIGTERM)")
+}
+
+// Check refuses a negative --checkpoint-every.
+func (p Preemption) Check() error {
+	if p.Every < 0 {
+		return fmt.Errorf("--checkpoint-every=%d: cannot be negative (0: only on SIGTERM)", p.Every)
+	}
+	return nil
+}
+
+// Position is where a run stands: the epoch, the samples of the epoch's
+// global order used so far, and the steps done since the start.
+type Position struct {
+	Epoch, Samples, Step int
+}
+
+// Resumer is a replica's --checkpoint-dir: nil-safe, it does nothing
+// without the flag.
+type Resumer struct {
+	ck                   *checkpoint.Checkpointer
+	replicas, perReplica int
+}
+
+// Open starts the replica's checkpointer and restores the latest
+// checkpoint into state, if there is one; it returns where that run
+// stood (the zero Position for a fresh start) and whether it resumed.
+// Rank 0 (rank0) says on out where it resumes and what changed when the
+// replica count did. Close the Resumer when training ends.
+func (p Preemption) Open(ctx context.Context, state *optim.Checkpoint, replicas, perReplica int, rank0 bool, out io.Writer) (*Resumer, Position, bool, error) {
+	r := &Resumer{replicas: replicas, perReplica: perReplica}
+	if p.Dir == "" {
+		return r, Position{}, false, nil
+	}
+	var err error
+	if r.ck, err = checkpoint.New(checkpoint.Options{Dir: p.Dir, Every: p.Every}); err != nil {
+		return nil, Position{}, false, fmt.Errorf("--checkpoint-dir: %w", err)
+	}
+	resumed, err := r.ck.Restore(ctx, state)
+	if err != nil {
+		return nil, Position{}, false, errors.Join(fmt.Errorf("--checkpoint-dir: %w", err), r.ck.Close())
+	}
+	if !resumed {
+		return r, Position{}, false, nil
+	}
+	at := Position{Epoch: state.Epoch, Step: state.Step}
+	var was [2]int
+	for i, field := range []struct {
+		name string
+		into *int
+	}{{metaPosition, &at.Samples}, {metaReplicas, &was[0]}, {metaPerReplica, &was[1]}} {
+		if *field.into, err = strconv.Atoi(state.Metadata[field.name]); err != nil || *field.into < 0 || i > 0 && *field.into == 0 {
+			return nil, Position{}, false, errors.Join(fmt.Errorf("--checkpoint-dir %s: the latest checkpoint's %s is %q, not a count: "+
+				"a checkpoint this example did not write; move it away to start afresh", p.Dir, field.name, state.Metadata[field.name]), r.ck.Close())
+		}
+	}
+	for _, name := range []string{metaPosition, metaReplicas, metaPerReplica} {
+		delete(state.Metadata, name) // Step writes them afresh; --checkpoint's file never holds stale ones
+	}
+	if rank0 {
+		fmt.Fprintf(out, "resumed from %s at step %d (epoch %d, sample %d of its order)", p.Dir, at.Step, at.Epoch+1, at.Samples)
+		if was[0] != replicas || was[1] != perReplica {
+			fmt.Fprintf(out, "; written by %d replicas of %d samples a step, now %d of %d: the epoch goes on from the same sample",
+				was[0], was[1], replicas, perReplica)
+		}
+		fmt.Fprintln(out)
+	}
+	return r, at, true, nil
+}
+
+// Step is called by every replica after each step with where the run
+// now stands: it writes a checkpoint when one is due or the job was
+// asked to stop, and then returns checkpoint.ErrPreempted.
+func (r *Resumer) Step(ctx context.Context, state optim.Checkpoint, at Position) error {
+	if r.ck == nil {
+		return nil
+	}
+	state.Epoch, state.Step = at.Epoch, at.Step
+	meta := make(map[string]string, len(state.Metadata)+3)
+	for k, v := range state.Metadata {
+		meta[k] = v
+	}
+	meta[metaPosition] = strconv.Itoa(at.Samples)
+	meta[metaReplicas] = strconv.Itoa(r.replicas)
+	meta[metaPerReplica] = strconv.Itoa(r.perReplica)
+	state.Metadata = meta
+	return r.ck.Step(ctx, state)
+}
+
+// Close waits for the checkpoint being written and returns its error.
+func (r *Resumer) Close() error {
+	if r == nil || r.ck == nil {
+		return nil
+	}
+	return r.ck.Close()
+}
