@@ -33,7 +33,7 @@ type config struct {
 	epochs, batchSize, testBatchSize int
 	lr, gamma                        float64
 	seed                             uint64
-	dataDir                          string
+	dataDir, sampleLog               string
 	zero                             bool
 }
 
@@ -69,6 +69,7 @@ func parse(args []string, out io.Writer) (config, error) {
 	fs.BoolVar(&c.zero, "zero", false, "shard the Adadelta state over the replicas (ZeRO-1, package ddp/zero); --checkpoint is then a directory, resumable at any replica count")
 	c.Run.AddFlags(fs, 50)
 	c.Preemption.AddFlags(fs)
+	fs.StringVar(&c.sampleLog, "sample-log", "", "append the index of every training sample each replica uses to DIR/replica-N.txt (\"epoch index\" lines)")
 	fs.StringVar(&c.dataDir, "data", data.DefaultMNISTDir(), "directory with MNIST-format idx files (make deps installs MNIST; Fashion-MNIST works)")
 	if err := cmdline.Parse(fs, args); err != nil {
 		return c, err
@@ -182,6 +183,11 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 	if err != nil {
 		return res, err
 	}
+	samples, err := cmdline.OpenSampleLog(c.sampleLog, w.Rank)
+	if err != nil {
+		return res, err
+	}
+	defer func() { err = errors.Join(err, samples.Close()) }()
 	if rank0 {
 		fmt.Fprintf(out, "training the MNIST CNN on %d replicas (%s), batch %d per replica (global %d), Adadelta lr %.4g, StepLR gamma %g\n",
 			w.WorldSize, d, perReplica, perReplica*w.WorldSize, opt.LR(), c.gamma)
@@ -234,6 +240,9 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 				return res, err
 			}
 			steps++
+			if err := samples.Add(epoch, batch.Samples); err != nil {
+				return res, err
+			}
 			at = cmdline.Position{Epoch: epoch, Samples: epochStart + (batch.Index+1)*perReplica*w.WorldSize, Step: steps}
 			if err := resumer.Step(ctx, state, at); err != nil {
 				return res, err // checkpoint.ErrPreempted: exit 75

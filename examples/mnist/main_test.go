@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"image/png"
 	"math/rand/v2"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -139,4 +141,58 @@ func TestPreemptedMidEpochResumesBitIdentical(t *testing.T) {
 	job := mnistJob(t)
 	want := job.Weights(t)
 	job.PreemptAndResume(t, want, "step 10/24", 800*time.Millisecond, rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0)))
+}
+
+// TestResumedOnAnotherReplicaCount: a 4-replica job (--spawn) preempted
+// mid-epoch resumes on 3 processes (ddprun), and a 2-process one with
+// ZeRO's sharded optimizer on 4 replicas: each says what changed, and the sample logs show every
+// training sample of both epochs used exactly once (480 samples, a
+// global batch of 24 on 4, 3 and 2 replicas).
+func TestResumedOnAnotherReplicaCount(t *testing.T) {
+	exampletest.CleanEnv(t)
+	mnist := exampletest.MNISTSubset(t, 480, 100)
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))
+	for _, tc := range []struct {
+		name          string
+		first, second []string // ddprun's flags; nil: --spawn --cpu-devices 4
+		extra         []string
+		changed       string
+	}{
+		{"4 to 3", nil, []string{"--nproc_per_node=3"}, nil, "written by 4 replicas of 6 samples a step, now 3 of 8"},
+		{"2 to 4 with ZeRO", []string{"--nproc_per_node=2"}, nil, []string{"--zero"}, "written by 2 replicas of 12 samples a step, now 4 of 6"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			logs, ckdir := t.TempDir(), filepath.Join(t.TempDir(), "ck")
+			job := func(launch []string) exampletest.Job {
+				args := []string{"--epochs", "2", "--batch-size", "24", "--test-batch-size", "100", "--log-interval", "1",
+					"--checkpoint-every", "3", "--data", mnist, "--sample-log", logs}
+				args = append(args, tc.extra...)
+				if launch == nil {
+					args = append(args, "--spawn", "--cpu-devices", "4")
+				}
+				return exampletest.Job{Name: "mnist", Launch: launch, Args: args}
+			}
+			job(tc.first).Preempt(t, ckdir, "step 10/20", 500*time.Millisecond, rng)
+			out := job(tc.second).Resume(t, ckdir)
+			assert.Contains(t, out, tc.changed)
+			used := map[string]int{}
+			files, err := filepath.Glob(filepath.Join(logs, "replica-*.txt"))
+			require.NoError(t, err)
+			for _, f := range files {
+				b, err := os.ReadFile(f)
+				require.NoError(t, err)
+				for line := range strings.Lines(string(b)) {
+					used[strings.TrimSpace(line)]++
+				}
+			}
+			for epoch := range 2 {
+				for sample := range 480 {
+					id := fmt.Sprintf("%d %d", epoch, sample)
+					assert.Equal(t, 1, used[id], "epoch %d: sample %d used %d times", epoch, sample, used[id])
+					delete(used, id)
+				}
+			}
+			assert.Empty(t, used, "samples outside the two epochs")
+		})
+	}
 }

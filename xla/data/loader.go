@@ -35,6 +35,8 @@ type Batch struct {
 	Size   int
 	// Index counts batches within the epoch.
 	Index int
+	// Samples are the dataset indices of the batch's samples, in order.
+	Samples []int
 }
 
 // Stats measure how much the training loop waited for input.
@@ -245,5 +247,5 @@ func (l *Loader) assemble(index int, indices []int) (Batch, error) {
 	if err != nil {
 		return Batch{}, err
 	}
-	return Batch{Input: in, Target: tg, Size: n, Index: index}, nil
+	return Batch{Input: in, Target: tg, Size: n, Index: index, Samples: indices}, nil
 }

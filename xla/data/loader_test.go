@@ -51,6 +51,10 @@ func epochInputs(t *testing.T, l *Loader, epoch int) [][]float32 {
 		}
 		labels, err := xla.Values[int32](context.Background(), b.Target)
 		require.NoError(t, err)
+		require.Len(t, b.Samples, b.Size)
+		for i, sample := range b.Samples {
+			assert.Equal(t, float32(sample), col[i], "Samples names the batch's dataset indices")
+		}
 		for i, l := range labels {
 			assert.Equal(t, int32(int(col[i])%3), l, "label travels with its sample")
 		}

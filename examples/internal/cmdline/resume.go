@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"strconv"
 
 	"github.com/spf13/pflag"
@@ -90,9 +91,13 @@ func (p Preemption) Open(ctx context.Context, state *optim.Checkpoint, replicas,
 				"a checkpoint this example did not write; move it away to start afresh", p.Dir, field.name, state.Metadata[field.name]), r.ck.Close())
 		}
 	}
+	// Step writes them afresh; --checkpoint's file never holds stale
+	// ones. (A copy: the local replicas may share the map Restore read.)
+	meta := maps.Clone(state.Metadata)
 	for _, name := range []string{metaPosition, metaReplicas, metaPerReplica} {
-		delete(state.Metadata, name) // Step writes them afresh; --checkpoint's file never holds stale ones
+		delete(meta, name)
 	}
+	state.Metadata = meta
 	if rank0 {
 		fmt.Fprintf(out, "resumed from %s at step %d (epoch %d, sample %d of its order)", p.Dir, at.Step, at.Epoch+1, at.Samples)
 		if was[0] != replicas || was[1] != perReplica {
@@ -112,9 +117,9 @@ func (r *Resumer) Step(ctx context.Context, state optim.Checkpoint, at Position)
 		return nil
 	}
 	state.Epoch, state.Step = at.Epoch, at.Step
-	meta := make(map[string]string, len(state.Metadata)+3)
-	for k, v := range state.Metadata {
-		meta[k] = v
+	meta := maps.Clone(state.Metadata)
+	if meta == nil {
+		meta = map[string]string{}
 	}
 	meta[metaPosition] = strconv.Itoa(at.Samples)
 	meta[metaReplicas] = strconv.Itoa(r.replicas)

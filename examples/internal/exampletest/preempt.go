@@ -20,10 +20,10 @@ import (
 	"github.com/xladdp/xladdp/xla/safetensors"
 )
 
-// Job is an example's run under ddprun, as a user starts it.
+// Job is an example's run, as a user starts it.
 type Job struct {
 	Name   string   // the example
-	Launch []string // ddprun's flags
+	Launch []string // ddprun's flags; nil: the example alone (--spawn)
 	Args   []string // the example's, without --checkpoint and --checkpoint-dir
 }
 
@@ -37,15 +37,25 @@ func (job Job) Weights(t *testing.T) map[string][]byte {
 	return ModelTensors(t, final)
 }
 
-// PreemptAndResume runs job with --checkpoint-dir, sends ddprun SIGTERM
-// (a Spot notice) at a random time within window after the output shows
-// after, checks that the job exits 75, runs the same command again and
-// checks that it resumes and ends with want's weights, bit for bit.
+// PreemptAndResume runs job with --checkpoint-dir, sends it SIGTERM (a
+// Spot notice) at a random time within window after the output shows
+// after, checks that it exits 75, runs the same command again and checks
+// that it resumes and ends with want's weights, bit for bit.
 func (job Job) PreemptAndResume(t *testing.T, want map[string][]byte, after string, window time.Duration, rng *rand.Rand) {
 	t.Helper()
 	dir := t.TempDir()
 	final, ckdir := filepath.Join(dir, "final.safetensors"), filepath.Join(dir, "ck")
-	cmd := job.command(t, "--checkpoint", final, "--checkpoint-dir", ckdir)
+	job.Preempt(t, ckdir, after, window, rng, "--checkpoint", final)
+	job.Resume(t, ckdir, "--checkpoint", final)
+	assert.Equal(t, want, ModelTensors(t, final), "the resumed job's weights differ from the uninterrupted job's")
+}
+
+// Preempt runs job with --checkpoint-dir ckdir and extra flags, sends it
+// SIGTERM at a random time within window after the output shows after,
+// and checks that it checkpointed and exited 75.
+func (job Job) Preempt(t *testing.T, ckdir, after string, window time.Duration, rng *rand.Rand, extra ...string) {
+	t.Helper()
+	cmd := job.command(t, append([]string{"--checkpoint-dir", ckdir}, extra...)...)
 	var out lockedBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	require.NoError(t, cmd.Start())
@@ -68,14 +78,19 @@ func (job Job) PreemptAndResume(t *testing.T, want map[string][]byte, after stri
 	var exit *exec.ExitError
 	require.ErrorAs(t, err, &exit, "%s", out.String())
 	require.Equal(t, workerenv.ExitPreempted, exit.ExitCode(), "%s", out.String())
-	assert.Contains(t, out.String(), "ddprun: preempted")
-	t.Log(lineWith(out.String(), "preempted:"))
+	assert.Contains(t, out.String(), "preempted")
+	t.Log(lineWith(out.String(), "preempted"))
+}
 
-	again, err := job.command(t, "--checkpoint", final, "--checkpoint-dir", ckdir).CombinedOutput()
-	require.NoError(t, err, "%s", again)
-	t.Log(lineWith(string(again), "resumed from"))
-	assert.Contains(t, string(again), "resumed from "+ckdir)
-	assert.Equal(t, want, ModelTensors(t, final), "the resumed job's weights differ from the uninterrupted job's")
+// Resume runs job with --checkpoint-dir ckdir and extra flags to its
+// end, checks that it resumed, and returns its output.
+func (job Job) Resume(t *testing.T, ckdir string, extra ...string) string {
+	t.Helper()
+	out, err := job.command(t, append([]string{"--checkpoint-dir", ckdir}, extra...)...).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	t.Log(lineWith(string(out), "resumed from"))
+	assert.Contains(t, string(out), "resumed from "+ckdir)
+	return string(out)
 }
 
 // waitFor is closed once out holds s; never if ctx ends first.
@@ -94,9 +109,13 @@ func waitFor(ctx context.Context, out *lockedBuffer, s string) <-chan struct{} {
 	return seen
 }
 
-// command is job under ddprun with extra flags for the example.
+// command is job under ddprun (or, without Launch, the example alone)
+// with extra flags for the example.
 func (job Job) command(t *testing.T, extra ...string) *exec.Cmd {
-	cmd := exec.Command(Ddprun(t), append(append([]string(nil), job.Launch...), Self()...)...)
+	cmd := exec.Command(Self()[0], Self()[1:]...)
+	if job.Launch != nil {
+		cmd = exec.Command(Ddprun(t), append(append([]string(nil), job.Launch...), Self()...)...)
+	}
 	cmd.Env = append(os.Environ(), Env(job.Name, append(append([]string(nil), job.Args...), extra...)...)...)
 	return cmd
 }
