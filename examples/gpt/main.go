@@ -119,6 +119,7 @@ func addRunFlags(fs *pflag.FlagSet, r *cmdline.Run) {
 	fs.BoolVar(&r.Resume, "resume", false, "continue from --checkpoint")
 	fs.BoolVar(&r.Metrics, "metrics", false, "print xla.MetricsReport() at the end")
 	fs.StringVar(&r.Plot, "plot", "", "draw the train and val loss curves to this PNG file")
+	r.Preemption.AddFlags(fs)
 }
 
 func (c *config) applyPreset() error {

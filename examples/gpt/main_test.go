@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"image/png"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -251,4 +252,16 @@ func TestDataFromDevicesAndPipes(t *testing.T) {
 		<-done
 		t.Fatalf("--data on a FIFO nobody writes ignored SIGTERM: %s", output.String())
 	}
+}
+
+// TestPreemptedResumesBitIdentical: SIGTERM to ddprun (2 ranks, dropout
+// on) at a random step: exit 75; the same command again resumes and ends
+// with the uninterrupted run's weights, bit for bit.
+func TestPreemptedResumesBitIdentical(t *testing.T) {
+	exampletest.CleanEnv(t)
+	job := exampletest.Job{Name: "gpt", Launch: []string{"--nproc_per_node=2"}, Args: append(append([]string(nil), tiny...),
+		"--data", corpusOrSkip(t), "--steps", "40", "--eval-interval", "20", "--dropout", "0.1", "--sample", "0",
+		"--log-interval", "5", "--checkpoint-every", "6")}
+	want := job.Weights(t)
+	job.PreemptAndResume(t, want, "step 5/40", 1500*time.Millisecond, rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0)))
 }

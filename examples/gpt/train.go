@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -176,23 +177,35 @@ func train(ctx context.Context, c config, w ddp.Worker, text *corpus, out io.Wri
 	defer t.model.Close()
 	rank0 := w.Rank == 0
 	shape := fmt.Sprintf("%+v", c.model)
-	ck := optim.Checkpoint{Model: t.model, Optimizer: t.opt, Metadata: map[string]string{"gpt": shape}}
-	if c.Resume {
+	ck := optim.Checkpoint{Model: t.model, Optimizer: t.opt, RNG: w.Device, Metadata: map[string]string{"gpt": shape}}
+	global := t.perStep * w.WorldSize * c.gradAccum
+	resumer, _, resumed, err := c.Open(ctx, &ck, w.WorldSize, t.perStep*c.gradAccum, rank0, out)
+	if err != nil {
+		return res, err
+	}
+	defer func() { err = errors.Join(err, resumer.Close()) }()
+	flag, from := "--resume", c.Checkpoint
+	switch {
+	case resumed:
+		flag, from = "--checkpoint-dir", c.Dir
+	case c.Resume:
 		if err := checkpoint.Load(ctx, t.c.Checkpoint, &ck); err != nil {
 			return res, fmt.Errorf("--resume: %w (a checkpoint resumes the same --data and model flags only)", err)
 		}
+	}
+	if resumed || c.Resume {
 		if got := ck.Metadata["gpt"]; got != shape {
-			return res, fmt.Errorf("--resume: %s holds a GPT %s, this run builds %s: give the same --size, --layers, --heads, --width, --block, --dropout and --data",
-				c.Checkpoint, got, shape)
+			return res, fmt.Errorf("%s: %s holds a GPT %s, this run builds %s: give the same --size, --layers, --heads, --width, --block, --dropout and --data",
+				flag, from, got, shape)
 		}
 		if ck.Step >= c.steps {
-			return res, fmt.Errorf("--resume: %s is at step %d, and --steps is %d: nothing to train; raise --steps", c.Checkpoint, ck.Step, c.steps)
+			return res, fmt.Errorf("%s: %s is at step %d, and --steps is %d: nothing to train; raise --steps", flag, from, ck.Step, c.steps)
 		}
 		for range ck.Step {
 			t.sched.Step() // the learning rate of the step it resumes at
 		}
 		res.ResumedAt = ck.Step
-		slog.Info("resumed", "rank", w.Rank, "checkpoint", c.Checkpoint, "step", ck.Step)
+		slog.Info("resumed", "rank", w.Rank, "checkpoint", from, "step", ck.Step)
 	}
 	if rank0 {
 		fmt.Fprintf(out, "training a %d-layer, %d-head, %d-wide GPT (%d parameters, %d characters of vocabulary, block %d) on %d replicas (%s), %s\n",
@@ -264,6 +277,11 @@ func train(ctx context.Context, c config, w ddp.Worker, text *corpus, out io.Wri
 			}
 		}
 		res.Steps = done
+		// The batches are drawn from the step number: the step is the
+		// position in the data.
+		if err := resumer.Step(ctx, ck, cmdline.Position{Samples: done * global, Step: done}); err != nil {
+			return res, err // checkpoint.ErrPreempted: exit 75
+		}
 	}
 	progress.Done()
 	res.Trained = time.Since(start)
