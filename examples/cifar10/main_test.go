@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -126,4 +127,16 @@ func TestLongLearnsSpawnedAndUnderDdprun(t *testing.T) {
 	require.NotNil(t, m, "%s", b)
 	acc, _ := strconv.ParseFloat(string(m[1]), 64)
 	assert.Greater(t, acc, 90.0, "%s", b)
+}
+
+// TestLongPreemptedResumesBitIdentical: SIGTERM to ddprun (2 ranks,
+// ResNet-18 with BatchNorm on synthetic data) at a random step of the
+// epoch: exit 75; the same command again resumes mid-epoch and ends with
+// the uninterrupted run's weights and BatchNorm buffers, bit for bit.
+func TestLongPreemptedResumesBitIdentical(t *testing.T) {
+	exampletest.CleanEnv(t)
+	job := exampletest.Job{Name: "cifar10", Launch: []string{"--nproc_per_node=2"}, Args: []string{"--synthetic", "--synthetic-samples", "96",
+		"--batch-size", "4", "--max-steps", "10", "--log-interval", "1", "--checkpoint-every", "3"}}
+	want := job.Weights(t)
+	job.PreemptAndResume(t, want, "step 5/10", time.Second, rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0)))
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -31,6 +32,8 @@ type Trainer struct {
 	loader                           *data.Loader
 	testSet                          data.Dataset
 	epochsRun                        int
+	resumer                          *cmdline.Resumer
+	at                               cmdline.Position // where a resumed run stood
 	out                              io.Writer
 	log                              *slog.Logger
 	close                            func()
@@ -63,25 +66,50 @@ func newTrainer(ctx context.Context, c config, w ddp.Worker, trainSet, testSet d
 	if t.loader, err = data.NewLoader(trainSet, w.Device, data.LoaderConfig{BatchSize: c.batchSize, DropLast: true, Sampler: t.sampler}); err != nil {
 		return nil, err
 	}
-	if c.Resume {
-		ck := optim.Checkpoint{Model: t.model, Optimizer: t.opt}
-		if err := checkpoint.Load(ctx, c.Checkpoint, &ck); err != nil {
-			return nil, err
-		}
-		t.epochsRun = ck.Epoch
-		t.log.Info("resuming from the snapshot", "epoch", ck.Epoch)
+	state := t.state()
+	resumed := false
+	if t.resumer, t.at, resumed, err = c.Open(ctx, &state, w.WorldSize, c.batchSize, w.Rank == 0, out); err != nil {
+		return nil, err
 	}
+	switch {
+	case resumed:
+		err = t.sampler.ResumeAt(t.at.Epoch, t.at.Samples)
+	case c.Resume:
+		if err = checkpoint.Load(ctx, c.Checkpoint, &state); err == nil {
+			t.at = cmdline.Position{Epoch: state.Epoch, Step: state.Step}
+			t.log.Info("resuming from the snapshot", "epoch", state.Epoch)
+		}
+	}
+	if err != nil {
+		return nil, errors.Join(err, t.resumer.Close())
+	}
+	t.epochsRun = t.at.Epoch
 	return t, nil
+}
+
+// state is what a checkpoint holds: the model (parameters and BatchNorm
+// buffers), the optimizer and the random state.
+func (t *Trainer) state() optim.Checkpoint {
+	return optim.Checkpoint{Model: t.model, Optimizer: t.opt, RNG: t.device}
 }
 
 // train runs the remaining epochs and returns what rank 0 saw.
 func (t *Trainer) train(ctx context.Context) (res result, err error) {
 	defer t.close()
+	defer func() { err = errors.Join(err, t.resumer.Close()) }()
 	res.ResumedAt = t.epochsRun
 	rank0 := t.globalRank == 0
 	curves := report.Curves{Title: "ResNet-18 on CIFAR-10"}
-	start, steps := time.Now(), 0
+	start, steps := time.Now(), t.at.Step
+	global := t.cfg.batchSize * t.worldSize
 	for epoch := t.epochsRun; epoch < t.cfg.epochs; epoch++ {
+		// The samples of the epoch's order used before a resume, and
+		// the steps they made: the loader yields the rest.
+		epochStart := 0
+		if epoch == t.at.Epoch {
+			epochStart = t.at.Samples
+		}
+		before := epochStart / global
 		total := t.stepsPerEpoch
 		if t.cfg.MaxSteps > 0 {
 			total = min(total, t.cfg.MaxSteps)
@@ -98,7 +126,8 @@ func (t *Trainer) train(ctx context.Context) (res result, err error) {
 			if err != nil {
 				return res, err
 			}
-			if batch.Index >= total {
+			index := before + batch.Index // within the epoch
+			if index >= total {
 				break
 			}
 			t.opt.ZeroGrad()
@@ -107,7 +136,11 @@ func (t *Trainer) train(ctx context.Context) (res result, err error) {
 				return res, err
 			}
 			steps++
-			if step := batch.Index + 1; rank0 && (step%5 == 0 || step == total) {
+			t.at = cmdline.Position{Epoch: epoch, Samples: epochStart + (batch.Index+1)*global, Step: steps}
+			if err := t.resumer.Step(ctx, t.state(), t.at); err != nil {
+				return res, err // checkpoint.ErrPreempted: exit 75
+			}
+			if step := index + 1; rank0 && (step%5 == 0 || step == total) {
 				if res.FinalLoss, err = loss.Item(ctx); err != nil {
 					return res, err
 				}
@@ -124,7 +157,8 @@ func (t *Trainer) train(ctx context.Context) (res result, err error) {
 			fmt.Fprintf(t.out, "epoch %d: test accuracy %.2f%%, last loss %.4f\n", epoch+1, 100*res.Accuracy, res.FinalLoss)
 		}
 		if t.cfg.Checkpoint != "" {
-			ck := optim.Checkpoint{Model: t.model, Optimizer: t.opt, Epoch: epoch + 1}
+			ck := t.state()
+			ck.Epoch, ck.Step = epoch+1, steps
 			if err := checkpoint.Save(ctx, t.cfg.Checkpoint, ck); err != nil {
 				return res, err
 			}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -225,4 +227,18 @@ func TestBadInputs(t *testing.T) {
 			assert.ErrorContains(t, err, tc.want)
 		})
 	}
+}
+
+// TestLongPreemptedResumesBitIdentical: SIGTERM to ddprun (2 ranks, random
+// crops and flips, BatchNorm) at a random step of the second epoch: exit
+// 75; the same command again resumes mid-epoch and ends with the
+// uninterrupted run's weights, bit for bit.
+func TestLongPreemptedResumesBitIdentical(t *testing.T) {
+	exampletest.CleanEnv(t)
+	dir := t.TempDir()
+	exampletest.ImageFolder(t, dir, 24)
+	job := exampletest.Job{Name: "finetune", Launch: []string{"--nproc_per_node=2"}, Args: []string{"--data", dir, "--image-size", "32",
+		"--lr", "0.01", "--epochs", "2", "--log-interval", "1", "--checkpoint-every", "2"}}
+	want := job.Weights(t)
+	job.PreemptAndResume(t, want, "epoch 2/2", time.Second, rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0)))
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -94,28 +95,48 @@ func (j *job) run(ctx context.Context) (res result, err error) {
 	if err != nil {
 		return res, err
 	}
-	ck := optim.Checkpoint{Model: model, Optimizer: opt, Metadata: map[string]string{"classes": j.classes}}
-	if c.Resume {
+	ck := optim.Checkpoint{Model: model, Optimizer: opt, RNG: d, Metadata: map[string]string{"classes": j.classes}}
+	resumer, at, resumed, err := c.Open(ctx, &ck, w.WorldSize, c.batchSize, rank0, j.out)
+	if err != nil {
+		return res, err
+	}
+	defer func() { err = errors.Join(err, resumer.Close()) }()
+	from := c.Dir
+	if !resumed && c.Resume {
 		if err := checkpoint.Load(ctx, c.Checkpoint, &ck); err != nil {
 			return res, err
 		}
+		from, at = c.Checkpoint, cmdline.Position{Epoch: ck.Epoch, Step: ck.Step}
+	}
+	if resumed || c.Resume {
 		if ck.Metadata["classes"] != j.classes {
-			return res, fmt.Errorf("%s was trained on the classes %s, not this folder's %s", c.Checkpoint, ck.Metadata["classes"], j.classes)
+			return res, fmt.Errorf("%s was trained on the classes %s, not this folder's %s", from, ck.Metadata["classes"], j.classes)
 		}
-		for range ck.Epoch {
+		if err := sampler.ResumeAt(at.Epoch, at.Samples); err != nil {
+			return res, err
+		}
+		for range at.Epoch {
 			sched.Step()
 		}
-		res.ResumedAt = ck.Epoch
-		log.Info("resumed", "checkpoint", c.Checkpoint, "epoch", ck.Epoch)
+		res.ResumedAt = at.Epoch
+		log.Info("resumed", "checkpoint", from, "epoch", at.Epoch)
 	}
 	if rank0 {
 		fmt.Fprintf(j.out, "fine-tuning ResNet-18 on %d %s images of %d classes on %d replicas (%s), %d steps of %d per replica an epoch, %d×%d crops, SGD lr %.4g\n",
 			j.train.Len(), j.cfg.trainDir, len(j.train.Classes()), w.WorldSize, d, steps, c.batchSize, c.imageSize, c.imageSize, opt.LR())
 	}
 	curves := report.Curves{Title: "ResNet-18 fine-tuning", AccuracyOf: "val"}
-	start, done := time.Now(), 0
-	for epoch := ck.Epoch; epoch < c.epochs; epoch++ {
+	start, done := time.Now(), at.Step
+	global := c.batchSize * w.WorldSize
+	for epoch := at.Epoch; epoch < c.epochs; epoch++ {
 		nn.Train(model)
+		// The samples of the epoch's order used before a resume, and
+		// the steps they made: the loader yields the rest.
+		epochStart := 0
+		if epoch == at.Epoch {
+			epochStart = at.Samples
+		}
+		before := epochStart / global
 		var progress *report.Progress
 		if rank0 {
 			progress = report.NewProgress(j.out, fmt.Sprintf("epoch %d/%d", epoch+1, c.epochs), steps, c.LogInterval)
@@ -124,7 +145,8 @@ func (j *job) run(ctx context.Context) (res result, err error) {
 			if err != nil {
 				return res, err
 			}
-			if batch.Index >= steps {
+			index := before + batch.Index // within the epoch
+			if index >= steps {
 				break
 			}
 			opt.ZeroGrad()
@@ -133,12 +155,16 @@ func (j *job) run(ctx context.Context) (res result, err error) {
 				return res, err
 			}
 			done++
+			at = cmdline.Position{Epoch: epoch, Samples: epochStart + (batch.Index+1)*global, Step: done}
+			if err := resumer.Step(ctx, ck, at); err != nil {
+				return res, err // checkpoint.ErrPreempted: exit 75
+			}
 			if rank0 {
 				if res.FinalLoss, err = loss.Item(ctx); err != nil {
 					return res, err
 				}
 				curves.AddLoss(done, res.FinalLoss)
-				progress.Step(batch.Index+1, res.FinalLoss, c.batchSize*w.WorldSize)
+				progress.Step(index+1, res.FinalLoss, c.batchSize*w.WorldSize)
 			}
 		}
 		progress.Done()
@@ -153,8 +179,9 @@ func (j *job) run(ctx context.Context) (res result, err error) {
 				epoch+1, 100*res.Accuracy, j.val.Len(), res.FinalLoss, opt.LR())
 		}
 		if c.Checkpoint != "" {
-			ck.Epoch = epoch + 1
-			if err := checkpoint.Save(ctx, c.Checkpoint, ck); err != nil {
+			saved := ck
+			saved.Epoch, saved.Step = epoch+1, done
+			if err := checkpoint.Save(ctx, c.Checkpoint, saved); err != nil {
 				return res, err
 			}
 		}
