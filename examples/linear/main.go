@@ -12,6 +12,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -76,6 +77,7 @@ func parse(args []string, out io.Writer) (config, error) {
 	fs.Float64Var(&c.lr, "lr", 0.1, "SGD learning rate")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the dataset, the model and the data order")
 	c.Run.AddFlags(fs, 1)
+	c.Preemption.AddFlags(fs)
 	if err := cmdline.Parse(fs, args); err != nil {
 		return c, err
 	}
@@ -159,25 +161,42 @@ func train(ctx context.Context, c config, w ddp.Worker, dataset *data.Random, ou
 	if err != nil {
 		return res, err
 	}
-	loader, err := data.NewLoader(dataset, d, data.LoaderConfig{
-		BatchSize: max(cmdline.PerReplica(out, w.Rank == 0, c.batchSize, w.WorldSize, fmt.Sprintf("%d ranks", w.WorldSize)), 1), Sampler: sampler})
+	perReplica := max(cmdline.PerReplica(out, w.Rank == 0, c.batchSize, w.WorldSize, fmt.Sprintf("%d ranks", w.WorldSize)), 1)
+	loader, err := data.NewLoader(dataset, d, data.LoaderConfig{BatchSize: perReplica, Sampler: sampler})
 	if err != nil {
 		return res, err
 	}
 	ck := optim.Checkpoint{Model: model, Optimizer: opt}
-	if c.Resume {
-		if err := checkpoint.Load(ctx, c.Checkpoint, &ck); err != nil {
-			return res, err
-		}
+	resumer, at, resumed, err := c.Open(ctx, &ck, w.WorldSize, perReplica, w.Rank == 0, out)
+	if err != nil {
+		return res, err
 	}
-	curves, steps := report.Curves{Title: "linear model"}, 0
-	for epoch := ck.Epoch; epoch < c.epochs; epoch++ {
+	defer func() { err = errors.Join(err, resumer.Close()) }()
+	switch {
+	case resumed:
+		err = sampler.ResumeAt(at.Epoch, at.Samples)
+	case c.Resume:
+		err = checkpoint.Load(ctx, c.Checkpoint, &ck)
+		at = cmdline.Position{Epoch: ck.Epoch, Step: ck.Step}
+	}
+	if err != nil {
+		return res, err
+	}
+	curves, steps := report.Curves{Title: "linear model"}, at.Step
+	for epoch := at.Epoch; epoch < c.epochs; epoch++ {
 		sum, n := 0.0, 0
+		// The samples of the epoch's order used before a resume, and
+		// the steps they made: the loader yields the rest.
+		epochStart := 0
+		if epoch == at.Epoch {
+			epochStart = at.Samples
+		}
+		before := epochStart / (perReplica * w.WorldSize)
 		for batch, err := range loader.Epoch(ctx, epoch) {
 			if err != nil {
 				return res, err
 			}
-			if c.MaxSteps > 0 && batch.Index >= c.MaxSteps {
+			if c.MaxSteps > 0 && before+batch.Index >= c.MaxSteps {
 				break
 			}
 			opt.ZeroGrad()
@@ -195,14 +214,19 @@ func train(ctx context.Context, c config, w ddp.Worker, dataset *data.Random, ou
 			if steps++; steps%c.LogInterval == 0 {
 				curves.AddLoss(steps, v)
 			}
+			at = cmdline.Position{Epoch: epoch, Samples: epochStart + (batch.Index+1)*perReplica*w.WorldSize, Step: steps}
+			if err := resumer.Step(ctx, ck, at); err != nil {
+				return res, err // checkpoint.ErrPreempted: exit 75
+			}
 		}
 		res.EpochLosses = append(res.EpochLosses, sum/float64(n))
 		if w.Rank == 0 {
 			fmt.Fprintf(out, "epoch %d: mean loss %.4f on rank 0's %d samples\n", epoch+1, sum/float64(n), n)
 		}
 		if c.Checkpoint != "" {
-			ck.Epoch = epoch + 1
-			if err := checkpoint.Save(ctx, c.Checkpoint, ck); err != nil {
+			saved := ck
+			saved.Epoch, saved.Step = epoch+1, steps
+			if err := checkpoint.Save(ctx, c.Checkpoint, saved); err != nil {
 				return res, err
 			}
 		}

@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -108,4 +110,15 @@ func TestCheckpointResumePlotAndMetrics(t *testing.T) {
 	assert.InDelta(t, whole.After, resumed.After, 1e-6)
 	_, err = run(t.Context(), []string{"--spawn", "--max-steps", "-1"}, &buf)
 	assert.ErrorContains(t, err, "--max-steps=-1")
+}
+
+// TestPreemptedResumesBitIdentical: SIGTERM to ddprun (2 ranks, a partial
+// last batch each epoch) at a random step: exit 75; the same command
+// again resumes and ends with the uninterrupted run's weights, bit for
+// bit.
+func TestPreemptedResumesBitIdentical(t *testing.T) {
+	exampletest.CleanEnv(t)
+	job := exampletest.Job{Name: "linear", Launch: []string{"--nproc_per_node=2"}, Args: []string{"--epochs", "400", "--checkpoint-every", "5"}}
+	want := job.Weights(t)
+	job.PreemptAndResume(t, want, "epoch 10:", 500*time.Millisecond, rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0)))
 }
