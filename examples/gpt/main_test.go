@@ -254,10 +254,10 @@ func TestDataFromDevicesAndPipes(t *testing.T) {
 	}
 }
 
-// TestPreemptedResumesBitIdentical: SIGTERM to ddprun (2 ranks, dropout
+// TestLongPreemptedResumesBitIdentical: SIGTERM to ddprun (2 ranks, dropout
 // on) at a random step: exit 75; the same command again resumes and ends
 // with the uninterrupted run's weights, bit for bit.
-func TestPreemptedResumesBitIdentical(t *testing.T) {
+func TestLongPreemptedResumesBitIdentical(t *testing.T) {
 	exampletest.CleanEnv(t)
 	job := exampletest.Job{Name: "gpt", Launch: []string{"--nproc_per_node=2"}, Args: append(append([]string(nil), tiny...),
 		"--data", corpusOrSkip(t), "--steps", "40", "--eval-interval", "20", "--dropout", "0.1", "--sample", "0",

@@ -143,12 +143,12 @@ func TestPreemptedMidEpochResumesBitIdentical(t *testing.T) {
 	job.PreemptAndResume(t, want, "step 10/24", 800*time.Millisecond, rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0)))
 }
 
-// TestResumedOnAnotherReplicaCount: a 4-replica job (--spawn) preempted
+// TestLongResumedOnAnotherReplicaCount (make test-long): a 4-replica job (--spawn) preempted
 // mid-epoch resumes on 3 processes (ddprun), and a 2-process one with
 // ZeRO's sharded optimizer on 4 replicas: each says what changed, and the sample logs show every
 // training sample of both epochs used exactly once (480 samples, a
 // global batch of 24 on 4, 3 and 2 replicas).
-func TestResumedOnAnotherReplicaCount(t *testing.T) {
+func TestLongResumedOnAnotherReplicaCount(t *testing.T) {
 	exampletest.CleanEnv(t)
 	mnist := exampletest.MNISTSubset(t, 480, 100)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))
