@@ -112,11 +112,11 @@ func TestCheckpointResumePlotAndMetrics(t *testing.T) {
 	assert.ErrorContains(t, err, "--max-steps=-1")
 }
 
-// TestPreemptedResumesBitIdentical: SIGTERM to ddprun (2 ranks, a partial
+// TestLongPreemptedResumesBitIdentical: SIGTERM to ddprun (2 ranks, a partial
 // last batch each epoch) at a random step: exit 75; the same command
 // again resumes and ends with the uninterrupted run's weights, bit for
 // bit.
-func TestPreemptedResumesBitIdentical(t *testing.T) {
+func TestLongPreemptedResumesBitIdentical(t *testing.T) {
 	exampletest.CleanEnv(t)
 	job := exampletest.Job{Name: "linear", Launch: []string{"--nproc_per_node=2"}, Args: []string{"--epochs", "400", "--checkpoint-every", "5"}}
 	want := job.Weights(t)
