@@ -105,10 +105,7 @@ func (t *Trainer) train(ctx context.Context) (res result, err error) {
 	for epoch := t.epochsRun; epoch < t.cfg.epochs; epoch++ {
 		// The samples of the epoch's order used before a resume, and
 		// the steps they made: the loader yields the rest.
-		epochStart := 0
-		if epoch == t.at.Epoch {
-			epochStart = t.at.Samples
-		}
+		epochStart := t.at.Used(epoch)
 		before := epochStart / global
 		total := t.stepsPerEpoch
 		if t.cfg.MaxSteps > 0 {

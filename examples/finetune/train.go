@@ -132,10 +132,7 @@ func (j *job) run(ctx context.Context) (res result, err error) {
 		nn.Train(model)
 		// The samples of the epoch's order used before a resume, and
 		// the steps they made: the loader yields the rest.
-		epochStart := 0
-		if epoch == at.Epoch {
-			epochStart = at.Samples
-		}
+		epochStart := at.Used(epoch)
 		before := epochStart / global
 		var progress *report.Progress
 		if rank0 {

@@ -187,10 +187,7 @@ func train(ctx context.Context, c config, w ddp.Worker, dataset *data.Random, ou
 		sum, n := 0.0, 0
 		// The samples of the epoch's order used before a resume, and
 		// the steps they made: the loader yields the rest.
-		epochStart := 0
-		if epoch == at.Epoch {
-			epochStart = at.Samples
-		}
+		epochStart := at.Used(epoch)
 		before := epochStart / (perReplica * w.WorldSize)
 		for batch, err := range loader.Epoch(ctx, epoch) {
 			if err != nil {

@@ -211,10 +211,7 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 		nn.Train(model)
 		// The samples of the epoch's order used before a resume, and
 		// the steps they made: the loader yields the rest.
-		epochStart := 0
-		if epoch == at.Epoch {
-			epochStart = at.Samples
-		}
+		epochStart := at.Used(epoch)
 		before := epochStart / (perReplica * w.WorldSize)
 		total := stepsPerEpoch
 		if c.MaxSteps > 0 {

@@ -52,6 +52,15 @@ type Position struct {
 	Epoch, Samples, Step int
 }
 
+// Used is how many samples of epoch's global order were used before:
+// Samples for the epoch the run stood in, none of a later one.
+func (p Position) Used(epoch int) int {
+	if epoch != p.Epoch {
+		return 0
+	}
+	return p.Samples
+}
+
 // Resumer is a replica's --checkpoint-dir: nil-safe, it does nothing
 // without the flag.
 type Resumer struct {
