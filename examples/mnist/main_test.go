@@ -94,6 +94,8 @@ func TestBadFlags(t *testing.T) {
 	exampletest.CleanEnv(t)
 	halfWritten := filepath.Join(t.TempDir(), "half.safetensors")
 	require.NoError(t, os.WriteFile(halfWritten, []byte{0x40, 0, 0, 0, 0, 0, 0, 0, '{', '"'}, 0o644))
+	halfWrittenDir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(halfWrittenDir, "step-000000000007.safetensors"), []byte{0x40, 0, 0, 0, 0, 0, 0, 0, '{', '"'}, 0o644))
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -117,6 +119,13 @@ func TestBadFlags(t *testing.T) {
 		// Refused before training, not when the plot is drawn at the end.
 		{[]string{"--spawn", "--plot", "/nonexistent/dir/curves.png"}, "--plot /nonexistent/dir/curves.png: its directory"},
 		{[]string{"--spawn", "--checkpoint", "/nonexistent/dir/c.safetensors"}, "--checkpoint /nonexistent/dir/c.safetensors: its directory"},
+		{[]string{"--checkpoint-every", "-1"}, "--checkpoint-every=-1: cannot be negative"},
+		{[]string{"--checkpoint-dir", t.TempDir(), "--resume", "--checkpoint", halfWritten}, "drop --resume"},
+		{[]string{"--spawn", "--checkpoint-dir", halfWritten, "--max-steps", "1"}, "--checkpoint-dir"},
+		{[]string{"--spawn", "--sample-log", "/nonexistent/dir", "--max-steps", "1"}, "--sample-log"},
+		// A checkpoint directory holding a half-written checkpoint (the
+		// writer killed mid-save left it under the final name).
+		{[]string{"--spawn", "--checkpoint-dir", halfWrittenDir, "--max-steps", "1"}, "step-000000000007.safetensors"},
 	} {
 		_, err := run(context.Background(), tc.args, &bytes.Buffer{})
 		require.Error(t, err, tc.args)
@@ -130,6 +139,20 @@ func mnistJob(t *testing.T) exampletest.Job {
 	return exampletest.Job{Name: "mnist", Launch: []string{"--nproc_per_node=2"}, Args: []string{
 		"--max-steps", "24", "--batch-size", "16", "--test-batch-size", "1000", "--checkpoint-every", "4", "--log-interval", "1",
 		"--data", exampletest.MNISTSubset(t, 1024, 1000)}}
+}
+
+// TestForeignCheckpointDirIsRefused: a --checkpoint-dir whose latest
+// checkpoint another program wrote (no position in it) is refused with
+// what to do, never resumed from the start of an epoch.
+func TestForeignCheckpointDirIsRefused(t *testing.T) {
+	exampletest.CleanEnv(t)
+	dir, data := t.TempDir(), exampletest.MNISTSubset(t, 128, 100)
+	args := []string{"--spawn", "--cpu-devices", "1", "--batch-size", "16", "--test-batch-size", "100", "--max-steps", "2", "--data", data}
+	_, err := run(t.Context(), append(args, "--checkpoint", filepath.Join(dir, "step-000000000002.safetensors")), &bytes.Buffer{})
+	require.NoError(t, err)
+	_, err = run(t.Context(), append(args, "--checkpoint-dir", dir), &bytes.Buffer{})
+	assert.ErrorContains(t, err, "examples.epoch_position is \"\", not a count")
+	assert.ErrorContains(t, err, "move it away to start afresh")
 }
 
 // TestPreemptedMidEpochResumesBitIdentical: SIGTERM to ddprun at a random
