@@ -1,6 +1,7 @@
 package cmdline
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -89,17 +90,14 @@ func (p Preemption) Open(ctx context.Context, state *optim.Checkpoint, replicas,
 	if !resumed {
 		return r, Position{}, false, nil
 	}
-	at := Position{Epoch: state.Epoch, Step: state.Step}
-	var was [2]int
-	for i, field := range []struct {
-		name string
-		into *int
-	}{{metaPosition, &at.Samples}, {metaReplicas, &was[0]}, {metaPerReplica, &was[1]}} {
-		if *field.into, err = strconv.Atoi(state.Metadata[field.name]); err != nil || *field.into < 0 || i > 0 && *field.into == 0 {
-			return nil, Position{}, false, errors.Join(fmt.Errorf("--checkpoint-dir %s: the latest checkpoint's %s is %q, not a count: "+
-				"a checkpoint this example did not write; move it away to start afresh", p.Dir, field.name, state.Metadata[field.name]), r.ck.Close())
-		}
+	samples, err1 := metaCount(state.Metadata, metaPosition, 0)
+	wasReplicas, err2 := metaCount(state.Metadata, metaReplicas, 1)
+	wasPerReplica, err3 := metaCount(state.Metadata, metaPerReplica, 1)
+	if err := cmp.Or(err1, err2, err3); err != nil {
+		return nil, Position{}, false, errors.Join(fmt.Errorf("--checkpoint-dir %s: %w: a checkpoint this example did not write; "+
+			"move it away to start afresh", p.Dir, err), r.ck.Close())
 	}
+	at := Position{Epoch: state.Epoch, Samples: samples, Step: state.Step}
 	// Step writes them afresh; --checkpoint's file never holds stale
 	// ones. (A copy: the local replicas may share the map Restore read.)
 	meta := maps.Clone(state.Metadata)
@@ -109,13 +107,22 @@ func (p Preemption) Open(ctx context.Context, state *optim.Checkpoint, replicas,
 	state.Metadata = meta
 	if rank0 {
 		fmt.Fprintf(out, "resumed from %s at step %d (epoch %d, sample %d of its order)", p.Dir, at.Step, at.Epoch+1, at.Samples)
-		if was[0] != replicas || was[1] != perReplica {
+		if wasReplicas != replicas || wasPerReplica != perReplica {
 			fmt.Fprintf(out, "; written by %d replicas of %d samples a step, now %d of %d: the epoch goes on from the same sample",
-				was[0], was[1], replicas, perReplica)
+				wasReplicas, wasPerReplica, replicas, perReplica)
 		}
 		fmt.Fprintln(out)
 	}
 	return r, at, true, nil
+}
+
+// metaCount reads a checkpoint's count name, least at the smallest.
+func metaCount(meta map[string]string, name string, least int) (int, error) {
+	n, err := strconv.Atoi(meta[name])
+	if err != nil || n < least {
+		return 0, fmt.Errorf("the latest checkpoint's %s is %q, not a count", name, meta[name])
+	}
+	return n, nil
 }
 
 // Step is called by every replica after each step with where the run
