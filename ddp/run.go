@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/xladdp/xladdp/backend"
+	"github.com/xladdp/xladdp/ddp/checkpoint"
 	"github.com/xladdp/xladdp/ddp/dist"
 	"github.com/xladdp/xladdp/ddp/internal/termination"
 	"github.com/xladdp/xladdp/internal/cli"
@@ -40,6 +41,11 @@ type Options struct {
 	// Transport carries the process group: "tcp" or "mpi" (default
 	// $XLADDP_BACKEND, else tcp).
 	Transport string
+	// Checkpoints is where the program keeps its checkpoints
+	// (--checkpoint-dir, --checkpoint-every), handed to fn as
+	// Worker.Checkpoints. A Dir the program never opens a checkpointer
+	// on is an error when fn returns, not a silent loss.
+	Checkpoints checkpoint.Options
 }
 
 // Run runs fn as every replica of this process, in either of the
@@ -50,6 +56,7 @@ func Run(ctx context.Context, fn func(ctx context.Context, w Worker) error, o Op
 	if fn == nil {
 		return errors.New("ddp: Run of a nil function")
 	}
+	fn = withCheckpoints(fn, o.Checkpoints)
 	target, err := backend.ResolveTarget(o.Device.Target)
 	if err != nil {
 		return fmt.Errorf("ddp: Run: %w", err)
@@ -96,15 +103,32 @@ func Run(ctx context.Context, fn func(ctx context.Context, w Worker) error, o Op
 	return Spawn(ctx, fn, SpawnOptions{Devices: devices, Device: device, ExitChild: true})
 }
 
+// withCheckpoints hands fn the job's checkpoint options and refuses, once
+// fn succeeded, a --checkpoint-dir it never kept a checkpoint in.
+func withCheckpoints(fn func(ctx context.Context, w Worker) error, o checkpoint.Options) func(ctx context.Context, w Worker) error {
+	return func(ctx context.Context, w Worker) error {
+		w.Checkpoints = o
+		before := termination.Holds()
+		err := fn(ctx, w)
+		if err == nil && o.Dir != "" && termination.Holds() == before {
+			return fmt.Errorf("ddp: --checkpoint-dir %s: this program opened no checkpointer there, so nothing was kept: "+
+				"train with checkpoint.Steps(ctx, w.Checkpoints, …) or checkpoint.New(w.Checkpoints), or drop the flag", o.Dir)
+		}
+		return err
+	}
+}
+
 // launcherExample is the ddprun command line that starts this program.
 func launcherExample() string { return "ddprun --nproc_per_node=2 " + filepath.Base(os.Args[0]) }
 
 // Flags registers Run's flags on fs: --spawn, --init-method, --backend
-// (the transport; default $XLADDP_BACKEND, else tcp), --cpu-devices and
-// --device (default $XLADDP_DEVICE, else $PJRT_DEVICE, else cpu). Read the
+// (the transport; default $XLADDP_BACKEND, else tcp), --cpu-devices,
+// --device (default $XLADDP_DEVICE, else $PJRT_DEVICE, else cpu), and
+// --checkpoint-dir and --checkpoint-every (Options.Checkpoints). Read the
 // options after fs.Parse.
 func Flags(fs *pflag.FlagSet) *Options {
 	o := &Options{CPUDevices: 2}
+	o.Checkpoints.AddFlags(fs)
 	fs.BoolVar(&o.Spawn, "spawn", false, "one process, a replica per local device (xmp.spawn); else one rank of a ddprun/torchrun/mpirun job")
 	fs.StringVar(&o.InitMethod, "init-method", "env://", "how a rank joins the job: env://, tcp://HOST:PORT or file:///shared/file")
 	TransportFlag(fs, &o.Transport)

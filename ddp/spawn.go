@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/xladdp/xladdp/backend"
+	"github.com/xladdp/xladdp/ddp/checkpoint"
 	"github.com/xladdp/xladdp/ddp/dist"
 	"github.com/xladdp/xladdp/ddp/internal/procset"
 	"github.com/xladdp/xladdp/internal/freeport"
@@ -57,6 +58,10 @@ func SpawnedChild() bool { return os.Getenv(workerenv.SpawnChild) == "1" }
 type Worker struct {
 	Rank, WorldSize, LocalRank int
 	Device                     *xla.Device
+	// Checkpoints is where Run's program keeps checkpoints
+	// (Options.Checkpoints: --checkpoint-dir, --checkpoint-every), for
+	// checkpoint.Steps or checkpoint.New; zero under Spawn alone.
+	Checkpoints checkpoint.Options
 }
 
 // Spawn is xmp.spawn: it runs fn once per local device and returns when

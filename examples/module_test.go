@@ -72,7 +72,7 @@ func buildOwnModule(t *testing.T, tags string) string {
 func TestUsedFromAnotherModule(t *testing.T) {
 	exampletest.CleanEnv(t)
 	bin := buildOwnModule(t, "")
-	spawned := runToEnd(t, []string{bin, "--spawn", "--cpu-devices", "2", "--checkpoint-dir", t.TempDir()})
+	spawned := runToEnd(t, []string{bin, "--spawn", "--cpu-devices", "2", "--checkpoint-dir", t.TempDir(), "--checkpoint-every", "50"})
 	require.Equal(t, 0, spawned.code, spawned.out)
 	assert.Regexp(t, `step 200: loss \d+\.\d{4}`, spawned.out)
 	assert.Regexp(t, `weights \[[-0-9.e ]+\]`, spawned.out)
@@ -97,13 +97,13 @@ func TestOwnModulePreemptedAndResumed(t *testing.T) {
 		t.Run("ddprun", func(t *testing.T) {
 			t.Parallel()
 			whole.Store("ddprun", preemptOwnModule(t, false, func(bin, dir string) []string {
-				return []string{ddprun, "--nproc_per_node=2", bin, "--steps", preemptSteps, "--checkpoint-dir", dir}
+				return []string{ddprun, "--nproc_per_node=2", bin, "--steps", preemptSteps, "--checkpoint-dir", dir, "--checkpoint-every", "50"}
 			}))
 		})
 		t.Run("spawn", func(t *testing.T) {
 			t.Parallel()
 			whole.Store("spawn", preemptOwnModule(t, false, func(bin, dir string) []string {
-				return []string{bin, "--spawn", "--cpu-devices", "2", "--steps", preemptSteps, "--checkpoint-dir", dir}
+				return []string{bin, "--spawn", "--cpu-devices", "2", "--steps", preemptSteps, "--checkpoint-dir", dir, "--checkpoint-every", "50"}
 			}))
 		})
 	})
@@ -121,7 +121,7 @@ func TestLongOwnModulePreemptedOverMpirun(t *testing.T) {
 	exampletest.CleanEnv(t)
 	ddprun := exampletest.Ddprun(t)
 	preemptOwnModule(t, true, func(bin, dir string) []string {
-		return []string{ddprun, "--nproc_per_node=2", "--backend=mpi", bin, "--steps", preemptSteps, "--checkpoint-dir", dir}
+		return []string{ddprun, "--nproc_per_node=2", "--backend=mpi", bin, "--steps", preemptSteps, "--checkpoint-dir", dir, "--checkpoint-every", "50"}
 	})
 }
 

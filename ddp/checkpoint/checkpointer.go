@@ -64,7 +64,7 @@ type Checkpointer struct {
 // Close it when training ends.
 func New(o Options) (*Checkpointer, error) {
 	if o.Dir == "" {
-		return nil, errors.New("checkpoint: a checkpointer needs a directory (Options.Dir)")
+		return nil, errors.New("checkpoint: a checkpointer needs a directory (Options.Dir; --checkpoint-dir under ddp.Main)")
 	}
 	if o.Every < 0 || o.Keep < 0 {
 		return nil, fmt.Errorf("checkpoint: Every %d and Keep %d must not be negative", o.Every, o.Keep)
@@ -162,6 +162,11 @@ func (ck *Checkpointer) Restore(ctx context.Context, c *optim.Checkpoint) (bool,
 // job was asked to stop, and then returns ErrPreempted; every replica
 // gets the same answer.
 func (ck *Checkpointer) Step(ctx context.Context, c optim.Checkpoint) error {
+	return ck.step(ctx, c, false)
+}
+
+// step is Step, with a checkpoint due whatever Every says when commit.
+func (ck *Checkpointer) step(ctx context.Context, c optim.Checkpoint, commit bool) error {
 	dev, err := checkpointDevice(c.Model)
 	if err != nil {
 		return err
@@ -171,7 +176,7 @@ func (ck *Checkpointer) Step(ctx context.Context, c optim.Checkpoint) error {
 	if err != nil {
 		return err
 	}
-	due := ck.opts.Every > 0 && c.Step%ck.opts.Every == 0
+	due := commit || ck.opts.Every > 0 && c.Step%ck.opts.Every == 0
 	k := kindOf(c.Optimizer)
 	switch {
 	case k == sharded && (stop || due):

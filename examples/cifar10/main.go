@@ -69,7 +69,6 @@ func parse(args []string, out io.Writer) (config, error) {
 	fs.Float64Var(&c.lr, "lr", 0.01, "SGD learning rate (momentum 0.9)")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the initial model, the augmentation and the data order")
 	c.Run.AddFlags(fs, 20)
-	c.Preemption.AddFlags(fs)
 	fs.StringVar(&c.dataDir, "data", defaultDataDir(), "directory with CIFAR-10's binary batches (data_batch_1.bin ... test_batch.bin)")
 	fs.BoolVar(&c.synthetic, "synthetic", false, "train on synthetic CIFAR-shaped data")
 	fs.IntVar(&c.syntheticN, "synthetic-samples", 50000, "training samples of the synthetic data (a fifth as many for testing)")
@@ -77,7 +76,7 @@ func parse(args []string, out io.Writer) (config, error) {
 	if err := cmdline.Parse(fs, args); err != nil {
 		return c, err
 	}
-	c.launch = *launch
+	c.launch, c.Preemption = *launch, cmdline.Preemption(launch.Checkpoints)
 	switch {
 	case c.epochs < 1 || c.batchSize < 1 || c.LogInterval < 1 || c.syntheticN < 1:
 		return c, errors.New("--epochs, --batch-size, --log-interval and --synthetic-samples must be positive")

@@ -119,6 +119,7 @@ func (t *Trainer) train(ctx context.Context) (res result, err error) {
 			progress = report.NewProgress(t.out, fmt.Sprintf("epoch %d/%d", epoch+1, t.cfg.epochs), total, t.cfg.LogInterval)
 		}
 		nn.Train(t.model)
+		shown := before // the epoch's steps the progress has counted
 		for batch, err := range t.loader.Epoch(ctx, epoch) {
 			if err != nil {
 				return res, err
@@ -137,12 +138,15 @@ func (t *Trainer) train(ctx context.Context) (res result, err error) {
 			if err := t.resumer.Step(ctx, t.state(), t.at); err != nil {
 				return res, err // checkpoint.ErrPreempted: exit 75
 			}
-			if step := index + 1; rank0 && (step%5 == 0 || step == total) {
+			// The first step's line too: a ResNet step on a CPU takes
+			// seconds, and the job must show at once that it runs.
+			if step := index + 1; rank0 && (step == before+1 || step%5 == 0 || step == total) {
 				if res.FinalLoss, err = loss.Item(ctx); err != nil {
 					return res, err
 				}
 				curves.AddLoss(steps, res.FinalLoss)
-				progress.Step(step, res.FinalLoss, 5*t.cfg.batchSize*t.worldSize)
+				progress.Step(step, res.FinalLoss, (step-shown)*t.cfg.batchSize*t.worldSize)
+				shown = step
 			}
 		}
 		progress.Done()

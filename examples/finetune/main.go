@@ -84,14 +84,13 @@ func parse(args []string, out io.Writer) (config, error) {
 	fs.Float64Var(&c.gamma, "gamma", 0.1, "StepLR: the decay factor")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the new fc layer (the whole model without --pretrained), the augmentation and the data order")
 	c.Run.AddFlags(fs, 10)
-	c.Preemption.AddFlags(fs)
 	if err := cmdline.SageMakerHyperparameters(fs, os.Getenv("SM_HPS")); err != nil {
 		return c, err
 	}
 	if err := cmdline.Parse(fs, args); err != nil {
 		return c, err
 	}
-	c.launch = *launch
+	c.launch, c.Preemption = *launch, cmdline.Preemption(launch.Checkpoints)
 	if c.trainDir == "" {
 		c.trainDir = filepath.Join(c.dataDir, "train")
 	}

@@ -102,7 +102,7 @@ func parse(args []string, out io.Writer) (config, error) {
 	if err := cmdline.Parse(fs, args); err != nil {
 		return c, err
 	}
-	c.launch = *launch
+	c.launch, c.Preemption = *launch, cmdline.Preemption(launch.Checkpoints)
 	if err := c.applyPreset(); err != nil {
 		return c, err
 	}
@@ -119,7 +119,6 @@ func addRunFlags(fs *pflag.FlagSet, r *cmdline.Run) {
 	fs.BoolVar(&r.Resume, "resume", false, "continue from --checkpoint")
 	fs.BoolVar(&r.Metrics, "metrics", false, "print xla.MetricsReport() at the end")
 	fs.StringVar(&r.Plot, "plot", "", "draw the train and val loss curves to this PNG file")
-	r.Preemption.AddFlags(fs)
 }
 
 func (c *config) applyPreset() error {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"image/png"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,7 +43,8 @@ func corpusOrSkip(t *testing.T) string {
 // ln(113) = 4.73 at the start; the checkpoint, the plot and a sample are
 // written. An eval step that is not a log step (--log-interval 100, the
 // evals at 60 and 120) prints the train loss of its own step, read for
-// it, never 0.0000 for a loss not read yet. A run resumed from the
+// it, never 0.0000 for a loss not read yet, and the progress counts on
+// past the eval's checkpoint. A run resumed from the
 // checkpoint continues at step 120.
 func TestLearnsSpawnedAndResumes(t *testing.T) {
 	exampletest.CleanEnv(t)
@@ -71,6 +71,7 @@ func TestLearnsSpawnedAndResumes(t *testing.T) {
 		assert.Greater(t, loss, 1.0, "step %s's train loss was read for its eval line", l[1])
 	}
 	assert.Contains(t, res.Losses, [2]float64{60, res.Losses[0][1]}, "the eval step's loss is a point of the curve")
+	assert.Contains(t, out.String(), "steps step 100/120", "the progress counts on past the eval's checkpoint")
 	assert.Contains(t, out.String(), "AllReduces:")
 	f, err := os.Open(plot)
 	require.NoError(t, err)
@@ -257,11 +258,14 @@ func TestDataFromDevicesAndPipes(t *testing.T) {
 // TestLongPreemptedResumesBitIdentical: SIGTERM to ddprun (2 ranks, dropout
 // on) at a random step: exit 75; the same command again resumes and ends
 // with the uninterrupted run's weights, bit for bit.
+// Three trials at different moments; then three kill -9s of a random
+// rank under --max_restarts=2, restarted from the last periodic
+// checkpoint to the same bits.
 func TestLongPreemptedResumesBitIdentical(t *testing.T) {
 	exampletest.CleanEnv(t)
 	job := exampletest.Job{Name: "gpt", Launch: []string{"--nproc_per_node=2"}, Args: append(append([]string(nil), tiny...),
 		"--data", corpusOrSkip(t), "--steps", "40", "--eval-interval", "20", "--dropout", "0.1", "--sample", "0",
 		"--log-interval", "5", "--checkpoint-every", "6")}
 	want := job.Weights(t)
-	job.PreemptAndResume(t, want, "step 5/40", 1500*time.Millisecond, rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0)))
+	job.Trials(t, 3, want, exampletest.Marks("step %d/40", 10, 15, 20, 25))
 }

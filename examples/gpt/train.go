@@ -217,9 +217,12 @@ func train(ctx context.Context, c config, w ddp.Worker, text *corpus, out io.Wri
 		}
 	}
 	curves := report.Curves{Title: "char GPT"}
+	// The steps of this run, from the one it resumed at (the eval's
+	// --checkpoint moves ck.Step).
+	first := ck.Step
 	var progress *report.Progress
 	if rank0 {
-		progress = report.NewProgress(out, "steps", c.steps-ck.Step, c.LogInterval)
+		progress = report.NewProgress(out, "steps", c.steps-first, c.LogInterval)
 		progress.Unit = "tokens"
 	}
 	var logged *xla.Tensor
@@ -235,11 +238,11 @@ func train(ctx context.Context, c config, w ddp.Worker, text *corpus, out io.Wri
 		res.TrainLoss = v
 		res.Losses = append(res.Losses, [2]float64{float64(loggedAt), v})
 		curves.AddLoss(loggedAt, v)
-		progress.Step(loggedAt-ck.Step, v, c.LogInterval*c.batchSize*c.model.BlockSize)
+		progress.Step(loggedAt-first, v, c.LogInterval*c.batchSize*c.model.BlockSize)
 		logged = nil
 		return nil
 	}
-	start, first := time.Now(), ck.Step
+	start := time.Now()
 	for it := first; it < c.steps; it++ {
 		loss, err := t.step(ctx, it)
 		if err != nil {

@@ -77,11 +77,10 @@ func parse(args []string, out io.Writer) (config, error) {
 	fs.Float64Var(&c.lr, "lr", 0.1, "SGD learning rate")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the dataset, the model and the data order")
 	c.Run.AddFlags(fs, 1)
-	c.Preemption.AddFlags(fs)
 	if err := cmdline.Parse(fs, args); err != nil {
 		return c, err
 	}
-	c.launch = *launch
+	c.launch, c.Preemption = *launch, cmdline.Preemption(launch.Checkpoints)
 	switch {
 	case c.epochs < 1 || c.batchSize < 1:
 		return c, fmt.Errorf("--epochs=%d and --batch-size=%d must be positive", c.epochs, c.batchSize)

@@ -68,13 +68,12 @@ func parse(args []string, out io.Writer) (config, error) {
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the initial model and the data order")
 	fs.BoolVar(&c.zero, "zero", false, "shard the Adadelta state over the replicas (ZeRO-1, package ddp/zero); --checkpoint is then a directory, resumable at any replica count")
 	c.Run.AddFlags(fs, 50)
-	c.Preemption.AddFlags(fs)
 	fs.StringVar(&c.sampleLog, "sample-log", "", "append the index of every training sample each replica uses to DIR/replica-N.txt (\"epoch index\" lines)")
 	fs.StringVar(&c.dataDir, "data", data.DefaultMNISTDir(), "directory with MNIST-format idx files (make deps installs MNIST; Fashion-MNIST works)")
 	if err := cmdline.Parse(fs, args); err != nil {
 		return c, err
 	}
-	c.launch = *launch
+	c.launch, c.Preemption = *launch, cmdline.Preemption(launch.Checkpoints)
 	switch {
 	case c.epochs < 1 || c.batchSize < 1 || c.testBatchSize < 1 || c.LogInterval < 1:
 		return c, errors.New("--epochs, --batch-size, --test-batch-size and --log-interval must be positive")

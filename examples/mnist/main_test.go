@@ -119,7 +119,7 @@ func TestBadFlags(t *testing.T) {
 		// Refused before training, not when the plot is drawn at the end.
 		{[]string{"--spawn", "--plot", "/nonexistent/dir/curves.png"}, "--plot /nonexistent/dir/curves.png: its directory"},
 		{[]string{"--spawn", "--checkpoint", "/nonexistent/dir/c.safetensors"}, "--checkpoint /nonexistent/dir/c.safetensors: its directory"},
-		{[]string{"--checkpoint-every", "-1"}, "--checkpoint-every=-1: cannot be negative"},
+		{[]string{"--checkpoint-every", "-1"}, "want a count of steps, 0 or more"}, {[]string{"--checkpoint-every", "ten"}, "want a count of steps, 0 or more"},
 		{[]string{"--checkpoint-dir", t.TempDir(), "--resume", "--checkpoint", halfWritten}, "drop --resume"},
 		{[]string{"--spawn", "--checkpoint-dir", halfWritten, "--max-steps", "1"}, "--checkpoint-dir"},
 		{[]string{"--spawn", "--sample-log", "/nonexistent/dir", "--max-steps", "1"}, "--sample-log"},
@@ -137,7 +137,7 @@ func TestBadFlags(t *testing.T) {
 // every 4 steps and an epoch of 2 × 8-digit batches.
 func mnistJob(t *testing.T) exampletest.Job {
 	return exampletest.Job{Name: "mnist", Launch: []string{"--nproc_per_node=2"}, Args: []string{
-		"--max-steps", "24", "--batch-size", "16", "--test-batch-size", "1000", "--checkpoint-every", "4", "--log-interval", "1",
+		"--max-steps", "36", "--batch-size", "16", "--test-batch-size", "1000", "--checkpoint-every", "4", "--log-interval", "1",
 		"--data", exampletest.MNISTSubset(t, 1024, 1000)}}
 }
 
@@ -163,7 +163,17 @@ func TestPreemptedMidEpochResumesBitIdentical(t *testing.T) {
 	exampletest.CleanEnv(t)
 	job := mnistJob(t)
 	want := job.Weights(t)
-	job.PreemptAndResume(t, want, "step 10/24", 800*time.Millisecond, rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0)))
+	job.PreemptAndResume(t, want, exampletest.Marks("step %d/36", 10, 20), rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0)))
+}
+
+// TestLongPreemptedAndKilledTrials: three more SIGTERMs at different
+// steps, and three kill -9s of a random rank under --max_restarts=2
+// (restarted from the last periodic checkpoint): the uninterrupted run's
+// weights each time, bit for bit.
+func TestLongPreemptedAndKilledTrials(t *testing.T) {
+	exampletest.CleanEnv(t)
+	job := mnistJob(t)
+	job.Trials(t, 3, job.Weights(t), exampletest.Marks("step %d/36", 10, 20))
 }
 
 // TestLongResumedOnAnotherReplicaCount (make test-long): a 4-replica job (--spawn) preempted
@@ -195,7 +205,7 @@ func TestLongResumedOnAnotherReplicaCount(t *testing.T) {
 				}
 				return exampletest.Job{Name: "mnist", Launch: launch, Args: args}
 			}
-			job(tc.first).Preempt(t, ckdir, "step 10/20", 500*time.Millisecond, rng)
+			job(tc.first).Preempt(t, ckdir, exampletest.Marks("epoch 1/2 step %d/20", 10, 20), rng)
 			out := job(tc.second).Resume(t, ckdir)
 			assert.Contains(t, out, tc.changed)
 			used := map[string]int{}

@@ -7,17 +7,22 @@ import (
 	"image/color"
 	"image/draw"
 	"image/png"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/xladdp/xladdp/examples/internal/exampletest"
+	"github.com/xladdp/xladdp/internal/workerenv"
 )
 
 // build compiles ddprun and the MNIST and fine-tuning examples into one
@@ -43,7 +48,8 @@ func sageMakerEnv(t *testing.T, bin, modelDir string) []string {
 		`SM_HOSTS=["localhost"]`, "SM_CURRENT_HOST=localhost", "SM_NUM_GPUS=0", "SM_NUM_CPUS=2",
 		"SM_CHANNEL_TRAINING="+exampletest.MNISTSubset(t, 2048, 1000), "SM_MODEL_DIR="+modelDir,
 		`SM_HPS={"max-steps": 30, "test-batch-size": 2000}`,
-		"PET_NPROC_PER_NODE=2", "RANK=", "WORLD_SIZE=", "MASTER_ADDR=", "MASTER_PORT=", "XLADDP_CACHE_DIR="+t.TempDir())
+		"PET_NPROC_PER_NODE=2", "RANK=", "WORLD_SIZE=", "MASTER_ADDR=", "MASTER_PORT=", "XLADDP_CACHE_DIR="+t.TempDir(),
+		"XLADDP_CHECKPOINT_DIR="+filepath.Join(t.TempDir(), "checkpoints"))
 }
 
 // TestEntryPointTrains runs the entry point as SageMaker does, with the
@@ -111,4 +117,48 @@ func TestLongEntryPointFineTunes(t *testing.T) {
 	assert.Contains(t, string(out), "SGD lr 0.01", "SM_HPS is read")
 	assert.FileExists(t, filepath.Join(model, "model.safetensors"))
 	assert.FileExists(t, filepath.Join(model, "resnet18.safetensors"))
+}
+
+// TestLongEntryPointPreemptedAndResumed: SageMaker stops the job (SIGTERM
+// to the entry point, ddprun after its exec) at a random step: exit 75
+// with a checkpoint in the checkpoint directory; the restarted job
+// resumes from it and writes the model an uninterrupted job writes, bit
+// for bit.
+func TestLongEntryPointPreemptedAndResumed(t *testing.T) {
+	bin := build(t)
+	env := sageMakerEnv(t, bin, t.TempDir())
+	cmd := exec.Command("./train", "--max-steps", "40", "--batch-size", "32", "--test-batch-size", "2000", "--checkpoint-every", "5", "--log-interval", "10")
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	want := exampletest.ModelTensors(t, filepath.Join(envValue(env, "SM_MODEL_DIR"), "model.safetensors"))
+
+	model := t.TempDir()
+	env = append(sageMakerEnv(t, bin, model), "XLADDP_CHECKPOINT_DIR="+filepath.Join(t.TempDir(), "checkpoints"))
+	cmd = exec.Command("./train", "--max-steps", "40", "--batch-size", "32", "--test-batch-size", "2000", "--checkpoint-every", "5", "--log-interval", "10")
+	cmd.Env = env
+	r := exampletest.Start(t, cmd)
+	moment := r.Await(t, exampletest.Marks("step %d/40", 10, 20), rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0)))
+	stopped, err := r.Signal(t, syscall.SIGTERM)
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "%s", stopped)
+	require.Equal(t, workerenv.ExitPreempted, exit.ExitCode(), "SIGTERM %s: %s", moment, stopped)
+
+	cmd = exec.Command("./train", "--max-steps", "40", "--batch-size", "32", "--test-batch-size", "2000", "--checkpoint-every", "5", "--log-interval", "10")
+	cmd.Env = env
+	out, err = cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	assert.Contains(t, string(out), "resumed from "+envValue(env, "XLADDP_CHECKPOINT_DIR"))
+	assert.Equal(t, want, exampletest.ModelTensors(t, filepath.Join(model, "model.safetensors")), "SIGTERM %s", moment)
+}
+
+// envValue is the last value env gives name.
+func envValue(env []string, name string) string {
+	value := ""
+	for _, kv := range env {
+		if k, v, _ := strings.Cut(kv, "="); k == name {
+			value = v
+		}
+	}
+	return value
 }

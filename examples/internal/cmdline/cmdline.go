@@ -85,8 +85,6 @@ func (r Run) Check() error {
 		return errors.New("--resume needs --checkpoint FILE")
 	case r.Resume && r.Dir != "":
 		return errors.New("--resume with --checkpoint-dir: the latter resumes by itself from its latest checkpoint; drop --resume")
-	case r.Preemption.Check() != nil:
-		return r.Preemption.Check()
 	case r.Plot != "" && !strings.EqualFold(filepath.Ext(r.Plot), ".png"):
 		return fmt.Errorf("--plot %s: the plot is a PNG: name a .png file", r.Plot)
 	}

@@ -9,8 +9,6 @@ import (
 	"maps"
 	"strconv"
 
-	"github.com/spf13/pflag"
-
 	"github.com/xladdp/xladdp/ddp/checkpoint"
 	"github.com/xladdp/xladdp/xla/optim"
 )
@@ -24,28 +22,11 @@ const (
 	metaPerReplica = "examples.per_replica_batch"
 )
 
-// Preemption holds --checkpoint-dir and --checkpoint-every: checkpoints
-// a job resumes from when the same command runs again, written every N
-// steps and at once on SIGTERM (then the job exits 75).
-type Preemption struct {
-	Dir   string
-	Every int
-}
-
-// AddFlags adds --checkpoint-dir and --checkpoint-every to fs.
-func (p *Preemption) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&p.Dir, "checkpoint-dir", "", "keep checkpoints here, one every --checkpoint-every steps and one at once on SIGTERM "+
-		"(the job then exits 75); the same command run again resumes from the latest, mid-epoch, on any replica count")
-	fs.IntVar(&p.Every, "checkpoint-every", 100, "steps between --checkpoint-dir's checkpoints (0: only on SIGTERM)")
-}
-
-// Check refuses a negative --checkpoint-every.
-func (p Preemption) Check() error {
-	if p.Every < 0 {
-		return fmt.Errorf("--checkpoint-every=%d: cannot be negative (0: only on SIGTERM)", p.Every)
-	}
-	return nil
-}
+// Preemption is ddp.Flags' --checkpoint-dir and --checkpoint-every
+// (ddp.Options.Checkpoints): checkpoints a job resumes from when the same
+// command runs again, written every N steps and at once on SIGTERM (then
+// the job exits 75).
+type Preemption checkpoint.Options
 
 // Position is where a run stands: the epoch, the samples of the epoch's
 // global order used so far, and the steps done since the start.
@@ -80,7 +61,7 @@ func (p Preemption) Open(ctx context.Context, state *optim.Checkpoint, replicas,
 		return r, Position{}, false, nil
 	}
 	var err error
-	if r.ck, err = checkpoint.New(checkpoint.Options{Dir: p.Dir, Every: p.Every}); err != nil {
+	if r.ck, err = checkpoint.New(checkpoint.Options(p)); err != nil {
 		return nil, Position{}, false, fmt.Errorf("--checkpoint-dir: %w", err)
 	}
 	resumed, err := r.ck.Restore(ctx, state)

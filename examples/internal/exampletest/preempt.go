@@ -3,10 +3,12 @@ package exampletest
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -25,61 +27,192 @@ type Job struct {
 	Name   string   // the example
 	Launch []string // ddprun's flags; nil: the example alone (--spawn)
 	Args   []string // the example's, without --checkpoint and --checkpoint-dir
+	// Final names the file of --checkpoint-dir that holds the final
+	// weights, for a program without --checkpoint (the toy: its last
+	// step's checkpoint); "" means --checkpoint FILE.
+	Final string
+	// Fresh is a line only a run from the start prints, for a program
+	// that does not say "resumed from" (the toy); "" for the others.
+	Fresh string
 }
 
-// Weights runs job to its end with --checkpoint and returns the final
-// file's model tensors: what a preempted and resumed job must end with.
+// Weights runs job to its end and returns the final weights' model
+// tensors: what a preempted and resumed job must end with.
 func (job Job) Weights(t *testing.T) map[string][]byte {
 	t.Helper()
-	final := filepath.Join(t.TempDir(), "final.safetensors")
-	out, err := job.command(t, "--checkpoint", final).CombinedOutput()
+	args, final := job.final(t.TempDir())
+	out, err := job.command(t, args...).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	return ModelTensors(t, final)
 }
 
-// PreemptAndResume runs job with --checkpoint-dir, sends it SIGTERM (a
-// Spot notice) at a random time within window after the output shows
-// after, checks that it exits 75, runs the same command again and checks
-// that it resumes and ends with want's weights, bit for bit.
-func (job Job) PreemptAndResume(t *testing.T, want map[string][]byte, after string, window time.Duration, rng *rand.Rand) {
+// final is the flags that keep job's state under dir, and the file its
+// final weights end in.
+func (job Job) final(dir string) (args []string, file string) {
+	ckdir := filepath.Join(dir, "ck")
+	if job.Final != "" {
+		return []string{"--checkpoint-dir", ckdir}, filepath.Join(ckdir, job.Final)
+	}
+	final := filepath.Join(dir, "final.safetensors")
+	return []string{"--checkpoint-dir", ckdir, "--checkpoint", final}, final
+}
+
+// Marks are the lines a job prints as it goes (format filled with each
+// of at), in order: where a test preempts it.
+func Marks(format string, at ...int) []string {
+	marks := make([]string, len(at))
+	for i, a := range at {
+		marks[i] = fmt.Sprintf(format, a)
+	}
+	return marks
+}
+
+// PreemptAndResume runs job with --checkpoint-dir, preempts it (see
+// Preempt), runs the same command again and checks that it resumes and
+// ends with want's weights, bit for bit.
+func (job Job) PreemptAndResume(t *testing.T, want map[string][]byte, marks []string, rng *rand.Rand) {
 	t.Helper()
-	dir := t.TempDir()
-	final, ckdir := filepath.Join(dir, "final.safetensors"), filepath.Join(dir, "ck")
-	job.Preempt(t, ckdir, after, window, rng, "--checkpoint", final)
-	job.Resume(t, ckdir, "--checkpoint", final)
+	args, final := job.final(t.TempDir())
+	job.Preempt(t, args[1], marks, rng, args[2:]...)
+	job.Resume(t, args[1], args[2:]...)
 	assert.Equal(t, want, ModelTensors(t, final), "the resumed job's weights differ from the uninterrupted job's")
 }
 
-// Preempt runs job with --checkpoint-dir ckdir and extra flags, sends it
-// SIGTERM at a random time within window after the output shows after,
-// and checks that it checkpointed and exited 75.
-func (job Job) Preempt(t *testing.T, ckdir, after string, window time.Duration, rng *rand.Rand, extra ...string) {
+// Trials runs n trials of PreemptAndResume, then n of KillAndRestart
+// when the job runs under ddprun, each a subtest with a moment of its own.
+func (job Job) Trials(t *testing.T, n int, want map[string][]byte, marks []string) {
 	t.Helper()
-	cmd := job.command(t, append([]string{"--checkpoint-dir", ckdir}, extra...)...)
-	var out lockedBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	require.NoError(t, cmd.Start())
-	ended := make(chan error, 1)
-	go func() { ended <- cmd.Wait() }()
-	ctx, stop := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer stop()
-	var err error
-	select {
-	case <-waitFor(ctx, &out, after):
-		time.Sleep(time.Duration(rng.Int64N(int64(window))))
-		require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
-		err = <-ended
-	case err = <-ended:
-		require.Fail(t, "the job ended before it printed "+after, "%v: %s", err, out.String())
-	case <-ctx.Done():
-		_ = cmd.Process.Kill()
-		require.Fail(t, "no "+after+" within 2 minutes", "%s", <-ended, out.String())
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))
+	for i := range n {
+		t.Run(fmt.Sprintf("SIGTERM %d", i+1), func(t *testing.T) { job.PreemptAndResume(t, want, marks, rng) })
 	}
+	for i := range n {
+		if job.Launch != nil {
+			t.Run(fmt.Sprintf("kill -9 %d", i+1), func(t *testing.T) { job.KillAndRestart(t, want, marks, rng) })
+		}
+	}
+}
+
+// Preempt runs job with --checkpoint-dir ckdir and extra flags, sends it
+// SIGTERM (a Spot notice) at a random moment (see Running.Await), and
+// checks that it checkpointed and exited 75.
+func (job Job) Preempt(t *testing.T, ckdir string, marks []string, rng *rand.Rand, extra ...string) {
+	t.Helper()
+	r := job.start(t, append([]string{"--checkpoint-dir", ckdir}, extra...))
+	moment := r.Await(t, marks, rng)
+	require.NoError(t, r.cmd.Process.Signal(syscall.SIGTERM), "the job ended before SIGTERM (%s): %s", moment, r.out.String())
+	err := <-r.ended
 	var exit *exec.ExitError
-	require.ErrorAs(t, err, &exit, "%s", out.String())
-	require.Equal(t, workerenv.ExitPreempted, exit.ExitCode(), "%s", out.String())
-	assert.Contains(t, out.String(), "preempted")
-	t.Log(lineWith(out.String(), "preempted"))
+	require.ErrorAs(t, err, &exit, "the job ended before SIGTERM (%s) reached it: %s", moment, r.out.String())
+	require.Equal(t, workerenv.ExitPreempted, exit.ExitCode(), "%s", r.out.String())
+	assert.Contains(t, r.out.String(), "preempted")
+	t.Logf("SIGTERM %s: %s", moment, lineWith(r.out.String(), "preempted"))
+}
+
+// KillAndRestart runs job under ddprun --max_restarts=2 with
+// --checkpoint-dir, SIGKILLs a random worker at a random moment (see
+// Running.Await), and checks that ddprun restarted the job, which
+// resumed and ended with want's weights, bit for bit.
+func (job Job) KillAndRestart(t *testing.T, want map[string][]byte, marks []string, rng *rand.Rand) {
+	t.Helper()
+	require.NotNil(t, job.Launch, "kill -9 and a restart need ddprun")
+	args, final := job.final(t.TempDir())
+	job.Launch = append([]string{"--max_restarts=2"}, job.Launch...)
+	r := job.start(t, args)
+	moment := r.Await(t, marks, rng)
+	workers := childrenOf(r.cmd.Process.Pid)
+	require.NotEmpty(t, workers, "ddprun (pid %d) has no workers %s: %s", r.cmd.Process.Pid, moment, r.out.String())
+	victim := workers[rng.IntN(len(workers))]
+	require.NoError(t, syscall.Kill(victim, syscall.SIGKILL))
+	require.NoError(t, <-r.ended, "%s", r.out.String())
+	require.Contains(t, r.out.String(), "restarting (restart 1 of 2)")
+	restarted := r.out.String()[strings.Index(r.out.String(), "restarting (restart 1 of 2)"):]
+	job.resumed(t, restarted, args[1])
+	t.Logf("kill -9 %d %s: %s", victim, moment, lineWith(restarted, "restarting"))
+	assert.Equal(t, want, ModelTensors(t, final), "the restarted job's weights differ from the uninterrupted job's")
+}
+
+// Running is a started command whose output the test reads as it comes.
+type Running struct {
+	cmd   *exec.Cmd
+	out   *lockedBuffer
+	ended chan error
+	ctx   context.Context
+}
+
+// start starts job with extra flags (see Start).
+func (job Job) start(t *testing.T, extra []string) *Running {
+	t.Helper()
+	return Start(t, job.command(t, extra...))
+}
+
+// Start starts cmd with its output read as it comes; it is killed if the
+// test ends first or after 2 minutes.
+func Start(t *testing.T, cmd *exec.Cmd) *Running {
+	t.Helper()
+	r := &Running{cmd: cmd, out: &lockedBuffer{}, ended: make(chan error, 1)}
+	r.cmd.Stdout, r.cmd.Stderr = r.out, r.out
+	require.NoError(t, r.cmd.Start())
+	go func() { r.ended <- r.cmd.Wait() }()
+	ctx, stop := context.WithTimeout(t.Context(), 2*time.Minute)
+	t.Cleanup(stop)
+	r.ctx = ctx
+	t.Cleanup(func() {
+		if r.cmd.ProcessState == nil {
+			_ = r.cmd.Process.Kill()
+		}
+	})
+	return r
+}
+
+// Await returns at a random moment of the job: after a random mark
+// other than the first, by a random part of the time the job took to
+// get there from the mark before. It follows the machine's speed; the
+// job must have work left after its last mark. It says when it was.
+func (r *Running) Await(t *testing.T, marks []string, rng *rand.Rand) string {
+	t.Helper()
+	require.GreaterOrEqual(t, len(marks), 2, "a random moment needs two marks to time the job by")
+	reach := func(mark string) {
+		select {
+		case <-waitFor(r.ctx, r.out, mark):
+		case err := <-r.ended:
+			require.Fail(t, "the job ended before it printed "+mark, "%v: %s", err, r.out.String())
+		case <-r.ctx.Done():
+			_ = r.cmd.Process.Kill()
+			require.Fail(t, "no "+mark+" within 2 minutes", "%v: %s", <-r.ended, r.out.String())
+		}
+	}
+	at := 1 + rng.IntN(len(marks)-1)
+	reach(marks[at-1])
+	since := time.Now()
+	reach(marks[at])
+	delay := time.Duration(rng.Int64N(int64(time.Since(since)) + 1))
+	time.Sleep(delay)
+	return fmt.Sprintf("%v after %q", delay.Round(time.Millisecond), marks[at])
+}
+
+// Signal sends sig to the command and returns how it ended and its
+// output.
+func (r *Running) Signal(t *testing.T, sig syscall.Signal) (string, error) {
+	t.Helper()
+	require.NoError(t, r.cmd.Process.Signal(sig), "the command ended before %v: %s", sig, r.out.String())
+	err := <-r.ended
+	return r.out.String(), err
+}
+
+// childrenOf lists pid's child processes (ddprun's workers).
+func childrenOf(pid int) []int {
+	var pids []int
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	for _, task := range tasks {
+		b, _ := os.ReadFile(task)
+		for _, f := range strings.Fields(string(b)) {
+			if child, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, child)
+			}
+		}
+	}
+	return pids
 }
 
 // Resume runs job with --checkpoint-dir ckdir and extra flags to its
@@ -88,9 +221,20 @@ func (job Job) Resume(t *testing.T, ckdir string, extra ...string) string {
 	t.Helper()
 	out, err := job.command(t, append([]string{"--checkpoint-dir", ckdir}, extra...)...).CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	t.Log(lineWith(string(out), "resumed from"))
-	assert.Contains(t, string(out), "resumed from "+ckdir)
+	job.resumed(t, string(out), ckdir)
 	return string(out)
+}
+
+// resumed checks that out is a run that resumed from ckdir: it says so,
+// or for a program that does not, it lacks Fresh.
+func (job Job) resumed(t *testing.T, out, ckdir string) {
+	t.Helper()
+	if job.Fresh != "" {
+		assert.NotContains(t, out, job.Fresh, "the run started afresh")
+		return
+	}
+	t.Log(lineWith(out, "resumed from"))
+	assert.Contains(t, out, "resumed from "+ckdir)
 }
 
 // waitFor is closed once out holds s; never if ctx ends first.
