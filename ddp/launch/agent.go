@@ -101,6 +101,9 @@ func Run(ctx context.Context, c Config, environ []string, stdout, stderr io.Writ
 			return workerenv.ExitPreempted
 		case res.cancelled || res.fatal != nil && ctx.Err() != nil:
 			say("ddprun: stopped (%v); every worker on this node was stopped", context.Cause(ctx))
+			if res.fatal != nil {
+				say("ddprun: %v", res.fatal)
+			}
 			if res.flight != "" {
 				say("ddprun: flight record when stopped (%s): %s", res.flightDir, res.flight)
 			}
@@ -259,6 +262,13 @@ func runAttempt(ctx context.Context, c Config, m meeting, a assignment, attempt 
 			local, readErr := set.collectFlight(dumps)
 			set.Stop(procset.PreemptGrace)
 			if set.Preempted() {
+				// The other nodes' workers checkpointed with ours and their
+				// agents, the store's host first, wait for this node's
+				// word: a notice that reached this node only (a Spot
+				// instance's) must not read to them as a lost node.
+				if err := w.finish(context.WithoutCancel(ctx)); err != nil {
+					return outcome{cancelled: true, fatal: fmt.Errorf("after this node's workers checkpointed: %w", err)}
+				}
 				return outcome{cancelled: true, preempted: true}
 			}
 			m.fail(context.WithoutCancel(ctx), attempt, a.node, fmt.Sprintf("node %d's agent was stopped", a.node), time.Now())

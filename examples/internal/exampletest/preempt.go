@@ -200,6 +200,13 @@ func (r *Running) Signal(t *testing.T, sig syscall.Signal) (string, error) {
 	return r.out.String(), err
 }
 
+// Wait waits for the command to end and returns its output and how it
+// ended.
+func (r *Running) Wait() (string, error) {
+	err := <-r.ended
+	return r.out.String(), err
+}
+
 // childrenOf lists pid's child processes (ddprun's workers).
 func childrenOf(pid int) []int {
 	var pids []int
