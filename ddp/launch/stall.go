@@ -24,12 +24,13 @@ func newStallWatch(after time.Duration) *stallWatch {
 	return &stallWatch{after: after, since: time.Now()}
 }
 
-// every is how often check runs (never when the watch is off).
+// every is how often check runs (never when the watch is off): a tenth
+// of --stall_warn, so the word comes at most that late.
 func (sw *stallWatch) every() time.Duration {
 	if sw.after <= 0 {
 		return 24 * time.Hour
 	}
-	return max(sw.after/4, 250*time.Millisecond)
+	return max(sw.after/10, 250*time.Millisecond)
 }
 
 // check asks the workers for their records and returns the word to say
@@ -46,7 +47,13 @@ func (sw *stallWatch) check(set workerSet, dir string) string {
 		return ""
 	}
 	if done := flight.Completed(dumps); done != sw.progress {
+		// The stall counts from the last collective's end, not from
+		// this check: the word comes --stall_warn after the stop, give
+		// or take a check's interval.
 		sw.progress, sw.since, sw.said = done, now, time.Time{}
+		if last := flight.LastEnded(dumps); !last.IsZero() && last.Before(now) {
+			sw.since = last
+		}
 		return ""
 	}
 	stalled := now.Sub(sw.since)

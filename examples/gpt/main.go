@@ -33,7 +33,7 @@ type config struct {
 	cmdline.Run
 	launch                                  ddp.Options
 	model                                   nn.GPTConfig
-	size, precision, data                   string
+	size, precision, data, sampleLog        string
 	zero                                    bool
 	steps, batchSize, gradAccum             int
 	warmup, evalInterval, evalIters, sample int
@@ -98,6 +98,7 @@ func parse(args []string, out io.Writer) (config, error) {
 	fs.IntVar(&c.sample, "sample", 400, "characters to generate at the end (0: none)")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the initial model, the batches and the sample")
 	fs.StringVar(&c.data, "data", DefaultCorpus, "a UTF-8 text file, or a directory of fortune files")
+	fs.StringVar(&c.sampleLog, "sample-log", "", "append the index of every training window each replica uses to DIR/replica-N.txt (\"epoch index\" lines)")
 	addRunFlags(fs, &c.Run)
 	if err := cmdline.Parse(fs, args); err != nil {
 		return c, err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"image/png"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -268,4 +269,47 @@ func TestLongPreemptedResumesBitIdentical(t *testing.T) {
 		"--log-interval", "5", "--checkpoint-every", "6")}
 	want := job.Weights(t)
 	job.Trials(t, 3, want, exampletest.Marks("step %d/40", 10, 15, 20, 25))
+}
+
+// TestLongResumedOnAnotherReplicaCount (make test-long): a 4-replica job
+// (--spawn) preempted mid-epoch resumes on 3 processes (ddprun), and a
+// 2-process one with ZeRO on 4 replicas: each says what changed, and the
+// sample logs show every training window of both epochs used exactly
+// once (480 windows of 32 characters, a global batch of 24 on 4, 3 and 2
+// replicas).
+func TestLongResumedOnAnotherReplicaCount(t *testing.T) {
+	exampletest.CleanEnv(t)
+	text := filepath.Join(t.TempDir(), "text.txt")
+	rng := rand.New(rand.NewPCG(7, 8))
+	letters := make([]byte, 17080) // 90% for training: 480 windows of 32 and a character
+	for i := range letters {
+		letters[i] = "abcdefgh ijklmnop\n"[rng.IntN(18)]
+	}
+	require.NoError(t, os.WriteFile(text, letters, 0o644))
+	for _, tc := range []struct {
+		name          string
+		first, second []string // ddprun's flags; nil: --spawn --cpu-devices 4
+		extra         []string
+		changed       string
+	}{
+		{"4 to 3", nil, []string{"--nproc_per_node=3"}, nil, "written by 4 replicas of 6 samples a step, now 3 of 8"},
+		{"2 to 4 with ZeRO", []string{"--nproc_per_node=2"}, nil, []string{"--zero"}, "written by 2 replicas of 12 samples a step, now 4 of 6"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			logs, ckdir := t.TempDir(), filepath.Join(t.TempDir(), "ck")
+			job := func(launch []string) exampletest.Job {
+				args := append(append([]string(nil), tiny...), "--batch-size", "24", "--steps", "40", "--eval-interval", "40",
+					"--sample", "0", "--log-interval", "2", "--checkpoint-every", "3", "--data", text, "--sample-log", logs)
+				args = append(args, tc.extra...)
+				if launch == nil {
+					args = append(args, "--spawn", "--cpu-devices", "4")
+				}
+				return exampletest.Job{Name: "gpt", Launch: launch, Args: args}
+			}
+			job(tc.first).Preempt(t, ckdir, exampletest.Marks("step %d/40", 10, 14), rng)
+			out := job(tc.second).Resume(t, ckdir)
+			assert.Contains(t, out, tc.changed)
+			exampletest.EachSampleOnce(t, logs, 2, 480)
+		})
+	}
 }

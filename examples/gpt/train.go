@@ -31,6 +31,8 @@ type trainer struct {
 	sharded *zero.ZeroRedundancyOptimizer // with --zero: opt
 	sched   optim.Scheduler
 	perStep int // rows per replica per micro-step
+	order   *order
+	samples *cmdline.SampleLog // --sample-log
 }
 
 func newTrainer(ctx context.Context, c config, w ddp.Worker, text *corpus, out io.Writer) (*trainer, error) {
@@ -42,6 +44,9 @@ func newTrainer(ctx context.Context, c config, w ddp.Worker, text *corpus, out i
 	}
 	t := &trainer{c: c, w: w, text: text, perStep: rows}
 	var err error
+	if t.order, err = newOrder(len(text.train), c.model.BlockSize, c.seed, w.WorldSize, w.Rank, rows*c.gradAccum); err != nil {
+		return nil, err
+	}
 	if t.net, err = nn.NewGPT(w.Device, nn.NewRand(c.seed), c.model); err != nil {
 		return nil, err
 	}
@@ -90,15 +95,15 @@ func (t *trainer) lossOf(model nn.Module, x, y *xla.Tensor) *xla.Tensor {
 // gradients accumulate locally (NoSync) but the last, whose Backward
 // averages them across the replicas, then clipping, AdamW and the
 // schedule, all in the step's program; it returns the step's mean loss.
-func (t *trainer) step(ctx context.Context, it int) (*xla.Tensor, error) {
-	rng := rand.New(rand.NewPCG(t.c.seed, uint64(t.w.Rank)<<40|uint64(it)))
+func (t *trainer) step(ctx context.Context) (*xla.Tensor, error) {
+	epoch, samples := t.order.take()
+	if err := t.samples.Add(epoch, samples); err != nil {
+		return nil, err
+	}
 	t.opt.ZeroGrad()
 	var total *xla.Tensor
 	for k := range t.c.gradAccum {
-		ids, targets, err := batch(rng, t.text.train, t.perStep, t.c.model.BlockSize)
-		if err != nil {
-			return nil, err
-		}
+		ids, targets := windowsOf(t.text.train, samples[k*t.perStep:(k+1)*t.perStep], t.c.model.BlockSize)
 		x, y, err := t.upload(ids, targets, t.perStep)
 		if err != nil {
 			return nil, err
@@ -178,12 +183,15 @@ func train(ctx context.Context, c config, w ddp.Worker, text *corpus, out io.Wri
 	rank0 := w.Rank == 0
 	shape := fmt.Sprintf("%+v", c.model)
 	ck := optim.Checkpoint{Model: t.model, Optimizer: t.opt, RNG: w.Device, Metadata: map[string]string{"gpt": shape}}
-	global := t.perStep * w.WorldSize * c.gradAccum
-	resumer, _, resumed, err := c.Open(ctx, &ck, w.WorldSize, t.perStep*c.gradAccum, rank0, out)
+	resumer, at, resumed, err := c.Open(ctx, &ck, w.WorldSize, t.perStep*c.gradAccum, rank0, out)
 	if err != nil {
 		return res, err
 	}
 	defer func() { err = errors.Join(err, resumer.Close()) }()
+	if t.samples, err = cmdline.OpenSampleLog(c.sampleLog, w.Rank); err != nil {
+		return res, err
+	}
+	defer func() { err = errors.Join(err, t.samples.Close()) }()
 	flag, from := "--resume", c.Checkpoint
 	switch {
 	case resumed:
@@ -203,6 +211,12 @@ func train(ctx context.Context, c config, w ddp.Worker, text *corpus, out io.Wri
 		}
 		for range ck.Step {
 			t.sched.Step() // the learning rate of the step it resumes at
+		}
+		if !resumed {
+			at = t.order.afterSteps(ck.Step) // a --resume file holds the step alone
+		}
+		if err := t.order.resumeAt(at); err != nil {
+			return res, err
 		}
 		res.ResumedAt = ck.Step
 		slog.Info("resumed", "rank", w.Rank, "checkpoint", from, "step", ck.Step)
@@ -244,7 +258,7 @@ func train(ctx context.Context, c config, w ddp.Worker, text *corpus, out io.Wri
 	}
 	start := time.Now()
 	for it := first; it < c.steps; it++ {
-		loss, err := t.step(ctx, it)
+		loss, err := t.step(ctx)
 		if err != nil {
 			return res, err
 		}
@@ -280,9 +294,7 @@ func train(ctx context.Context, c config, w ddp.Worker, text *corpus, out io.Wri
 			}
 		}
 		res.Steps = done
-		// The batches are drawn from the step number: the step is the
-		// position in the data.
-		if err := resumer.Step(ctx, ck, cmdline.Position{Samples: done * global, Step: done}); err != nil {
+		if err := resumer.Step(ctx, ck, t.order.position(done)); err != nil {
 			return res, err // checkpoint.ErrPreempted: exit 75
 		}
 	}

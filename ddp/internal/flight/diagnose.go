@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 )
 
 // position is where one rank stands in the job's collectives.
@@ -230,6 +231,20 @@ func Completed(dumps []Dump) uint64 {
 		sum += p.done
 	}
 	return sum
+}
+
+// LastEnded is when the latest operation of dumps ended (zero when none
+// has).
+func LastEnded(dumps []Dump) time.Time {
+	var last time.Time
+	for _, d := range dumps {
+		for _, e := range d.Entries {
+			if e.Ended.After(last) {
+				last = e.Ended
+			}
+		}
+	}
+	return last
 }
 
 // Front is the furthest collective any rank of dumps issued: its op and

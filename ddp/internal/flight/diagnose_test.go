@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -117,4 +118,31 @@ func TestBehind(t *testing.T) {
 	assert.Equal(t, []int{2, 5}, flight.Behind([]flight.Dump{ahead, lagging, empty}))
 	assert.Empty(t, flight.Behind([]flight.Dump{ahead}))
 	assert.Empty(t, flight.Behind(nil))
+}
+
+// TestLastEnded: the latest end among every rank's entries; zero when
+// nothing ended (an entry still running has no end).
+func TestLastEnded(t *testing.T) {
+	t0 := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	ended := func(seq uint64, end time.Time) flight.Entry {
+		e := at(seq, "AllReduce", flight.Done, "main.go:1")
+		e.Ended = end
+		return e
+	}
+	running := at(3, "AllReduce", flight.Started, "main.go:1")
+	tests := []struct {
+		name  string
+		dumps []flight.Dump
+		want  time.Time
+	}{
+		{"none", nil, time.Time{}},
+		{"nothing ended", []flight.Dump{{Rank: 0, Entries: []flight.Entry{running}}}, time.Time{}},
+		{"the latest of every rank", []flight.Dump{
+			{Rank: 0, Entries: []flight.Entry{ended(1, t0), ended(2, t0.Add(2*time.Second)), running}},
+			{Rank: 1, Entries: []flight.Entry{ended(1, t0.Add(time.Second)), ended(2, t0.Add(3*time.Second))}},
+		}, t0.Add(3 * time.Second)},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, flight.LastEnded(tt.dumps), tt.name)
+	}
 }

@@ -11,8 +11,10 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/xladdp/xladdp/xla/data"
@@ -119,4 +121,30 @@ func ResNet18Weights(t testing.TB) string {
 	path := filepath.Join(t.TempDir(), "resnet18.safetensors")
 	require.NoError(t, nn.SaveStateDict(xlatest.Context(t), path, m, nil))
 	return path
+}
+
+// EachSampleOnce checks that the --sample-log files in dir ("epoch index"
+// lines, a file per replica) say every sample 0…n-1 of each of epochs
+// was used exactly once, and nothing else.
+func EachSampleOnce(t *testing.T, dir string, epochs, n int) {
+	t.Helper()
+	used := map[string]int{}
+	files, err := filepath.Glob(filepath.Join(dir, "replica-*.txt"))
+	require.NoError(t, err)
+	require.NotEmpty(t, files, "no sample logs in %s", dir)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		for line := range strings.Lines(string(b)) {
+			used[strings.TrimSpace(line)]++
+		}
+	}
+	for epoch := range epochs {
+		for sample := range n {
+			id := fmt.Sprintf("%d %d", epoch, sample)
+			assert.Equal(t, 1, used[id], "epoch %d: sample %d used %d times", epoch, sample, used[id])
+			delete(used, id)
+		}
+	}
+	assert.Empty(t, used, "samples outside the %d epochs", epochs)
 }

@@ -106,7 +106,7 @@ func (job Job) Preempt(t *testing.T, ckdir string, marks []string, rng *rand.Ran
 	require.ErrorAs(t, err, &exit, "the job ended before SIGTERM (%s) reached it: %s", moment, r.out.String())
 	require.Equal(t, workerenv.ExitPreempted, exit.ExitCode(), "%s", r.out.String())
 	assert.Contains(t, r.out.String(), "preempted")
-	t.Logf("SIGTERM %s: %s", moment, lineWith(r.out.String(), "preempted"))
+	t.Logf("SIGTERM %s: %s", moment, LineWith(r.out.String(), "preempted"))
 }
 
 // KillAndRestart runs job under ddprun --max_restarts=2 with
@@ -120,7 +120,7 @@ func (job Job) KillAndRestart(t *testing.T, want map[string][]byte, marks []stri
 	job.Launch = append([]string{"--max_restarts=2"}, job.Launch...)
 	r := job.start(t, args)
 	moment := r.Await(t, marks, rng)
-	workers := childrenOf(r.cmd.Process.Pid)
+	workers := r.Workers()
 	require.NotEmpty(t, workers, "ddprun (pid %d) has no workers %s: %s", r.cmd.Process.Pid, moment, r.out.String())
 	victim := workers[rng.IntN(len(workers))]
 	require.NoError(t, syscall.Kill(victim, syscall.SIGKILL))
@@ -128,7 +128,7 @@ func (job Job) KillAndRestart(t *testing.T, want map[string][]byte, marks []stri
 	require.Contains(t, r.out.String(), "restarting (restart 1 of 2)")
 	restarted := r.out.String()[strings.Index(r.out.String(), "restarting (restart 1 of 2)"):]
 	job.resumed(t, restarted, args[1])
-	t.Logf("kill -9 %d %s: %s", victim, moment, lineWith(restarted, "restarting"))
+	t.Logf("kill -9 %d %s: %s", victim, moment, LineWith(restarted, "restarting"))
 	assert.Equal(t, want, ModelTensors(t, final), "the restarted job's weights differ from the uninterrupted job's")
 }
 
@@ -200,6 +200,9 @@ func (r *Running) Signal(t *testing.T, sig syscall.Signal) (string, error) {
 	return r.out.String(), err
 }
 
+// Output is what the command printed so far.
+func (r *Running) Output() string { return r.out.String() }
+
 // Wait waits for the command to end and returns its output and how it
 // ended.
 func (r *Running) Wait() (string, error) {
@@ -207,8 +210,9 @@ func (r *Running) Wait() (string, error) {
 	return r.out.String(), err
 }
 
-// childrenOf lists pid's child processes (ddprun's workers).
-func childrenOf(pid int) []int {
+// Workers are the command's child processes (ddprun's workers).
+func (r *Running) Workers() []int {
+	pid := r.cmd.Process.Pid
 	var pids []int
 	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
 	for _, task := range tasks {
@@ -240,7 +244,7 @@ func (job Job) resumed(t *testing.T, out, ckdir string) {
 		assert.NotContains(t, out, job.Fresh, "the run started afresh")
 		return
 	}
-	t.Log(lineWith(out, "resumed from"))
+	t.Log(LineWith(out, "resumed from"))
 	assert.Contains(t, out, "resumed from "+ckdir)
 }
 
@@ -286,8 +290,8 @@ func ModelTensors(t *testing.T, path string) map[string][]byte {
 	return out
 }
 
-// lineWith is the first line of out that holds s.
-func lineWith(out, s string) string {
+// LineWith is the first line of out that holds s.
+func LineWith(out, s string) string {
 	for line := range strings.Lines(out) {
 		if strings.Contains(line, s) {
 			return strings.TrimSpace(line)
