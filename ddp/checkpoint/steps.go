@@ -47,6 +47,10 @@ func Steps(ctx context.Context, o Options, last int, state optim.Checkpoint) (st
 			return
 		}
 		ranged = true
+		if last < 0 {
+			err = fmt.Errorf("checkpoint: Steps to step %d: the last step cannot be negative", last)
+			return
+		}
 		var ck *Checkpointer
 		if o.Dir != "" {
 			if ck, err = New(o); err != nil {

@@ -25,7 +25,7 @@ import (
 // --checkpoint-every says, so a second run resumes there and has nothing
 // left; a body that returns early releases SIGTERM; SIGTERM inside the
 // loop commits that step and ends it with ErrPreempted; finish before
-// the loop, and a second range, are errors.
+// the loop, a second range and a negative last step are errors.
 func TestStepsLoop(t *testing.T) {
 	ctx := xlatest.Context(t)
 	d := xlatest.NewEngine(t, 1).Device(0)
@@ -87,7 +87,13 @@ func TestStepsLoop(t *testing.T) {
 	assert.Equal(t, []int{1, 2, 3}, got, "the notice stops the loop at its step")
 	assert.Equal(t, filepath.Join(preempted, "step-000000000003.safetensors"), lastStepFile(t, preempted))
 
-	steps, finish := checkpoint.Steps(ctx, checkpoint.Options{}, 2, state)
+	steps, finish := checkpoint.Steps(ctx, checkpoint.Options{Dir: t.TempDir()}, -1, state)
+	for range steps {
+		t.Fatal("no step to a negative last step")
+	}
+	assert.ErrorContains(t, finish(), "the last step cannot be negative")
+
+	steps, finish = checkpoint.Steps(ctx, checkpoint.Options{}, 2, state)
 	assert.ErrorContains(t, finish(), "before its steps were ranged over")
 	for range steps {
 	}

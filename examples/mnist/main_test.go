@@ -155,21 +155,13 @@ func TestForeignCheckpointDirIsRefused(t *testing.T) {
 	assert.ErrorContains(t, err, "move it away to start afresh")
 }
 
-// TestPreemptedMidEpochResumesBitIdentical: SIGTERM to ddprun at a random
-// step of the epoch: exit 75; the same command again resumes mid-epoch
-// and ends with the uninterrupted run's weights, bit for bit (the
-// loader's position, the dropout state and the optimizer's come back).
-func TestPreemptedMidEpochResumesBitIdentical(t *testing.T) {
-	exampletest.CleanEnv(t)
-	job := mnistJob(t)
-	want := job.Weights(t)
-	job.PreemptAndResume(t, want, exampletest.Marks("step %d/36", 10, 20), rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0)))
-}
-
-// TestLongPreemptedAndKilledTrials: three more SIGTERMs at different
-// steps, and three kill -9s of a random rank under --max_restarts=2
-// (restarted from the last periodic checkpoint): the uninterrupted run's
-// weights each time, bit for bit.
+// TestLongPreemptedAndKilledTrials: SIGTERM to ddprun (2 ranks) at a
+// random step of the epoch, three times: exit 75; the same command again
+// resumes mid-epoch and ends with the uninterrupted run's weights, bit
+// for bit (the loader's position, the dropout state and the optimizer's
+// come back); then three kill -9s of a random rank under
+// --max_restarts=2, restarted from the last periodic checkpoint to the
+// same bits.
 func TestLongPreemptedAndKilledTrials(t *testing.T) {
 	exampletest.CleanEnv(t)
 	job := mnistJob(t)
