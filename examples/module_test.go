@@ -67,23 +67,13 @@ func buildOwnModule(t *testing.T, tags string) string {
 	return bin
 }
 
-// TestUsedFromAnotherModule builds the guide's program and runs it
-// spawned on 2 CPU devices, as the guide says.
-func TestUsedFromAnotherModule(t *testing.T) {
-	exampletest.CleanEnv(t)
-	bin := buildOwnModule(t, "")
-	spawned := runToEnd(t, []string{bin, "--spawn", "--cpu-devices", "2", "--checkpoint-dir", t.TempDir(), "--checkpoint-every", "50"})
-	require.Equal(t, 0, spawned.code, spawned.out)
-	assert.Regexp(t, `step 200: loss \d+\.\d{4}`, spawned.out)
-	assert.Regexp(t, `weights \[[-0-9.e ]+\]`, spawned.out)
-}
-
 // preemptSteps makes the guide's program run long enough (a few seconds)
 // to be stopped well inside its run.
 const preemptSteps = "2000"
 
-// TestOwnModulePreemptedAndResumed: the guide's program trains to the
-// same bits under ddprun and --spawn, and, SIGTERMed
+// TestOwnModulePreemptedAndResumed: the guide's program, built as a
+// module of its own, trains to the same bits under ddprun and --spawn,
+// and, SIGTERMed
 // mid-run the way each launch mode is stopped (ddprun, the process of a
 // --spawn job; ddprun over mpirun in
 // TestLongOwnModulePreemptedOverMpirun), commits a checkpoint on every
@@ -141,6 +131,7 @@ func preemptOwnModule(t *testing.T, mpi bool, cmd func(bin, dir string) []string
 	bin := buildOwnModule(t, tags)
 	whole := runToEnd(t, cmd(bin, t.TempDir()))
 	require.Equal(t, 0, whole.code, whole.out)
+	assert.Regexp(t, `step 200: loss \d+\.\d{4}`, whole.out, "the guide's program, as the guide says")
 	want := weightsLine(whole.out)
 	require.NotEmpty(t, want, whole.out)
 

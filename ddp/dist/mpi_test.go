@@ -442,6 +442,7 @@ func cancelScenario(ctx context.Context, g *ProcessGroup, rep *report) {
 func TestMPICancelledWaitAbortsTheJob(t *testing.T) {
 	for _, async := range []string{"0", "1"} {
 		t.Run("async="+async, func(t *testing.T) {
+			t.Parallel() // mostly the abort's grace
 			res := mpirunJob(t, "mpi-cancel", 2, nil, "XLADDP_TEST_TIMEOUT=60s", "XLADDP_TEST_ASYNC="+async)
 			assert.Error(t, res.Err, "mpirun must fail")
 			assert.Contains(t, res.Output, "AllReduce #1 (MPI_")
