@@ -286,30 +286,7 @@ func TestLongResumedOnAnotherReplicaCount(t *testing.T) {
 		letters[i] = "abcdefgh ijklmnop\n"[rng.IntN(18)]
 	}
 	require.NoError(t, os.WriteFile(text, letters, 0o644))
-	for _, tc := range []struct {
-		name          string
-		first, second []string // ddprun's flags; nil: --spawn --cpu-devices 4
-		extra         []string
-		changed       string
-	}{
-		{"4 to 3", nil, []string{"--nproc_per_node=3"}, nil, "written by 4 replicas of 6 samples a step, now 3 of 8"},
-		{"2 to 4 with ZeRO", []string{"--nproc_per_node=2"}, nil, []string{"--zero"}, "written by 2 replicas of 12 samples a step, now 4 of 6"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			logs, ckdir := t.TempDir(), filepath.Join(t.TempDir(), "ck")
-			job := func(launch []string) exampletest.Job {
-				args := append(append([]string(nil), tiny...), "--batch-size", "24", "--steps", "40", "--eval-interval", "40",
-					"--sample", "0", "--log-interval", "2", "--checkpoint-every", "3", "--data", text, "--sample-log", logs)
-				args = append(args, tc.extra...)
-				if launch == nil {
-					args = append(args, "--spawn", "--cpu-devices", "4")
-				}
-				return exampletest.Job{Name: "gpt", Launch: launch, Args: args}
-			}
-			job(tc.first).Preempt(t, ckdir, exampletest.Marks("step %d/40", 10, 14), rng)
-			out := job(tc.second).Resume(t, ckdir)
-			assert.Contains(t, out, tc.changed)
-			exampletest.EachSampleOnce(t, logs, 2, 480)
-		})
-	}
+	exampletest.ResumeOnAnotherReplicaCount(t, "gpt", append(append([]string(nil), tiny...), "--batch-size", "24", "--steps", "40",
+		"--eval-interval", "40", "--sample", "0", "--log-interval", "2", "--checkpoint-every", "3", "--data", text),
+		480, exampletest.Marks("step %d/40", 10, 14))
 }

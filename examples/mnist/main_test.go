@@ -175,34 +175,9 @@ func TestLongPreemptedAndKilledTrials(t *testing.T) {
 // global batch of 24 on 4, 3 and 2 replicas).
 func TestLongResumedOnAnotherReplicaCount(t *testing.T) {
 	exampletest.CleanEnv(t)
-	mnist := exampletest.MNISTSubset(t, 480, 100)
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))
-	for _, tc := range []struct {
-		name          string
-		first, second []string // ddprun's flags; nil: --spawn --cpu-devices 4
-		extra         []string
-		changed       string
-	}{
-		{"4 to 3", nil, []string{"--nproc_per_node=3"}, nil, "written by 4 replicas of 6 samples a step, now 3 of 8"},
-		{"2 to 4 with ZeRO", []string{"--nproc_per_node=2"}, nil, []string{"--zero"}, "written by 2 replicas of 12 samples a step, now 4 of 6"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			logs, ckdir := t.TempDir(), filepath.Join(t.TempDir(), "ck")
-			job := func(launch []string) exampletest.Job {
-				args := []string{"--epochs", "2", "--batch-size", "24", "--test-batch-size", "100", "--log-interval", "1",
-					"--checkpoint-every", "3", "--data", mnist, "--sample-log", logs}
-				args = append(args, tc.extra...)
-				if launch == nil {
-					args = append(args, "--spawn", "--cpu-devices", "4")
-				}
-				return exampletest.Job{Name: "mnist", Launch: launch, Args: args}
-			}
-			job(tc.first).Preempt(t, ckdir, exampletest.Marks("epoch 1/2 step %d/20", 10, 20), rng)
-			out := job(tc.second).Resume(t, ckdir)
-			assert.Contains(t, out, tc.changed)
-			exampletest.EachSampleOnce(t, logs, 2, 480)
-		})
-	}
+	exampletest.ResumeOnAnotherReplicaCount(t, "mnist", []string{"--epochs", "2", "--batch-size", "24", "--test-batch-size", "100",
+		"--log-interval", "1", "--checkpoint-every", "3", "--data", exampletest.MNISTSubset(t, 480, 100)},
+		480, exampletest.Marks("epoch 1/2 step %d/20", 10, 20))
 }
 
 // TestLongStoppedRankIsNamedAndGoesOn: SIGSTOP a random rank of a 3-rank
