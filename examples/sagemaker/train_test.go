@@ -54,8 +54,10 @@ func sageMakerEnv(t *testing.T, bin, modelDir string) []string {
 
 // TestEntryPointTrains runs the entry point as SageMaker does, with the
 // hyperparameters as arguments: ddprun takes the single host from
-// SM_HOSTS, starts 2 workers, the CNN learns from the training channel
-// and rank 0 writes the model into SM_MODEL_DIR.
+// SM_HOSTS, starts 2 workers (2 ranks in 2 processes: the README's
+// ddprun run of mnist), the CNN learns from the training channel, rank 0
+// alone reports, with its step's time split, and writes the model into
+// SM_MODEL_DIR.
 func TestEntryPointTrains(t *testing.T) {
 	bin, model := build(t), t.TempDir()
 	cmd := exec.Command("./train", "--max-steps", "30", "--test-batch-size", "2000")
@@ -67,6 +69,8 @@ func TestEntryPointTrains(t *testing.T) {
 	acc, _ := strconv.ParseFloat(string(m[1]), 64)
 	assert.Greater(t, acc, 80.0, "%s", out)
 	assert.Contains(t, string(out), "on 2 replicas")
+	assert.NotContains(t, string(out), "[rank1]:epoch 1", "rank 0 alone reports")
+	assert.Regexp(t, `\[rank0\]:time per step over 30 steps: data \S+ ms, trace \S+ ms, execute \S+ ms, download \S+ ms, all-reduce \S+ ms, upload \S+ ms, optimizer \S+ ms, loss read \S+ ms = \S+ ms; Go heap \d+ allocations \(\d+ KiB\) per step; the loader's workers assembled and uploaded each batch in \S+, beside the steps`, string(out))
 	assert.FileExists(t, filepath.Join(model, "model.safetensors"))
 }
 
