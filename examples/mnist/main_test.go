@@ -115,7 +115,7 @@ func TestBadFlags(t *testing.T) {
 // every 4 steps and an epoch of 2 × 8-digit batches.
 func mnistJob(t *testing.T) exampletest.Job {
 	return exampletest.Job{Name: "mnist", Launch: []string{"--nproc_per_node=2"}, Args: []string{
-		"--max-steps", "36", "--batch-size", "16", "--test-batch-size", "1000", "--checkpoint-every", "4", "--log-interval", "1",
+		"--max-steps", "44", "--batch-size", "16", "--test-batch-size", "1000", "--checkpoint-every", "4", "--log-interval", "1",
 		"--data", exampletest.MNISTSubset(t, 1024, 1000)}}
 }
 
@@ -143,7 +143,7 @@ func TestForeignCheckpointDirIsRefused(t *testing.T) {
 func TestLongPreemptedAndKilledTrials(t *testing.T) {
 	exampletest.CleanEnv(t)
 	job := mnistJob(t)
-	job.Trials(t, 3, job.Weights(t), exampletest.Marks("step %d/36", 10, 20))
+	job.Trials(t, 3, job.Weights(t), exampletest.Marks("step %d/44", 10, 20))
 }
 
 // TestLongResumedOnAnotherReplicaCount (make test-long): a 4-replica job (--spawn) preempted
