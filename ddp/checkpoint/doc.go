@@ -4,7 +4,9 @@
 // replica at once, SaveStateDict for torch, and the Checkpointer, which
 // saves every few steps off the step (a snapshot on the device written in
 // the background) and at once on SIGTERM (preemption: ErrPreempted, exit
-// ExitPreempted, resumed by running the job again). The optimizer decides
+// ExitPreempted, resumed by running the job again). Steps is a training
+// loop's steps under a Checkpointer, the last one committed; Options'
+// AddFlags are --checkpoint-dir and --checkpoint-every. The optimizer decides
 // the layout: one safetensors file written by rank 0, or for an
 // optim.ShardedOptimizer (ddp/zero) a directory of every replica's shard,
 // written through the optimizer's SaveSharded and LoadSharded; a

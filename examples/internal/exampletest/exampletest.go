@@ -1,5 +1,9 @@
 // Package exampletest runs an example's main from its test binary and
-// builds the ddprun those tests launch it under.
+// builds the ddprun those tests launch it under; it preempts, kills and
+// resumes an example's job at moments that follow the machine's speed
+// (Job, Marks), checks the samples an epoch used (--sample-log), and
+// makes hosts of network namespaces. It knows the examples' shared
+// flags, not their models.
 package exampletest
 
 import (
