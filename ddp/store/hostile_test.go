@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -155,15 +156,16 @@ func TestClientsGetThroughAConnectionFlood(t *testing.T) {
 	srv, err := Listen("127.0.0.1:0", "s3cret")
 	require.NoError(t, err)
 	defer srv.Close()
-	stop := make(chan struct{})
-	flooded := make(chan int)
+	stop, done := make(chan struct{}), make(chan struct{})
+	flooding := make(chan struct{})
+	var opened atomic.Int64
 	go func() {
 		var conns []net.Conn
 		defer func() {
 			for _, c := range conns {
 				c.Close()
 			}
-			flooded <- len(conns)
+			close(done)
 		}()
 		for {
 			select {
@@ -173,6 +175,9 @@ func TestClientsGetThroughAConnectionFlood(t *testing.T) {
 			}
 			if c, err := net.Dial("tcp", srv.Addr()); err == nil {
 				conns = append(conns, c)
+				if opened.Add(1) == 200 {
+					close(flooding)
+				}
 			}
 			if len(conns) > 4000 {
 				conns[0].Close()
@@ -180,6 +185,16 @@ func TestClientsGetThroughAConnectionFlood(t *testing.T) {
 			}
 		}
 	}()
+	// The operations start once the flood runs (a fast machine finished
+	// all 100 before the flood had opened 100 connections).
+	select {
+	case <-flooding:
+	case <-time.After(20 * time.Second):
+		close(stop)
+		<-done
+		t.Fatalf("the flood opened %d connections in 20 s", opened.Load())
+	}
+	before := opened.Load()
 	ctx := ctxWithTimeout(t, 30*time.Second)
 	errs := 0
 	for i := range 100 {
@@ -195,8 +210,10 @@ func TestClientsGetThroughAConnectionFlood(t *testing.T) {
 		}
 		cl.Close()
 	}
+	during := opened.Load() - before
 	close(stop)
-	assert.Greater(t, <-flooded, 100, "the flood ran")
+	<-done
+	assert.Positive(t, during, "the flood went on during the operations")
 	assert.Zero(t, errs)
 }
 
