@@ -31,13 +31,16 @@ func TestStepSplit(t *testing.T) {
 			s.EndStep()
 		}
 		s.Stop()
-		time.Sleep(20 * time.Millisecond) // a test pass: not charged
+		time.Sleep(200 * time.Millisecond) // a test pass: not charged
 		s.Lap("between runs")
 	}
 	require.Equal(t, 6, s.Steps())
-	assert.InDelta(t, 2, s.PerStep("data").Seconds()*1000, 1.5)
+	// A sleep never ends early and may end late on a loaded machine: the
+	// bounds are the sleeps below, a loose margin above.
+	assert.True(t, s.PerStep("data") >= 2*time.Millisecond && s.PerStep("data") < 20*time.Millisecond, "data: %v", s.PerStep("data"))
 	assert.InDelta(t, 3, s.PerStep("execute").Seconds()*1000, 1e-9, "moved exactly")
-	assert.InDelta(t, 1, s.PerStep("upload").Seconds()*1000, 1.5, "the rest of trace, no more")
+	assert.True(t, s.PerStep("upload") >= time.Millisecond && s.PerStep("upload") < 20*time.Millisecond,
+		"the rest of trace, no more: %v", s.PerStep("upload"))
 	assert.Zero(t, s.PerStep("trace"))
 	assert.Zero(t, s.PerStep("download"), "a negative move moves nothing")
 	assert.NotContains(t, s.String(), "download", "nor shows the phase")
@@ -49,6 +52,7 @@ func TestStepSplit(t *testing.T) {
 	require.NotNil(t, m, s.String())
 	total, err := strconv.ParseFloat(m[1], 64)
 	require.NoError(t, err)
-	// Sleeps overshoot a little; the 20 ms between runs would add 6.7.
-	assert.True(t, total >= 6 && total < 10, "the total is the laps' time, the time between runs left out: %s", s)
+	// Sleeps overshoot, the more on a loaded machine; the 200 ms between
+	// runs would add 67 a step.
+	assert.True(t, total >= 6 && total < 40, "the total is the laps' time, the time between runs left out: %s", s)
 }
