@@ -126,11 +126,21 @@ func batch(rng *rand.Rand, tokens []int32, rows, block int) (ids, targets []int3
 	if len(tokens) <= block {
 		return nil, nil, fmt.Errorf("the split has %d tokens, fewer than --block %d + 1: use a smaller block or more text", len(tokens), block)
 	}
-	ids, targets = make([]int32, 0, rows*block), make([]int32, 0, rows*block)
-	for range rows {
-		at := rng.IntN(len(tokens) - block)
+	starts := make([]int, rows)
+	for i := range starts {
+		starts[i] = rng.IntN(len(tokens) - block)
+	}
+	ids, targets = windowsAt(tokens, starts, block)
+	return ids, targets, nil
+}
+
+// windowsAt are the windows of block+1 tokens at starts: inputs and
+// next-token targets, row-major.
+func windowsAt(tokens []int32, starts []int, block int) (ids, targets []int32) {
+	ids, targets = make([]int32, 0, len(starts)*block), make([]int32, 0, len(starts)*block)
+	for _, at := range starts {
 		ids = append(ids, tokens[at:at+block]...)
 		targets = append(targets, tokens[at+1:at+block+1]...)
 	}
-	return ids, targets, nil
+	return ids, targets
 }

@@ -17,7 +17,6 @@ import (
 // same replica count exactly and on another with every sample used once.
 type order struct {
 	sampler      *ddp.DistributedSampler
-	windows      int
 	perReplica   int // samples a replica takes per step
 	global       int // samples a step takes over all the replicas
 	epoch, used  int
@@ -36,7 +35,7 @@ func newOrder(tokens, block int, seed uint64, replicas, rank, perReplica int) (*
 	if err != nil {
 		return nil, err
 	}
-	return &order{sampler: s, windows: windows, perReplica: perReplica, global: perReplica * replicas,
+	return &order{sampler: s, perReplica: perReplica, global: perReplica * replicas,
 		stepsInEpoch: windows / replicas / perReplica}, nil
 }
 
@@ -74,11 +73,9 @@ func (o *order) position(steps int) cmdline.Position {
 
 // windowsOf are samples' inputs and targets, rows of block characters.
 func windowsOf(tokens []int32, samples []int, block int) (ids, targets []int32) {
-	ids, targets = make([]int32, 0, len(samples)*block), make([]int32, 0, len(samples)*block)
-	for _, s := range samples {
-		at := s * block
-		ids = append(ids, tokens[at:at+block]...)
-		targets = append(targets, tokens[at+1:at+block+1]...)
+	starts := make([]int, len(samples))
+	for i, s := range samples {
+		starts[i] = s * block
 	}
-	return ids, targets
+	return windowsAt(tokens, starts, block)
 }

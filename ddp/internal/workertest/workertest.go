@@ -1,7 +1,6 @@
 package workertest
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/json"
 	"fmt"
@@ -10,10 +9,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/xladdp/xladdp/internal/freeport"
+	"github.com/xladdp/xladdp/internal/syncbuf"
 	"github.com/xladdp/xladdp/internal/workerenv"
 )
 
@@ -74,22 +73,7 @@ func Finish(rep *Report) {
 }
 
 // Output collects a child's stdout; tests read it while the child runs.
-type Output struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (o *Output) Write(p []byte) (int, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.Write(p)
-}
-
-func (o *Output) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.String()
-}
+type Output = syncbuf.Buffer
 
 // FreePort is a loopback port free now.
 func FreePort(t *testing.T) int {

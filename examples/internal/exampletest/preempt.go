@@ -1,7 +1,6 @@
 package exampletest
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/xladdp/xladdp/internal/syncbuf"
 	"github.com/xladdp/xladdp/internal/workerenv"
 	"github.com/xladdp/xladdp/xla/safetensors"
 )
@@ -135,7 +134,7 @@ func (job Job) KillAndRestart(t *testing.T, want map[string][]byte, marks []stri
 // Running is a started command whose output the test reads as it comes.
 type Running struct {
 	cmd   *exec.Cmd
-	out   *lockedBuffer
+	out   *syncbuf.Buffer
 	ended chan error
 	ctx   context.Context
 }
@@ -150,7 +149,7 @@ func (job Job) start(t *testing.T, extra []string) *Running {
 // test ends first or after 2 minutes.
 func Start(t *testing.T, cmd *exec.Cmd) *Running {
 	t.Helper()
-	r := &Running{cmd: cmd, out: &lockedBuffer{}, ended: make(chan error, 1)}
+	r := &Running{cmd: cmd, out: &syncbuf.Buffer{}, ended: make(chan error, 1)}
 	r.cmd.Stdout, r.cmd.Stderr = r.out, r.out
 	require.NoError(t, r.cmd.Start())
 	go func() { r.ended <- r.cmd.Wait() }()
@@ -249,7 +248,7 @@ func (job Job) resumed(t *testing.T, out, ckdir string) {
 }
 
 // waitFor is closed once out holds s; never if ctx ends first.
-func waitFor(ctx context.Context, out *lockedBuffer, s string) <-chan struct{} {
+func waitFor(ctx context.Context, out *syncbuf.Buffer, s string) <-chan struct{} {
 	seen := make(chan struct{})
 	go func() {
 		for !strings.Contains(out.String(), s) {
@@ -298,23 +297,4 @@ func LineWith(out, s string) string {
 		}
 	}
 	return ""
-}
-
-// lockedBuffer is a bytes.Buffer the process's two streams and the test
-// share.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
