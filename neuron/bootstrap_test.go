@@ -41,6 +41,6 @@ func TestBootstrapNamesWhatIsMissing(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "/opt/py/bin/python3", p)
 	assert.Equal(t, "$"+trn.EnvPython, from)
-	assert.True(t, versionLess("2.9.1", "2.10"))
-	assert.False(t, versionLess("2.10", "2.9"))
+	assert.True(t, trn.VersionLess("2.9.1", "2.10"))
+	assert.False(t, trn.VersionLess("2.10", "2.9"))
 }

@@ -1,9 +1,12 @@
 // Package neurontest makes the stand-ins that let the neuron target run
-// on a machine without Trainium: a Python package named libneuronxla
-// whose libneuronpjrt_path() names another PJRT plugin (the CPU one), and
-// a neuronx-cc that does nothing. Everything else on the neuron road (the
-// Python lookup, the embedded interpreter, the environment, the plugin
-// load) is the real code.
+// on a machine without Trainium, one for each road the bootstrap takes:
+// libneuronxla 2.x (StandIn: a Python package whose libneuronpjrt_path()
+// names another PJRT plugin, the CPU one) and libneuronxla 3.x (StandIn3:
+// a virtualenv's site-packages holding libneuronxla's dist-info and that
+// plugin as libneuronpjrt.so, with no Python that could import it), each
+// with a neuronx-cc that does nothing. Everything else on the neuron road
+// (the search, the embedded interpreter or its absence, the environment,
+// the plugin load) is the real code.
 package neurontest
 
 import (
@@ -49,16 +52,49 @@ func StandIn(t testing.TB, dir, plugin, marker string) []string {
 	require.NoError(t, os.WriteFile(filepath.Join(pkg, "__init__.py"), []byte(init), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(pkg, "libneuronpjrt_path.py"), []byte(
 		"def libneuronpjrt_path():\n    return "+strconv.Quote(plugin)+"\n"), 0o644))
+	writeDistInfo(t, filepath.Join(dir, "site"), "libneuronxla", "2.99.0")
 	bin := filepath.Join(dir, "bin")
-	require.NoError(t, os.MkdirAll(bin, 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(bin, "neuronx-cc"), []byte("#!/bin/sh\nexit 0\n"), 0o755))
+	writeCompiler(t, bin)
 	return []string{"XLADDP_NEURON_PYTHON=" + Python(t), "PYTHONPATH=" + filepath.Join(dir, "site"),
 		"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH")}
 }
 
-// StandInForCPU is StandIn naming the CPU plugin (make deps installs it),
-// found the way backend.Open finds it.
+// StandInForCPU is StandIn naming the CPU plugin.
 func StandInForCPU(t testing.TB, dir, marker string) []string {
+	t.Helper()
+	return StandIn(t, dir, CPUPlugin(t), marker)
+}
+
+// SDK3Version is the libneuronxla version StandIn3 installs: the first
+// without Python (Neuron SDK 2.30).
+const SDK3Version = "3.0.2891.0"
+
+// StandIn3 installs libneuronxla 3's layout under dir, a virtualenv as pip
+// leaves it: lib/python3.11/site-packages/libneuronxla/libneuronpjrt.so
+// (a link to plugin) beside libneuronxla's and neuronx_cc's dist-info,
+// and bin/neuronx-cc. Nothing there is importable Python and the venv has
+// no interpreter. It returns the environment of an activated venv.
+func StandIn3(t testing.TB, dir, plugin string) []string {
+	t.Helper()
+	site := filepath.Join(dir, "lib", "python3.11", "site-packages")
+	require.NoError(t, os.MkdirAll(filepath.Join(site, "libneuronxla"), 0o755))
+	require.NoError(t, os.Symlink(plugin, filepath.Join(site, "libneuronxla", "libneuronpjrt.so")))
+	writeDistInfo(t, site, "libneuronxla", SDK3Version)
+	writeDistInfo(t, site, "neuronx_cc", "2.25.3371.0")
+	bin := filepath.Join(dir, "bin")
+	writeCompiler(t, bin)
+	return []string{"VIRTUAL_ENV=" + dir, "PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH")}
+}
+
+// StandIn3ForCPU is StandIn3 naming the CPU plugin.
+func StandIn3ForCPU(t testing.TB, dir string) []string {
+	t.Helper()
+	return StandIn3(t, dir, CPUPlugin(t))
+}
+
+// CPUPlugin is the CPU plugin's path, found the way backend.Open finds it
+// (make deps installs it).
+func CPUPlugin(t testing.TB) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -66,5 +102,21 @@ func StandInForCPU(t testing.TB, dir, marker string) []string {
 	require.NoError(t, err, "the stand-in names the CPU plugin: run `make deps`")
 	plugin := cpu.PluginPath()
 	require.NoError(t, cpu.Close())
-	return StandIn(t, dir, plugin, marker)
+	return plugin
+}
+
+// writeDistInfo writes the dist-info pip leaves for dist at version.
+func writeDistInfo(t testing.TB, site, dist, version string) {
+	t.Helper()
+	info := filepath.Join(site, dist+"-"+version+".dist-info")
+	require.NoError(t, os.MkdirAll(info, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(info, "METADATA"), []byte(
+		"Metadata-Version: 2.1\nName: "+dist+"\nVersion: "+version+"\nSummary: stand-in\n\nA stand-in.\n"), 0o644))
+}
+
+// writeCompiler writes a neuronx-cc that does nothing into bin.
+func writeCompiler(t testing.TB, bin string) {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(bin, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(bin, "neuronx-cc"), []byte("#!/bin/sh\nexit 0\n"), 0o755))
 }

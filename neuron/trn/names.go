@@ -32,6 +32,13 @@ const (
 	EnvCompileCacheURL = "NEURON_COMPILE_CACHE_URL"
 	// EnvLibraryPath names libneuronpjrt.so directly.
 	EnvLibraryPath = "NEURON_LIBRARY_PATH"
+	// EnvPJRTAPIVersion tells libneuronxla 3's plugin which PJRT C API
+	// version its client speaks ("0.83"): it serves several.
+	EnvPJRTAPIVersion = "NEURON_INTERNAL_PJRT_C_API_VERSION"
+	// EnvLogicalNCConfig is Trn2's logical NeuronCore setting: 2 (the
+	// default) pairs the 8 physical cores of a chip into 4 logical ones,
+	// 1 exposes all 8.
+	EnvLogicalNCConfig = "NEURON_LOGICAL_NC_CONFIG"
 
 	// EnvFIProvider, EnvFIEFAUseDeviceRDMA and EnvFIEFAForkSafe are
 	// libfabric's, set for EFA across nodes.
