@@ -21,6 +21,7 @@ import (
 	"github.com/xladdp/xladdp/examples/internal/exampletest"
 	"github.com/xladdp/xladdp/internal/freeport"
 	"github.com/xladdp/xladdp/neuron/neurontest"
+	"github.com/xladdp/xladdp/neuron/trn"
 	"github.com/xladdp/xladdp/xla"
 )
 
@@ -85,21 +86,49 @@ type fixtures struct {
 	bin, mnist, folder, weights, text string
 }
 
-// TestTrn1CommandsOnTheNeuronStandIn runs every Trn1 command line of the
+// sdkRoad is one of the two roads the neuron bootstrap takes, with the
+// stand-in that drives it: libneuronxla 3 (today's SDK: the plugin loaded
+// with no Python in the process) and libneuronxla 2 (an embedded Python
+// imports it in every training process).
+type sdkRoad int
+
+const (
+	sdk3 sdkRoad = iota
+	sdk2
+)
+
+// sdk2InMakeTest are the commands libneuronxla 2's road runs in make test
+// (spawned, under ddprun, xladevices); make test-long runs them all.
+var sdk2InMakeTest = []string{"NEURON_NUM_DEVICES=2 bin/toy --spawn --device neuron",
+	"bin/ddprun --nproc_per_node=2 bin/mnist --device neuron", "XLADDP_DEVICE=neuron bin/xladevices"}
+
+// TestTrn1CommandsOnTheSDK3StandIn runs every Trn1 command line of the
 // README, spawned and under ddprun, with the real binaries a Trn1 user
-// runs (built here) and the neuron target's real road: the Python
-// lookup, the embedded interpreter importing libneuronxla, the Neuron
-// environment, the plugin libneuronxla names (the CPU plugin, the one
-// stand-in). Each example trains a few steps to a finite loss and writes
-// its checkpoint; each process imported libneuronxla; the two-node and
-// compile-ahead forms run as two agents on loopback.
-func TestTrn1CommandsOnTheNeuronStandIn(t *testing.T) { runTrn1Commands(t, false) }
+// runs (built here) and the neuron target's real road for libneuronxla 3:
+// the SDK found in the venv without Python, the Neuron environment, the
+// plugin loaded directly (the CPU plugin, the one stand-in). Each example
+// trains a few steps to a finite loss and writes its checkpoint; every
+// training process had the plugin mapped and no libpython, as read from
+// its /proc/PID/maps while it ran.
+func TestTrn1CommandsOnTheSDK3StandIn(t *testing.T) { runTrn1Commands(t, false, sdk3) }
 
-// TestLongTrn1ResNetCommandsOnTheNeuronStandIn: the same for ResNet-18's
+// TestTrn1CommandsOnTheSDK2StandIn: libneuronxla 2's road (each training
+// process imported libneuronxla in its embedded interpreter) for
+// sdk2InMakeTest.
+func TestTrn1CommandsOnTheSDK2StandIn(t *testing.T) { runTrn1Commands(t, false, sdk2) }
+
+// TestLongTrn1ResNetCommandsOnTheSDK3StandIn: the same for ResNet-18's
 // examples (spawned and under ddprun) and the GPT in bf16.
-func TestLongTrn1ResNetCommandsOnTheNeuronStandIn(t *testing.T) { runTrn1Commands(t, true) }
+func TestLongTrn1ResNetCommandsOnTheSDK3StandIn(t *testing.T) { runTrn1Commands(t, true, sdk3) }
 
-func runTrn1Commands(t *testing.T, long bool) {
+// TestLongTrn1CommandsOnTheSDK2StandIn: every command on libneuronxla 2's
+// road.
+func TestLongTrn1CommandsOnTheSDK2StandIn(t *testing.T) {
+	runTrn1Commands(t, false, sdk2)
+	runTrn1Commands(t, true, sdk2)
+}
+
+func runTrn1Commands(t *testing.T, long bool, road sdkRoad) {
 	readme := trn1Docs(t)
 	f := fixtures{mnist: exampletest.MNISTSubset(t, 512, 200), folder: t.TempDir(),
 		weights: exampletest.ResNet18Weights(t)}
@@ -109,9 +138,13 @@ func runTrn1Commands(t *testing.T, long bool) {
 	f.bin = buildCommands(t)
 	marker := filepath.Join(t.TempDir(), "imported-by")
 	env := standInEnv(t, marker)
+	if road == sdk3 {
+		env = standIn3Env(t)
+	}
+	makeTestSubset := road == sdk2 && !strings.HasPrefix(t.Name(), "TestLong")
 
 	for i, c := range trn1Commands {
-		if c.long != long {
+		if c.long != long || makeTestSubset && !slices.Contains(sdk2InMakeTest, c.line) {
 			continue
 		}
 		line := c.line
@@ -129,9 +162,17 @@ func runTrn1Commands(t *testing.T, long bool) {
 			ckpt := filepath.Join(t.TempDir(), "ckpt.safetensors")
 			argv = append(argv, shortRun(program, f, ckpt)...)
 			require.NoError(t, os.WriteFile(marker, nil, 0o644))
-			out := runCommand(t, append(slices.Clone(env), vars...), argv)
+			var out string
+			var seen *mapsSeen
+			if road == sdk3 {
+				out, seen = runWatched(t, append(slices.Clone(env), vars...), argv, neurontest.CPUPlugin(t))
+			} else {
+				out = runCommand(t, append(slices.Clone(env), vars...), argv)
+			}
 			if program == "xladevices" {
 				assert.Contains(t, out, "neuron")
+				want := map[sdkRoad]string{sdk3: "no Python", sdk2: "embedded Python"}[road]
+				assert.Contains(t, out, want, "xladevices says which road it took")
 				return
 			}
 			m := finalLoss[program].FindStringSubmatch(out)
@@ -146,18 +187,37 @@ func runTrn1Commands(t *testing.T, long bool) {
 			default:
 				assert.FileExists(t, ckpt)
 			}
-			assertImported(t, marker, program, strings.Contains(line, "ddprun"))
+			workers := strings.Contains(line, "ddprun")
+			if road == sdk3 {
+				assertNoPython(t, seen, program, workers)
+			} else {
+				assertImported(t, marker, program, workers)
+			}
 		})
 	}
 }
 
+// assertNoPython checks that each training process (each worker under
+// ddprun, else the one process) had the plugin mapped and, then or ever,
+// no libpython.
+func assertNoPython(t *testing.T, seen *mapsSeen, program string, workers bool) {
+	t.Helper()
+	want := 1
+	if workers {
+		want = 2
+	}
+	loaders, pythons := seen.pluginLoaders(program)
+	assert.Len(t, loaders, want, "processes of %s seen with the plugin mapped", program)
+	assert.Empty(t, pythons, "processes of %s with a libpython mapped: libneuronxla 3 needs none", program)
+}
+
 // TestTrn1MultiNodeCommandsOnTheNeuronStandIn: the README's two-node Trn1
 // commands (and the compile-ahead pass before the real run), as two
-// agents on loopback with 2 workers each.
+// agents on loopback with 2 workers each, on libneuronxla 3's stand-in.
 func TestTrn1MultiNodeCommandsOnTheNeuronStandIn(t *testing.T) {
 	readme := trn1Docs(t)
 	bin := buildCommands(t)
-	env := append(standInEnv(t, ""), xla.EnvCacheDir+"="+t.TempDir())
+	env := append(standIn3Env(t), xla.EnvCacheDir+"="+t.TempDir())
 	pair := func(lines [2]string) [2]string {
 		port, err := freeport.Pick("127.0.0.1")
 		require.NoError(t, err)
@@ -205,6 +265,17 @@ func buildCommands(t *testing.T) string {
 		"github.com/xladdp/xladdp/examples/cifar10", "github.com/xladdp/xladdp/examples/finetune",
 		"github.com/xladdp/xladdp/examples/linear", "github.com/xladdp/xladdp/examples/gpt")
 	return filepath.Dir(paths[exampletest.DdprunPackage])
+}
+
+// standIn3Env is this process's environment with libneuronxla 3's
+// stand-in installed as an activated venv.
+func standIn3Env(t *testing.T) []string {
+	t.Helper()
+	exampletest.CleanEnv(t)
+	for _, k := range []string{"VIRTUAL_ENV", "PYTHONPATH", trn.EnvPython, trn.EnvLibraryPath} {
+		t.Setenv(k, "")
+	}
+	return append(os.Environ(), neurontest.StandIn3ForCPU(t, t.TempDir())...)
 }
 
 // standInEnv is this process's environment with the stand-in Neuron SDK

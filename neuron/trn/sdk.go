@@ -45,9 +45,9 @@ func (s SDK) NeedsPython() bool { return s.Major() < 3 }
 // String is the one line xladevices, doctor and the bootstrap's debug log
 // give for it.
 func (s SDK) String() string {
-	path := "an embedded Python (libneuronxla 2.x)"
+	path := "through an embedded Python (libneuronxla 2.x)"
 	if !s.NeedsPython() {
-		path = "no Python (libneuronxla 3.x, Neuron SDK 2.30+)"
+		path = "with no Python in the process (libneuronxla 3.x, Neuron SDK 2.30+)"
 	}
 	version := s.Libneuronxla
 	if version == "" {
@@ -57,7 +57,7 @@ func (s SDK) String() string {
 	if s.Compiler != "" {
 		cc = "neuronx-cc " + orUnknown(s.CompilerVersion) + " at " + s.Compiler
 	}
-	return fmt.Sprintf("libneuronxla %s in %s (%s), plugin %s, %s; loaded through %s", version, s.SitePackages, s.Where, s.Plugin, cc, path)
+	return fmt.Sprintf("libneuronxla %s in %s (%s), plugin %s, %s; loaded %s", version, s.SitePackages, s.Where, s.Plugin, cc, path)
 }
 
 func orUnknown(v string) string {

@@ -1,0 +1,113 @@
+package examples
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/xladdp/xladdp/internal/syncbuf"
+)
+
+// mapsSeen is what a watcher saw in the memory maps of a command's
+// process tree: for each process (pid → command name), whether the
+// plugin and a libpython were mapped at some sample.
+type mapsSeen struct {
+	mu             sync.Mutex
+	comm           map[int]string
+	plugin, python map[int]bool
+}
+
+// pluginLoaders are the processes named program that had the plugin
+// mapped; pythons those of them with a libpython mapped.
+func (m *mapsSeen) pluginLoaders(program string) (loaders, pythons []int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for pid, comm := range m.comm {
+		if comm != program || !m.plugin[pid] {
+			continue
+		}
+		loaders = append(loaders, pid)
+		if m.python[pid] {
+			pythons = append(pythons, pid)
+		}
+	}
+	return loaders, pythons
+}
+
+// runWatched runs argv like runCommand while sampling, every 5 ms, the
+// maps of the command and every descendant: once a process has the
+// plugin (pluginFile, its real path) mapped, its bootstrap is over, so a
+// libpython it embedded would be mapped too.
+func runWatched(t *testing.T, env, argv []string, pluginFile string) (string, *mapsSeen) {
+	t.Helper()
+	real, err := filepath.EvalSymlinks(pluginFile)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = env
+	var out syncbuf.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	require.NoError(t, cmd.Start())
+	seen := &mapsSeen{comm: map[int]string{}, plugin: map[int]bool{}, python: map[int]bool{}}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			for _, pid := range descendants(cmd.Process.Pid) {
+				seen.sample(pid, real)
+			}
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	})
+	err = cmd.Wait()
+	close(done)
+	wg.Wait()
+	require.NoError(t, err, "%s\n%s", strings.Join(argv, " "), out.String())
+	return out.String(), seen
+}
+
+func (m *mapsSeen) sample(pid int, plugin string) {
+	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		return // it ended between the listing and now
+	}
+	comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.comm[pid] = strings.TrimSpace(string(comm))
+	m.plugin[pid] = m.plugin[pid] || strings.Contains(string(maps), plugin)
+	m.python[pid] = m.python[pid] || strings.Contains(string(maps), "libpython")
+}
+
+// descendants is root and every process below it.
+func descendants(root int) []int {
+	out := []int{root}
+	for i := 0; i < len(out); i++ {
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", out[i]))
+		for _, task := range tasks {
+			b, _ := os.ReadFile(task)
+			for _, f := range strings.Fields(string(b)) {
+				if child, err := strconv.Atoi(f); err == nil {
+					out = append(out, child)
+				}
+			}
+		}
+	}
+	return out
+}
