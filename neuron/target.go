@@ -2,6 +2,7 @@ package neuron
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/xladdp/xladdp/backend"
 	"github.com/xladdp/xladdp/neuron/trn"
@@ -36,7 +37,14 @@ func init() {
 		},
 		Preflight: func() []string {
 			var out []string
-			for _, p := range trn.Preflight(trn.PreflightOptions{}) {
+			problems := trn.Preflight(trn.PreflightOptions{})
+			if sdk, found, _, err := trn.FindSDK(os.Getenv); err != nil {
+				out = append(out, err.Error())
+			} else if found {
+				out = append(out, "found "+sdk.String())
+				problems = append(problems, sdk.Problems(os.Getenv)...)
+			}
+			for _, p := range problems {
 				out = append(out, p.String())
 			}
 			return out

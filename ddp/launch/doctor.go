@@ -19,10 +19,15 @@ import (
 func Doctor(ctx context.Context, c Config, environ []string, out io.Writer) int {
 	ctx, cancel := context.WithTimeout(ctx, doctorWait)
 	defer cancel()
-	findings := localFindings(ctx, c, environ, preflight.ThisHost())
+	host := preflight.ThisHost()
+	findings := localFindings(ctx, c, environ, host)
 	unreachable := slices.ContainsFunc(findings, func(f preflight.Finding) bool { return f.Check == "master_addr" })
 	if c.NNodesMax > 1 && !unreachable {
 		findings = append(findings, compareNodes(ctx, c, environ)...)
+	}
+	host.Getenv = lookupIn(environ)
+	if sdk, _ := preflight.NeuronSDK(host); sdk != "" {
+		fmt.Fprintf(out, "ddprun doctor: %s\n", sdk)
 	}
 	for _, f := range findings {
 		fmt.Fprintf(out, "ddprun doctor: %s\n", f)
@@ -60,6 +65,8 @@ func localFindings(ctx context.Context, c Config, environ []string, h preflight.
 	out = append(out, preflight.MasterAddr(ctx, job, func(host string) bool { return isLocal(host) })...)
 	out = append(out, preflight.ShmSpace(h, job)...)
 	out = append(out, preflight.EFA(h, job)...)
+	_, sdk := preflight.NeuronSDK(h)
+	out = append(out, sdk...)
 	return append(out, preflight.NeuronCores(h)...)
 }
 

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xladdp/xladdp/ddp/launch/internal/preflight"
+	"github.com/xladdp/xladdp/neuron/trn/trntest"
 )
 
 // doctorRun is one `ddprun doctor` run in this process.
@@ -100,6 +102,10 @@ func fakeTrainium(t *testing.T, efa, held bool) preflight.Host {
 // with FI_PROVIDER set to another provider, or under a memlock limit.
 func TestDoctorFindsEachTrainiumMisconfiguration(t *testing.T) {
 	twoNodes := []string{"--nnodes=2", "--node_rank=0", "--nproc_per_node=32", "/bin/true"}
+	plugin, runtimeDir := trntest.PluginNeedingRuntime(t)
+	venv := t.TempDir()
+	trntest.NewEnv(t, venv, trntest.Layout{Libneuronxla: "3.0.2891.0", Plugin: plugin})
+	sdk := []string{"VIRTUAL_ENV=" + venv, "LD_LIBRARY_PATH=" + runtimeDir, "HOME=" + t.TempDir()}
 	for _, tc := range []struct {
 		name      string
 		args      []string
@@ -126,7 +132,7 @@ func TestDoctorFindsEachTrainiumMisconfiguration(t *testing.T) {
 			c, err := ParseArgs(tc.args, func(string) string { return "" }, os.Stderr)
 			require.NoError(t, err)
 			start := time.Now()
-			findings := localFindings(t.Context(), c, tc.environ, h)
+			findings := localFindings(t.Context(), c, append(slices.Clone(sdk), tc.environ...), h)
 			assert.Less(t, time.Since(start), seededWithin)
 			var text []string
 			for _, f := range findings {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/xladdp/xladdp/backend"
+	"github.com/xladdp/xladdp/neuron/trn/trntest"
 )
 
 // Python is the interpreter the stand-in runs on: Debian's (make deps
@@ -52,9 +53,9 @@ func StandIn(t testing.TB, dir, plugin, marker string) []string {
 	require.NoError(t, os.WriteFile(filepath.Join(pkg, "__init__.py"), []byte(init), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(pkg, "libneuronpjrt_path.py"), []byte(
 		"def libneuronpjrt_path():\n    return "+strconv.Quote(plugin)+"\n"), 0o644))
-	writeDistInfo(t, filepath.Join(dir, "site"), "libneuronxla", "2.99.0")
+	trntest.WriteDistInfo(t, filepath.Join(dir, "site"), "libneuronxla", "2.99.0")
 	bin := filepath.Join(dir, "bin")
-	writeCompiler(t, bin)
+	trntest.WriteCompiler(t, bin)
 	return []string{"XLADDP_NEURON_PYTHON=" + Python(t), "PYTHONPATH=" + filepath.Join(dir, "site"),
 		"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH")}
 }
@@ -76,14 +77,8 @@ const SDK3Version = "3.0.2891.0"
 // no interpreter. It returns the environment of an activated venv.
 func StandIn3(t testing.TB, dir, plugin string) []string {
 	t.Helper()
-	site := filepath.Join(dir, "lib", "python3.11", "site-packages")
-	require.NoError(t, os.MkdirAll(filepath.Join(site, "libneuronxla"), 0o755))
-	require.NoError(t, os.Symlink(plugin, filepath.Join(site, "libneuronxla", "libneuronpjrt.so")))
-	writeDistInfo(t, site, "libneuronxla", SDK3Version)
-	writeDistInfo(t, site, "neuronx_cc", "2.25.3371.0")
-	bin := filepath.Join(dir, "bin")
-	writeCompiler(t, bin)
-	return []string{"VIRTUAL_ENV=" + dir, "PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH")}
+	trntest.NewEnv(t, dir, trntest.Layout{Libneuronxla: SDK3Version, Plugin: plugin})
+	return []string{"VIRTUAL_ENV=" + dir, "PATH=" + filepath.Join(dir, "bin") + string(os.PathListSeparator) + os.Getenv("PATH")}
 }
 
 // StandIn3ForCPU is StandIn3 naming the CPU plugin.
@@ -103,20 +98,4 @@ func CPUPlugin(t testing.TB) string {
 	plugin := cpu.PluginPath()
 	require.NoError(t, cpu.Close())
 	return plugin
-}
-
-// writeDistInfo writes the dist-info pip leaves for dist at version.
-func writeDistInfo(t testing.TB, site, dist, version string) {
-	t.Helper()
-	info := filepath.Join(site, dist+"-"+version+".dist-info")
-	require.NoError(t, os.MkdirAll(info, 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(info, "METADATA"), []byte(
-		"Metadata-Version: 2.1\nName: "+dist+"\nVersion: "+version+"\nSummary: stand-in\n\nA stand-in.\n"), 0o644))
-}
-
-// writeCompiler writes a neuronx-cc that does nothing into bin.
-func writeCompiler(t testing.TB, bin string) {
-	t.Helper()
-	require.NoError(t, os.MkdirAll(bin, 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(bin, "neuronx-cc"), []byte("#!/bin/sh\nexit 0\n"), 0o755))
 }

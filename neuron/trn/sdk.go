@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -21,8 +20,9 @@ type SDK struct {
 	// package has no dist-info to read it from (then ask its Python).
 	Libneuronxla string
 	// Where says how it was found ("$VIRTUAL_ENV", "the DLAMI venv", ...);
-	// SitePackages is the directory holding it.
-	Where, SitePackages string
+	// SitePackages is the directory holding it, Env the Python
+	// environment's root ("" when it was found outside one).
+	Where, SitePackages, Env string
 	// Plugin is libneuronpjrt.so; $NEURON_LIBRARY_PATH replaces the
 	// package's own.
 	Plugin string
@@ -147,6 +147,9 @@ var dlamiRoot = "/opt"
 // sdkIn reads the SDK installed in p.
 func sdkIn(p sitePlace, getenv func(string) string) (SDK, error) {
 	sdk := SDK{SitePackages: p.dir, Where: p.where, Plugin: filepath.Join(p.dir, distLibneuronxla, pluginFile)}
+	if p.bin != "" {
+		sdk.Env = filepath.Dir(p.bin)
+	}
 	version, err := distVersion(p.dir, distLibneuronxla)
 	if err != nil {
 		return sdk, err
@@ -158,10 +161,11 @@ func sdkIn(p sitePlace, getenv func(string) string) (SDK, error) {
 	if sdk.CompilerVersion, err = distVersion(p.dir, distNeuronxCC); err != nil {
 		return sdk, err
 	}
-	if p.bin != "" && isExecutable(filepath.Join(p.bin, "neuronx-cc")) {
-		sdk.Compiler = filepath.Join(p.bin, "neuronx-cc")
-	} else if cc, err := exec.LookPath("neuronx-cc"); err == nil {
-		sdk.Compiler, _ = filepath.Abs(cc)
+	for _, dir := range append([]string{p.bin}, filepath.SplitList(getenv("PATH"))...) {
+		if cc := filepath.Join(dir, "neuronx-cc"); dir != "" && filepath.IsAbs(dir) && isExecutable(cc) {
+			sdk.Compiler = cc
+			break
+		}
 	}
 	return sdk, nil
 }

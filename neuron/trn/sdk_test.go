@@ -2,32 +2,15 @@ package trn
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-)
 
-// fakeEnv is a Python environment under root with libneuronxla (at
-// version, "" for no dist-info) and optionally neuronx-cc in its bin/.
-func fakeEnv(t *testing.T, root, version string, compiler bool) string {
-	t.Helper()
-	site := filepath.Join(root, "lib", "python3.11", "site-packages")
-	require.NoError(t, os.MkdirAll(filepath.Join(site, "libneuronxla"), 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(site, "libneuronxla", "libneuronpjrt.so"), nil, 0o755))
-	if version != "" {
-		writeMetadata(t, site, "libneuronxla", version, "Version: "+version+"\n")
-		writeMetadata(t, site, "neuronx_cc", "2.25.3371.0", "Version: 2.25.3371.0\n")
-	}
-	if compiler {
-		require.NoError(t, os.MkdirAll(filepath.Join(root, "bin"), 0o755))
-		require.NoError(t, os.WriteFile(filepath.Join(root, "bin", "neuronx-cc"), []byte("#!/bin/sh\n"), 0o755))
-	}
-	return site
-}
+	"github.com/xladdp/xladdp/neuron/trn/trntest"
+)
 
 func writeMetadata(t *testing.T, site, dist, version, headers string) {
 	t.Helper()
@@ -56,7 +39,7 @@ func TestFindSDKTakesPythonsOrder(t *testing.T) {
 	assert.NotEmpty(t, searched)
 
 	dlami := filepath.Join(dlamiRoot, "aws_neuronx_venv_jax_0_9")
-	fakeEnv(t, dlami, "3.0.3854.0", true)
+	trntest.NewEnv(t, dlami, trntest.Layout{Libneuronxla: "3.0.3854.0"})
 	sdk, ok, _, err := FindSDK(getenv)
 	require.NoError(t, err)
 	require.True(t, ok)
@@ -78,7 +61,7 @@ func TestFindSDKTakesPythonsOrder(t *testing.T) {
 	assert.Contains(t, sdk.String(), "embedded Python")
 
 	venv := t.TempDir()
-	fakeEnv(t, venv, "3.0.2891.0", true)
+	trntest.NewEnv(t, venv, trntest.Layout{Libneuronxla: "3.0.2891.0"})
 	env["VIRTUAL_ENV"] = venv
 	sdk, _, _, err = FindSDK(getenv)
 	require.NoError(t, err)
@@ -86,7 +69,7 @@ func TestFindSDKTakesPythonsOrder(t *testing.T) {
 	assert.Equal(t, "$VIRTUAL_ENV", sdk.Where)
 
 	chosen := t.TempDir()
-	fakeEnv(t, chosen, "", false)
+	trntest.NewEnv(t, chosen, trntest.Layout{NoCompiler: true})
 	env["XLADDP_NEURON_PYTHON"] = filepath.Join(chosen, "bin", "python3")
 	sdk, _, _, err = FindSDK(getenv)
 	require.NoError(t, err)
@@ -141,28 +124,8 @@ func TestFindSDKRefusesBrokenInstalls(t *testing.T) {
 	}
 }
 
-// buildPlugin compiles a shared library that needs libnrt.so.1 (built
-// into runtimeDir) as the real plugin does.
-func buildPlugin(t *testing.T, runtimeDir string) string {
-	t.Helper()
-	if _, err := exec.LookPath("gcc"); err != nil {
-		t.Skip("gcc builds the library under test: apt-get install gcc")
-	}
-	dir := t.TempDir()
-	src := filepath.Join(dir, "x.c")
-	require.NoError(t, os.WriteFile(src, []byte("int nrt_init(void) { return 0; }\n"), 0o644))
-	out, err := exec.Command("gcc", "-shared", "-fPIC", "-Wl,-soname,libnrt.so.1", "-o", filepath.Join(runtimeDir, "libnrt.so.1"), src).CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	plugin := filepath.Join(dir, "libneuronpjrt.so")
-	require.NoError(t, os.WriteFile(src, []byte("int nrt_init(void);\nint GetPjrtApi(void) { return nrt_init(); }\n"), 0o644))
-	out, err = exec.Command("gcc", "-shared", "-fPIC", "-o", plugin, src, "-L"+runtimeDir, "-l:libnrt.so.1").CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	return plugin
-}
-
 func TestSDKProblemsNameTheFix(t *testing.T) {
-	runtimeDir := t.TempDir()
-	plugin := buildPlugin(t, runtimeDir)
+	plugin, runtimeDir := trntest.PluginNeedingRuntime(t)
 	compiler := filepath.Join(t.TempDir(), "neuronx-cc")
 	good := SDK{Libneuronxla: "3.0.2891.0", Where: "$VIRTUAL_ENV", SitePackages: "/venv/lib/python3.11/site-packages", Plugin: plugin, Compiler: compiler}
 	withRuntime := func(k string) string {
@@ -183,7 +146,7 @@ func TestSDKProblemsNameTheFix(t *testing.T) {
 		{"NEURON_LIBRARY_PATH names nothing", func(s *SDK) { s.Plugin = "/venv/nothing.so" },
 			func(k string) string { return map[string]string{"NEURON_LIBRARY_PATH": "/venv/nothing.so"}[k] }, "$NEURON_LIBRARY_PATH=/venv/nothing.so is not a file"},
 		{"older than 2.0", func(s *SDK) { s.Libneuronxla = "1.9.3" }, withRuntime, "pip install -U libneuronxla"},
-		{"no compiler", func(s *SDK) { s.Compiler = "" }, withRuntime, "pip install neuronx-cc in the environment of /venv/lib/python3.11"},
+		{"no compiler", func(s *SDK) { s.Compiler = "" }, withRuntime, "pip install neuronx-cc in the Python whose site-packages are /venv/lib/python3.11/site-packages"},
 		{"the plugin is not a library", func(s *SDK) { s.Plugin = compiler }, withRuntime, "not a shared library"},
 	}
 	require.NoError(t, os.WriteFile(compiler, []byte("#!/bin/sh\n"), 0o755))

@@ -3,7 +3,6 @@ package trn
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 )
 
 // MinLibneuronxla is the oldest libneuronxla xladdp loads (the first with
@@ -34,8 +33,11 @@ func (s SDK) Problems(getenv func(string) string) []Problem {
 		if s.Where != "" {
 			where = "next to libneuronxla (" + s.Where + ") or on PATH"
 		}
-		add("neuronx-cc, the compiler libneuronxla runs, is not "+where,
-			"pip install neuronx-cc in the environment of "+filepath.Dir(s.SitePackages)+", or put its bin/ on PATH")
+		env := s.Env
+		if env == "" {
+			env = "the Python whose site-packages are " + s.SitePackages
+		}
+		add("neuronx-cc, the compiler libneuronxla runs, is not "+where, "pip install neuronx-cc in "+env+", or put its bin/ on PATH")
 	}
 	if len(out) == 0 && !s.NeedsPython() {
 		missing, err := MissingLibraries(s.Plugin, getenv)

@@ -147,3 +147,30 @@ func NeuronCores(h Host) []Finding {
 	}
 	return out
 }
+
+// NeuronSDK finds the Neuron SDK as a worker's bootstrap will (package
+// trn's search, no Python run) and returns the line that says what was
+// found ("" when nothing was) and what would stop it from loading. On a
+// Trainium instance, finding no SDK is a problem too.
+func NeuronSDK(h Host) (string, []Finding) {
+	sdk, found, searched, err := trn.FindSDK(h.Getenv)
+	if err != nil {
+		return "", []Finding{{Check: "neuron sdk", Problem: err.Error()}}
+	}
+	if !found {
+		_, trainium, _ := trn.DetectInstance(h.Getenv, func(path string) ([]byte, error) {
+			return os.ReadFile(filepath.Join(h.Sys, strings.TrimPrefix(path, "/sys")))
+		})
+		if !trainium {
+			return "", nil
+		}
+		return "", []Finding{{Check: "neuron sdk", Problem: "libneuronxla is in none of " + strings.Join(searched, ", "),
+			Fix: "activate the venv that has it (source /opt/aws_neuronx_venv_*/bin/activate on the DLAMI), or pip install libneuronxla neuronx-cc " +
+				"from https://pip.repos.neuron.amazonaws.com"}}
+	}
+	var out []Finding
+	for _, p := range sdk.Problems(h.Getenv) {
+		out = append(out, Finding{Check: p.Check, Problem: p.What, Fix: p.Fix})
+	}
+	return "neuron sdk: " + sdk.String(), out
+}
