@@ -78,13 +78,15 @@ func applyEnvironment(replicas int) error {
 		return err
 	}
 	job = withReplicas(job, replicas, os.Getenv)
-	if err := validateMachine(job, os.Getenv, os.ReadFile); err != nil {
+	inst, err := validateMachine(job, os.Getenv, os.ReadFile)
+	if err != nil {
 		return err
 	}
 	env, err := trn.Environment(job, os.Getenv)
 	if err != nil {
 		return err
 	}
+	maps.Copy(env, logicalCoreEnvironment(inst, os.Getenv))
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		if err := os.Setenv(k, env[k]); err != nil {
 			return err
@@ -100,13 +102,32 @@ func applyEnvironment(replicas int) error {
 }
 
 // validateMachine checks job against this machine's instance type, when
-// it is a known Trainium instance, before the runtime fails less clearly.
-func validateMachine(job trn.Job, getenv func(string) string, readFile func(string) ([]byte, error)) error {
+// it is a known Trainium instance, before the runtime fails less clearly,
+// and returns that instance (the zero Instance on any other machine).
+func validateMachine(job trn.Job, getenv func(string) string, readFile func(string) ([]byte, error)) (trn.Instance, error) {
 	inst, ok, err := trn.DetectInstance(getenv, readFile)
 	if err != nil || !ok {
-		return err
+		return trn.Instance{}, err
 	}
-	return trn.Validate(inst, layoutOf(job, getenv(trn.EnvVisibleCores)))
+	return inst, trn.Validate(inst, layoutOf(job, getenv(trn.EnvVisibleCores)))
+}
+
+// logicalCoreEnvironment is what a Trainium2 process needs of the logical
+// NeuronCore setting: the runtime's (NEURON_LOGICAL_NC_CONFIG, its
+// default written out) and the same setting for the compiler, which
+// must agree with it. Nothing on Trainium1 or elsewhere.
+func logicalCoreEnvironment(inst trn.Instance, getenv func(string) string) map[string]string {
+	if inst.Family != "trn2" {
+		return nil
+	}
+	env := map[string]string{}
+	if getenv(trn.EnvLogicalNCConfig) == "" {
+		env[trn.EnvLogicalNCConfig] = strconv.Itoa(inst.LNC)
+	}
+	if flags := trn.CompilerFlags(inst, getenv(trn.EnvCCFlags)); flags != getenv(trn.EnvCCFlags) {
+		env[trn.EnvCCFlags] = flags
+	}
+	return env
 }
 
 // layoutOf is the per-node shape of job: one process driving its cores,
@@ -136,6 +157,8 @@ func why(name string) string {
 		return "the NeuronCores this node's job drives"
 	case trn.EnvFIProvider, trn.EnvFIEFAUseDeviceRDMA, trn.EnvFIEFAForkSafe:
 		return "EFA for a job of several nodes"
+	case trn.EnvLogicalNCConfig, trn.EnvCCFlags:
+		return "Trainium2's logical NeuronCore setting, the same for the runtime and the compiler"
 	}
 	return "torch-xla sets it"
 }

@@ -96,9 +96,15 @@ func TestValidateMachine(t *testing.T) {
 			"names core 33, but trn1.32xlarge has cores 0 to 31"},
 		{"override names a type", run(2, 2), map[string]string{trn.EnvInstanceType: "trn1.2xlarge"}, dmi("trn1.32xlarge"), ""},
 		{"override names no type", run(2, 2), map[string]string{trn.EnvInstanceType: "trn9.huge"}, noDMI, `"trn9.huge" is not a Trainium instance type`},
+		{"2 x trn2.48xlarge, 64 each", run(128, 64), nil, dmi("trn2.48xlarge"), ""},
+		{"trn2 at LNC 1: 128 cores", run(128, 128), map[string]string{trn.EnvLogicalNCConfig: "1"}, dmi("trn2.48xlarge"), ""},
+		{"trn2 at LNC 2: not 128", run(128, 128), nil, dmi("trn2.48xlarge"), "128 NeuronCores per node requested, but trn2.48xlarge has 64"},
+		{"an UltraServer node", run(256, 64), nil, dmi("trn2u.48xlarge"), ""},
+		{"LNC 2 on trn1", run(2, 2), map[string]string{trn.EnvLogicalNCConfig: "2"}, dmi("trn1.32xlarge"), "it takes 1 (its only setting)"},
+		{"LNC 4 on trn2", run(2, 2), map[string]string{trn.EnvLogicalNCConfig: "4"}, dmi("trn2.48xlarge"), "it takes 1 or 2"},
 	}
 	for _, tc := range cases {
-		err := validateMachine(tc.job, envOf(tc.env), tc.read)
+		_, err := validateMachine(tc.job, envOf(tc.env), tc.read)
 		if tc.wantErr == "" {
 			assert.NoError(t, err, tc.name)
 			continue
@@ -165,4 +171,20 @@ func TestApplyEnvironmentLogsWhy(t *testing.T) {
 	t.Setenv("LOCAL_WORLD_SIZE", "4") // 4 per trn1 node cannot form a group
 	t.Setenv("NEURON_RT_VISIBLE_CORES", "")
 	assert.ErrorContains(t, applyEnvironment(0), "a collective group of 4 NeuronCores per node")
+}
+
+// TestLogicalCoreEnvironment: on Trainium2 the runtime's logical
+// NeuronCore setting is written out and the compiler told the same,
+// unless the user gave the compiler one; nothing on Trainium1.
+func TestLogicalCoreEnvironment(t *testing.T) {
+	trn2, trn1 := trn.Instances["trn2.48xlarge"], trn.Instances["trn1.32xlarge"]
+	assert.Empty(t, logicalCoreEnvironment(trn1, envOf(nil)))
+	assert.Equal(t, map[string]string{trn.EnvLogicalNCConfig: "2", trn.EnvCCFlags: "-O1 --logical-nc-config=2"},
+		logicalCoreEnvironment(trn2, envOf(map[string]string{trn.EnvCCFlags: "-O1"})))
+	lnc1, err := trn2.WithLNC(1)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{trn.EnvCCFlags: "--logical-nc-config=1"},
+		logicalCoreEnvironment(lnc1, envOf(map[string]string{trn.EnvLogicalNCConfig: "1"})))
+	assert.Equal(t, map[string]string{trn.EnvLogicalNCConfig: "2"},
+		logicalCoreEnvironment(trn2, envOf(map[string]string{trn.EnvCCFlags: "-lnc=2 -O2"})), "the user's compiler setting is kept")
 }

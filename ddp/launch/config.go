@@ -299,6 +299,24 @@ func parseNNodes(s string) (lo, hi int, err error) {
 	return lo, hi, nil
 }
 
+// neuronCores is one process per NeuronCore: the instance's logical
+// cores (Trainium2 at its NEURON_LOGICAL_NC_CONFIG), else 2 for each
+// /dev/neuronN of an instance type not known here.
+func neuronCores(devDir string, getenv func(string) string, readFile func(string) ([]byte, error)) (int, error) {
+	devices := trn.CountDevices(devDir)
+	if devices == 0 {
+		return 0, fmt.Errorf("--nproc_per_node=neuron: no Neuron device found (/dev/neuronN; or set %s)", trn.EnvNumDevices)
+	}
+	inst, ok, err := trn.DetectInstance(getenv, readFile)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("--nproc_per_node=neuron: %w", err)
+	case ok:
+		return inst.Cores, nil
+	}
+	return 2 * devices, nil
+}
+
 // parseNProc resolves --nproc_per_node: a count, or the devices of a kind.
 func parseNProc(s string, getenv func(string) string) (int, error) {
 	switch s {
@@ -314,11 +332,7 @@ func parseNProc(s string, getenv func(string) string) (int, error) {
 		if n, ok, err := trn.DeviceCount(getenv); err != nil || ok {
 			return n, err
 		}
-		n := trn.CountDevices("/dev")
-		if n == 0 {
-			return 0, fmt.Errorf("--nproc_per_node=neuron: no Neuron device found (/dev/neuronN; or set %s)", trn.EnvNumDevices)
-		}
-		return n, nil
+		return neuronCores("/dev", getenv, os.ReadFile)
 	case "auto":
 		if n := countDevices("/dev", "nvidia"); n > 0 {
 			return n, nil

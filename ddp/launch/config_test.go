@@ -2,6 +2,7 @@ package launch
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -166,6 +167,36 @@ func TestNProcPerNodeKinds(t *testing.T) {
 		_, err = parseNProc("gpu", noEnv)
 		assert.ErrorContains(t, err, "no NVIDIA GPU")
 	}
+}
+
+// TestNProcPerNodeNeuronIsOnePerCore: --nproc_per_node=neuron starts a
+// process per (logical) NeuronCore of the instance, not per chip.
+func TestNProcPerNodeNeuronIsOnePerCore(t *testing.T) {
+	dev := t.TempDir()
+	for i := range 16 {
+		require.NoError(t, os.WriteFile(filepath.Join(dev, fmt.Sprintf("neuron%d", i)), nil, 0o600))
+	}
+	dmi := func(name string) func(string) ([]byte, error) {
+		return func(string) ([]byte, error) { return []byte(name + "\n"), nil }
+	}
+	for _, c := range []struct {
+		dmi, lnc string
+		want     int
+		err      string
+	}{
+		{"trn1.32xlarge", "", 32, ""}, {"trn2.48xlarge", "", 64, ""}, {"trn2.48xlarge", "1", 128, ""},
+		{"trn2u.48xlarge", "", 64, ""}, {"m7i.large", "", 32, ""}, {"trn1.32xlarge", "2", 0, "it takes 1"},
+	} {
+		n, err := neuronCores(dev, envOf(map[string]string{"NEURON_LOGICAL_NC_CONFIG": c.lnc}), dmi(c.dmi))
+		if c.err != "" {
+			assert.ErrorContains(t, err, c.err)
+			continue
+		}
+		require.NoError(t, err)
+		assert.Equal(t, c.want, n, "%s at LNC %q", c.dmi, c.lnc)
+	}
+	_, err := neuronCores(t.TempDir(), noEnv, dmi("trn1.32xlarge"))
+	assert.ErrorContains(t, err, "no Neuron device found")
 }
 
 // TestHelpReadsLikeTorchruns: --help prints every option and exits clean.

@@ -17,7 +17,9 @@ func (p Problem) String() string { return p.What + ": " + p.Fix }
 type PreflightOptions struct {
 	// Cores are the NeuronCores the job will use (nil: every core).
 	Cores []int
-	// CoresPerDevice is 2 on trn1 (the default), 4 on trn2.
+	// CoresPerDevice are each device's NeuronCores as Cores counts them
+	// (0: the instance's, at its logical NeuronCore setting; 2 on an
+	// unknown machine).
 	CoresPerDevice int
 	// Root is the filesystem root holding dev/ and proc/ ("/" unless a
 	// test points elsewhere).
@@ -39,6 +41,10 @@ func Preflight(o PreflightOptions) []Problem {
 	perDevice := o.CoresPerDevice
 	if perDevice <= 0 {
 		perDevice = 2
+		inst, ok, _ := DetectInstance(os.Getenv, func(path string) ([]byte, error) { return os.ReadFile(filepath.Join(root, path)) })
+		if ok {
+			perDevice = inst.CoresPerDevice()
+		}
 	}
 	var problems []Problem
 	devices, _ := filepath.Glob(filepath.Join(root, "dev", "neuron[0-9]*"))

@@ -3,14 +3,19 @@ package trn
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 )
 
 // Instance is a Trainium instance type's topology.
 type Instance struct {
 	Type string
-	// Devices are Neuron devices (chips); Cores their NeuronCores.
-	Devices, Cores int
+	// Family is the chip generation, neuronx-cc's --target (trn1, trn2).
+	Family string
+	// Devices are Neuron devices (chips), each with PhysicalCores
+	// NeuronCores; Cores are the logical NeuronCores a job sees at the
+	// logical NeuronCore setting LNC (Devices × PhysicalCores / LNC).
+	Devices, PhysicalCores, LNC, Cores int
 	// EFA is the number of EFA interfaces (0: no EFA, no multi-node).
 	EFA int
 	// GroupSizes are the collective group sizes per node the runtime
@@ -19,13 +24,42 @@ type Instance struct {
 }
 
 // Instances are the Trainium instance types, from AWS's instance and
-// Neuron documentation.
+// Neuron documentation, at their default logical NeuronCore setting:
+// Trainium2's 8 physical cores a chip are 4 logical ones (LNC 2).
 var Instances = map[string]Instance{
-	"trn1.2xlarge":   {Type: "trn1.2xlarge", Devices: 1, Cores: 2, EFA: 0, GroupSizes: []int{1, 2}},
-	"trn1.32xlarge":  {Type: "trn1.32xlarge", Devices: 16, Cores: 32, EFA: 8, GroupSizes: []int{1, 2, 8, 32}},
-	"trn1n.32xlarge": {Type: "trn1n.32xlarge", Devices: 16, Cores: 32, EFA: 16, GroupSizes: []int{1, 2, 8, 32}},
-	"trn2.48xlarge":  {Type: "trn2.48xlarge", Devices: 16, Cores: 64, EFA: 16, GroupSizes: []int{1, 2, 4, 8, 16, 32, 64}},
+	"trn1.2xlarge":   {Type: "trn1.2xlarge", Family: "trn1", Devices: 1, PhysicalCores: 2, LNC: 1, Cores: 2, EFA: 0, GroupSizes: []int{1, 2}},
+	"trn1.32xlarge":  {Type: "trn1.32xlarge", Family: "trn1", Devices: 16, PhysicalCores: 2, LNC: 1, Cores: 32, EFA: 8, GroupSizes: []int{1, 2, 8, 32}},
+	"trn1n.32xlarge": {Type: "trn1n.32xlarge", Family: "trn1", Devices: 16, PhysicalCores: 2, LNC: 1, Cores: 32, EFA: 16, GroupSizes: []int{1, 2, 8, 32}},
+	"trn2.48xlarge":  {Type: "trn2.48xlarge", Family: "trn2", Devices: 16, PhysicalCores: 8, LNC: 2, Cores: 64, EFA: 16, GroupSizes: []int{1, 2, 4, 8, 16, 32, 64}},
+	// An UltraServer's node: a trn2.48xlarge whose chips also reach the
+	// other three nodes' over NeuronLink.
+	"trn2u.48xlarge": {Type: "trn2u.48xlarge", Family: "trn2", Devices: 16, PhysicalCores: 8, LNC: 2, Cores: 64, EFA: 16, GroupSizes: []int{1, 2, 4, 8, 16, 32, 64}},
 }
+
+// WithLNC is inst at logical NeuronCore setting lnc: Trainium2 takes 1
+// (every physical core, 128 on a trn2.48xlarge) or 2; Trainium1 only 1.
+func (inst Instance) WithLNC(lnc int) (Instance, error) {
+	if lnc == inst.LNC {
+		return inst, nil
+	}
+	if inst.Family != "trn2" || lnc != 1 && lnc != 2 {
+		allowed := "1 (its only setting)"
+		if inst.Family == "trn2" {
+			allowed = "1 or 2"
+		}
+		return Instance{}, fmt.Errorf("neuron: %s=%d on %s: it takes %s (neuronx-cc fails with NCC_EARG001 otherwise)",
+			EnvLogicalNCConfig, lnc, inst.Type, allowed)
+	}
+	inst.LNC, inst.Cores = lnc, inst.Devices*inst.PhysicalCores/lnc
+	inst.GroupSizes = nil
+	for n := 1; n <= inst.Cores; n *= 2 {
+		inst.GroupSizes = append(inst.GroupSizes, n)
+	}
+	return inst, nil
+}
+
+// CoresPerDevice are the logical NeuronCores of each device.
+func (inst Instance) CoresPerDevice() int { return inst.Cores / max(inst.Devices, 1) }
 
 // productNamePath is where EC2 names the instance type.
 const productNamePath = "/sys/devices/virtual/dmi/id/product_name"
@@ -49,7 +83,33 @@ func DetectInstance(getenv func(string) string, readFile func(string) ([]byte, e
 		}
 		return Instance{}, false, fmt.Errorf("neuron: %s=%q is not a Trainium instance type (known: %s)", source, name, knownTypes())
 	}
+	if v := strings.TrimSpace(getenv(EnvLogicalNCConfig)); v != "" {
+		lnc, err := strconv.Atoi(v)
+		if err != nil {
+			return Instance{}, false, fmt.Errorf("neuron: %s=%q is not a number: give 1 or 2 (Trainium2) or leave it unset", EnvLogicalNCConfig, v)
+		}
+		if inst, err = inst.WithLNC(lnc); err != nil {
+			return Instance{}, false, err
+		}
+	}
 	return inst, true, nil
+}
+
+// CompilerFlags returns ccflags (NEURON_CC_FLAGS) with the logical
+// NeuronCore setting of a Trainium2 instance added, unless the flags
+// give one: the compiler must shard for the setting the runtime uses.
+func CompilerFlags(inst Instance, ccflags string) string {
+	if inst.Family != "trn2" {
+		return ccflags
+	}
+	for _, f := range strings.Fields(ccflags) {
+		for _, name := range []string{"--logical-nc-config", "-lnc", "--lnc"} {
+			if f == name || strings.HasPrefix(f, name+"=") {
+				return ccflags
+			}
+		}
+	}
+	return strings.TrimSpace(ccflags + " --logical-nc-config=" + strconv.Itoa(inst.LNC))
 }
 
 func knownTypes() string {
@@ -79,7 +139,7 @@ func Validate(inst Instance, l Layout) error {
 		return fmt.Errorf("neuron: %d NeuronCores per node requested, but %s has %d: run at most %d processes per node",
 			perNode, inst.Type, inst.Cores, inst.Cores/max(l.CoresPerProcess, 1))
 	case l.Nodes > 1 && inst.EFA == 0:
-		return fmt.Errorf("neuron: %d nodes of %s: it has no EFA interface, so it cannot run multi-node jobs; use trn1.32xlarge or trn1n.32xlarge",
+		return fmt.Errorf("neuron: %d nodes of %s: it has no EFA interface, so it cannot run multi-node jobs; use trn1.32xlarge, trn1n.32xlarge or trn2.48xlarge",
 			l.Nodes, inst.Type)
 	case !slices.Contains(inst.GroupSizes, perNode):
 		return fmt.Errorf("neuron: a collective group of %d NeuronCores per node: %s supports %v; run %s per node",
