@@ -23,8 +23,10 @@ func init() {
 
 // Backend is an opened PJRT client on one target, usable as a GoMLX backend.
 type Backend struct {
-	target       Target
-	pluginPath   string
+	target     Target
+	pluginPath string
+	// compiler is the target's CompilerIdentity at Open.
+	compiler     string
 	pluginSource string
 	gomlx        *gomlxxla.Backend
 	client       *pjrt.Client
@@ -39,6 +41,9 @@ type Backend struct {
 	// running are the executions started and not yet waited for; Close
 	// waits for them before draining.
 	running map[*Execution]struct{}
+
+	identityOnce sync.Once
+	identity     string
 }
 
 // Open finds the target's PJRT plugin, loads it and creates a client.
@@ -102,6 +107,9 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 		return nil, fmt.Errorf("%w: %s plugin %s (from %s): %w", ErrClient, target, path, source, err)
 	}
 	b := &Backend{target: target, pluginPath: path, pluginSource: source, gomlx: gb}
+	if spec.CompilerIdentity != nil {
+		b.compiler = spec.CompilerIdentity()
+	}
 	b.idle.L = &b.life
 	if err := b.describe(); err != nil {
 		gb.Finalize()

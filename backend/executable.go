@@ -3,7 +3,9 @@ package backend
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/gomlx/go-xla/pkg/pjrt"
@@ -41,17 +43,53 @@ func (b *Backend) LoadExecutable(data []byte, numReplicas int, deviceAssignment 
 }
 
 // CacheIdentity identifies the plugin build and client configuration a
-// compiled executable is valid for: plugin path, size and modification
-// time, platform version, PJRT API version and device count. Executables
+// compiled executable is valid for: the plugin's contents (pluginDigest),
+// platform version, PJRT API version, device count, and the target's
+// compiler identity (neuronx-cc's version and flags). It is the same on
+// every node that installed the same plugin and compiler, wherever the
+// files lie, so a program compiled on one node serves all; executables
 // cached under another identity must not be loaded.
 func (b *Backend) CacheIdentity() string {
-	major, minor := b.APIVersion()
-	id := fmt.Sprintf("%s|%s|%s|v%d.%d|%d", b.target, b.pluginPath, b.PlatformVersion(), major, minor, len(b.devices))
-	if info, err := os.Stat(b.pluginPath); err == nil {
-		id += fmt.Sprintf("|%d|%d", info.Size(), info.ModTime().UnixNano())
+	b.identityOnce.Do(func() {
+		major, minor := b.APIVersion()
+		id := fmt.Sprintf("%s|%s|%s|v%d.%d|%d|%s", b.target, pluginDigest(b.pluginPath), b.PlatformVersion(), major, minor, len(b.devices), b.compiler)
+		sum := sha256.Sum256([]byte(id))
+		b.identity = hex.EncodeToString(sum[:])
+	})
+	return b.identity
+}
+
+// Sampling of pluginDigest: pieces of the file at evenly spaced offsets.
+const (
+	digestPieces    = 64
+	digestPieceSize = 16 << 10
+)
+
+// pluginDigest is the sha256 of a plugin's size and of 64 pieces of 16 KiB
+// spread over it (1 MiB read, whatever the plugin's size: Neuron's is 490
+// MB): two builds differ in their code and version strings throughout.
+// An unreadable plugin gives its path, so nothing is shared with it.
+func pluginDigest(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return "unreadable:" + path
 	}
-	sum := sha256.Sum256([]byte(id))
-	return hex.EncodeToString(sum[:])
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return "unreadable:" + path
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%d|", info.Size())
+	buf := make([]byte, digestPieceSize)
+	for i := range int64(digestPieces) {
+		n, err := f.ReadAt(buf, i*max(info.Size()-digestPieceSize, 0)/(digestPieces-1))
+		if err != nil && !errors.Is(err, io.EOF) {
+			return "unreadable:" + path
+		}
+		h.Write(buf[:n])
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // Execution is a program started with Execute and not yet known finished.

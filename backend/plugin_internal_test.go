@@ -4,7 +4,9 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -122,4 +124,31 @@ func TestLocateCUDAPluginInSitePackages(t *testing.T) {
 	require.NoError(t, err, "python3 must be on PATH")
 	assert.Equal(t, cuda13, path, "the newest CUDA plugin wins")
 	assert.Equal(t, "search", source)
+}
+
+// TestPluginDigestFollowsTheContents: the same plugin bytes at another
+// path and time give the same digest (a node that installed the same
+// plugin shares compiled programs); another size or changed bytes do not.
+func TestPluginDigestFollowsTheContents(t *testing.T) {
+	data := make([]byte, 3<<20)
+	for i := range data {
+		data[i] = byte(i * 7 % 251)
+	}
+	write := func(b []byte) string {
+		p := filepath.Join(t.TempDir(), "plugin.so")
+		require.NoError(t, os.WriteFile(p, b, 0o644))
+		return p
+	}
+	a := write(data)
+	time.Sleep(10 * time.Millisecond)
+	b := write(data)
+	assert.Equal(t, pluginDigest(a), pluginDigest(b), "same bytes, other path and time")
+	changed := slices.Clone(data)
+	changed[10*(len(changed)-digestPieceSize)/(digestPieces-1)] ^= 1 // in the 11th piece
+	assert.NotEqual(t, pluginDigest(a), pluginDigest(write(changed)))
+	assert.NotEqual(t, pluginDigest(a), pluginDigest(write(data[:len(data)-1])))
+	assert.NotEqual(t, pluginDigest(a), pluginDigest(write(nil)))
+	assert.Equal(t, "unreadable:/nonexistent.so", pluginDigest("/nonexistent.so"))
+	small := write([]byte("tiny"))
+	assert.Equal(t, pluginDigest(small), pluginDigest(write([]byte("tiny"))), "a file smaller than a piece")
 }

@@ -64,6 +64,10 @@ type TargetSpec struct {
 	// Preflight lists what would keep the target from starting on this
 	// machine, each with its fix (xladevices prints them).
 	Preflight func() []string
+	// CompilerIdentity names what, besides the plugin, decides a compiled
+	// program (a compiler the plugin runs, its version and flags), read
+	// when the client opens; compiled programs are cached under it.
+	CompilerIdentity func() string
 	// ProcessEnv is the environment (KEY=VALUE) that gives process index
 	// of count, started one per local device (ddp.Spawn's process mode),
 	// that device alone; getenv reads the parent's environment.

@@ -35,6 +35,15 @@ func init() {
 		ProcessEnv: func(int, int, func(string) string) ([]string, error) {
 			return []string{trn.EnvNumDevices + "=", trn.EnvCoreNumDevices + "="}, nil
 		},
+		// The compiler and its flags decide the program as much as the
+		// plugin does.
+		CompilerIdentity: func() string {
+			id := "NEURON_CC_FLAGS=" + os.Getenv(trn.EnvCCFlags) + "|" + trn.EnvLogicalNCConfig + "=" + os.Getenv(trn.EnvLogicalNCConfig)
+			if sdk, found, _, err := trn.FindSDK(os.Getenv); err == nil && found {
+				id += "|neuronx-cc " + sdk.CompilerVersion + "|libneuronxla " + sdk.Libneuronxla
+			}
+			return id
+		},
 		Preflight: func() []string {
 			var out []string
 			problems := trn.Preflight(trn.PreflightOptions{})

@@ -25,6 +25,10 @@ type Metrics struct {
 	LastTraceNodes int
 	// PersistentCacheHits counts programs loaded from XLADDP_CACHE_DIR.
 	PersistentCacheHits int64
+	// ProgramsFetched counts programs taken from the job's first process
+	// to compile them; ProgramsPublished those this process compiled
+	// first and gave the job (Engine.ShareProgramsThrough).
+	ProgramsFetched, ProgramsPublished int64
 	// Collections counts the GCs MarkStep forced to learn which tensors
 	// are alive: one per new recording, none for a repeated step.
 	Collections int64
@@ -76,6 +80,8 @@ func MetricsReport() string {
 	row("LastCompileTime:", m.LastCompileTime)
 	row("CacheHits:", m.CacheHits)
 	row("PersistentCacheHits:", m.PersistentCacheHits)
+	row("ProgramsFetched:", m.ProgramsFetched)
+	row("ProgramsPublished:", m.ProgramsPublished)
 	row("Executions:", m.Executions)
 	row("ExecuteTime:", m.ExecuteTime)
 	if m.Executions > 0 {
@@ -120,6 +126,9 @@ func (r *metricsRegistry) transferToHost(bytes int64) {
 }
 
 func (r *metricsRegistry) persistentHit() { r.update(func(m *Metrics) { m.PersistentCacheHits++ }) }
+
+func (r *metricsRegistry) programFetched()   { r.update(func(m *Metrics) { m.ProgramsFetched++ }) }
+func (r *metricsRegistry) programPublished() { r.update(func(m *Metrics) { m.ProgramsPublished++ }) }
 
 func (r *metricsRegistry) collected() { r.update(func(m *Metrics) { m.Collections++ }) }
 func (r *metricsRegistry) collectedForBuffers() {

@@ -3,9 +3,7 @@ package xla
 import (
 	"context"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"io/fs"
 	"log"
 	"os"
 	"strings"
@@ -61,7 +59,9 @@ func newProgram(p *program) *program {
 // it adds what only xla knows: how a trace is lowered and compiled, and
 // why a device set recompiled.
 type programCache struct {
-	backend  *backend.Backend
+	backend *backend.Backend
+	// disk keys every program; its Dir ("" when off) keeps them across
+	// runs.
 	disk     *progcache.Disk
 	programs *progcache.Cache[*program]
 	mu       sync.Mutex
@@ -72,14 +72,14 @@ type programCache struct {
 	// process's (Disk.Lock).
 	closing context.Context
 	close   context.CancelFunc
+	sharing
 }
 
 func newProgramCache(b *backend.Backend) *programCache {
 	c := &programCache{backend: b, programs: progcache.New[*program](), last: map[string]*program{}}
 	c.closing, c.close = context.WithCancel(context.Background())
-	if dir := progcache.ResolveDir(os.Getenv(EnvCacheDir)); dir != "" {
-		c.disk = &progcache.Disk{Dir: dir, Identity: b.CacheIdentity(), Lowering: progcache.LoweringIdentity(), XLAFlags: os.Getenv("XLA_FLAGS")}
-	}
+	c.disk = &progcache.Disk{Dir: progcache.ResolveDir(os.Getenv(EnvCacheDir)), Identity: b.CacheIdentity(),
+		Lowering: progcache.LoweringIdentity(), XLAFlags: os.Getenv("XLA_FLAGS")}
 	return c
 }
 
@@ -110,14 +110,11 @@ func (c *programCache) get(ctx context.Context, devices []*Device, traces []*tra
 // reads the trace: the program from disk, or the graph lowered from tr,
 // whose XLA compilation it returns to run on the cache's goroutine.
 func (c *programCache) lower(devices []*Device, tr *trace, fingerprint string) (func() (*program, error), error) {
-	var header progcache.Header
-	if c.disk != nil {
-		var inputs []string
-		for _, p := range tr.params {
-			inputs = append(inputs, p.shape.String())
-		}
-		header = c.disk.Header(fingerprint, deviceNums(devices), inputs, shapeStrings(tr.outputs))
+	var inputs []string
+	for _, p := range tr.params {
+		inputs = append(inputs, p.shape.String())
 	}
+	header := c.disk.Header(fingerprint, deviceNums(devices), inputs, shapeStrings(tr.outputs))
 	outputShapes := outputShapesOf(tr)
 	if p := c.loadFromDisk(header, devices, true); p != nil {
 		p.outputShapes = outputShapes
@@ -129,10 +126,16 @@ func (c *programCache) lower(devices []*Device, tr *trace, fingerprint string) (
 	}
 	return func() (*program, error) {
 		// Another process sharing the cache directory may be compiling
-		// it: wait for it, then load what it stored.
+		// it: wait for it, then load what it stored. Else another
+		// process of the job may be (programs_shared.go).
 		unlock := c.lockOnDisk(header)
 		defer unlock()
-		if p := c.loadFromDisk(header, devices, false); p != nil {
+		p := c.loadFromDisk(header, devices, false)
+		var done func(file []byte)
+		if p == nil {
+			p, done = c.fromJob(header, devices)
+		}
+		if p != nil {
 			lowered.rc.releaseOwnGradients()
 			lowered.graph.Finalize()
 			p.outputShapes = outputShapes
@@ -141,31 +144,14 @@ func (c *programCache) lower(devices []*Device, tr *trace, fingerprint string) (
 		start := time.Now()
 		p, err := lowered.compile(c.backend)
 		if err != nil {
+			done(nil)
 			return nil, err
 		}
 		metrics.compiled(time.Since(start))
 		p.outputShapes = outputShapes
-		c.saveToDisk(header, p)
+		done(c.saveToDisk(header, p))
 		return p, nil
 	}, nil
-}
-
-// lockOnDisk takes the disk entry's lock for compiling it (until the
-// cache closes); without a disk cache, or when the lock cannot be taken
-// (a read-only or lock-less file system, said with XLADDP_DEBUG=1), it
-// compiles without.
-func (c *programCache) lockOnDisk(h progcache.Header) (unlock func()) {
-	if c.disk == nil {
-		return func() {}
-	}
-	unlock, err := c.disk.Lock(c.closing, h, func(msg string) { log.Print(msg) })
-	if err != nil {
-		if debugEnabled() {
-			log.Printf("xladdp: persistent cache: compiling without the lock: %v", err)
-		}
-		return func() {}
-	}
-	return unlock
 }
 
 func shapeStrings(nodes []*node) []string {
@@ -324,50 +310,6 @@ func deviceNums(devices []*Device) []int {
 		nums[i] = d.num
 	}
 	return nums
-}
-
-// loadFromDisk returns the program cached under want, or nil. A missing,
-// corrupt or foreign file (another program, plugin, lowering, XLA_FLAGS,
-// or an executable whose outputs differ) is a miss, never an error: the
-// program is compiled instead and the file rewritten; say logs why a
-// file present was not used.
-func (c *programCache) loadFromDisk(want progcache.Header, devices []*Device, say bool) *program {
-	if c.disk == nil {
-		return nil
-	}
-	h, data, err := c.disk.Load(want)
-	var exec *pjrt.LoadedExecutable
-	if err == nil {
-		exec, err = c.backend.LoadExecutable(data, len(devices), deviceNums(devices))
-	}
-	if err == nil && exec.NumOutputs != want.Outputs {
-		err = fmt.Errorf("the executable has %d outputs, the program %d", exec.NumOutputs, want.Outputs)
-		_ = exec.Destroy()
-	}
-	if err != nil {
-		if !errors.Is(err, fs.ErrNotExist) && say {
-			log.Printf("xladdp: persistent cache: not using %s (%v): compiling the program again", c.disk.Path(want), err)
-		}
-		return nil
-	}
-	metrics.persistentHit()
-	return newProgram(&program{exec: exec, numOutputs: h.Outputs, description: h.Description})
-}
-
-// saveToDisk stores a freshly compiled program; failures only cost the next
-// run a compilation, so they are reported with XLADDP_DEBUG=1 only.
-func (c *programCache) saveToDisk(h progcache.Header, p *program) {
-	if c.disk == nil {
-		return
-	}
-	h.Description = p.description
-	data, err := c.backend.SerializeExecutable(p.exec)
-	if err == nil {
-		err = c.disk.Store(h, data)
-	}
-	if err != nil && debugEnabled() {
-		log.Printf("xladdp: persistent cache: not saving %s: %v", c.disk.Path(h), err)
-	}
 }
 
 // replayEmpty replays a node whose result has no elements as a constant,

@@ -83,15 +83,34 @@ type Disk struct {
 	Identity, Lowering, XLAFlags string
 }
 
-// path names the file of a program by a hash of its whole header.
-func (c *Disk) Path(want Header) string {
+// Path names the file of a program by its Name.
+func (c *Disk) Path(want Header) string { return filepath.Join(c.Dir, Name(want)+".xlaexec") }
+
+// Name is a program's key: a hash of its whole header but the
+// description, the same in every process and on every node that would
+// compile the same executable.
+func Name(want Header) string {
 	h := sha256.New()
 	key, _ := json.Marshal(struct {
 		Header
 		Description []string `json:"description,omitempty"`
 	}{Header: want})
 	h.Write(key)
-	return filepath.Join(c.Dir, hex.EncodeToString(h.Sum(nil))+".xlaexec")
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Decode is a cache file's executable when its header is want's, else
+// an error naming the first field that differs (a file of another
+// program, plugin, compiler, lowering or XLA_FLAGS, or not a cache file).
+func Decode(data []byte, want Header) (Header, []byte, error) {
+	h, executable, err := ParseFile(data)
+	if err != nil {
+		return h, nil, err
+	}
+	if err := h.matches(want); err != nil {
+		return h, nil, err
+	}
+	return h, executable, nil
 }
 
 // Header is what a program compiled now would be cached under, for the
@@ -115,11 +134,8 @@ func (c *Disk) Load(want Header) (Header, []byte, error) {
 	if err != nil {
 		return h, nil, err
 	}
-	h, executable, err := ParseFile(data)
+	h, executable, err := Decode(data, want)
 	if err != nil {
-		return h, nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if err := h.matches(want); err != nil {
 		return h, nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return h, executable, nil
@@ -142,14 +158,33 @@ func ParseFile(data []byte) (Header, []byte, error) {
 	return h, rest[4+n:], nil
 }
 
+// Encode is the cache file of a program: the magic, the header's length
+// and JSON, the executable.
+func Encode(h Header, executable []byte) ([]byte, error) {
+	header, err := json.Marshal(h)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, len(cacheFileMagic)+4+len(header)+len(executable))
+	out = append(out, cacheFileMagic...)
+	out = binary.LittleEndian.AppendUint32(out, uint32(len(header)))
+	out = append(out, header...)
+	return append(out, executable...), nil
+}
+
 // Store writes the program atomically: a temp file in the same directory,
 // fsync, rename. Concurrent writers of the same program are harmless.
 func (c *Disk) Store(h Header, executable []byte) error {
-	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
+	file, err := Encode(h, executable)
+	if err != nil {
 		return err
 	}
-	header, err := json.Marshal(h)
-	if err != nil {
+	return c.StoreFile(h, file)
+}
+
+// StoreFile writes an encoded program (Encode's) under h, atomically.
+func (c *Disk) StoreFile(h Header, file []byte) error {
+	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
 		return err
 	}
 	tmp, err := os.CreateTemp(c.Dir, ".tmp-*.xlaexec")
@@ -157,13 +192,9 @@ func (c *Disk) Store(h Header, executable []byte) error {
 		return err
 	}
 	defer os.Remove(tmp.Name())
-	var size [4]byte
-	binary.LittleEndian.PutUint32(size[:], uint32(len(header)))
-	for _, part := range [][]byte{cacheFileMagic, size[:], header, executable} {
-		if _, err := tmp.Write(part); err != nil {
-			tmp.Close()
-			return err
-		}
+	if _, err := tmp.Write(file); err != nil {
+		tmp.Close()
+		return err
 	}
 	if err := tmp.Sync(); err != nil {
 		tmp.Close()
