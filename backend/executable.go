@@ -45,7 +45,7 @@ func (b *Backend) LoadExecutable(data []byte, numReplicas int, deviceAssignment 
 // CacheIdentity identifies the plugin build and client configuration a
 // compiled executable is valid for: the plugin's contents (pluginDigest),
 // platform version, PJRT API version, device count, and the target's
-// compiler identity (neuronx-cc's version and flags). It is the same on
+// compiler identity (a compiler's version and flags). It is the same on
 // every node that installed the same plugin and compiler, wherever the
 // files lie, so a program compiled on one node serves all; executables
 // cached under another identity must not be loaded.
@@ -66,8 +66,8 @@ const (
 )
 
 // pluginDigest is the sha256 of a plugin's size and of 64 pieces of 16 KiB
-// spread over it (1 MiB read, whatever the plugin's size: Neuron's is 490
-// MB): two builds differ in their code and version strings throughout.
+// spread over it (1 MiB read, whatever the plugin's size: some are
+// 500 MB): two builds differ in their code and version strings throughout.
 // An unreadable plugin gives its path, so nothing is shared with it.
 func pluginDigest(path string) string {
 	f, err := os.Open(path)

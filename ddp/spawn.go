@@ -114,6 +114,7 @@ func Spawn(ctx context.Context, fn func(ctx context.Context, w Worker) error, op
 	}
 	e := xla.NewEngine(b)
 	defer e.Close()
+	shareProgramsInJob(e)
 	if n == 0 {
 		n = e.NumDevices()
 	}
@@ -219,6 +220,7 @@ func spawnChild(ctx context.Context, fn func(ctx context.Context, w Worker) erro
 	}
 	e := xla.NewEngine(b)
 	defer e.Close()
+	shareProgramsInJob(e)
 	g := dist.Default()
 	if err := e.Device(0).ManualSeed(xla.DefaultSeed(g.Rank())); err != nil {
 		return err

@@ -38,7 +38,7 @@ func init() {
 		// The compiler and its flags decide the program as much as the
 		// plugin does.
 		CompilerIdentity: func() string {
-			id := "NEURON_CC_FLAGS=" + os.Getenv(trn.EnvCCFlags) + "|" + trn.EnvLogicalNCConfig + "=" + os.Getenv(trn.EnvLogicalNCConfig)
+			id := trn.EnvCCFlags + "=" + os.Getenv(trn.EnvCCFlags) + "|" + trn.EnvLogicalNCConfig + "=" + os.Getenv(trn.EnvLogicalNCConfig)
 			if sdk, found, _, err := trn.FindSDK(os.Getenv); err == nil && found {
 				id += "|neuronx-cc " + sdk.CompilerVersion + "|libneuronxla " + sdk.Libneuronxla
 			}

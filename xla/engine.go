@@ -1,6 +1,7 @@
 package xla
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -109,7 +110,10 @@ func (e *Engine) enter(op string) (release func(), err error) {
 // no-op.
 func (e *Engine) Close() error {
 	e.kept.Wait()
-	return e.backend.Close()
+	if e.backend.Closed() {
+		return nil
+	}
+	return errors.Join(appendMetrics(), e.backend.Close())
 }
 
 // KeepOpen delays Close until release (which may be called more than

@@ -3,6 +3,7 @@ package xla
 import (
 	"bytes"
 	"log"
+	"os"
 	"runtime"
 	"testing"
 
@@ -68,7 +69,7 @@ func TestDebugExplainsRecompilation(t *testing.T) {
 	t.Setenv(EnvDebug, "1")
 	var logs bytes.Buffer
 	log.SetOutput(&logs)
-	t.Cleanup(func() { log.SetOutput(nil) })
+	t.Cleanup(func() { log.SetOutput(os.Stderr) })
 	d := newEngine(t, 1).Device(0)
 	ctx := testContext(t)
 	for _, rows := range []int{2, 2, 5} {

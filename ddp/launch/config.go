@@ -300,7 +300,7 @@ func parseNNodes(s string) (lo, hi int, err error) {
 }
 
 // neuronCores is one process per NeuronCore: the instance's logical
-// cores (Trainium2 at its NEURON_LOGICAL_NC_CONFIG), else 2 for each
+// cores (Trainium2 at its logical NeuronCore setting), else 2 for each
 // /dev/neuronN of an instance type not known here.
 func neuronCores(devDir string, getenv func(string) string, readFile func(string) ([]byte, error)) (int, error) {
 	devices := trn.CountDevices(devDir)
