@@ -233,6 +233,8 @@ func TestInitHonoursCancellation(t *testing.T) {
 				_, err = fake.CompareSet(ctx, "rank/1", nil, []byte("fake rank 1"))
 				require.NoError(t, err)
 				require.NoError(t, fake.Set(ctx, "addr/1", []byte("127.0.0.1:1 "+mustHostname(t))))
+				_, err = fake.Add(ctx, "rendezvous/joined", 1) // the meeting's count (ddp/internal/tcp/meet.go)
+				require.NoError(t, err)
 			}
 			time.Sleep(300 * time.Millisecond)
 			cancel()

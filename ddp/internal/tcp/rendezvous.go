@@ -16,13 +16,11 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/xladdp/xladdp/ddp/internal/transport"
 	"github.com/xladdp/xladdp/ddp/store"
-	"github.com/xladdp/xladdp/internal/quote"
 	"github.com/xladdp/xladdp/internal/workerenv"
 )
 
@@ -178,30 +176,10 @@ func (g *group) closeAll() {
 }
 
 func (g *group) rendezvous(ctx context.Context, o transport.Config, routeTo string) error {
-	st := g.store
 	hostname, _ := os.Hostname()
 	nonce := make([]byte, 8)
 	_, _ = rand.Read(nonce)
 	identity := fmt.Sprintf("%s pid %d (%s)", hostname, os.Getpid(), hex.EncodeToString(nonce))
-	got, err := st.CompareSet(ctx, fmt.Sprintf("rank/%d", g.rank), nil, []byte(identity))
-	if err != nil {
-		return fmt.Errorf("ddp: rank %d registering: %w", g.rank, err)
-	}
-	if string(got) != identity {
-		err := fmt.Errorf("ddp: rank %d is claimed twice: by %s and by this process, %s: two processes were given RANK=%d "+
-			"(with file://, a stale init file also does this: delete it)", g.rank, quote.Bytes(got), identity, g.rank)
-		// Tell every rank, the first claimant included, instead of leaving
-		// them to wait out the timeout.
-		_, _ = st.CompareSet(ctx, rendezvousFailedKey, nil, []byte(err.Error()))
-		return err
-	}
-	ws, err := st.CompareSet(ctx, "world_size", nil, []byte(strconv.Itoa(g.size)))
-	if err != nil {
-		return fmt.Errorf("ddp: rank %d registering: %w", g.rank, err)
-	}
-	if string(ws) != strconv.Itoa(g.size) {
-		return fmt.Errorf("ddp: rank %d has WORLD_SIZE=%d but another rank registered WORLD_SIZE=%s", g.rank, g.size, quote.Bytes(ws))
-	}
 	ln, err := net.Listen("tcp", ":0")
 	if err != nil {
 		return fmt.Errorf("ddp: rank %d: listening for peers: %w", g.rank, err)
@@ -209,86 +187,15 @@ func (g *group) rendezvous(ctx context.Context, o transport.Config, routeTo stri
 	defer ln.Close()
 	port := ln.Addr().(*net.TCPAddr).Port
 	self := fmt.Sprintf("%s %s", net.JoinHostPort(advertiseIP(routeTo), strconv.Itoa(port)), hostname)
-	if err := st.Set(ctx, fmt.Sprintf("addr/%d", g.rank), []byte(self)); err != nil {
-		return err
-	}
-	if g.rank == 0 {
-		id := make([]byte, 16)
-		_, _ = rand.Read(id)
-		if err := st.Set(ctx, "group_id", id); err != nil {
-			return err
-		}
-	}
-	keys := make([]string, g.size)
-	for r := range keys {
-		keys[r] = fmt.Sprintf("addr/%d", r)
-	}
-	if err := g.waitForRanks(ctx, keys); err != nil {
-		var te *store.TimeoutError
-		if errors.Is(ctx.Err(), context.Canceled) {
-			return fmt.Errorf("ddp: rank %d: rendezvous cancelled while waiting for the other ranks: %w", g.rank, context.Cause(ctx))
-		}
-		if !errors.As(err, &te) {
-			return fmt.Errorf("ddp: rank %d waiting for the other ranks: %w", g.rank, err)
-		}
-		var missing []int
-		for _, k := range te.Missing {
-			var r int
-			if _, serr := fmt.Sscanf(k, "addr/%d", &r); serr == nil {
-				missing = append(missing, r)
-			}
-		}
-		slices.Sort(missing)
-		return fmt.Errorf("ddp: rank %d: ranks %v never joined within %v (is WORLD_SIZE=%d right, and did they start?): %w",
-			g.rank, missing, g.timeout, g.size, err)
-	}
-	groupID, err := st.Get(ctx, "group_id")
+	m, err := Meet(ctx, g.store, g.rank, g.size, self, identity, g.timeout)
 	if err != nil {
 		return err
 	}
-	addrs := make([]string, g.size)
-	hosts := make([]string, g.size)
-	for r := range g.size {
-		v, err := st.Get(ctx, keys[r])
-		if err != nil {
-			return err
-		}
-		addrs[r], hosts[r], _ = strings.Cut(string(v), " ")
-	}
-	g.setLocal(o, hosts)
-	if err := g.connectMesh(ctx, ln, addrs, groupID, o.Token); err != nil {
+	g.setLocal(o, m.Hosts)
+	if err := g.connectMesh(ctx, ln, m.Addrs, m.GroupID, o.Token); err != nil {
 		return err
 	}
-	return g.setupShm(ctx, hosts, groupID)
-}
-
-// rendezvousFailedKey holds why the rendezvous cannot succeed (a rank
-// claimed twice); every waiting rank checks it.
-const rendezvousFailedKey = "rendezvous/failed"
-
-// waitForRanks waits for keys, checking between short waits whether
-// another rank found that the rendezvous cannot succeed.
-func (g *group) waitForRanks(ctx context.Context, keys []string) error {
-	for {
-		slice, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-		err := g.store.Wait(slice, keys...)
-		cancel()
-		var te *store.TimeoutError
-		if err == nil || !errors.As(err, &te) || ctx.Err() != nil {
-			return err
-		}
-		found, err := g.store.Check(ctx, rendezvousFailedKey)
-		if err != nil {
-			return err
-		}
-		if found[0] {
-			why, err := g.store.Get(ctx, rendezvousFailedKey)
-			if err != nil {
-				return err
-			}
-			return fmt.Errorf("ddp: rank %d: the rendezvous failed: %s", g.rank, quote.Text(why))
-		}
-	}
+	return g.setupShm(ctx, m.Hosts, m.GroupID)
 }
 
 // setLocal fills the local rank and size: from Options or the environment,
