@@ -1,4 +1,4 @@
-package ddp
+package progshare
 
 import (
 	"bytes"
@@ -14,19 +14,19 @@ import (
 	"github.com/xladdp/xladdp/ddp/store"
 )
 
-// exchanges are world storeExchanges, each over its own connection to
+// exchanges are world Exchanges, each over its own connection to
 // one real store on loopback.
-func exchanges(t *testing.T, world int) []*storeExchange {
+func exchanges(t *testing.T, world int) []*Exchange {
 	t.Helper()
 	srv, err := store.Listen("127.0.0.1:0", "")
 	require.NoError(t, err)
 	t.Cleanup(func() { srv.Close() })
-	out := make([]*storeExchange, world)
+	out := make([]*Exchange, world)
 	for r := range world {
 		c, err := store.Dial(t.Context(), srv.Addr(), "")
 		require.NoError(t, err)
 		t.Cleanup(func() { c.Close() })
-		out[r] = &storeExchange{st: c, rank: r, world: world, beat: 20 * time.Millisecond, stall: 300 * time.Millisecond}
+		out[r] = &Exchange{st: c, rank: r, world: world, beat: 20 * time.Millisecond, stall: 300 * time.Millisecond}
 	}
 	return out
 }
@@ -89,43 +89,43 @@ func TestStoreExchangeSharesOneCompilation(t *testing.T) {
 // each an error, never a program.
 func TestStoreExchangeRefusesWhatWasNotPublished(t *testing.T) {
 	file := program(3 << 20)
-	publish := func(t *testing.T, xs []*storeExchange) {
+	publish := func(t *testing.T, xs []*Exchange) {
 		require.NoError(t, xs[0].publish(t.Context(), "p", file))
 	}
-	setManifest := func(t *testing.T, x *storeExchange, m manifest) {
+	setManifest := func(t *testing.T, x *Exchange, m manifest) {
 		raw, err := json.Marshal(m)
 		require.NoError(t, err)
 		require.NoError(t, x.st.Set(t.Context(), programKey("p", "manifest"), raw))
 	}
 	for _, tc := range []struct {
 		name string
-		seed func(t *testing.T, xs []*storeExchange)
+		seed func(t *testing.T, xs []*Exchange)
 		want string
 	}{
-		{"withdrawn", func(t *testing.T, xs []*storeExchange) {
+		{"withdrawn", func(t *testing.T, xs []*Exchange) {
 			xs[0].withdraw(t.Context(), "p", "its compilation failed here")
 		}, "rank 0, which compiled it first, did not publish it: its compilation failed here"},
-		{"a silent compiler", func(*testing.T, []*storeExchange) {}, "has not been heard from for"},
-		{"a huge size", func(t *testing.T, xs []*storeExchange) {
+		{"a silent compiler", func(*testing.T, []*Exchange) {}, "has not been heard from for"},
+		{"a huge size", func(t *testing.T, xs []*Exchange) {
 			setManifest(t, xs[0], manifest{Size: 1 << 40, Chunks: chunksOf(1 << 40), SHA256: make([]byte, 32)})
 		}, "not one a process publishes"},
-		{"the wrong chunk count", func(t *testing.T, xs []*storeExchange) {
+		{"the wrong chunk count", func(t *testing.T, xs []*Exchange) {
 			setManifest(t, xs[0], manifest{Size: 100, Chunks: 3, SHA256: make([]byte, 32)})
 		}, "not one a process publishes"},
-		{"a short chunk", func(t *testing.T, xs []*storeExchange) {
+		{"a short chunk", func(t *testing.T, xs []*Exchange) {
 			publish(t, xs)
 			require.NoError(t, xs[0].st.Set(t.Context(), programKey("p", "chunk/0"), file[:10]))
 		}, "chunk 0 has 10 bytes, the manifest 3145728"},
-		{"flipped bytes", func(t *testing.T, xs []*storeExchange) {
+		{"flipped bytes", func(t *testing.T, xs []*Exchange) {
 			publish(t, xs)
 			bad := bytes.Clone(file)
 			bad[12345] ^= 1
 			require.NoError(t, xs[0].st.Set(t.Context(), programKey("p", "chunk/0"), bad))
 		}, "do not match the sha256 rank 0 published"},
-		{"a manifest that is not JSON", func(t *testing.T, xs []*storeExchange) {
+		{"a manifest that is not JSON", func(t *testing.T, xs []*Exchange) {
 			require.NoError(t, xs[0].st.Set(t.Context(), programKey("p", "manifest"), []byte("{")))
 		}, "its manifest"},
-		{"a huge manifest", func(t *testing.T, xs []*storeExchange) {
+		{"a huge manifest", func(t *testing.T, xs []*Exchange) {
 			require.NoError(t, xs[0].st.Set(t.Context(), programKey("p", "manifest"), bytes.Repeat([]byte(" "), 1<<20)))
 		}, "its manifest is 1048576 bytes"},
 	} {

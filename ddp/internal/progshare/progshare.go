@@ -1,0 +1,211 @@
+// Package progshare shares compiled programs among a job's processes
+// through its store: the first process to need a program compiles it and
+// publishes it in bounded, checksummed chunks; the others fetch it, and
+// the last of them frees it. It implements xla.ProgramExchange.
+//
+// It knows nothing of programs but their bytes, nor of devices.
+package progshare
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/xladdp/xladdp/ddp/store"
+)
+
+// Bounds of a shared program, as published and as fetched: a fetcher
+// allocates nothing a manifest claims beyond them.
+const (
+	maxSharedProgram = 2 << 30
+	programChunk     = 16 << 20
+	maxManifest      = 4 << 10
+)
+
+// Exchange shares compiled programs over a job's store (it is
+// xla.ProgramExchange, which this package does not import). The first
+// process to Add the program's claim compiles it, beating a counter while
+// it does; it then publishes the encoded program in chunks and a manifest
+// (size, chunk count, sha256), or a manifest that withdraws it. The
+// others poll for the manifest while the counter moves, check everything
+// against the manifest, and the last of them frees the chunks.
+type Exchange struct {
+	st          store.Store
+	rank, world int
+	// beat is how often the compiling process says it lives; stall how
+	// long the others wait without a beat before compiling themselves.
+	beat, stall time.Duration
+}
+
+// New is the exchange of rank of a job of world processes over st: the
+// compiling process beats every 5 s, and a fetch gives up after a minute
+// without a beat.
+func New(st store.Store, rank, world int) *Exchange {
+	return &Exchange{st: st, rank: rank, world: world, beat: 5 * time.Second, stall: time.Minute}
+}
+
+// manifest describes a published program.
+type manifest struct {
+	Size      int64  `json:"size,omitempty"`
+	Chunks    int    `json:"chunks,omitempty"`
+	SHA256    []byte `json:"sha256,omitempty"`
+	Rank      int    `json:"rank"`
+	Withdrawn string `json:"withdrawn,omitempty"`
+	// Gone: every other process took it and the chunks were freed.
+	Gone bool `json:"gone,omitempty"`
+}
+
+func programKey(name, part string) string { return "xladdp/programs/" + name + "/" + part }
+
+func (x *Exchange) Claim(ctx context.Context, name string) (bool, func([]byte), error) {
+	n, err := x.st.Add(ctx, programKey(name, "claim"), 1)
+	if err != nil || n != 1 {
+		return false, nil, err
+	}
+	beatCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(x.beat)
+		defer t.Stop()
+		for {
+			if _, err := x.st.Add(beatCtx, programKey(name, "beat"), 1); err != nil {
+				return
+			}
+			select {
+			case <-beatCtx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	})
+	return true, func(file []byte) {
+		stop()
+		wg.Wait()
+		if err := x.publish(ctx, name, file); err != nil {
+			log.Printf("xladdp: rank %d: the job's other processes will compile program %.12s themselves: %v", x.rank, name, err)
+			x.withdraw(ctx, name, err.Error())
+		}
+	}, nil
+}
+
+func (x *Exchange) withdraw(ctx context.Context, name, why string) {
+	m, _ := json.Marshal(manifest{Rank: x.rank, Withdrawn: why})
+	_ = x.st.Set(ctx, programKey(name, "manifest"), m)
+}
+
+// publish puts file in chunks, then the manifest that names them.
+func (x *Exchange) publish(ctx context.Context, name string, file []byte) error {
+	switch {
+	case file == nil:
+		return errors.New("its compilation failed here")
+	case len(file) > maxSharedProgram:
+		return fmt.Errorf("it is %d MiB, over the %d MiB a job shares", len(file)>>20, maxSharedProgram>>20)
+	}
+	m := manifest{Size: int64(len(file)), Chunks: chunksOf(int64(len(file))), Rank: x.rank}
+	sum := sha256.Sum256(file)
+	m.SHA256 = sum[:]
+	for i := range m.Chunks {
+		end := min((i+1)*programChunk, len(file))
+		if err := x.st.Set(ctx, programKey(name, "chunk/"+strconv.Itoa(i)), file[i*programChunk:end]); err != nil {
+			return fmt.Errorf("publishing chunk %d: %w", i, err)
+		}
+	}
+	raw, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	return x.st.Set(ctx, programKey(name, "manifest"), raw)
+}
+
+func chunksOf(size int64) int { return int((size + programChunk - 1) / programChunk) }
+
+// Fetch waits, while the compiling process beats, for the manifest, then
+// takes the chunks it names.
+func (x *Exchange) Fetch(ctx context.Context, name string) ([]byte, error) {
+	last, heard := int64(-1), time.Now()
+	wait := 50 * time.Millisecond
+	for {
+		found, err := x.st.Check(ctx, programKey(name, "manifest"))
+		if err != nil {
+			return nil, err
+		}
+		if found[0] {
+			return x.take(ctx, name)
+		}
+		beats, err := x.st.Add(ctx, programKey(name, "beat"), 0)
+		if err != nil {
+			return nil, err
+		}
+		if beats != last {
+			last, heard = beats, time.Now()
+		} else if time.Since(heard) > x.stall {
+			return nil, fmt.Errorf("the process compiling it has not been heard from for %v", x.stall.Round(time.Second))
+		}
+		select {
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
+// take reads a published program, checking every part against the
+// manifest before allocating for it.
+func (x *Exchange) take(ctx context.Context, name string) ([]byte, error) {
+	raw, err := x.st.Get(ctx, programKey(name, "manifest"))
+	if err != nil {
+		return nil, err
+	}
+	var m manifest
+	if len(raw) > maxManifest {
+		return nil, fmt.Errorf("its manifest is %d bytes, over %d", len(raw), maxManifest)
+	}
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, fmt.Errorf("its manifest: %w", err)
+	}
+	switch {
+	case m.Withdrawn != "":
+		return nil, fmt.Errorf("rank %d, which compiled it first, did not publish it: %s", m.Rank, m.Withdrawn)
+	case m.Gone:
+		return nil, errors.New("the job's store no longer holds it (every other process took it)")
+	case m.Size <= 0 || m.Size > maxSharedProgram || m.Chunks != chunksOf(m.Size) || len(m.SHA256) != sha256.Size:
+		return nil, fmt.Errorf("its manifest is not one a process publishes (%d bytes in %d chunks)", m.Size, m.Chunks)
+	}
+	file := make([]byte, 0, m.Size)
+	for i := range m.Chunks {
+		chunk, err := x.st.Get(ctx, programKey(name, "chunk/"+strconv.Itoa(i)))
+		if err != nil {
+			return nil, fmt.Errorf("chunk %d: %w", i, err)
+		}
+		if want := min(int64(programChunk), m.Size-int64(i)*programChunk); int64(len(chunk)) != want {
+			return nil, fmt.Errorf("chunk %d has %d bytes, the manifest %d", i, len(chunk), want)
+		}
+		file = append(file, chunk...)
+	}
+	if sum := sha256.Sum256(file); !bytes.Equal(sum[:], m.SHA256) {
+		return nil, fmt.Errorf("its %d bytes do not match the sha256 rank %d published", m.Size, m.Rank)
+	}
+	x.release(ctx, name, m)
+	return file, nil
+}
+
+// release frees the chunks once every other process took them.
+func (x *Exchange) release(ctx context.Context, name string, m manifest) {
+	taken, err := x.st.Add(ctx, programKey(name, "taken"), 1)
+	if err != nil || taken != int64(x.world-1) {
+		return
+	}
+	gone, _ := json.Marshal(manifest{Rank: m.Rank, Gone: true})
+	_ = x.st.Set(ctx, programKey(name, "manifest"), gone)
+	for i := range m.Chunks {
+		_, _ = x.st.Delete(ctx, programKey(name, "chunk/"+strconv.Itoa(i)))
+	}
+}
