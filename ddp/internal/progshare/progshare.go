@@ -1,9 +1,3 @@
-// Package progshare shares compiled programs among a job's processes
-// through its store: the first process to need a program compiles it and
-// publishes it in bounded, checksummed chunks; the others fetch it, and
-// the last of them frees it. It implements xla.ProgramExchange.
-//
-// It knows nothing of programs but their bytes, nor of devices.
 package progshare
 
 import (
