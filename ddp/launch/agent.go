@@ -223,7 +223,7 @@ func runAttempt(ctx context.Context, c Config, m meeting, a assignment, attempt 
 					m.fail(context.WithoutCancel(ctx), attempt, a.node, "worker failed: "+root.String(), seen)
 				}
 				e = root
-				diagnosis, behind := set.flightDiagnosis(ctx, m, a, attempt, local, readErr, dumps)
+				diagnosis, behind := set.flightDiagnosis(ctx, m, a, attempt, local, readErr, dumps, true)
 				keepDumps = diagnosis != ""
 				set.stop()
 				if a.nnodes > 1 && !slices.Contains(behind, e.rank) {
@@ -280,7 +280,7 @@ func runAttempt(ctx context.Context, c Config, m meeting, a assignment, attempt 
 				// Another node failed: this node's records complete the
 				// picture (the failing node's agent prints it).
 				local, readErr := set.collectFlight(dumps)
-				diagnosis, _ := set.flightDiagnosis(ctx, m, a, attempt, local, readErr, dumps)
+				diagnosis, _ := set.flightDiagnosis(ctx, m, a, attempt, local, readErr, dumps, false)
 				keepDumps = diagnosis != ""
 				set.stop()
 				return outcome{remote: why, flight: diagnosis, flightDir: dumps}

@@ -146,17 +146,28 @@ func (set workerSet) diagnose(dumps []flight.Dump, readErr error, dir string, ex
 }
 
 // flightDiagnosis diagnoses this node's flight records (local, or the
-// error reading them from dir) and, in a job of several nodes, exchanges
+// error reading them from dir) and, in a job of several nodes, shares
 // the last collectives of each rank with the other agents through the
-// rendezvous store (waiting at most flightWait for theirs) to cover every
-// rank; "" when no rank wrote a record. behind are the ranks the records
-// show behind the others.
+// rendezvous store; whole (node 0, and a node whose own worker failed)
+// also gathers theirs (waiting at most flightWait) to cover every rank,
+// the others say who prints that: every node gathering every other's
+// records made a failure cost the store nodes² transfers. "" when no
+// rank wrote a record. behind are the ranks the records show behind the
+// others.
 func (set workerSet) flightDiagnosis(ctx context.Context, m meeting, a assignment, attempt int, local []flight.Dump,
-	readErr error, dir string) (diagnosis string, behind []int) {
+	readErr error, dir string, whole bool) (diagnosis string, behind []int) {
 	if readErr != nil || a.nnodes == 1 {
 		return set.diagnose(local, readErr, dir, set.ranks()), flight.Behind(local)
 	}
-	all := m.exchangeFlight(ctx, attempt, a, local)
+	whole = whole || a.node == 0
+	all := m.exchangeFlight(ctx, attempt, a, local, whole)
+	if !whole {
+		d := set.diagnose(local, nil, dir, set.ranks())
+		if d != "" {
+			d += " (this node's ranks; node 0's agent prints the whole job's)"
+		}
+		return d, flight.Behind(local)
+	}
 	return set.diagnose(all, nil, dir, flight.Ranks(a.world)), flight.Behind(all)
 }
 
@@ -213,9 +224,9 @@ const flightEntriesShared = 16
 const maxNodeFlight = 8 << 20
 
 // exchangeFlight posts this node's records (each rank's last collectives)
-// under attempt's key and returns them with every other node's that
-// arrive within flightWait.
-func (r *rendezvous) exchangeFlight(ctx context.Context, attempt int, a assignment, local []flight.Dump) []flight.Dump {
+// under attempt's key and returns them with, when gather, every other
+// node's that arrive within flightWait.
+func (r *rendezvous) exchangeFlight(ctx context.Context, attempt int, a assignment, local []flight.Dump, gather bool) []flight.Dump {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flightWait+time.Second)
 	defer cancel()
 	mine := make([]flight.Dump, len(local))
@@ -226,6 +237,9 @@ func (r *rendezvous) exchangeFlight(ctx context.Context, attempt int, a assignme
 		_ = r.client.Set(ctx, r.key(attempt, "flight", a.node), raw)
 	}
 	all := append([]flight.Dump(nil), local...)
+	if !gather {
+		return all
+	}
 	got := map[int]bool{a.node: true}
 	for deadline := time.Now().Add(flightWait); len(got) < a.nnodes && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		for n := range a.nnodes {

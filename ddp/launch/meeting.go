@@ -27,8 +27,9 @@ type meeting interface {
 	// firstFailure names the earliest failure another node posted before
 	// mine (waiting at most wait for one), or "".
 	firstFailure(ctx context.Context, attempt, node, nnodes int, mine time.Time, wait time.Duration) string
-	// exchangeFlight gives every node's flight records from this node's.
-	exchangeFlight(ctx context.Context, attempt int, a assignment, local []flight.Dump) []flight.Dump
+	// exchangeFlight posts this node's flight records for the others and,
+	// when gather, returns every node's.
+	exchangeFlight(ctx context.Context, attempt int, a assignment, local []flight.Dump, gather bool) []flight.Dump
 	close()
 }
 
@@ -75,7 +76,7 @@ func (standalone) close()                                            {}
 func (standalone) firstFailure(context.Context, int, int, int, time.Time, time.Duration) string {
 	return ""
 }
-func (standalone) exchangeFlight(_ context.Context, _ int, _ assignment, local []flight.Dump) []flight.Dump {
+func (standalone) exchangeFlight(_ context.Context, _ int, _ assignment, local []flight.Dump, _ bool) []flight.Dump {
 	return local
 }
 

@@ -194,12 +194,11 @@ func (r *rendezvous) join(ctx context.Context, round int) (assignment, error) {
 		return assignment{}, fmt.Errorf("node rank %d arrived after the rendezvous closed with %d nodes", node, nnodes)
 	}
 	a := assignment{node: node, nnodes: nnodes}
-	for n := range nnodes {
-		v, err := r.waitKey(ctx, round, r.key(round, "nproc", n))
-		if err != nil {
-			return assignment{}, err
-		}
-		k, _ := strconv.Atoi(string(v))
+	counts, err := r.plan(ctx, round, node, nnodes)
+	if err != nil {
+		return assignment{}, err
+	}
+	for n, k := range counts {
 		if n < node {
 			a.offset += k
 		}
@@ -220,6 +219,42 @@ func (r *rendezvous) join(ctx context.Context, round int) (assignment, error) {
 	}
 	a.master = string(m)
 	return a, nil
+}
+
+// plan is every node's worker count: node 0 reads them once the round
+// closed and posts them as one value, which the others read (each agent
+// reading every node's key made the round cost nodes² calls).
+func (r *rendezvous) plan(ctx context.Context, round, node, nnodes int) ([]int, error) {
+	if node == 0 {
+		var counts []string
+		for n := range nnodes {
+			v, err := r.waitKey(ctx, round, r.key(round, "nproc", n))
+			if err != nil {
+				return nil, err
+			}
+			counts = append(counts, string(v))
+		}
+		if err := r.client.Set(ctx, r.key(round, "plan"), []byte(strings.Join(counts, ","))); err != nil {
+			return nil, err
+		}
+	}
+	v, err := r.waitKey(ctx, round, r.key(round, "plan"))
+	if err != nil {
+		return nil, err
+	}
+	fields := strings.Split(string(v), ",")
+	if len(fields) != nnodes {
+		return nil, fmt.Errorf("rendezvous: node 0's plan names %d nodes' workers for %d nodes", len(fields), nnodes)
+	}
+	counts := make([]int, nnodes)
+	for n, f := range fields {
+		k, err := strconv.Atoi(f)
+		if err != nil || k < 1 {
+			return nil, fmt.Errorf("rendezvous: node %d's worker count %s is not a count", n, quote.Text([]byte(f)))
+		}
+		counts[n] = k
+	}
+	return counts, nil
 }
 
 // claim takes node rank node for this agent; a rank taken by another

@@ -35,7 +35,11 @@ func (r *rendezvous) watch(round int, a assignment) nodeWatch {
 }
 
 // tick beats this node's heartbeat and returns why the round must end
-// (another node's failure or loss), or "".
+// (another node's failure or loss), or "". Node 0 watches every other
+// node's heartbeat and node 1 node 0's, each posting a lost node's
+// failure; the others only look for a failure posted (two calls a tick,
+// where each agent reading every other's heartbeat cost the store nodes²
+// calls a tick).
 func (w *watch) tick(ctx context.Context) string {
 	r := w.r
 	ctx, cancel := context.WithTimeout(ctx, heartbeatTimeout)
@@ -52,10 +56,33 @@ func (w *watch) tick(ctx context.Context) string {
 		v, _ := r.client.Get(ctx, r.key(w.round, "failed"))
 		return quote.Text(v)
 	}
-	for n := range w.a.nnodes {
-		if n == w.a.node {
-			continue
+	if lost := w.lostNode(ctx, w.watched()); lost != "" {
+		r.fail(ctx, w.round, w.a.node, lost, time.Now())
+		return lost
+	}
+	return ""
+}
+
+// watched are the nodes whose heartbeat this node watches.
+func (w *watch) watched() []int {
+	switch {
+	case w.a.node == 0:
+		var all []int
+		for n := 1; n < w.a.nnodes; n++ {
+			all = append(all, n)
 		}
+		return all
+	case w.a.node == 1:
+		return []int{0}
+	}
+	return nil
+}
+
+// lostNode scans the heartbeats of nodes: why one is taken for lost, or
+// "".
+func (w *watch) lostNode(ctx context.Context, nodes []int) string {
+	r := w.r
+	for _, n := range nodes {
 		if done, err := r.client.Check(ctx, r.key(w.round, "done", n)); err == nil && done[0] {
 			w.since[n] = time.Now()
 			continue
