@@ -78,42 +78,58 @@ func TestUnauthenticatedPeersCostLittle(t *testing.T) {
 	require.NoError(t, cl.Set(ctx, "k", []byte("v")))
 }
 
-// TestPendingHandshakesAreBounded: at most maxPendingHandshakes
-// connections wait in their handshake; a new one closes the oldest.
+// TestPendingHandshakesAreBounded: a burst of connections from one
+// address is held while it is young (a node's ranks dialling at once);
+// once older than evictAfter, the oldest silent ones go as new ones
+// arrive; past hardPendingPerSource the oldest go at once.
 func TestPendingHandshakesAreBounded(t *testing.T) {
 	srv, err := Listen("127.0.0.1:0", "")
 	require.NoError(t, err)
 	t.Cleanup(func() { srv.Close() })
 	var silent []net.Conn
-	for range maxPendingHandshakes + 20 {
-		c, err := net.Dial("tcp", srv.Addr())
-		require.NoError(t, err)
-		silent = append(silent, c)
-	}
 	t.Cleanup(func() {
 		for _, c := range silent {
 			c.Close()
 		}
 	})
-	assert.Eventually(t, func() bool { return srv.pendingCount() == maxPendingPerSource }, 5*time.Second, 10*time.Millisecond,
-		"one address holds at most %d", maxPendingPerSource)
+	open := func(n int) {
+		for range n {
+			c, err := net.Dial("tcp", srv.Addr())
+			require.NoError(t, err)
+			silent = append(silent, c)
+		}
+	}
+	start := time.Now()
+	open(100)
+	assert.Eventually(t, func() bool { return srv.pendingCount() == 100 }, 5*time.Second, 5*time.Millisecond)
+	if time.Since(start) >= evictAfter {
+		t.Skipf("opening 100 connections took %v, past evictAfter: the burst is not young here", time.Since(start))
+	}
+	time.Sleep(evictAfter + 50*time.Millisecond)
+	open(36)
+	assert.Eventually(t, func() bool { return srv.pendingCount() == 100 }, 5*time.Second, 10*time.Millisecond,
+		"each newcomer evicted one aged connection")
 	for i, c := range silent {
 		_, _ = readFrame(c) // the nonce, sent to every connection
 		_ = c.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
 		_, err := c.Read(make([]byte, 1))
-		if i < len(silent)-maxPendingPerSource {
+		if i < 36 {
 			assert.ErrorIs(t, err, io.EOF, "connection %d (among the oldest) was closed", i)
 		} else {
-			assert.ErrorIs(t, err, os.ErrDeadlineExceeded, "connection %d (among the newest) still waits", i)
+			assert.ErrorIs(t, err, os.ErrDeadlineExceeded, "connection %d still waits", i)
 		}
 	}
+	open(hardPendingPerSource + 50)
+	assert.Eventually(t, func() bool { return srv.pendingCount() <= hardPendingPerSource }, 10*time.Second, 10*time.Millisecond,
+		"one address holds at most %d", hardPendingPerSource)
 }
 
 // TestSilentConnectionsDoNotLockClientsOut: 1000 connections that never
 // send a byte (from the clients' own address) used to fill the pending
-// handshakes and lock real ranks out for the handshake timeout; now each
-// new connection evicts the oldest silent one, and a real client
-// completes 100 operations without an error, with or without a token.
+// handshakes and lock real ranks out for the handshake timeout; now the
+// silent ones are held within the hard bound while young and evicted as
+// they age, and a real client completes 100 operations without an
+// error, with or without a token.
 func TestSilentConnectionsDoNotLockClientsOut(t *testing.T) {
 	for _, token := range []string{"s3cret", ""} {
 		srv, err := Listen("127.0.0.1:0", token)
@@ -140,7 +156,7 @@ func TestSilentConnectionsDoNotLockClientsOut(t *testing.T) {
 		}
 		assert.Zero(t, errs, "token %q", token)
 		assert.Less(t, time.Since(start), 5*time.Second, "token %q", token)
-		assert.LessOrEqual(t, srv.pendingCount(), maxPendingHandshakes)
+		assert.LessOrEqual(t, srv.pendingCount(), hardPendingPerSource)
 		for _, c := range silent {
 			c.Close()
 		}
@@ -303,8 +319,9 @@ func TestUnresolvableHostFailsAtOnce(t *testing.T) {
 }
 
 // TestBurstOfRealClientsFromOneAddress: 300 ranks of one host dial at
-// once, more than maxPendingPerSource handshakes from one address: those
-// evicted retry, and every one completes its operation.
+// once, more than maxPendingPerSource handshakes from one address: the
+// young burst is held (any evicted would retry), and every one completes
+// its operation.
 func TestBurstOfRealClientsFromOneAddress(t *testing.T) {
 	srv, err := Listen("127.0.0.1:0", "s3cret")
 	require.NoError(t, err)

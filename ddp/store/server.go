@@ -27,9 +27,16 @@ const (
 	// maxPendingHandshakes bounds connections not yet authenticated, and
 	// maxPendingPerSource those from one address: a new connection over
 	// either bound closes the oldest one pending (of that address, for
-	// the second), so silent connections cannot lock real clients out.
-	maxPendingHandshakes = 256
-	maxPendingPerSource  = 64
+	// the second) once it has waited evictAfter, so silent connections
+	// cannot lock real clients out, while a burst of real ones (a trn2
+	// node's 128 ranks dialling at once) is not cut short: it finishes
+	// its handshakes in milliseconds. Past the hard bounds the oldest
+	// goes whatever its age, so a flood's cost stays bounded.
+	maxPendingHandshakes  = 256
+	maxPendingPerSource   = 64
+	hardPendingHandshakes = 4096
+	hardPendingPerSource  = 1024
+	evictAfter            = 250 * time.Millisecond
 	// requestTimeout bounds reading the rest of a request once its length
 	// has arrived (an idle connection waits without limit).
 	requestTimeout = time.Minute
@@ -59,6 +66,7 @@ type Server struct {
 type handshake struct {
 	conn   net.Conn
 	source string
+	since  time.Time
 	elem   *list.Element // in Server.pending; nil once out of it
 }
 
@@ -130,24 +138,30 @@ func (s *Server) accept() {
 
 // admit records c as pending, first closing the oldest pending handshake
 // of its address if that address has maxPendingPerSource, and the oldest
-// of all if maxPendingHandshakes are pending. Called with mu held.
+// of all if maxPendingHandshakes are pending, each once it has waited
+// evictAfter (at the hard bounds, at once). Called with mu held.
 func (s *Server) admit(c net.Conn) *handshake {
 	source := c.RemoteAddr().String()
 	if host, _, err := net.SplitHostPort(source); err == nil {
 		source = host
 	}
-	if s.pendingFrom[source] >= maxPendingPerSource {
+	now := time.Now()
+	if n := s.pendingFrom[source]; n >= maxPendingPerSource {
 		for e := s.pending.Front(); e != nil; e = e.Next() {
 			if h := e.Value.(*handshake); h.source == source {
-				s.evict(h)
+				if n >= hardPendingPerSource || now.Sub(h.since) >= evictAfter {
+					s.evict(h)
+				}
 				break
 			}
 		}
 	}
-	if s.pending.Len() >= maxPendingHandshakes {
-		s.evict(s.pending.Front().Value.(*handshake))
+	if n := s.pending.Len(); n >= maxPendingHandshakes {
+		if h := s.pending.Front().Value.(*handshake); n >= hardPendingHandshakes || now.Sub(h.since) >= evictAfter {
+			s.evict(h)
+		}
 	}
-	h := &handshake{conn: c, source: source}
+	h := &handshake{conn: c, source: source, since: now}
 	h.elem = s.pending.PushBack(h)
 	s.pendingFrom[source]++
 	return h
