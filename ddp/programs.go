@@ -1,7 +1,9 @@
 package ddp
 
 import (
+	"fmt"
 	"os"
+	"strings"
 
 	"github.com/xladdp/xladdp/ddp/dist"
 	"github.com/xladdp/xladdp/ddp/internal/progshare"
@@ -15,10 +17,26 @@ const EnvShareProgramsAcrossJob = "XLADDP_SHARE_PROGRAMS"
 // shareProgramsInJob makes e take the programs it lacks from the job's
 // first process to compile them, through the process group's store, when
 // this process is one of several.
-func shareProgramsInJob(e *xla.Engine) {
+func shareProgramsInJob(e *xla.Engine) error {
+	on, err := sharePrograms(os.Getenv(EnvShareProgramsAcrossJob))
+	if err != nil {
+		return err
+	}
 	g := dist.Default()
-	if g == nil || g.WorldSize() < 2 || os.Getenv(EnvShareProgramsAcrossJob) == "off" {
-		return
+	if g == nil || g.WorldSize() < 2 || !on {
+		return nil
 	}
 	e.ShareProgramsThrough(progshare.New(g.Store(), g.Rank(), g.WorldSize()))
+	return nil
+}
+
+// sharePrograms reads $XLADDP_SHARE_PROGRAMS.
+func sharePrograms(v string) (bool, error) {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "", "on", "1", "true":
+		return true, nil
+	case "off", "0", "false":
+		return false, nil
+	}
+	return false, fmt.Errorf("ddp: $%s=%q: want on or off", EnvShareProgramsAcrossJob, v)
 }

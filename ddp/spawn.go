@@ -114,7 +114,9 @@ func Spawn(ctx context.Context, fn func(ctx context.Context, w Worker) error, op
 	}
 	e := xla.NewEngine(b)
 	defer e.Close()
-	shareProgramsInJob(e)
+	if err := shareProgramsInJob(e); err != nil {
+		return err
+	}
 	if n == 0 {
 		n = e.NumDevices()
 	}
@@ -220,7 +222,9 @@ func spawnChild(ctx context.Context, fn func(ctx context.Context, w Worker) erro
 	}
 	e := xla.NewEngine(b)
 	defer e.Close()
-	shareProgramsInJob(e)
+	if err := shareProgramsInJob(e); err != nil {
+		return err
+	}
 	g := dist.Default()
 	if err := e.Device(0).ManualSeed(xla.DefaultSeed(g.Rank())); err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -36,6 +37,8 @@ func (n twoNodes) run(t *testing.T, flags []string, env ...string) []xla.Metrics
 	port, err := freeport.Pick("127.0.0.1")
 	require.NoError(t, err)
 	metrics := filepath.Join(t.TempDir(), "metrics.jsonl")
+	start := time.Now()
+	defer func() { t.Logf("%v %v took %v", flags, env, time.Since(start)) }()
 	var wg sync.WaitGroup
 	outs, errs := [2]string{}, [2]error{}
 	for node := range 2 {

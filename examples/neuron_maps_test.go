@@ -49,15 +49,27 @@ func (m *mapsSeen) pluginLoaders(program string) (loaders, pythons []int) {
 // libpython it embedded would be mapped too.
 func runWatched(t *testing.T, env, argv []string, pluginFile string) (string, *mapsSeen) {
 	t.Helper()
+	out, seen, err := watched(t.Context(), env, argv, pluginFile)
+	require.NoError(t, err, "%s\n%s", strings.Join(argv, " "), out)
+	return out, seen
+}
+
+// watched is runWatched's work, with its failure returned (for a
+// goroutine of the test).
+func watched(ctx context.Context, env, argv []string, pluginFile string) (string, *mapsSeen, error) {
 	real, err := filepath.EvalSymlinks(pluginFile)
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	if err != nil {
+		return "", nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = env
 	var out syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	require.NoError(t, cmd.Start())
+	if err := cmd.Start(); err != nil {
+		return "", nil, err
+	}
 	seen := &mapsSeen{comm: map[int]string{}, plugin: map[int]bool{}, python: map[int]bool{}}
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -78,8 +90,7 @@ func runWatched(t *testing.T, env, argv []string, pluginFile string) (string, *m
 	err = cmd.Wait()
 	close(done)
 	wg.Wait()
-	require.NoError(t, err, "%s\n%s", strings.Join(argv, " "), out.String())
-	return out.String(), seen
+	return out.String(), seen, err
 }
 
 func (m *mapsSeen) sample(pid int, plugin string) {

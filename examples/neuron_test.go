@@ -218,10 +218,13 @@ func TestTrn1MultiNodeCommandsOnTheNeuronStandIn(t *testing.T) {
 	readme := trn1Docs(t)
 	bin := buildCommands(t)
 	env := append(standIn3Env(t), xla.EnvCacheDir+"="+t.TempDir())
+	plugin := neurontest.CPUPlugin(t)
 	pair := func(lines [2]string) [2]string {
 		port, err := freeport.Pick("127.0.0.1")
 		require.NoError(t, err)
 		var outs [2]string
+		var errs [2]error
+		var seen [2]*mapsSeen
 		var wg sync.WaitGroup
 		for n, line := range lines {
 			vars, argv := splitCommand(line)
@@ -229,13 +232,13 @@ func TestTrn1MultiNodeCommandsOnTheNeuronStandIn(t *testing.T) {
 				argv[i] = strings.NewReplacer("bin/", bin+"/", "--nproc_per_node=32", "--nproc_per_node=2",
 					"$NODE0_IP", "127.0.0.1", "--master_port=2020", fmt.Sprintf("--master_port=%d", port)).Replace(a)
 			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				outs[n] = runCommand(t, append(slices.Clone(env), vars...), argv)
-			}()
+			wg.Go(func() { outs[n], seen[n], errs[n] = watched(t.Context(), append(slices.Clone(env), vars...), argv, plugin) })
 		}
 		wg.Wait()
+		for n := range lines {
+			require.NoError(t, errs[n], "%s\n%s", lines[n], outs[n])
+			assertNoPython(t, seen[n], "toy", true)
+		}
 		return outs
 	}
 	node := "XLADDP_DEVICE=neuron bin/ddprun --nproc_per_node=32 --nnodes=2 --node_rank=%d --master_addr=$NODE0_IP --master_port=2020 bin/toy"

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"syscall"
 )
 
 // EnvMetricsFile names a file each process appends its metrics to, as
@@ -32,7 +33,9 @@ func appendMetrics() error {
 	if err != nil {
 		return err
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	// O_NONBLOCK: a FIFO nobody reads fails at once instead of holding
+	// Close forever.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NONBLOCK, 0o644)
 	if err != nil {
 		return fmt.Errorf("xla: $%s: %w", EnvMetricsFile, err)
 	}

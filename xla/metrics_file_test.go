@@ -5,7 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -37,4 +39,17 @@ func TestMetricsFileGetsALinePerClose(t *testing.T) {
 	t.Setenv(EnvMetricsFile, filepath.Join(t.TempDir(), "no", "such", "dir", "m.jsonl"))
 	e := newEngine(t, 1)
 	assert.ErrorContains(t, e.Close(), "$XLADDP_METRICS_FILE")
+
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o644))
+	t.Setenv(EnvMetricsFile, fifo)
+	e = newEngine(t, 1)
+	closed := make(chan error, 1)
+	go func() { closed <- e.Close() }()
+	select {
+	case err := <-closed:
+		assert.ErrorContains(t, err, "$XLADDP_METRICS_FILE", "a FIFO nobody reads is an error, not a hang")
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close hung on a FIFO nobody reads")
+	}
 }

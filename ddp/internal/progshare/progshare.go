@@ -120,18 +120,23 @@ func (x *Exchange) publish(ctx context.Context, name string, file []byte) error 
 
 func chunksOf(size int64) int { return int((size + programChunk - 1) / programChunk) }
 
-// Fetch waits, while the compiling process beats, for the manifest, then
-// takes the chunks it names.
+// Fetch waits, while the compiling process beats, for the manifest (in
+// the store's own waits of a second, so it sees the manifest the moment
+// it is set), then takes the chunks it names.
 func (x *Exchange) Fetch(ctx context.Context, name string) ([]byte, error) {
 	last, heard := int64(-1), time.Now()
-	wait := 50 * time.Millisecond
 	for {
-		found, err := x.st.Check(ctx, programKey(name, "manifest"))
-		if err != nil {
-			return nil, err
-		}
-		if found[0] {
+		slice, cancel := context.WithTimeout(ctx, fetchSlice)
+		err := x.st.Wait(slice, programKey(name, "manifest"))
+		cancel()
+		var te *store.TimeoutError
+		switch {
+		case err == nil:
 			return x.take(ctx, name)
+		case ctx.Err() != nil:
+			return nil, context.Cause(ctx)
+		case !errors.As(err, &te):
+			return nil, err
 		}
 		beats, err := x.st.Add(ctx, programKey(name, "beat"), 0)
 		if err != nil {
@@ -142,14 +147,11 @@ func (x *Exchange) Fetch(ctx context.Context, name string) ([]byte, error) {
 		} else if time.Since(heard) > x.stall {
 			return nil, fmt.Errorf("the process compiling it has not been heard from for %v", x.stall.Round(time.Second))
 		}
-		select {
-		case <-ctx.Done():
-			return nil, context.Cause(ctx)
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, time.Second)
 	}
 }
+
+// fetchSlice is one wait for the manifest between looks at the beat.
+const fetchSlice = time.Second
 
 // take reads a published program, checking every part against the
 // manifest before allocating for it.
