@@ -232,7 +232,9 @@ func TestTrn1MultiNodeCommandsOnTheNeuronStandIn(t *testing.T) {
 				argv[i] = strings.NewReplacer("bin/", bin+"/", "--nproc_per_node=32", "--nproc_per_node=2",
 					"$NODE0_IP", "127.0.0.1", "--master_port=2020", fmt.Sprintf("--master_port=%d", port)).Replace(a)
 			}
-			wg.Go(func() { outs[n], seen[n], errs[n] = watched(t.Context(), append(slices.Clone(env), vars...), argv, plugin) })
+			wg.Go(func() {
+				outs[n], seen[n], errs[n] = watched(t.Context(), append(slices.Clone(env), vars...), argv, plugin)
+			})
 		}
 		wg.Wait()
 		for n := range lines {
