@@ -16,14 +16,15 @@ const EnvShareProgramsAcrossJob = "XLADDP_SHARE_PROGRAMS"
 
 // shareProgramsInJob makes e take the programs it lacks from the job's
 // first process to compile them, through the process group's store, when
-// this process is one of several.
+// this process is one of several. A group without a store (the mpi
+// backend's: mpirun starts the ranks) shares none: each node compiles.
 func shareProgramsInJob(e *xla.Engine) error {
 	on, err := sharePrograms(os.Getenv(EnvShareProgramsAcrossJob))
 	if err != nil {
 		return err
 	}
 	g := dist.Default()
-	if g == nil || g.WorldSize() < 2 || !on {
+	if g == nil || g.WorldSize() < 2 || !on || g.Store() == nil {
 		return nil
 	}
 	e.ShareProgramsThrough(progshare.New(g.Store(), g.Rank(), g.WorldSize()))
