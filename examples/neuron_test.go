@@ -97,11 +97,6 @@ const (
 	sdk2
 )
 
-// sdk2InMakeTest are the commands libneuronxla 2's road runs in make test
-// (spawned, under ddprun, xladevices); make test-long runs them all.
-var sdk2InMakeTest = []string{"NEURON_NUM_DEVICES=2 bin/toy --spawn --device neuron",
-	"bin/ddprun --nproc_per_node=2 bin/mnist --device neuron", "XLADDP_DEVICE=neuron bin/xladevices"}
-
 // TestTrn1CommandsOnTheSDK3StandIn runs every Trn1 command line of the
 // README, spawned and under ddprun, with the real binaries a Trn1 user
 // runs (built here) and the neuron target's real road for libneuronxla 3:
@@ -112,17 +107,14 @@ var sdk2InMakeTest = []string{"NEURON_NUM_DEVICES=2 bin/toy --spawn --device neu
 // its /proc/PID/maps while it ran.
 func TestTrn1CommandsOnTheSDK3StandIn(t *testing.T) { runTrn1Commands(t, false, sdk3) }
 
-// TestTrn1CommandsOnTheSDK2StandIn: libneuronxla 2's road (each training
-// process imported libneuronxla in its embedded interpreter) for
-// sdk2InMakeTest.
-func TestTrn1CommandsOnTheSDK2StandIn(t *testing.T) { runTrn1Commands(t, false, sdk2) }
-
 // TestLongTrn1ResNetCommandsOnTheSDK3StandIn: the same for ResNet-18's
 // examples (spawned and under ddprun) and the GPT in bf16.
 func TestLongTrn1ResNetCommandsOnTheSDK3StandIn(t *testing.T) { runTrn1Commands(t, true, sdk3) }
 
 // TestLongTrn1CommandsOnTheSDK2StandIn: every command on libneuronxla 2's
-// road.
+// road (each training process imported libneuronxla in its embedded
+// interpreter); make test has that road in neuron's
+// TestBootstrapWithStandIns.
 func TestLongTrn1CommandsOnTheSDK2StandIn(t *testing.T) {
 	runTrn1Commands(t, false, sdk2)
 	runTrn1Commands(t, true, sdk2)
@@ -141,10 +133,8 @@ func runTrn1Commands(t *testing.T, long bool, road sdkRoad) {
 	if road == sdk3 {
 		env = standIn3Env(t)
 	}
-	makeTestSubset := road == sdk2 && !strings.HasPrefix(t.Name(), "TestLong")
-
 	for i, c := range trn1Commands {
-		if c.long != long || makeTestSubset && !slices.Contains(sdk2InMakeTest, c.line) {
+		if c.long != long {
 			continue
 		}
 		line := c.line

@@ -251,7 +251,7 @@ func fleetFailure(ctx context.Context, agents []*rendezvous, o FleetOptions, rep
 	var failedAt time.Time
 	saw := make([]time.Time, len(agents))
 	var wg sync.WaitGroup
-	healthy := time.Now().Add(time.Second)
+	healthy := time.Now().Add(max(time.Second/4, 5*o.MonitorInterval))
 	for n, a := range agents {
 		w := a.watch(0, assignment{node: n, nnodes: o.Nodes, offset: n * o.RanksPerNode, world: world})
 		wg.Go(func() {
