@@ -6,11 +6,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/xladdp/xladdp/internal/procfs"
 
 	"github.com/stretchr/testify/require"
 
@@ -110,15 +111,7 @@ func (m *mapsSeen) sample(pid int, plugin string) {
 func descendants(root int) []int {
 	out := []int{root}
 	for i := 0; i < len(out); i++ {
-		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", out[i]))
-		for _, task := range tasks {
-			b, _ := os.ReadFile(task)
-			for _, f := range strings.Fields(string(b)) {
-				if child, err := strconv.Atoi(f); err == nil {
-					out = append(out, child)
-				}
-			}
-		}
+		out = append(out, procfs.Children("/proc", out[i])...)
 	}
 	return out
 }

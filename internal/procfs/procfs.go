@@ -61,3 +61,19 @@ func CommandLine(proc string, pid int) string {
 	}
 	return cmd
 }
+
+// Children are pid's child processes, read from proc (normally "/proc")
+// through each of its threads' children lists; none when pid is gone.
+func Children(proc string, pid int) []int {
+	var pids []int
+	tasks, _ := filepath.Glob(filepath.Join(proc, strconv.Itoa(pid), "task", "*", "children"))
+	for _, task := range tasks {
+		b, _ := os.ReadFile(task)
+		for _, f := range strings.Fields(string(b)) {
+			if child, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, child)
+			}
+		}
+	}
+	return pids
+}

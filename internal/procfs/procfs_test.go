@@ -43,3 +43,12 @@ func TestHostileProc(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(proc, "42", "comm"), []byte("trainer\n"), 0o644))
 	assert.Equal(t, "trainer", CommandLine(proc, 42))
 }
+
+func TestChildrenListsAChild(t *testing.T) {
+	cmd := exec.Command("sleep", "5")
+	require.NoError(t, cmd.Start())
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	assert.Contains(t, Children("/proc", os.Getpid()), cmd.Process.Pid)
+	assert.Empty(t, Children("/proc", 1<<30), "a pid that does not exist has none")
+	assert.Empty(t, Children(t.TempDir(), os.Getpid()), "a proc without it has none")
+}

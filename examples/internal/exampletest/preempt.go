@@ -7,11 +7,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/xladdp/xladdp/internal/procfs"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -210,20 +211,7 @@ func (r *Running) Wait() (string, error) {
 }
 
 // Workers are the command's child processes (ddprun's workers).
-func (r *Running) Workers() []int {
-	pid := r.cmd.Process.Pid
-	var pids []int
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
-	for _, task := range tasks {
-		b, _ := os.ReadFile(task)
-		for _, f := range strings.Fields(string(b)) {
-			if child, err := strconv.Atoi(f); err == nil {
-				pids = append(pids, child)
-			}
-		}
-	}
-	return pids
-}
+func (r *Running) Workers() []int { return procfs.Children("/proc", r.cmd.Process.Pid) }
 
 // Resume runs job with --checkpoint-dir ckdir and extra flags to its
 // end, checks that it resumed, and returns its output.
