@@ -283,7 +283,7 @@ bench: deps
 		XLADDP_DISTRIBUTED_DEBUG=0 $(BIN)/benchallreduce --compare-mpi $(BIN)/mpi_allreduce --procs 2,4 --rounds 7
 		$(GO) test -tags mpi -run '^$$' -bench MPIAllReduceOverhead -benchtime 2s ./ddp/dist/
 	fi
-	echo "== training steps side by side with JAX, torch-xla and PyTorch (docs/BENCHMARKS.md)"
+	echo "== training steps side by side with JAX, torch-xla, PyTorch 2.9 and 1.13 (each BLAS at its best; docs/BENCHMARKS.md)"
 	bash examples/bench/peers/install.sh
 	mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/benchstep ./examples/bench/step
@@ -291,6 +291,8 @@ bench: deps
 		--only "$(BENCH_ONLY)" --json $(BIN)/bench-peers.json
 	echo "== workers under real torchrun (torch 2.9's agent store)"
 	$(MAKE) --no-print-directory torchrun-check
+	echo "== the control plane at 512, 1,024 and 2,048 ranks, beside torch 2.9's TCPStore (docs/BENCHMARKS.md)"
+	$(GO) run ./examples/bench/fleet --ranks 512,1024,2048 --rounds 3 --torch $(PEERS)/torchxla/bin/python
 	echo "== the seed's per-op table on one core against JAX and PyTorch, batch 32 and 64 (docs/BENCHMARKS.md)"
 	$(GO) build -o $(BIN)/benchops ./examples/bench/ops
 	$(PYTHON) examples/bench/peers/ops_compare.py --ops-bin $(BIN)/benchops --rounds $(BENCH_ROUNDS)

@@ -1,12 +1,15 @@
 """`make bench`'s side-by-side comparison: runs xladdp's examples/bench/step
-and the peers (JAX jit / lax.scan, torch-xla PJRT CPU, PyTorch eager with
-Debian's reference BLAS and with OpenBLAS, PyTorch DDP over gloo) on the
+and the peers (JAX jit / lax.scan, torch-xla PJRT CPU, PyTorch 2.9 from
+PyPI (MKL, oneDNN) eager and DDP over gloo, Debian's PyTorch 1.13 eager with
+its reference BLAS and with OpenBLAS at the best kernel it takes here
+(blas.py sets OPENBLAS_CORETYPE), PyTorch DDP over gloo) on the
 MNIST CNN, the toy MLP, ResNet-18 (CIFAR-10 stem) and examples/gpt's small
 GPT (AdamW groups, clipping; JAX and PyTorch from gpt_jax.py and
 gpt_torch.py), with the same
 initial weights and batches, alternating runners round by round, and
-prints a markdown table of medians (warm-up excluded) with ratios to
-xladdp. Every runner's eval-mode loss of the initial weights must agree with
+prints which BLAS and kernel each PyTorch used, one core's measured sgemm
+peak, and a markdown table of medians (warm-up excluded) with each step's
+GFLOP/s and % of that peak, and ratios to the best peer and to xladdp. Every runner's eval-mode loss of the initial weights must agree with
 xladdp's within 1e-3, or the comparison stops.
 
     python3 compare.py --step-bin bin/benchstep --rounds 2 [--json out.json]
@@ -20,12 +23,25 @@ import subprocess
 import sys
 import tempfile
 
+import blas
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 PEERS = os.environ.get("XLADDP_PEERS_DIR", os.path.expanduser("~/.cache/xladdp/peers"))
 JAX = os.path.join(PEERS, "jax/bin/python")
 TORCHXLA = os.path.join(PEERS, "torchxla/bin/python")
 DEBIAN = "/usr/bin/python3"
+# Debian's OpenBLAS; main() adds the OPENBLAS_CORETYPE blas.py finds best.
 OPENBLAS = {"LD_LIBRARY_PATH": "/usr/lib/x86_64-linux-gnu/openblas-pthread"}
+T29 = TORCHXLA  # PyTorch 2.9 from PyPI lives in torch-xla's venv
+T29_ONE = {"OMP_NUM_THREADS": "1"}
+
+# Training FLOPs per sample: 3x the forward's matmuls and convolutions
+# (elementwise work left out). cnn: conv 1->32 and 32->64 (3x3), fc
+# 9216->128->10: 11.99 M multiply-adds; toy: 10->10->5; ResNet-18 with the
+# CIFAR stem at 32x32: 0.555 G multiply-adds; gpt (4x128, block 64, 65
+# symbols): 860,288 multiply-adds a token with attention, 64 tokens.
+FLOPS_PER_SAMPLE = {"cnn": 3 * 2 * 11_992_448, "cnn32": 3 * 2 * 11_992_448, "toy": 3 * 2 * 150,
+                    "resnet18-cifar": 106.6e9 / 32, "gpt": 3 * 2 * 860_288 * 64, "gpt16": 3 * 2 * 860_288 * 64}
 # libblas3's reference BLAS; without it on the path, libblas.so.3 is
 # whatever Debian's alternatives chose (OpenBLAS once it is installed).
 REFBLAS = {"LD_LIBRARY_PATH": "/usr/lib/x86_64-linux-gnu/blas"}
@@ -57,10 +73,12 @@ def cases(step_bin, init):
             ("xladdp compiled", pin(gpt_go("--mode", "compiled"))),
             ("JAX jit", pin(gpt_py(JAX, "gpt_jax.py", init["gpt"]))),
             ("PyTorch 1.13 eager, OpenBLAS, 1 thread", pin(gpt_py(DEBIAN, "gpt_torch.py", init["gpt"], "--threads", "1", env=one_thread))),
+            ("PyTorch 2.9 eager, MKL, 1 thread", pin(gpt_py(T29, "gpt_torch.py", init["gpt"], "--threads", "1", env=T29_ONE))),
         ]),
         ("GPT 4x128 block 64, batch 16 per worker, 2 processes x 1 core", "gpt16", [
             ("xladdp ddp.Wrap (host path)", gpt_go("--batch", "16", "--processes", "2")),
             ("PyTorch 1.13 DDP gloo 2x1 thread, OpenBLAS", gpt_py(DEBIAN, "gpt_torch.py", init["gpt16"], "--replicas", "2", env=OPENBLAS)),
+            ("PyTorch 2.9 DDP gloo 2x1 thread, MKL", gpt_py(T29, "gpt_torch.py", init["gpt16"], "--replicas", "2")),
         ]),
         ("GPT 4x128 block 64, batch 32, 1 device", "gpt", [
             ("xladdp", gpt_go()),
@@ -80,20 +98,24 @@ def cases(step_bin, init):
             ("JAX jit", pin(resnet_py(JAX, "step_jax.py"))),
             ("torch-xla", pin(resnet_py(TORCHXLA, "step_torchxla.py"))),
             ("PyTorch 1.13 eager, OpenBLAS, 1 thread", pin(resnet_py(DEBIAN, "step_torch.py", "--threads", "1", env=one_thread))),
+            ("PyTorch 2.9 eager, MKL, 1 thread", pin(resnet_py(T29, "step_torch.py", "--threads", "1", env=T29_ONE))),
         ]),
         ("ResNet-18 CIFAR, batch 32 per worker, 2 processes x 1 core", "resnet18-cifar", [
             ("xladdp ddp.Wrap (host path)", resnet_go("--processes", "2")),
             ("PyTorch 1.13 DDP gloo 2x1 thread, OpenBLAS", resnet_py(DEBIAN, "step_torch.py", "--replicas", "2", env=OPENBLAS)),
+            ("PyTorch 2.9 DDP gloo 2x1 thread, MKL", resnet_py(T29, "step_torch.py", "--replicas", "2")),
         ]),
         ("MNIST CNN, batch 64, one core (taskset -c 0)", "cnn", [
             ("xladdp", pin(go("--model", "cnn", *cnn_timing))),
             ("xladdp compiled", pin(go("--model", "cnn", "--mode", "compiled", *cnn_timing))),
             ("JAX jit", pin(py(JAX, "step_jax.py", "--model", "cnn", "--init", cnn, *cnn_timing))),
             ("PyTorch 1.13 eager, OpenBLAS, 1 thread", pin(py(DEBIAN, "step_torch.py", "--model", "cnn", "--threads", "1", "--init", cnn, *cnn_timing, env=one_thread))),
+            ("PyTorch 2.9 eager, MKL, 1 thread", pin(py(T29, "step_torch.py", "--model", "cnn", "--threads", "1", "--init", cnn, *cnn_timing, env=T29_ONE))),
         ]),
         ("MNIST CNN, batch 32 per worker (the seed's), 2 processes x 1 core", "cnn32", [
             ("xladdp ddp.Wrap (host path)", go("--model", "cnn", "--batch", "32", "--processes", "2", *cnn_timing)),
             ("PyTorch 1.13 DDP gloo 2x1 thread, OpenBLAS", py(DEBIAN, "step_torch.py", "--model", "cnn", "--replicas", "2", "--init", cnn32, *cnn_timing, env=OPENBLAS)),
+            ("PyTorch 2.9 DDP gloo 2x1 thread, MKL", py(T29, "step_torch.py", "--model", "cnn", "--replicas", "2", "--init", cnn32, *cnn_timing)),
         ]),
         ("MNIST CNN, batch 64, 1 device", "cnn", [
             ("xladdp", go("--model", "cnn", *cnn_timing)),
@@ -143,12 +165,20 @@ def run(cmd, env):
 
 
 def main():
+    global OPENBLAS
     p = argparse.ArgumentParser()
     p.add_argument("--step-bin", required=True)
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--only", default="", help="run only cases whose title contains this")
     p.add_argument("--json", default="")
     a = p.parse_args()
+    OPENBLAS = blas.openblas_env()
+    print(f"OPENBLAS_CORETYPE={OPENBLAS.get('OPENBLAS_CORETYPE', '(the library chooses)')}")
+    print(blas.line("PyTorch 1.13 (Debian), as run", blas.describe(DEBIAN, OPENBLAS)))
+    print(blas.line("PyTorch 2.9 (PyPI), as run", blas.describe(T29, {})))
+    peak = max(blas.peak(DEBIAN, OPENBLAS), blas.peak(T29, {}))
+    print(f"one core's sgemm peak (2048^3, the better of OpenBLAS and MKL): {peak:.0f} GFLOP/s; % of peak is against it "
+          f"times the cores a case uses (one core: 1; 2 processes x 1 core: 2; else {os.cpu_count()})\n")
     tmp = tempfile.mkdtemp(prefix="xladdp-bench-")
     init = {}
     for model in ("cnn", "toy"):
@@ -173,10 +203,12 @@ def main():
                 samples.setdefault((title, name), []).extend(res["step_ms"])
                 meta[(title, name)] = res
     rows = []
-    print("| case | runner | ms/step (median) | samples/s | vs xladdp | initial loss |")
-    print("|---|---|---|---|---|---|")
+    print("| case | runner | ms/step (median) | samples/s | GFLOP/s | % of peak | best peer's time / this | vs xladdp | initial loss |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for title, model, runners in table:
         ours = None
+        peers = [statistics.median(samples[(title, n)]) for n, _ in runners if not n.startswith("xladdp")]
+        best = min(peers) if peers else None
         for name, _ in runners:
             med = statistics.median(samples[(title, name)])
             res = meta[(title, name)]
@@ -186,7 +218,11 @@ def main():
                 raise SystemExit(f"{title}: {name}'s initial loss {res['initial_loss']} differs from xladdp's {ours_loss}")
             batch = {"cnn": 64, "cnn32": 32, "toy": 20, "resnet18-cifar": 32, "gpt": 32, "gpt16": 16}[model] * res["replicas"] * res.get("processes", 1)
             label = res["runner"] if name.startswith("xladdp") is False else name
-            print(f"| {title} | {label} | {med:.4g} | {batch / (med / 1000):.0f} | {med / ours:.2f}x | {res['initial_loss']:.6f} |")
+            gflops = FLOPS_PER_SAMPLE[model] * batch / (med / 1000) / 1e9
+            cores = 1 if "one core" in title else 2 if "x 1 core" in title else os.cpu_count()
+            vs_best = f"{best / med:.2f}x" if best else ""
+            print(f"| {title} | {label} | {med:.4g} | {batch / (med / 1000):.0f} | {gflops:.1f} | {100 * gflops / (peak * cores):.0f}% | {vs_best} | "
+                  f"{med / ours:.2f}x | {res['initial_loss']:.6f} |")
             rows.append({"case": title, "runner": res["runner"], "name": name, "median_ms": med,
                          "samples": samples[(title, name)], "initial_loss": res["initial_loss"]})
     if a.json:

@@ -18,7 +18,8 @@ import common
 def main(run, args):
     """run(rank, world, port, queue) is one rank."""
     path = os.environ.get("LD_LIBRARY_PATH", "")
-    blas = "OpenBLAS" if "openblas" in path else "reference BLAS" if path.endswith("/blas") else "system BLAS"
+    blas = ("OpenBLAS" if "openblas" in path else "reference BLAS" if path.endswith("/blas")
+            else "MKL" if torch.backends.mkl.is_available() else "system BLAS")
     name = f"torch {torch.__version__} eager ({blas})"
     if args.replicas == 1:
         import queue as q
