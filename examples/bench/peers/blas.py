@@ -89,17 +89,51 @@ def line(label, d):
 PEAK = r"""
 import time, torch
 torch.set_num_threads(1)
-a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
-a @ b
 best = 0.0
-for _ in range(5):
-    t = time.perf_counter(); a @ b; best = max(best, 2 * 2048**3 / (time.perf_counter() - t) / 1e9)
+for n, reps in ((256, 200), (512, 40), (1024, 8), (2048, 3)):
+    a, b, c = torch.randn(n, n), torch.randn(n, n), torch.empty(n, n)
+    torch.mm(a, b, out=c)
+    for _ in range(5):
+        t = time.perf_counter()
+        for _ in range(reps):
+            torch.mm(a, b, out=c)
+        best = max(best, 2 * n**3 * reps / (time.perf_counter() - t) / 1e9)
 print(best)
 """
 
 
+PEAK_JAX = r"""
+import os, time
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+import jax, jax.numpy as jnp
+best = 0.0
+for n, reps in ((256, 200), (512, 40), (1024, 8), (2048, 3)):
+    a, b = jnp.ones((n, n), jnp.float32), jnp.ones((n, n), jnp.float32)
+    f = jax.jit(lambda x, y: x @ y)
+    f(a, b).block_until_ready()
+    for _ in range(5):
+        t = time.perf_counter()
+        for _ in range(reps):
+            r = f(a, b)
+        r.block_until_ready()
+        best = max(best, 2 * n**3 * reps / (time.perf_counter() - t) / 1e9)
+print(best)
+"""
+JAX = os.path.join(PEERS, "jax/bin/python")
+
+
+def peak_jax():
+    """One core's best f32 matmul through XLA (JAX), as peak() measures."""
+    out = subprocess.run(["taskset", "-c", "0", JAX, "-c", PEAK_JAX], capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"))
+    if out.returncode != 0:
+        raise SystemExit(f"{JAX}: matmul peak failed: {out.stderr[-2000:]}")
+    return float(out.stdout.strip().splitlines()[-1])
+
+
 def peak(python, env):
-    """One core's sgemm GFLOP/s (2048³, best of 5, taskset -c 0)."""
+    """One core's sgemm GFLOP/s: the best of square sizes 256 to 2048
+    (taskset -c 0), so that neither a cache nor memory bounds it."""
     full = dict(os.environ, **env, OMP_NUM_THREADS="1")
     out = subprocess.run(["taskset", "-c", "0", python, "-c", PEAK], env=full, capture_output=True, text=True, timeout=300)
     if out.returncode != 0:
@@ -115,7 +149,8 @@ def main():
     if os.path.exists(TORCH29):
         print(line("PyTorch 2.9 (PyPI)", describe(TORCH29, {})))
     print(f"one-core sgemm peak: PyTorch 1.13 OpenBLAS {peak(DEBIAN, env):.0f} GFLOP/s"
-          + (f", PyTorch 2.9 MKL {peak(TORCH29, {}):.0f} GFLOP/s" if os.path.exists(TORCH29) else ""))
+          + (f", PyTorch 2.9 MKL {peak(TORCH29, {}):.0f} GFLOP/s" if os.path.exists(TORCH29) else "")
+          + (f", XLA (JAX) {peak_jax():.0f} GFLOP/s" if os.path.exists(JAX) else ""))
 
 
 if __name__ == "__main__":

@@ -177,7 +177,7 @@ def main():
     print(blas.line("PyTorch 1.13 (Debian), as run", blas.describe(DEBIAN, OPENBLAS)))
     print(blas.line("PyTorch 2.9 (PyPI), as run", blas.describe(T29, {})))
     peak = max(blas.peak(DEBIAN, OPENBLAS), blas.peak(T29, {}))
-    print(f"one core's sgemm peak (2048^3, the better of OpenBLAS and MKL): {peak:.0f} GFLOP/s; % of peak is against it "
+    print(f"one core's sgemm peak (square 256 to 2048, the better of OpenBLAS and MKL): {peak:.0f} GFLOP/s; % of peak is against it "
           f"times the cores a case uses (one core: 1; 2 processes x 1 core: 2; else {os.cpu_count()})\n")
     tmp = tempfile.mkdtemp(prefix="xladdp-bench-")
     init = {}
