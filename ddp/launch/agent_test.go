@@ -384,10 +384,11 @@ func TestTwoNodesFailTogether(t *testing.T) {
 	}
 }
 
-// TestLostAgent: an agent killed with SIGKILL takes its workers with it
-// (they die with their parent), and the other node's agent stops its
-// own workers and exits non-zero within the heartbeat timeout.
-func TestLostAgent(t *testing.T) {
+// TestLongLostAgent: an agent killed with SIGKILL takes its workers with
+// it (they die with their parent), and the other node's agent stops its
+// own workers and exits non-zero within the heartbeat timeout (which it
+// waits out: make test-long).
+func TestLongLostAgent(t *testing.T) {
 	t.Parallel() // mostly waiting for the heartbeat timeout, on a port of its own
 	ddprun := buildDdprun(t)
 	port := freeTestPort(t)

@@ -81,11 +81,11 @@ func TestMPIDryRun(t *testing.T) {
 	}
 }
 
-// TestHungLauncherIsStopped: a parent whose children have
-// all ended but which never exits (as Open MPI 4.1's mpirun sometimes
-// does after a failed job) is noticed after mpirunOrphanGrace; one whose
-// child still runs is not.
-func TestHungLauncherIsStopped(t *testing.T) {
+// TestLongHungLauncherIsStopped: a parent whose children have all ended
+// but which never exits (as Open MPI 4.1's mpirun sometimes does after a
+// failed job) is noticed after mpirunOrphanGrace (which it waits out:
+// make test-long); one whose child still runs is not.
+func TestLongHungLauncherIsStopped(t *testing.T) {
 	t.Parallel() // waiting on sleeps of its own
 	start := func(script string) *exec.Cmd {
 		cmd := exec.Command("sh", "-c", script)
