@@ -128,9 +128,10 @@ func checkOneCompilationPerProgram(t *testing.T, n twoNodes, unshared bool) {
 	assert.Equal(t, 4*u, sum(real, func(m xla.Metrics) int64 { return m.PersistentCacheHits }))
 }
 
-// TestOneCompilationPerProgramAcrossNodes: two ddprun agents on loopback
-// (the unshared comparison runs in make test-long's namespace form).
-func TestOneCompilationPerProgramAcrossNodes(t *testing.T) {
+// TestLongOneCompilationPerProgramAcrossNodes: two ddprun agents on
+// loopback (make test has the exchange's own tests: go test ./xla
+// ./ddp/internal/progshare).
+func TestLongOneCompilationPerProgramAcrossNodes(t *testing.T) {
 	n := twoNodes{bin: buildCommands(t), master: "127.0.0.1", env: standIn3Env(t),
 		command: func(_ int, argv ...string) *exec.Cmd { return exec.Command(argv[0], argv[1:]...) }}
 	checkOneCompilationPerProgram(t, n, false)
