@@ -2,6 +2,7 @@ package xla
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"syscall"
@@ -36,19 +37,12 @@ func appendMetrics() error {
 	// O_NONBLOCK: a FIFO nobody reads fails at once instead of holding
 	// Close forever.
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NONBLOCK, 0o644)
+	if err == nil {
+		_, err = f.Write(append(line, '\n'))
+		err = errors.Join(err, f.Close())
+	}
 	if err != nil {
-		return fmt.Errorf("xla: $%s: %w", EnvMetricsFile, err)
-	}
-	_, err = f.Write(append(line, '\n'))
-	return errorsJoin(err, f.Close(), path)
-}
-
-func errorsJoin(write, closeErr error, path string) error {
-	if write == nil {
-		write = closeErr
-	}
-	if write != nil {
-		return fmt.Errorf("xla: writing the metrics to $%s=%s: %w", EnvMetricsFile, path, write)
+		return fmt.Errorf("xla: writing the metrics to $%s=%s: %w", EnvMetricsFile, path, err)
 	}
 	return nil
 }

@@ -27,7 +27,7 @@ const (
 	// maxPendingHandshakes bounds connections not yet authenticated, and
 	// maxPendingPerSource those from one address: a new connection over
 	// either bound closes the oldest one pending (of that address, for
-	// the second) once it has waited evictAfter, so silent connections
+	// the second) once it has waited defaultEvictAfter, so silent connections
 	// cannot lock real clients out, while a burst of real ones (a trn2
 	// node's 128 ranks dialling at once) is not cut short: it finishes
 	// its handshakes in milliseconds. Past the hard bounds the oldest
@@ -36,7 +36,7 @@ const (
 	maxPendingPerSource   = 64
 	hardPendingHandshakes = 4096
 	hardPendingPerSource  = 1024
-	evictAfter            = 250 * time.Millisecond
+	defaultEvictAfter     = 250 * time.Millisecond
 	// requestTimeout bounds reading the rest of a request once its length
 	// has arrived (an idle connection waits without limit).
 	requestTimeout = time.Minute
@@ -60,6 +60,9 @@ type Server struct {
 	// first (*handshake), and pendingFrom how many come from each address.
 	pending     list.List
 	pendingFrom map[string]int
+	// evictAfter is how long a pending handshake is young (guarded by
+	// mu; defaultEvictAfter, a test's own).
+	evictAfter time.Duration
 }
 
 // handshake is a connection in its handshake.
@@ -78,7 +81,7 @@ func Listen(addr, token string) (*Server, error) {
 		return nil, fmt.Errorf("store: cannot listen on %s: %w (is another job or store using the port? pick another MASTER_PORT)", addr, err)
 	}
 	s := &Server{ln: ln, token: []byte(token), data: map[string][]byte{}, changed: make(chan struct{}), conns: map[net.Conn]bool{},
-		pendingFrom: map[string]int{}}
+		pendingFrom: map[string]int{}, evictAfter: defaultEvictAfter}
 	s.wg.Add(1)
 	go s.accept()
 	return s, nil
@@ -139,7 +142,7 @@ func (s *Server) accept() {
 // admit records c as pending, first closing the oldest pending handshake
 // of its address if that address has maxPendingPerSource, and the oldest
 // of all if maxPendingHandshakes are pending, each once it has waited
-// evictAfter (at the hard bounds, at once). Called with mu held.
+// s.evictAfter (at the hard bounds, at once). Called with mu held.
 func (s *Server) admit(c net.Conn) *handshake {
 	source := c.RemoteAddr().String()
 	if host, _, err := net.SplitHostPort(source); err == nil {
@@ -149,7 +152,7 @@ func (s *Server) admit(c net.Conn) *handshake {
 	if n := s.pendingFrom[source]; n >= maxPendingPerSource {
 		for e := s.pending.Front(); e != nil; e = e.Next() {
 			if h := e.Value.(*handshake); h.source == source {
-				if n >= hardPendingPerSource || now.Sub(h.since) >= evictAfter {
+				if n >= hardPendingPerSource || now.Sub(h.since) >= s.evictAfter {
 					s.evict(h)
 				}
 				break
@@ -157,7 +160,7 @@ func (s *Server) admit(c net.Conn) *handshake {
 		}
 	}
 	if n := s.pending.Len(); n >= maxPendingHandshakes {
-		if h := s.pending.Front().Value.(*handshake); n >= hardPendingHandshakes || now.Sub(h.since) >= evictAfter {
+		if h := s.pending.Front().Value.(*handshake); n >= hardPendingHandshakes || now.Sub(h.since) >= s.evictAfter {
 			s.evict(h)
 		}
 	}
