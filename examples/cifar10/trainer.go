@@ -120,6 +120,7 @@ func (t *Trainer) train(ctx context.Context) (res result, err error) {
 		}
 		nn.Train(t.model)
 		shown := before // the epoch's steps the progress has counted
+		measured := false
 		for batch, err := range t.loader.Epoch(ctx, epoch) {
 			if err != nil {
 				return res, err
@@ -144,6 +145,7 @@ func (t *Trainer) train(ctx context.Context) (res result, err error) {
 				if res.FinalLoss, err = loss.Item(ctx); err != nil {
 					return res, err
 				}
+				measured = true
 				curves.AddLoss(steps, res.FinalLoss)
 				progress.Step(step, res.FinalLoss, (step-shown)*t.cfg.batchSize*t.worldSize)
 				shown = step
@@ -155,7 +157,7 @@ func (t *Trainer) train(ctx context.Context) (res result, err error) {
 		}
 		if rank0 {
 			curves.AddAccuracy(epoch+1, res.Accuracy)
-			fmt.Fprintf(t.out, "epoch %d: test accuracy %.2f%%, last loss %.4f\n", epoch+1, 100*res.Accuracy, res.FinalLoss)
+			fmt.Fprintf(t.out, "epoch %d: test accuracy %.2f%%, last loss %s\n", epoch+1, 100*res.Accuracy, report.Loss(res.FinalLoss, measured))
 		}
 		if t.cfg.Checkpoint != "" {
 			ck := t.state()

@@ -128,8 +128,10 @@ func (j *job) run(ctx context.Context) (res result, err error) {
 	curves := report.Curves{Title: "ResNet-18 fine-tuning", AccuracyOf: "val"}
 	start, done := time.Now(), at.Step
 	global := c.batchSize * w.WorldSize
+	var runLoss bool // whether this run read a loss
 	for epoch := at.Epoch; epoch < c.epochs; epoch++ {
 		nn.Train(model)
+		epochLoss := false
 		// The samples of the epoch's order used before a resume, and
 		// the steps they made: the loader yields the rest.
 		epochStart := at.Used(epoch)
@@ -160,6 +162,7 @@ func (j *job) run(ctx context.Context) (res result, err error) {
 				if res.FinalLoss, err = loss.Item(ctx); err != nil {
 					return res, err
 				}
+				epochLoss, runLoss = true, true
 				curves.AddLoss(done, res.FinalLoss)
 				progress.Step(index+1, res.FinalLoss, c.batchSize*w.WorldSize)
 			}
@@ -172,8 +175,8 @@ func (j *job) run(ctx context.Context) (res result, err error) {
 		res.Epochs = epoch + 1
 		if rank0 {
 			curves.AddAccuracy(epoch+1, res.Accuracy)
-			fmt.Fprintf(j.out, "epoch %d: val accuracy %.2f%% (%d images), last loss %.4f, next lr %.4g\n",
-				epoch+1, 100*res.Accuracy, j.val.Len(), res.FinalLoss, opt.LR())
+			fmt.Fprintf(j.out, "epoch %d: val accuracy %.2f%% (%d images), last loss %s, next lr %.4g\n",
+				epoch+1, 100*res.Accuracy, j.val.Len(), report.Loss(res.FinalLoss, epochLoss), opt.LR())
 		}
 		if c.Checkpoint != "" {
 			saved := ck
@@ -197,8 +200,8 @@ func (j *job) run(ctx context.Context) (res result, err error) {
 	}
 	if rank0 {
 		m := xla.GetMetrics()
-		fmt.Fprintf(j.out, "done: %d epoch(s), val accuracy %.2f%%, final loss %.4f, %v training, %.1f samples/s, programs: %d compiled, %d from the disk cache\n",
-			res.Epochs, 100*res.Accuracy, res.FinalLoss, res.Trained.Round(time.Millisecond),
+		fmt.Fprintf(j.out, "done: %d epoch(s), val accuracy %.2f%%, final loss %s, %v training, %.1f samples/s, programs: %d compiled, %d from the disk cache\n",
+			res.Epochs, 100*res.Accuracy, report.Loss(res.FinalLoss, runLoss), res.Trained.Round(time.Millisecond),
 			float64(res.Samples)/max(res.Trained.Seconds(), 1e-9), m.Compilations, m.PersistentCacheHits)
 		if err := c.Finish(j.out, &curves); err != nil {
 			return res, err

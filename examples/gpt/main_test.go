@@ -96,6 +96,31 @@ func TestLearnsSpawnedAndResumes(t *testing.T) {
 	assert.ErrorContains(t, err, "is at step 130, and --steps is 100: nothing to train; raise --steps")
 }
 
+// TestSameCommandAfterTheLastStep: a --checkpoint-dir at the last step
+// (--checkpoint-every divides --steps, or a SIGTERM came as the job
+// finished and it said "run the job again") makes the same command
+// finish without training and write --checkpoint with those weights,
+// where it used to refuse ("nothing to train") and fail the job.
+func TestSameCommandAfterTheLastStep(t *testing.T) {
+	exampletest.CleanEnv(t)
+	dir := t.TempDir()
+	final := filepath.Join(dir, "final.safetensors")
+	args := append([]string{"--spawn", "--cpu-devices", "2", "--data", corpusOrSkip(t), "--steps", "4", "--sample", "0",
+		"--checkpoint-every", "2", "--checkpoint-dir", filepath.Join(dir, "ck"), "--checkpoint", final}, tiny...)
+	_, err := run(t.Context(), args, &bytes.Buffer{})
+	require.NoError(t, err)
+	want := exampletest.ModelTensors(t, final)
+	require.NoError(t, os.Remove(final))
+	var out bytes.Buffer
+	res, err := run(t.Context(), args, &out)
+	require.NoError(t, err, out.String())
+	assert.Contains(t, out.String(), "is at step 4 of 4: training had finished, nothing left to train")
+	assert.Equal(t, 4, res.Steps)
+	assert.Equal(t, want, exampletest.ModelTensors(t, final), "--checkpoint holds the last step's weights")
+	_, err = run(t.Context(), append(args, "--steps", "3"), &bytes.Buffer{})
+	assert.ErrorContains(t, err, "is at step 4, and --steps is 3: nothing to train; raise --steps", "past the end is still refused")
+}
+
 // TestLongOneAllReducePerAccumulatedStep is the step's accounting over 1000
 // micro-steps (250 optimizer steps of 4 micro-batches) with clipping,
 // warmup+cosine and bf16, on 2 replicas: one gradient average per

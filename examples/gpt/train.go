@@ -206,8 +206,13 @@ func train(ctx context.Context, c config, w ddp.Worker, text *corpus, out io.Wri
 			return res, fmt.Errorf("%s: %s holds a GPT %s, this run builds %s: give the same --size, --layers, --heads, --width, --block, --dropout and --data",
 				flag, from, got, shape)
 		}
-		if ck.Step >= c.steps {
+		// --checkpoint-dir at the last step is a job that ended (or was
+		// preempted) as it finished: the same command run again finishes.
+		if ck.Step > c.steps || (ck.Step == c.steps && !resumed) {
 			return res, fmt.Errorf("%s: %s is at step %d, and --steps is %d: nothing to train; raise --steps", flag, from, ck.Step, c.steps)
+		}
+		if ck.Step == c.steps {
+			return finished(ctx, t, ck, rank0, out)
 		}
 		for range ck.Step {
 			t.sched.Step() // the learning rate of the step it resumes at
@@ -317,6 +322,23 @@ func train(ctx context.Context, c config, w ddp.Worker, text *corpus, out io.Wri
 		if err := c.Finish(out, &curves); err != nil {
 			return res, err
 		}
+	}
+	return res, nil
+}
+
+// finished ends a run whose --checkpoint-dir holds its last step: it
+// trains nothing, writes --checkpoint from that state (a job preempted
+// as it saved its last step has it, but nothing else proves it), and
+// says so rather than printing losses no step of this run measured.
+func finished(ctx context.Context, t *trainer, ck optim.Checkpoint, rank0 bool, out io.Writer) (result, error) {
+	res := result{ResumedAt: ck.Step, Steps: ck.Step}
+	if t.c.Checkpoint != "" {
+		if err := checkpoint.Save(ctx, t.c.Checkpoint, ck); err != nil {
+			return res, err
+		}
+	}
+	if rank0 {
+		fmt.Fprintf(out, "done: --checkpoint-dir %s is at step %d of %d: training had finished, nothing left to train\n", t.c.Dir, ck.Step, t.c.steps)
 	}
 	return res, nil
 }

@@ -198,10 +198,12 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 		logged   loggedLoss
 		progress *report.Progress // rank 0's, of the current epoch
 	)
+	var epochLoss, runLoss bool // whether this run read a loss in the epoch, at all
 	readLoss := func(l loggedLoss) (err error) {
 		if res.FinalLoss, err = l.loss.Item(ctx); err != nil {
 			return err
 		}
+		epochLoss, runLoss = true, true
 		curves.AddLoss(l.steps, res.FinalLoss)
 		progress.Step(l.step, res.FinalLoss, 10*perReplica*w.WorldSize)
 		return nil
@@ -216,7 +218,7 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 		if c.MaxSteps > 0 {
 			total = min(total, c.MaxSteps)
 		}
-		progress = nil
+		progress, epochLoss = nil, false
 		if rank0 {
 			progress = report.NewProgress(out, fmt.Sprintf("epoch %d/%d", epoch+1, c.epochs), total, c.LogInterval)
 		}
@@ -273,7 +275,7 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 		res.Epochs = epoch + 1
 		if rank0 {
 			curves.AddAccuracy(epoch+1, res.Accuracy)
-			fmt.Fprintf(out, "epoch %d: test accuracy %.2f%%, last loss %.4f, next lr %.4g\n", epoch+1, 100*res.Accuracy, res.FinalLoss, opt.LR())
+			fmt.Fprintf(out, "epoch %d: test accuracy %.2f%%, last loss %s, next lr %.4g\n", epoch+1, 100*res.Accuracy, report.Loss(res.FinalLoss, epochLoss), opt.LR())
 			fmt.Fprintf(out, "time %s; the loader's workers assembled and uploaded each batch in %s, beside the steps\n",
 				split, loader.Stats().Assemble/time.Duration(max(loader.Stats().Batches, 1)))
 		}
@@ -290,8 +292,8 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 	res.Samples = steps * perReplica * w.WorldSize
 	res.Compilations = xla.GetMetrics().Compilations
 	if rank0 {
-		fmt.Fprintf(out, "done: %d epoch(s), test accuracy %.2f%%, final loss %.4f, %v training, %.0f samples/s, programs: %d compiled, %d from the disk cache\n",
-			res.Epochs, 100*res.Accuracy, res.FinalLoss, res.Trained.Round(time.Millisecond),
+		fmt.Fprintf(out, "done: %d epoch(s), test accuracy %.2f%%, final loss %s, %v training, %.0f samples/s, programs: %d compiled, %d from the disk cache\n",
+			res.Epochs, 100*res.Accuracy, report.Loss(res.FinalLoss, runLoss), res.Trained.Round(time.Millisecond),
 			float64(res.Samples)/max(res.Trained.Seconds(), 1e-9), res.Compilations, xla.GetMetrics().PersistentCacheHits)
 		if err := c.Finish(out, &curves); err != nil {
 			return res, err

@@ -133,6 +133,26 @@ func TestForeignCheckpointDirIsRefused(t *testing.T) {
 	assert.ErrorContains(t, err, "move it away to start afresh")
 }
 
+// TestSameCommandAfterTheEnd: a --checkpoint-dir whose latest
+// checkpoint is the last step (--checkpoint-every divides the run, or a
+// SIGTERM came as it finished) makes the same command run again finish
+// without a step, and say so: no "final loss 0.0000".
+func TestSameCommandAfterTheEnd(t *testing.T) {
+	exampletest.CleanEnv(t)
+	dir, data := t.TempDir(), exampletest.MNISTSubset(t, 128, 100)
+	args := []string{"--spawn", "--cpu-devices", "1", "--batch-size", "16", "--test-batch-size", "100", "--max-steps", "4",
+		"--checkpoint-every", "2", "--checkpoint-dir", dir, "--data", data}
+	first, err := run(t.Context(), args, &bytes.Buffer{})
+	require.NoError(t, err)
+	var out bytes.Buffer
+	again, err := run(t.Context(), args, &out)
+	require.NoError(t, err, out.String())
+	assert.Contains(t, out.String(), "resumed from "+dir+" at step 4")
+	assert.Contains(t, out.String(), "final loss none (no step left to train: resumed at the end)")
+	assert.NotContains(t, out.String(), "0.0000")
+	assert.Equal(t, first.Accuracy, again.Accuracy, "the same weights, tested again")
+}
+
 // TestLongPreemptedAndKilledTrials: SIGTERM to ddprun (2 ranks) at a
 // random step of the epoch, three times: exit 75; the same command again
 // resumes mid-epoch and ends with the uninterrupted run's weights, bit
