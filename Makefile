@@ -49,7 +49,7 @@ help:
 	echo "make deps-go | deps-pjrt | deps-mnist | deps-fashion-mnist | deps-fortunes | deps-openmpi | deps-libpython   one of them"
 	echo "make clean           remove $(BIN)/"
 
-deps: deps-go deps-pjrt deps-mnist deps-fashion-mnist deps-fortunes deps-openmpi deps-libpython
+deps: deps-go deps-pjrt deps-mnist deps-fashion-mnist deps-fortunes deps-openmpi deps-libpython deps-onednn
 
 # Go itself, the version go.mod asks for: a fresh machine may have it
 # installed but not on PATH, which make cannot fix for the shell.
@@ -163,6 +163,17 @@ deps-openmpi:
 	fi
 	$(APT_INSTALL)
 	apt_install "Open MPI" openmpi-bin libopenmpi-dev pkg-config
+
+# oneDNN 2.x (Debian's libdnnl2, PyTorch 1.13's), which the CPU target
+# dlopens to run convolutions inside XLA programs; the headers let the ABI
+# test check our declarations. Without it convolutions stay XLA's.
+deps-onednn:
+	@if [[ -e /usr/lib/x86_64-linux-gnu/libdnnl.so.2 && -e /usr/include/oneapi/dnnl/dnnl.h ]]; then
+		echo "deps: oneDNN (libdnnl2, libdnnl-dev) is installed"
+		exit 0
+	fi
+	$(APT_INSTALL)
+	apt_install "oneDNN" libdnnl2 libdnnl-dev
 
 # The shared libpython of Debian's python3, which the neuron bootstrap's
 # stand-in test embeds.

@@ -26,7 +26,10 @@ type Backend struct {
 	target     Target
 	pluginPath string
 	// compiler is the target's CompilerIdentity at Open.
-	compiler     string
+	compiler string
+	// kernels names what runs the CPU target's convolutions inside its
+	// programs ("onednn 2.6.3" or "xla"; cpu_kernels.go).
+	kernels      string
 	pluginSource string
 	gomlx        *gomlxxla.Backend
 	client       *pjrt.Client
@@ -114,6 +117,12 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 	if err := b.describe(); err != nil {
 		gb.Finalize()
 		return nil, fmt.Errorf("%w: %s plugin %s: %w", ErrClient, target, path, err)
+	}
+	if target == CPU {
+		if b.kernels, err = cpuKernels(b.client.Plugin()); err != nil {
+			gb.Finalize()
+			return nil, err
+		}
 	}
 	if got := strings.ToLower(b.Platform()); spec.Platform != "" && got != spec.Platform {
 		gb.Finalize()

@@ -53,6 +53,10 @@ func (b *Backend) CacheIdentity() string {
 	b.identityOnce.Do(func() {
 		major, minor := b.APIVersion()
 		id := fmt.Sprintf("%s|%s|%s|v%d.%d|%d|%s", b.target, pluginDigest(b.pluginPath), b.PlatformVersion(), major, minor, len(b.devices), b.compiler)
+		if b.kernels != "" {
+			// A program with oneDNN custom calls runs only where they are registered.
+			id += "|kernels " + b.kernels
+		}
 		sum := sha256.Sum256([]byte(id))
 		b.identity = hex.EncodeToString(sum[:])
 	})

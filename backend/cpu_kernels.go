@@ -1,0 +1,95 @@
+package backend
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+
+	"github.com/gomlx/go-xla/pkg/pjrt"
+
+	"github.com/xladdp/xladdp/backend/internal/onednn"
+	"github.com/xladdp/xladdp/backend/internal/pjrtx"
+)
+
+// EnvCPUKernels chooses what runs the CPU target's convolutions:
+// "onednn" (oneDNN 2.x custom calls inside the XLA program; an error
+// where libdnnl.so.2 does not load), "xla" (XLA's own kernels), or unset:
+// oneDNN where it loads, else XLA's, said once.
+const EnvCPUKernels = "XLADDP_CPU_KERNELS"
+
+// Kernels names what runs the convolutions of b's programs: "onednn
+// 2.6.3", or "xla" for XLA's own kernels (every target but cpu).
+func (b *Backend) Kernels() string {
+	if b.kernels == "" {
+		return "xla"
+	}
+	return b.kernels
+}
+
+// cpuKernels sets the CPU plugin's convolutions up once per process (the
+// handlers and the compile hook are the plugin's, process-wide) and
+// returns what runs them.
+func cpuKernels(plugin *pjrt.Plugin) (string, error) {
+	kernelsOnce.Do(func() { kernelsChoice, kernelsErr = setUpCPUKernels(plugin) })
+	return kernelsChoice, kernelsErr
+}
+
+var (
+	kernelsOnce   sync.Once
+	kernelsChoice string
+	kernelsErr    error
+)
+
+func setUpCPUKernels(plugin *pjrt.Plugin) (string, error) {
+	choice := os.Getenv(EnvCPUKernels)
+	switch choice {
+	case "xla":
+		return "xla", nil
+	case "", "onednn":
+	default:
+		return "", fmt.Errorf("%w: %s=%q: want onednn or xla (unset: oneDNN where libdnnl.so.2 loads)", ErrBadOption, EnvCPUKernels, choice)
+	}
+	version, err := onednn.Load("")
+	if err == nil {
+		for _, h := range onednn.Handlers() {
+			if err = pjrtx.RegisterFFIHandler(plugin, h.Target, "Host", h.Fn); err != nil {
+				break
+			}
+		}
+	}
+	if err == nil {
+		err = pjrtx.RewritePrograms(plugin, rewriteConvolutions)
+	}
+	switch {
+	case err == nil:
+		return "onednn " + version, nil
+	case choice == "onednn":
+		return "", fmt.Errorf("%w: %s=onednn: %w: install oneDNN 2.x (Debian's libdnnl2: make deps), or unset %s",
+			ErrTargetUnavailable, EnvCPUKernels, err, EnvCPUKernels)
+	default:
+		slog.Warn("convolutions run in XLA's own CPU kernels: "+err.Error()+" (Debian's libdnnl2 gives oneDNN's; make deps installs it)",
+			"set", EnvCPUKernels+"=xla to choose them and silence this")
+		return "xla", nil
+	}
+}
+
+// rewriteConvolutions moves a program's convolutions to oneDNN.
+func rewriteConvolutions(program []byte) ([]byte, bool) {
+	out, n := onednn.Rewrite(program)
+	if n.Total() == 0 {
+		return nil, false
+	}
+	slog.Debug("convolutions through oneDNN", "forward", n.Forward, "input_gradient", n.InputGrad, "weight_gradient", n.WeightGrad)
+	return out, true
+}
+
+// KernelCalls counts the convolutions the process ran through oneDNN, by
+// pass (all zero where XLA's kernels run them).
+type KernelCalls struct{ Forward, InputGrad, WeightGrad int }
+
+// OneDNNCalls is the process's KernelCalls so far.
+func OneDNNCalls() KernelCalls {
+	c := onednn.Calls()
+	return KernelCalls{Forward: c.Forward, InputGrad: c.InputGrad, WeightGrad: c.WeightGrad}
+}

@@ -1,0 +1,21 @@
+// The convolution custom calls of package onednn (conv.c).
+#ifndef XLADDP_ONEDNN_CONV_H_
+#define XLADDP_ONEDNN_CONV_H_
+
+// onednn_load opens libdnnl.so.2 (or path) and its CPU engine; 0 on
+// success, else *err (malloc'ed) says why. *version is "major.minor.patch".
+int onednn_load(const char* path, char** version, char** err);
+
+// The XLA FFI handlers, one per convolution pass, all channels-last:
+// forward (x NHWC, w HWIO -> y NHWC), input gradient (dy, w -> dx) and
+// weight gradient (x, dy -> dw HWIO). Attributes: stride, pad_lo, pad_hi
+// (two i64 each, the forward convolution's).
+void* onednn_conv_forward_handler(void);
+void* onednn_conv_input_grad_handler(void);
+void* onednn_conv_weight_grad_handler(void);
+
+// onednn_calls is how many times the pass (0 forward, 1 input gradient,
+// 2 weight gradient) ran.
+unsigned long long onednn_calls(int pass);
+
+#endif

@@ -1,0 +1,72 @@
+package onednn
+
+/*
+#cgo LDFLAGS: -ldl
+#cgo CFLAGS: -O2
+#include <stdlib.h>
+#include "conv.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"sync"
+	"unsafe"
+)
+
+// DefaultLibrary is the soname of oneDNN 2.x.
+const DefaultLibrary = "libdnnl.so.2"
+
+// Handler is an XLA FFI handler (an XLA_FFI_Handler*) and the custom-call
+// target it serves.
+type Handler struct {
+	Target string
+	Fn     unsafe.Pointer
+}
+
+var loaded struct {
+	once    sync.Once
+	path    string
+	version string
+	err     error
+}
+
+// Load opens oneDNN from path (DefaultLibrary when empty) once per
+// process and returns its version ("2.6.3"); a later call with another
+// path gets the first call's answer.
+func Load(path string) (version string, err error) {
+	if path == "" {
+		path = DefaultLibrary
+	}
+	loaded.once.Do(func() {
+		loaded.path = path
+		cPath := C.CString(path)
+		defer C.free(unsafe.Pointer(cPath))
+		var cVersion, cErr *C.char
+		failed := C.onednn_load(cPath, &cVersion, &cErr) != 0
+		if cVersion != nil {
+			loaded.version = C.GoString(cVersion)
+			C.free(unsafe.Pointer(cVersion))
+		}
+		if failed {
+			loaded.err = fmt.Errorf("oneDNN (%s): %s", path, C.GoString(cErr))
+			C.free(unsafe.Pointer(cErr))
+		}
+	})
+	return loaded.version, loaded.err
+}
+
+// Handlers are the convolution handlers, for the custom-call targets
+// Rewrite emits. Call them only after Load succeeded.
+func Handlers() []Handler {
+	return []Handler{
+		{TargetForward, C.onednn_conv_forward_handler()},
+		{TargetInputGrad, C.onednn_conv_input_grad_handler()},
+		{TargetWeightGrad, C.onednn_conv_weight_grad_handler()},
+	}
+}
+
+// Calls counts the convolutions the handlers ran, by pass.
+func Calls() Rewritten {
+	return Rewritten{Forward: int(C.onednn_calls(0)), InputGrad: int(C.onednn_calls(1)), WeightGrad: int(C.onednn_calls(2))}
+}
