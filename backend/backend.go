@@ -123,6 +123,7 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 			gb.Finalize()
 			return nil, err
 		}
+		shareConvolutionThreads(len(b.devices))
 	}
 	if got := strings.ToLower(b.Platform()); spec.Platform != "" && got != spec.Platform {
 		gb.Finalize()

@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 	"sync"
 
 	"github.com/gomlx/go-xla/pkg/pjrt"
 
 	"github.com/xladdp/xladdp/backend/internal/onednn"
 	"github.com/xladdp/xladdp/backend/internal/pjrtx"
+	"github.com/xladdp/xladdp/internal/workerenv"
 )
 
 // EnvCPUKernels chooses what runs the CPU target's convolutions:
@@ -42,13 +44,9 @@ var (
 )
 
 func setUpCPUKernels(plugin *pjrt.Plugin) (string, error) {
-	choice := os.Getenv(EnvCPUKernels)
-	switch choice {
-	case "xla":
-		return "xla", nil
-	case "", "onednn":
-	default:
-		return "", fmt.Errorf("%w: %s=%q: want onednn or xla (unset: oneDNN where libdnnl.so.2 loads)", ErrBadOption, EnvCPUKernels, choice)
+	choice, err := parseCPUKernels(os.Getenv(EnvCPUKernels))
+	if err != nil || choice == "xla" {
+		return choice, err
 	}
 	version, err := onednn.Load("")
 	if err == nil {
@@ -72,6 +70,29 @@ func setUpCPUKernels(plugin *pjrt.Plugin) (string, error) {
 			"set", EnvCPUKernels+"=xla to choose them and silence this")
 		return "xla", nil
 	}
+}
+
+// shareConvolutionThreads gives each of a process's CPU devices its part
+// of the cores for oneDNN's convolutions: their programs run at once,
+// and OpenMP would start a team of every core for each. An
+// OMP_NUM_THREADS the user gave (ddprun and torchrun give 1 with several
+// ranks a node) stands.
+func shareConvolutionThreads(devices int) {
+	if _, set := os.LookupEnv(workerenv.Threads); set || devices < 2 {
+		onednn.SetThreads(0)
+		return
+	}
+	onednn.SetThreads(max(1, runtime.NumCPU()/devices))
+}
+
+// parseCPUKernels reads EnvCPUKernels: "onednn", "xla", or "" (oneDNN
+// where it loads).
+func parseCPUKernels(v string) (string, error) {
+	switch v {
+	case "", "onednn", "xla":
+		return v, nil
+	}
+	return "", fmt.Errorf("%w: %s=%q: want onednn or xla (unset: oneDNN where libdnnl.so.2 loads)", ErrBadOption, EnvCPUKernels, v)
 }
 
 // rewriteConvolutions moves a program's convolutions to oneDNN.

@@ -52,15 +52,20 @@ func (b *Backend) LoadExecutable(data []byte, numReplicas int, deviceAssignment 
 func (b *Backend) CacheIdentity() string {
 	b.identityOnce.Do(func() {
 		major, minor := b.APIVersion()
-		id := fmt.Sprintf("%s|%s|%s|v%d.%d|%d|%s", b.target, pluginDigest(b.pluginPath), b.PlatformVersion(), major, minor, len(b.devices), b.compiler)
-		if b.kernels != "" {
-			// A program with oneDNN custom calls runs only where they are registered.
-			id += "|kernels " + b.kernels
-		}
-		sum := sha256.Sum256([]byte(id))
-		b.identity = hex.EncodeToString(sum[:])
+		b.identity = b.identityOf(b.PlatformVersion(), major, minor)
 	})
 	return b.identity
+}
+
+// identityOf is CacheIdentity given the plugin's platform and API versions.
+func (b *Backend) identityOf(platformVersion string, major, minor int) string {
+	id := fmt.Sprintf("%s|%s|%s|v%d.%d|%d|%s", b.target, pluginDigest(b.pluginPath), platformVersion, major, minor, len(b.devices), b.compiler)
+	if b.kernels != "" {
+		// A program with oneDNN's custom calls runs only where they are registered.
+		id += "|kernels " + b.kernels
+	}
+	sum := sha256.Sum256([]byte(id))
+	return hex.EncodeToString(sum[:])
 }
 
 // Sampling of pluginDigest: pieces of the file at evenly spaced offsets.

@@ -11,6 +11,13 @@
 static xd_lib dnnl;
 static xd_engine engine;
 
+// OpenMP's thread count for a convolution (0: OpenMP's default), set on
+// each calling thread: oneDNN 2.x in Debian runs on libgomp.
+static int threads;
+static void (*omp_set_num_threads_fn)(int);
+
+void onednn_set_threads(int n) { __atomic_store_n(&threads, n, __ATOMIC_RELAXED); }
+
 int onednn_load(const char* path, char** version, char** err) {
 	void* lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (lib == NULL) {
@@ -29,6 +36,7 @@ int onednn_load(const char* path, char** version, char** err) {
 			return 1;
 		}
 	}
+	omp_set_num_threads_fn = (void (*)(int))dlsym(lib, "omp_set_num_threads");
 	const xd_version* v = dnnl.version();
 	char buf[64];
 	snprintf(buf, sizeof(buf), "%d.%d.%d", v->major, v->minor, v->patch);
@@ -175,6 +183,8 @@ static plan* find_plan(const geometry* g, const char** why) {
 static __thread xd_stream thread_stream;
 
 static int run(plan* p, void* act_in, void* weights_or_act, void* out) {
+	int n_threads = __atomic_load_n(&threads, __ATOMIC_RELAXED);
+	if (n_threads > 0 && omp_set_num_threads_fn != NULL) omp_set_num_threads_fn(n_threads);
 	if (thread_stream == NULL && dnnl.stream_create(&thread_stream, engine, XD_STREAM_DEFAULT) != XD_SUCCESS) {
 		return 1;
 	}

@@ -14,6 +14,10 @@ void* onednn_conv_forward_handler(void);
 void* onednn_conv_input_grad_handler(void);
 void* onednn_conv_weight_grad_handler(void);
 
+// onednn_set_threads sets the OpenMP threads each convolution may use
+// (0: OpenMP's default, OMP_NUM_THREADS or every core).
+void onednn_set_threads(int n);
+
 // onednn_calls is how many times the pass (0 forward, 1 input gradient,
 // 2 weight gradient) ran.
 unsigned long long onednn_calls(int pass);

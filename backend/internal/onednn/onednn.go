@@ -70,3 +70,8 @@ func Handlers() []Handler {
 func Calls() Rewritten {
 	return Rewritten{Forward: int(C.onednn_calls(0)), InputGrad: int(C.onednn_calls(1)), WeightGrad: int(C.onednn_calls(2))}
 }
+
+// SetThreads sets the threads each convolution may use; 0 leaves it to
+// OpenMP (OMP_NUM_THREADS, else every core). Replicas that run their
+// programs at once share the cores: each gets its part.
+func SetThreads(n int) { C.onednn_set_threads(C.int(max(n, 0))) }
