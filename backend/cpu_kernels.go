@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"time"
 
 	"github.com/gomlx/go-xla/pkg/pjrt"
 
@@ -105,12 +106,21 @@ func rewriteConvolutions(program []byte) ([]byte, bool) {
 	return out, true
 }
 
-// KernelCalls counts the convolutions the process ran through oneDNN, by
-// pass (all zero where XLA's kernels run them).
-type KernelCalls struct{ Forward, InputGrad, WeightGrad int }
+// ConvolutionPass is what one convolution pass ran through oneDNN in this
+// process: calls, time in the kernels (weight reorders included) and
+// floating-point operations (all zero where XLA's kernels run them).
+type ConvolutionPass struct {
+	Calls int
+	Time  time.Duration
+	FLOP  float64
+}
 
-// OneDNNCalls is the process's KernelCalls so far.
-func OneDNNCalls() KernelCalls {
+// OneDNNConvolutions is the process's convolutions through oneDNN so far:
+// forward, input gradient and weight gradient.
+type OneDNNConvolutions struct{ Forward, InputGrad, WeightGrad ConvolutionPass }
+
+// OneDNNCalls is the process's OneDNNConvolutions so far.
+func OneDNNCalls() OneDNNConvolutions {
 	c := onednn.Calls()
-	return KernelCalls{Forward: c.Forward, InputGrad: c.InputGrad, WeightGrad: c.WeightGrad}
+	return OneDNNConvolutions{Forward: ConvolutionPass(c[0]), InputGrad: ConvolutionPass(c[1]), WeightGrad: ConvolutionPass(c[2])}
 }

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "conv.h"
 #include "dnnl_abi.h"
@@ -73,7 +74,20 @@ typedef struct plan {
 	struct plan* next;
 } plan;
 
-static unsigned long long call_count[3];  // by pass
+static unsigned long long call_count[3], call_ns[3], call_flop[3];  // by pass
+
+void onednn_calls(int pass, unsigned long long* count, unsigned long long* ns, unsigned long long* flop) {
+	*count = __atomic_load_n(&call_count[pass], __ATOMIC_RELAXED);
+	*ns = __atomic_load_n(&call_ns[pass], __ATOMIC_RELAXED);
+	*flop = __atomic_load_n(&call_flop[pass], __ATOMIC_RELAXED);
+}
+
+static unsigned long long now_ns(void) {
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (unsigned long long)t.tv_sec * 1000000000ull + (unsigned long long)t.tv_nsec;
+}
+
 static pthread_mutex_t plans_mu = PTHREAD_MUTEX_INITIALIZER;
 static plan* plans;
 
@@ -297,12 +311,14 @@ static xffi_error* handle(xffi_call_frame* f, int pass) {
 	const char* why = "out of memory";
 	plan* p = find_plan(&g, &why);
 	if (p == NULL) return fail(f, 13, why);
+	unsigned long long start = now_ns();
 	if (run(p, a->data, b->data, r->data)) return fail(f, 13, "onednn convolution: oneDNN failed to execute");
+	__atomic_fetch_add(&call_ns[pass], now_ns() - start, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&call_flop[pass], (unsigned long long)(2 * g.n * g.o * g.oh * g.ow * g.c * g.kh * g.kw), __ATOMIC_RELAXED);
 	__atomic_fetch_add(&call_count[pass], 1, __ATOMIC_RELAXED);
 	return NULL;
 }
 
-unsigned long long onednn_calls(int pass) { return __atomic_load_n(&call_count[pass], __ATOMIC_RELAXED); }
 
 static xffi_error* forward(xffi_call_frame* f) { return handle(f, FORWARD); }
 static xffi_error* input_grad(xffi_call_frame* f) { return handle(f, INPUT_GRAD); }

@@ -18,8 +18,9 @@ void* onednn_conv_weight_grad_handler(void);
 // (0: OpenMP's default, OMP_NUM_THREADS or every core).
 void onednn_set_threads(int n);
 
-// onednn_calls is how many times the pass (0 forward, 1 input gradient,
-// 2 weight gradient) ran.
-unsigned long long onednn_calls(int pass);
+// onednn_calls says how many times the pass (0 forward, 1 input
+// gradient, 2 weight gradient) ran, for how long (reorders included) and
+// how many floating-point operations its convolutions did.
+void onednn_calls(int pass, unsigned long long* count, unsigned long long* ns, unsigned long long* flop);
 
 #endif

@@ -11,6 +11,7 @@ import "C"
 import (
 	"fmt"
 	"sync"
+	"time"
 	"unsafe"
 )
 
@@ -66,9 +67,24 @@ func Handlers() []Handler {
 	}
 }
 
-// Calls counts the convolutions the handlers ran, by pass.
-func Calls() Rewritten {
-	return Rewritten{Forward: int(C.onednn_calls(0)), InputGrad: int(C.onednn_calls(1)), WeightGrad: int(C.onednn_calls(2))}
+// Pass is what one convolution pass ran through oneDNN so far: calls,
+// time in the handler (weight reorders included) and floating-point
+// operations.
+type Pass struct {
+	Calls int
+	Time  time.Duration
+	FLOP  float64
+}
+
+// Calls is what each pass ran: forward, input gradient, weight gradient.
+func Calls() [3]Pass {
+	var out [3]Pass
+	for i := range out {
+		var count, ns, flop C.ulonglong
+		C.onednn_calls(C.int(i), &count, &ns, &flop)
+		out[i] = Pass{Calls: int(count), Time: time.Duration(ns), FLOP: float64(flop)}
+	}
+	return out
 }
 
 // SetThreads sets the threads each convolution may use; 0 leaves it to

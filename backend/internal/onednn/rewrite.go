@@ -142,8 +142,19 @@ func customCall(head []string, attrLines []string, tail []string, reversed map[s
 	default:
 		return "", ""
 	}
+	// The forward convolution's geometry, as oneDNN checks it: rows past
+	// the last window (a stride that does not divide the input) are read
+	// by no window, so a high padding below 0 is 0 there.
+	x, y, k := lhs, res, rhs[:2]
+	switch target {
+	case TargetInputGrad:
+		x, y = res, lhs
+	case TargetWeightGrad:
+		y, k = rhs, res[:2]
+	}
 	for a := range 2 {
-		if fwdStride[a] < 1 || fwdLo[a] < 0 || fwdHi[a] < 0 {
+		fwdHi[a] = max(fwdHi[a], 0)
+		if fwdStride[a] < 1 || fwdLo[a] < 0 || (x[1+a]+fwdLo[a]+fwdHi[a]-k[a])/fwdStride[a]+1 != y[1+a] {
 			return "", ""
 		}
 	}

@@ -59,6 +59,18 @@ func TestRewriteTurnsTheThreePassesIntoCustomCalls(t *testing.T) {
 // 3-D convolutions, an input gradient whose kernel is not a spatial
 // reverse, a padding that would be negative for the forward pass, and a
 // layout of another order stay XLA's, byte for byte.
+// TestRewriteStrideThatDoesNotDivide: a 1x1 stride-2 downsample of 8
+// rows reads rows 0, 2, 4, 6; row 7 is in no window. XLA's input
+// gradient pads one row high to give it back (zero); oneDNN is given the
+// forward geometry with no high padding, which makes the same 4 rows.
+func TestRewriteStrideThatDoesNotDivide(t *testing.T) {
+	dy, w, dx := "tensor<2x4x4x128xf32>", "tensor<1x1x64x128xf32>", "tensor<2x8x8x64xf32>"
+	rev := `    %106 = "stablehlo.reverse"(%1) { dimensions = array<i64: 0, 1> } : (tensor<1x1x64x128xf32>) -> tensor<1x1x64x128xf32>`
+	out, n := Rewrite([]byte(rev + "\n" + conv("%107", "%99", "%106", inputGradDims, "2, 2", "1, 1", "[[0, 1], [0, 1]]", "1, 1", "("+dy+", "+w+") -> "+dx, 1)))
+	assert.Equal(t, 1, n.InputGrad)
+	assert.Contains(t, string(out), "pad_hi = array<i64: 0, 0>, pad_lo = array<i64: 0, 0>, stride = array<i64: 2, 2>")
+}
+
 func TestRewriteLeavesWhatOneDNNDoesNotRun(t *testing.T) {
 	x, w, y := "tensor<2x8x8x4xf32>", "tensor<3x3x4x4xf32>", "tensor<2x8x8x4xf32>"
 	types := "(" + x + ", " + w + ") -> " + y

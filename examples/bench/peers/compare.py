@@ -50,6 +50,8 @@ REFBLAS = {"LD_LIBRARY_PATH": "/usr/lib/x86_64-linux-gnu/blas"}
 def cases(step_bin, init):
     cnn, toy = init["cnn"], init["toy"]
     go = lambda *a: ([step_bin, *a], {})
+    # The same binary with XLA's own convolutions: before oneDNN's (issue 45).
+    xla_conv = lambda cmd_env: (cmd_env[0], dict(cmd_env[1], XLADDP_CPU_KERNELS="xla"))
     py = lambda exe, script, *a, env=None: ([exe, os.path.join(HERE, script), *a], env or {})
     # 20 warm-up steps: a lazy step's buffers are freed by Go's collector,
     # which MarkStep paces every 256 MiB of buffers made (~15 CNN steps);
@@ -95,6 +97,7 @@ def cases(step_bin, init):
         ("ResNet-18 CIFAR, batch 32, one core (taskset -c 0)", "resnet18-cifar", [
             ("xladdp", pin(resnet_go())),
             ("xladdp compiled", pin(resnet_go("--mode", "compiled"))),
+            ("xladdp, XLA's convolutions", pin(xla_conv(resnet_go()))),
             ("JAX jit", pin(resnet_py(JAX, "step_jax.py"))),
             ("torch-xla", pin(resnet_py(TORCHXLA, "step_torchxla.py"))),
             ("PyTorch 1.13 eager, OpenBLAS, 1 thread", pin(resnet_py(DEBIAN, "step_torch.py", "--threads", "1", env=one_thread))),
@@ -102,18 +105,21 @@ def cases(step_bin, init):
         ]),
         ("ResNet-18 CIFAR, batch 32 per worker, 2 processes x 1 core", "resnet18-cifar", [
             ("xladdp ddp.Wrap (host path)", resnet_go("--processes", "2")),
+            ("xladdp ddp.Wrap, XLA's convolutions", xla_conv(resnet_go("--processes", "2"))),
             ("PyTorch 1.13 DDP gloo 2x1 thread, OpenBLAS", resnet_py(DEBIAN, "step_torch.py", "--replicas", "2", env=OPENBLAS)),
             ("PyTorch 2.9 DDP gloo 2x1 thread, MKL", resnet_py(T29, "step_torch.py", "--replicas", "2")),
         ]),
         ("MNIST CNN, batch 64, one core (taskset -c 0)", "cnn", [
             ("xladdp", pin(go("--model", "cnn", *cnn_timing))),
             ("xladdp compiled", pin(go("--model", "cnn", "--mode", "compiled", *cnn_timing))),
+            ("xladdp, XLA's convolutions", pin(xla_conv(go("--model", "cnn", *cnn_timing)))),
             ("JAX jit", pin(py(JAX, "step_jax.py", "--model", "cnn", "--init", cnn, *cnn_timing))),
             ("PyTorch 1.13 eager, OpenBLAS, 1 thread", pin(py(DEBIAN, "step_torch.py", "--model", "cnn", "--threads", "1", "--init", cnn, *cnn_timing, env=one_thread))),
             ("PyTorch 2.9 eager, MKL, 1 thread", pin(py(T29, "step_torch.py", "--model", "cnn", "--threads", "1", "--init", cnn, *cnn_timing, env=T29_ONE))),
         ]),
         ("MNIST CNN, batch 32 per worker (the seed's), 2 processes x 1 core", "cnn32", [
             ("xladdp ddp.Wrap (host path)", go("--model", "cnn", "--batch", "32", "--processes", "2", *cnn_timing)),
+            ("xladdp ddp.Wrap, XLA's convolutions", xla_conv(go("--model", "cnn", "--batch", "32", "--processes", "2", *cnn_timing))),
             ("PyTorch 1.13 DDP gloo 2x1 thread, OpenBLAS", py(DEBIAN, "step_torch.py", "--model", "cnn", "--replicas", "2", "--init", cnn32, *cnn_timing, env=OPENBLAS)),
             ("PyTorch 2.9 DDP gloo 2x1 thread, MKL", py(T29, "step_torch.py", "--model", "cnn", "--replicas", "2", "--init", cnn32, *cnn_timing)),
         ]),
@@ -202,7 +208,7 @@ def main():
                 print(f"round {rnd + 1}: {title}: {name}: median {res['median_step_ms']:.4f} ms/step", file=sys.stderr)
                 samples.setdefault((title, name), []).extend(res["step_ms"])
                 meta[(title, name)] = res
-    rows = []
+    rows, notes = [], []
     print("| case | runner | ms/step (median) | samples/s | GFLOP/s | % of peak | best peer's time / this | vs xladdp | initial loss |")
     print("|---|---|---|---|---|---|---|---|---|")
     for title, model, runners in table:
@@ -225,6 +231,13 @@ def main():
                   f"{med / ours:.2f}x | {res['initial_loss']:.6f} |")
             rows.append({"case": title, "runner": res["runner"], "name": name, "median_ms": med,
                          "samples": samples[(title, name)], "initial_loss": res["initial_loss"]})
+            conv = res.get("onednn_convolutions")
+            if conv:
+                notes.append(f"{title}, {name}: convolutions in oneDNN {conv['ms']:.4g} ms a replica step ({100 * conv['ms'] / med:.0f}% of it), "
+                             f"{conv['gflops']:.0f} GFLOP/s = {100 * conv['gflops'] / peak:.0f}% of one core's peak")
+    print()
+    for n in notes:
+        print(n)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)

@@ -78,6 +78,9 @@ type Result struct {
 	Processes int     `json:"processes,omitempty"`
 	// HostPath is rank 0's time split of a host-path step, in ms per step.
 	HostPath *hostSplit `json:"host_path,omitempty"`
+	// Convolutions is the step's convolutions in oneDNN (cpu, where it
+	// runs them).
+	Convolutions *convShare `json:"onednn_convolutions,omitempty"`
 }
 
 // hostSplit is ddp.HostPathStats per step, in milliseconds.
@@ -221,6 +224,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		if w, ok := rs.model.(*ddp.DistributedDataParallel); ok {
 			before = w.HostPathStats()
 		}
+		convBefore := backend.OneDNNCalls()
 		for range c.samples {
 			start := time.Now()
 			if err := steps(c.steps); err != nil {
@@ -234,6 +238,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		final, err := s.loss(rs.model.Forward(rs.x), rs.y).Item(ctx)
 		if r.Index() == 0 {
 			res.FinalLoss = final
+			res.Convolutions = oneDNNShare(convBefore, backend.OneDNNCalls(), c.samples*c.steps*c.replicas)
 			if w, ok := rs.model.(*ddp.DistributedDataParallel); ok && c.processes > 1 {
 				st := w.HostPathStats()
 				steps := max(st.Steps-before.Steps, 1)
@@ -335,4 +340,27 @@ func peakRSSMB() float64 {
 		}
 	}
 	return 0
+}
+
+// convShare is a replica step's convolutions through oneDNN: their time
+// (weight reorders included) and rate.
+type convShare struct {
+	MS     float64 `json:"ms"`
+	GFLOPS float64 `json:"gflops"`
+}
+
+// oneDNNShare is the convolutions run between two readings, per replica
+// step; nil where none ran in oneDNN.
+func oneDNNShare(before, after backend.OneDNNConvolutions, replicaSteps int) *convShare {
+	var d time.Duration
+	var flop float64
+	for i, a := range []backend.ConvolutionPass{after.Forward, after.InputGrad, after.WeightGrad} {
+		b := []backend.ConvolutionPass{before.Forward, before.InputGrad, before.WeightGrad}[i]
+		d += a.Time - b.Time
+		flop += a.FLOP - b.FLOP
+	}
+	if d <= 0 || replicaSteps < 1 {
+		return nil
+	}
+	return &convShare{MS: float64(d.Microseconds()) / 1000 / float64(replicaSteps), GFLOPS: flop / d.Seconds() / 1e9}
 }
