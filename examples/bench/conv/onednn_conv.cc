@@ -1,8 +1,9 @@
 // One core's convolution passes through oneDNN (Debian's libdnnl 2.6, the
 // version PyTorch 1.13 uses) at ResNet-18's CIFAR shapes, batch 32, 3x3,
 // padding 1: forward, input gradient and weight gradient, with the layouts
-// oneDNN picks (format_tag::any: blocked) and with plain NCHW/OIHW, so
-// that issue 45's custom calls are measured before they are built.
+// oneDNN picks (format_tag::any: blocked), with plain NCHW/OIHW, and as
+// xladdp's custom calls run them (backend/internal/onednn): NHWC
+// activations, the weights in the layout oneDNN picks.
 // Prints one line a shape and pass: GFLOP/s, the median of 7.
 //
 //   g++ -O2 -o onednn_conv onednn_conv.cc -ldnnl && OMP_NUM_THREADS=1 taskset -c 0 ./onednn_conv
@@ -38,13 +39,17 @@ int main() {
   engine eng(engine::kind::cpu, 0);
   stream s(eng);
   const Shape shapes[] = {{32, 64, 32, 64, 1}, {32, 128, 16, 128, 1}, {32, 256, 8, 256, 1}, {32, 512, 4, 512, 1}, {32, 64, 32, 128, 2}};
-  for (bool blocked : {true, false}) {
+  for (const char* mode : {"blocked", "nchw", "nhwc"}) {
+    bool blocked = mode[0] == 'b', nhwc = mode[1] == 'h';
     for (auto sh : shapes) {
       int oh = (sh.h + 2 - 3) / sh.stride + 1;
       memory::dims src{sh.n, sh.c, sh.h, sh.h}, wei{sh.k, sh.c, 3, 3}, dst{sh.n, sh.k, oh, oh};
       memory::dims strides{sh.stride, sh.stride}, pad{1, 1};
       double flops = 2.0 * sh.n * sh.k * oh * oh * sh.c * 9;
-      auto md = [&](const memory::dims& d, tag plain) { return memory::desc(d, dt::f32, blocked ? tag::any : plain); };
+      auto md = [&](const memory::dims& d, tag plain) {
+        if (nhwc) return memory::desc(d, dt::f32, &d == &wei ? tag::any : tag::nhwc);
+        return memory::desc(d, dt::f32, blocked ? tag::any : plain);
+      };
       auto src_md = md(src, tag::nchw), wei_md = md(wei, tag::oihw), dst_md = md(dst, tag::nchw);
       auto fwd_pd = convolution_forward::primitive_desc(
           convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct, src_md, wei_md, dst_md, strides, pad, pad), eng);
@@ -66,7 +71,7 @@ int main() {
       double d = median_ms([&] { bd.execute(s, {{DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DIFF_SRC, dx}}); s.wait(); });
       double g = median_ms([&] { bw.execute(s, {{DNNL_ARG_SRC, x2}, {DNNL_ARG_DIFF_DST, dy2}, {DNNL_ARG_DIFF_WEIGHTS, dw}}); s.wait(); });
       std::printf("onednn %s %dx%dx%dx%d -> %d stride %d: forward %.1f, input gradient %.1f, weight gradient %.1f GFLOP/s (%s)\n",
-                  blocked ? "blocked" : "nchw", sh.n, sh.c, sh.h, sh.h, sh.k, sh.stride, flops / f / 1e6, flops / d / 1e6, flops / g / 1e6,
+                  mode, sh.n, sh.c, sh.h, sh.h, sh.k, sh.stride, flops / f / 1e6, flops / d / 1e6, flops / g / 1e6,
                   fwd_pd.impl_info_str());
     }
   }
