@@ -21,6 +21,10 @@ import (
 // oneDNN where it loads, else XLA's, said once.
 const EnvCPUKernels = "XLADDP_CPU_KERNELS"
 
+// EnvOneDNNLibrary names the oneDNN 2.x library to load (a soname or a
+// path; default libdnnl.so.2).
+const EnvOneDNNLibrary = "XLADDP_ONEDNN_LIBRARY"
+
 // Kernels names what runs the convolutions of b's programs: "onednn
 // 2.6.3", or "xla" for XLA's own kernels (every target but cpu).
 func (b *Backend) Kernels() string {
@@ -49,7 +53,7 @@ func setUpCPUKernels(plugin *pjrt.Plugin) (string, error) {
 	if err != nil || choice == "xla" {
 		return choice, err
 	}
-	version, err := onednn.Load("")
+	version, err := onednn.Load(os.Getenv(EnvOneDNNLibrary))
 	if err == nil {
 		for _, h := range onednn.Handlers() {
 			if err = pjrtx.RegisterFFIHandler(plugin, h.Target, "Host", h.Fn); err != nil {

@@ -22,8 +22,11 @@ import (
 const childModeEnv = "XLADDP_TEST_CHILD"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(childModeEnv) == "persistent-cache" {
+	switch os.Getenv(childModeEnv) {
+	case "persistent-cache":
 		os.Exit(persistentCacheChild())
+	case "convolutions":
+		os.Exit(convolutionChild())
 	}
 	os.Exit(m.Run())
 }
