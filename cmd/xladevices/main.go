@@ -69,6 +69,7 @@ func run(args []string, out io.Writer) error {
 	fmt.Fprintf(out, "plugin:         %s (found by %s)\n", b.PluginPath(), b.PluginSource())
 	fmt.Fprintf(out, "platform:       %s %s\n", b.Platform(), b.PlatformVersion())
 	fmt.Fprintf(out, "PJRT C API:     v%d.%d\n", major, minor)
+	fmt.Fprintf(out, "convolutions:   %s\n", b.Kernels())
 	fmt.Fprintf(out, "process index:  %d\n", b.ProcessIndex())
 	fmt.Fprintf(out, "devices:        %d\n", b.NumDevices())
 	for _, d := range b.Devices() {
