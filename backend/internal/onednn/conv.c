@@ -14,7 +14,7 @@ static xd_engine engine;
 
 // OpenMP's thread count for a convolution (0: OpenMP's default), set on
 // each calling thread: oneDNN 2.x in Debian runs on libgomp.
-static int threads;
+static int threads, default_threads;
 static void (*omp_set_num_threads_fn)(int);
 
 void onednn_set_threads(int n) { __atomic_store_n(&threads, n, __ATOMIC_RELAXED); }
@@ -38,6 +38,8 @@ int onednn_load(const char* path, char** version, char** err) {
 		}
 	}
 	omp_set_num_threads_fn = (void (*)(int))dlsym(lib, "omp_set_num_threads");
+	int (*omp_get_max_threads_fn)(void) = (int (*)(void))dlsym(lib, "omp_get_max_threads");
+	default_threads = omp_get_max_threads_fn != NULL ? omp_get_max_threads_fn() : 0;
 	const xd_version* v = dnnl.version();
 	char buf[64];
 	snprintf(buf, sizeof(buf), "%d.%d.%d", v->major, v->minor, v->patch);
@@ -58,6 +60,9 @@ enum pass { FORWARD, INPUT_GRAD, WEIGHT_GRAD };
 // A convolution's geometry, logical (NCHW/OIHW) as oneDNN counts.
 typedef struct {
 	int pass;
+	// The OpenMP threads the primitive is made for and runs on: oneDNN
+	// splits its work (and so its sums) by the count at creation.
+	int threads;
 	int64_t n, c, h, w, o, kh, kw, oh, ow;
 	int64_t stride[2], pad_lo[2], pad_hi[2];
 } geometry;
@@ -197,8 +202,6 @@ static plan* find_plan(const geometry* g, const char** why) {
 static __thread xd_stream thread_stream;
 
 static int run(plan* p, void* act_in, void* weights_or_act, void* out) {
-	int n_threads = __atomic_load_n(&threads, __ATOMIC_RELAXED);
-	if (n_threads > 0 && omp_set_num_threads_fn != NULL) omp_set_num_threads_fn(n_threads);
 	if (thread_stream == NULL && dnnl.stream_create(&thread_stream, engine, XD_STREAM_DEFAULT) != XD_SUCCESS) {
 		return 1;
 	}
@@ -295,6 +298,9 @@ static xffi_error* handle(xffi_call_frame* f, int pass) {
 	geometry g;
 	memset(&g, 0, sizeof(g));
 	g.pass = pass;
+	g.threads = __atomic_load_n(&threads, __ATOMIC_RELAXED);
+	if (g.threads == 0) g.threads = default_threads;  // OMP_NUM_THREADS, else every core, as the process started
+	if (g.threads > 0 && omp_set_num_threads_fn != NULL) omp_set_num_threads_fn(g.threads);
 	if (attr_pair(&f->attrs, "stride", g.stride) || attr_pair(&f->attrs, "pad_lo", g.pad_lo) || attr_pair(&f->attrs, "pad_hi", g.pad_hi))
 		return fail(f, 3, "onednn convolution: want i64 pairs stride, pad_lo and pad_hi");
 	const xffi_buffer *x, *w, *y;  // NHWC input, HWIO weights, NHWC output, by role
