@@ -263,18 +263,32 @@ type ConvParams struct {
 
 // Conv2d is torch's conv2d: NCHW input, OIHW weight, zero padding.
 func Conv2d(x, w Tensor, o ConvParams) Tensor {
+	out := New(conv2dOutDims(x, w, o)...)
+	conv2dTaps(x, w, o, func(xi, wi, oi int) { out.V[oi] += x.V[xi] * w.V[wi] })
+	return out
+}
+
+// conv2dOutDims is Conv2d's output shape.
+func conv2dOutDims(x, w Tensor, o ConvParams) []int {
+	hOut := (x.Dims[2]+2*o.Padding[0]-o.Dilation[0]*(w.Dims[2]-1)-1)/o.Stride[0] + 1
+	wOut := (x.Dims[3]+2*o.Padding[1]-o.Dilation[1]*(w.Dims[3]-1)-1)/o.Stride[1] + 1
+	return []int{x.Dims[0], w.Dims[0], hOut, wOut}
+}
+
+// conv2dTaps calls tap with the flat indices of every input element,
+// weight and output element Conv2d multiplies and adds, padding skipped.
+func conv2dTaps(x, w Tensor, o ConvParams, tap func(xi, wi, oi int)) {
 	n, c, hIn, wIn := x.Dims[0], x.Dims[1], x.Dims[2], x.Dims[3]
 	outC, cg, kh, kw := w.Dims[0], w.Dims[1], w.Dims[2], w.Dims[3]
-	hOut := (hIn+2*o.Padding[0]-o.Dilation[0]*(kh-1)-1)/o.Stride[0] + 1
-	wOut := (wIn+2*o.Padding[1]-o.Dilation[1]*(kw-1)-1)/o.Stride[1] + 1
+	dims := conv2dOutDims(x, w, o)
+	hOut, wOut := dims[2], dims[3]
 	perGroupOut := outC / o.Groups
-	out := New(n, outC, hOut, wOut)
 	for b := range n {
 		for oc := range outC {
 			g := oc / perGroupOut
 			for i := range hOut {
 				for j := range wOut {
-					var s float64
+					oi := ((b*outC+oc)*hOut+i)*wOut + j
 					for ic := range cg {
 						for p := range kh {
 							for q := range kw {
@@ -283,16 +297,14 @@ func Conv2d(x, w Tensor, o ConvParams) Tensor {
 								if y < 0 || y >= hIn || z < 0 || z >= wIn {
 									continue
 								}
-								s += x.V[((b*c+g*cg+ic)*hIn+y)*wIn+z] * w.V[((oc*cg+ic)*kh+p)*kw+q]
+								tap(((b*c+g*cg+ic)*hIn+y)*wIn+z, ((oc*cg+ic)*kh+p)*kw+q, oi)
 							}
 						}
 					}
-					out.V[((b*outC+oc)*hOut+i)*wOut+j] = s
 				}
 			}
 		}
 	}
-	return out
 }
 
 // PoolParams are a 2-D pool's kernel, stride (0 means the kernel) and padding.
