@@ -70,7 +70,9 @@ func TestEntryPointTrains(t *testing.T) {
 	assert.Greater(t, acc, 80.0, "%s", out)
 	assert.Contains(t, string(out), "on 2 replicas")
 	assert.NotContains(t, string(out), "[rank1]:epoch 1", "rank 0 alone reports")
-	assert.Regexp(t, `\[rank0\]:time per step over 30 steps: data \S+ ms, trace \S+ ms, execute \S+ ms, download \S+ ms, all-reduce \S+ ms, upload \S+ ms, optimizer \S+ ms, loss read \S+ ms = \S+ ms; Go heap \d+ allocations \(\d+ KiB\) per step; the loader's workers assembled and uploaded each batch in \S+, beside the steps`, string(out))
+	// No optimizer phase: on the host path the update runs inside the
+	// next step's program.
+	assert.Regexp(t, `\[rank0\]:time per step over 30 steps: data \S+ ms, trace \S+ ms, execute \S+ ms, download \S+ ms, all-reduce \S+ ms, upload \S+ ms, loss read \S+ ms = \S+ ms; Go heap \d+ allocations \(\d+ KiB\) per step; the loader's workers assembled and uploaded each batch in \S+, beside the steps`, string(out))
 	assert.FileExists(t, filepath.Join(model, "model.safetensors"))
 }
 
