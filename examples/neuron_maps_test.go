@@ -102,7 +102,12 @@ func (m *mapsSeen) sample(pid int, plugin string) {
 	comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.comm[pid] = strings.TrimSpace(string(comm))
+	// A process that ended between the two reads has no name left: it
+	// keeps the one an earlier sample read (CI's loaded machine lost a
+	// gpt worker so).
+	if name := strings.TrimSpace(string(comm)); name != "" {
+		m.comm[pid] = name
+	}
 	m.plugin[pid] = m.plugin[pid] || strings.Contains(string(maps), plugin)
 	m.python[pid] = m.python[pid] || strings.Contains(string(maps), "libpython")
 }
