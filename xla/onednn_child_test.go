@@ -103,9 +103,7 @@ func runConvolutionChild(t *testing.T, env ...string) (convolutionChildReport, s
 func TestConvolutionsWhereOneDNNIsMissing(t *testing.T) {
 	withOneDNN, _, err := runConvolutionChild(t, backend.EnvCPUKernels+"=")
 	require.NoError(t, err)
-	if !strings.HasPrefix(withOneDNN.Kernels, "onednn ") {
-		t.Skipf("this machine runs convolutions in %s (TestConvolutionsRunThroughOneDNN says why)", withOneDNN.Kernels)
-	}
+	requireOneDNN(t, withOneDNN.Kernels)
 	assert.Positive(t, withOneDNN.OneDNNRuns)
 
 	missing := backend.EnvOneDNNLibrary + "=/nonexistent/libdnnl.so.2"

@@ -14,6 +14,20 @@ import (
 	"github.com/xladdp/xladdp/xla/internal/reference"
 )
 
+// requireOneDNN fails the test unless kernels is oneDNN; it skips only
+// where oneDNN is not installed and installing it needs root (as make
+// deps' other apt packages), so a root CI machine never skips.
+func requireOneDNN(t *testing.T, kernels string) {
+	t.Helper()
+	if strings.HasPrefix(kernels, "onednn ") {
+		return
+	}
+	if _, err := os.Stat("/usr/lib/x86_64-linux-gnu/libdnnl.so.2"); err != nil && os.Geteuid() != 0 {
+		t.Skipf("oneDNN is missing and installing it needs root (sudo apt-get install libdnnl2): convolutions run in %s", kernels)
+	}
+	t.Fatalf("the CPU target's convolutions run in %s, not oneDNN: make deps installs libdnnl2", kernels)
+}
+
 // TestConvolutionsRunThroughOneDNN: where oneDNN loads (make deps
 // installs Debian's libdnnl2), the CPU target's convolutions at
 // ResNet-18's geometries (the 7x7 stride-2 stem, 3x3 at strides 1 and 2,
@@ -23,12 +37,7 @@ import (
 // both gradients of sum(y·r) against its exact vector-Jacobian product.
 func TestConvolutionsRunThroughOneDNN(t *testing.T) {
 	d := newEngine(t, 1).Device(0)
-	if kernels := d.engine.Backend().Kernels(); !strings.HasPrefix(kernels, "onednn ") {
-		if _, err := os.Stat("/usr/lib/x86_64-linux-gnu/libdnnl.so.2"); err != nil && os.Geteuid() != 0 {
-			t.Skipf("oneDNN is missing and installing it needs root (sudo apt-get install libdnnl2): convolutions run in %s", kernels)
-		}
-		t.Fatalf("the CPU target's convolutions run in %s, not oneDNN: make deps installs libdnnl2", kernels)
-	}
+	requireOneDNN(t, d.engine.Backend().Kernels())
 	ctx := testContext(t)
 	rng := rand.New(rand.NewPCG(45, 1))
 	random := func(dims ...int) (reference.Tensor, *Tensor) {
