@@ -5,7 +5,9 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gomlx/go-xla/pkg/pjrt"
@@ -83,11 +85,33 @@ func setUpCPUKernels(plugin *pjrt.Plugin) (string, error) {
 // OMP_NUM_THREADS the user gave (ddprun and torchrun give 1 with several
 // ranks a node) stands.
 func shareConvolutionThreads(devices int) {
+	if kernelThreadsPinned.Load() {
+		return
+	}
 	if _, set := os.LookupEnv(workerenv.Threads); set || devices < 2 {
 		onednn.SetThreads(0)
 		return
 	}
 	onednn.SetThreads(max(1, runtime.NumCPU()/devices))
+}
+
+// kernelThreadsPinned: PinKernelThreads was called in this process.
+var kernelThreadsPinned atomic.Bool
+
+// PinKernelThreads makes every kernel whose sums depend on the number of
+// threads that run it use one thread, for the rest of the process:
+// oneDNN's convolutions, whose weight gradient splits the batch among
+// threads and adds their parts (one core and two give other bits). XLA's
+// own CPU kernels give the same bits at any thread count. Deterministic
+// training (ddp.Deterministic) calls it.
+func (b *Backend) PinKernelThreads() {
+	if b.target != CPU {
+		return
+	}
+	kernelThreadsPinned.Store(true)
+	if strings.HasPrefix(b.kernels, "onednn") {
+		onednn.SetThreads(1)
+	}
 }
 
 // parseCPUKernels reads EnvCPUKernels: "onednn", "xla", or "" (oneDNN

@@ -23,6 +23,7 @@ type wrapConfig struct {
 	broadcastBuffers bool
 	torchNames       bool
 	collectives      ReplicaCollectives
+	deterministic    *deterministicConfig
 }
 
 // DefaultBucketCapMB is torch's bucket_cap_mb.
@@ -94,6 +95,8 @@ type DistributedDataParallel struct {
 	unhook      func()
 	// hook replaces the averaging of the gradients (RegisterCommHook).
 	hook CommHook
+	// det is the deterministic mode's state (Deterministic), or nil.
+	det *deterministic
 }
 
 // Wrap returns module wrapped for data-parallel training over every
@@ -181,6 +184,12 @@ func Wrap(ctx context.Context, module nn.Module, opts ...WrapOption) (*Distribut
 	if err := m.collectives.BroadcastFromFirst(ctx, m.dev, append(append([]nn.Named(nil), m.params...), m.buffers...)); err != nil {
 		return nil, fmt.Errorf("ddp: Wrap: %w", err)
 	}
+	if cfg.deterministic != nil {
+		var err error
+		if m.det, err = newDeterministic(*cfg.deterministic, m.dev); err != nil {
+			return nil, fmt.Errorf("ddp: Wrap: %w", err)
+		}
+	}
 	m.paramSet = make(map[*xla.Tensor]struct{}, len(m.params))
 	for _, p := range m.params {
 		m.paramSet[p.Tensor] = struct{}{}
@@ -194,7 +203,7 @@ func Wrap(ctx context.Context, module nn.Module, opts ...WrapOption) (*Distribut
 // replicas. A Backward that reached none of them (an unwrapped model, a
 // saliency map) syncs nothing, as torch's per-parameter hooks never fire.
 func (m *DistributedDataParallel) averageGradients(leaves []*xla.Tensor) error {
-	if m.noSync || m.cfg.manualSync || !m.ownsAny(leaves) {
+	if m.noSync || m.cfg.manualSync || m.det != nil || !m.ownsAny(leaves) {
 		return nil
 	}
 	return m.SyncGradients(m.ctx)
@@ -216,6 +225,9 @@ func (m *DistributedDataParallel) ownsAny(leaves []*xla.Tensor) bool {
 // Across processes it reads the gradients, so it cannot run inside a
 // compiled step: call it between Runs.
 func (m *DistributedDataParallel) SyncGradients(ctx context.Context) error {
+	if m.det != nil {
+		return errors.New("ddp: SyncGradients on a deterministic wrapper: BackwardMicroShards leaves the averaged gradients")
+	}
 	var withGrad []nn.Named
 	for _, p := range m.params {
 		if p.Tensor.Grad() == nil {

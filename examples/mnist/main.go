@@ -35,6 +35,7 @@ type config struct {
 	seed                             uint64
 	dataDir, sampleLog               string
 	zero                             bool
+	det                              cmdline.Determinism
 }
 
 // result is what rank 0 measured.
@@ -48,6 +49,8 @@ type result struct {
 	ResumedAt    int
 	// Split is where rank 0's steps spent their time.
 	Split *report.StepSplit
+	// Weights is the sha256 of the trained parameters.
+	Weights string
 }
 
 func main() {
@@ -68,6 +71,7 @@ func parse(args []string, out io.Writer) (config, error) {
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the initial model and the data order")
 	fs.BoolVar(&c.zero, "zero", false, "shard the Adadelta state over the replicas (ZeRO-1, package ddp/zero); --checkpoint is then a directory, resumable at any replica count")
 	c.Run.AddFlags(fs, 50)
+	c.det.AddFlags(fs, 16)
 	fs.StringVar(&c.sampleLog, "sample-log", "", "append the index of every training sample each replica uses to DIR/replica-N.txt (\"epoch index\" lines)")
 	fs.StringVar(&c.dataDir, "data", data.DefaultMNISTDir(), "directory with MNIST-format idx files (make deps installs MNIST; Fashion-MNIST works)")
 	if err := cmdline.Parse(fs, args); err != nil {
@@ -115,16 +119,20 @@ func run(ctx context.Context, args []string, out io.Writer) (result, error) {
 func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.MNIST, out io.Writer) (res result, err error) {
 	d, rank0 := w.Device, w.Rank == 0
 	log := slog.With("rank", w.Rank)
-	perReplica := max(cmdline.PerReplica(out, rank0, c.batchSize, w.WorldSize, fmt.Sprintf("%d replicas", w.WorldSize)), 1)
 	net, err := nn.NewMNISTNet(d, nn.NewRand(c.seed))
 	if err != nil {
 		return res, err
 	}
-	model, err := ddp.Wrap(ctx, net)
+	model, err := ddp.Wrap(ctx, net, c.det.WrapOptions(c.batchSize, c.seed)...)
 	if err != nil {
 		return res, err
 	}
 	defer model.Close()
+	feed, err := newFeed(out, rank0, c, w, model, trainSet.Len())
+	if err != nil {
+		return res, err
+	}
+	perReplica := feed.batch
 	adadelta := func(groups []optim.ParamGroup) (optim.Optimizer, error) {
 		return optim.NewAdadelta(groups[0].Params, optim.AdadeltaConfig{LR: c.lr})
 	}
@@ -147,14 +155,7 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 	if err != nil {
 		return res, err
 	}
-	sampler, err := ddp.NewDistributedSampler(trainSet.Len(), ddp.SamplerReplicas(w.WorldSize, w.Rank), ddp.SamplerSeed(c.seed))
-	if err != nil {
-		return res, err
-	}
-	stepsPerEpoch, err := cmdline.StepsPerEpoch(trainSet.Len(), sampler.Len(), w.WorldSize, perReplica)
-	if err != nil {
-		return res, err
-	}
+	stepsPerEpoch := feed.stepsPerEpoch
 	state := optim.Checkpoint{Model: model, Optimizer: opt, RNG: d}
 	resumer, at, resumed, err := c.Open(ctx, &state, w.WorldSize, perReplica, rank0, out)
 	if err != nil {
@@ -163,7 +164,7 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 	defer func() { err = errors.Join(err, resumer.Close()) }()
 	switch {
 	case resumed:
-		if err := sampler.ResumeAt(at.Epoch, at.Samples); err != nil {
+		if err := feed.resumeAt(at.Epoch, at.Samples); err != nil {
 			return res, err
 		}
 		res.ResumedAt = at.Epoch
@@ -178,7 +179,7 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 	for range at.Epoch {
 		sched.Step() // the learning rate of the epoch it resumes at
 	}
-	loader, err := data.NewLoader(trainSet, d, data.LoaderConfig{BatchSize: perReplica, DropLast: true, Sampler: sampler})
+	loader, err := data.NewLoader(trainSet, d, data.LoaderConfig{BatchSize: perReplica, DropLast: true, Sampler: feed.sampler})
 	if err != nil {
 		return res, err
 	}
@@ -188,8 +189,8 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 	}
 	defer func() { err = errors.Join(err, samples.Close()) }()
 	if rank0 {
-		fmt.Fprintf(out, "training the MNIST CNN on %d replicas (%s), batch %d per replica (global %d), Adadelta lr %.4g, StepLR gamma %g\n",
-			w.WorldSize, d, perReplica, perReplica*w.WorldSize, opt.LR(), c.gamma)
+		fmt.Fprintf(out, "training the MNIST CNN on %d replicas (%s), %s, Adadelta lr %.4g, StepLR gamma %g\n",
+			w.WorldSize, d, feed, opt.LR(), c.gamma)
 	}
 	curves := report.Curves{Title: "MNIST CNN"}
 	start, steps := time.Now(), at.Step
@@ -205,7 +206,7 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 		}
 		epochLoss, runLoss = true, true
 		curves.AddLoss(l.steps, res.FinalLoss)
-		progress.Step(l.step, res.FinalLoss, 10*perReplica*w.WorldSize)
+		progress.Step(l.step, res.FinalLoss, 10*feed.global)
 		return nil
 	}
 	for epoch := at.Epoch; epoch < c.epochs; epoch++ {
@@ -213,7 +214,7 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 		// The samples of the epoch's order used before a resume, and
 		// the steps they made: the loader yields the rest.
 		epochStart := at.Used(epoch)
-		before := epochStart / (perReplica * w.WorldSize)
+		before := epochStart / feed.global
 		total := stepsPerEpoch
 		if c.MaxSteps > 0 {
 			total = min(total, c.MaxSteps)
@@ -223,25 +224,40 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 			progress = report.NewProgress(out, fmt.Sprintf("epoch %d/%d", epoch+1, c.epochs), total, c.LogInterval)
 		}
 		split.Start()
+		var pending []data.Batch // a deterministic step's micro-shards
 		for batch, err := range loader.Epoch(ctx, epoch) {
 			if err != nil {
 				return res, err
 			}
-			index := before + batch.Index // within the epoch
+			pending = append(pending, batch)
+			if len(pending) < feed.slots {
+				continue
+			}
+			stepInEpoch := batch.Index / feed.slots
+			index := before + stepInEpoch // within the epoch
 			if index >= total {
 				break
 			}
 			split.Lap("data")
-			opt.ZeroGrad()
-			loss := nn.NLLLoss(model.Forward(batch.Input).LogSoftmax(1), batch.Target, nn.ReductionMean)
-			if err := step(ctx, split, hostStats, loss, opt); err != nil {
+			var loss *xla.Tensor
+			if model.Deterministic() {
+				loss, err = deterministicStep(ctx, split, model, opt, pending, steps)
+			} else {
+				opt.ZeroGrad()
+				loss = nn.NLLLoss(model.Forward(batch.Input).LogSoftmax(1), batch.Target, nn.ReductionMean)
+				err = step(ctx, split, hostStats, loss, opt)
+			}
+			if err != nil {
 				return res, err
 			}
 			steps++
-			if err := samples.Add(epoch, batch.Samples); err != nil {
-				return res, err
+			for _, b := range feed.real(pending) {
+				if err := samples.Add(epoch, b.Samples); err != nil {
+					return res, err
+				}
 			}
-			at = cmdline.Position{Epoch: epoch, Samples: epochStart + (batch.Index+1)*perReplica*w.WorldSize, Step: steps}
+			pending = pending[:0]
+			at = cmdline.Position{Epoch: epoch, Samples: epochStart + (stepInEpoch+1)*feed.global, Step: steps}
 			if err := resumer.Step(ctx, state, at); err != nil {
 				return res, err // checkpoint.ErrPreempted: exit 75
 			}
@@ -289,9 +305,13 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 	}
 	res.Trained = time.Since(start)
 	res.Split = split
-	res.Samples = steps * perReplica * w.WorldSize
+	res.Samples = steps * feed.global
 	res.Compilations = xla.GetMetrics().Compilations
+	if res.Weights, err = cmdline.WeightsDigest(ctx, net); err != nil {
+		return res, err
+	}
 	if rank0 {
+		fmt.Fprintf(out, "weights sha256 %s\n", res.Weights)
 		fmt.Fprintf(out, "done: %d epoch(s), test accuracy %.2f%%, final loss %s, %v training, %.0f samples/s, programs: %d compiled, %d from the disk cache\n",
 			res.Epochs, 100*res.Accuracy, report.Loss(res.FinalLoss, runLoss), res.Trained.Round(time.Millisecond),
 			float64(res.Samples)/max(res.Trained.Seconds(), 1e-9), res.Compilations, xla.GetMetrics().PersistentCacheHits)

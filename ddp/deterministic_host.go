@@ -1,0 +1,221 @@
+package ddp
+
+import (
+	"context"
+	"fmt"
+	"time"
+	"unsafe"
+
+	"github.com/xladdp/xladdp/ddp/dist"
+	"github.com/xladdp/xladdp/ddp/internal/exchange"
+	"github.com/xladdp/xladdp/xla"
+)
+
+// deterministicHost is local replica 0's state for the sums across
+// replicas: buffers kept between steps.
+type deterministicHost struct {
+	pair dist.Buffer // the two-process all-reduce's, shared memory where there is some
+	in   []float32
+	out  []float32
+	mine []float32
+	full []float32
+}
+
+// replicaItems is what one local replica hands to local replica 0: its
+// real sums and their nodes.
+type replicaItems struct {
+	nodes  []treeNode
+	values [][]float32
+}
+
+// DeterministicStats is where a deterministic step's time goes on this
+// replica: Execute the program that forms this replica's sums, Download
+// their copies to the host, Exchange the sums across replicas (waits
+// included), Upload the mean back.
+type DeterministicStats struct {
+	Steps                               int
+	Execute, Download, Exchange, Upload time.Duration
+	// BytesSent counts this process's bytes handed to other processes.
+	BytesSent int64
+}
+
+// DeterministicStats returns this replica's deterministic step times.
+func (m *DistributedDataParallel) DeterministicStats() DeterministicStats {
+	if m.det == nil {
+		return DeterministicStats{}
+	}
+	return m.det.stats
+}
+
+// materialize runs the program that forms the replica's sums.
+func (d *deterministic) materialize(ctx context.Context, dev *xla.Device) error {
+	if dev.Tracing() {
+		return fmt.Errorf("ddp: a deterministic step forms the gradient sum between two programs; " +
+			"a compiled step is one program: train with lazy steps (MarkStep)")
+	}
+	start := time.Now()
+	err := dev.MarkStep(ctx)
+	d.stats.Execute += time.Since(start)
+	return err
+}
+
+// exchange sums the job's items over the canonical tree on the host and
+// returns the sum on dev.
+func (d *deterministic) exchange(ctx context.Context, dev *xla.Device, pl plan, items []*xla.Tensor) (*xla.Tensor, error) {
+	if err := d.materialize(ctx, dev); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	var mine replicaItems
+	for i, n := range pl.items {
+		if pl.leaves && pl.slots[i].Padding {
+			continue
+		}
+		v, err := items[i].Float32s(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("ddp: replica %d: copying the gradient sum of micro-shards [%d, %d) to the host: %w", d.replica, n.lo, n.hi, err)
+		}
+		mine.nodes, mine.values = append(mine.nodes, n), append(mine.values, v)
+	}
+	d.stats.Download += time.Since(start)
+	start = time.Now()
+	timeout := exchange.Timeout(d.group)
+	all, err := exchange.GatherLocal(ctx, dev, timeout, "the micro-shard gradients", mine)
+	if err != nil {
+		return nil, err
+	}
+	sum, err := exchange.HostOnce(ctx, dev, timeout, "the deterministic gradient sum", func() ([]float32, error) {
+		var nodes []treeNode
+		var values [][]float32
+		for _, r := range all {
+			nodes, values = append(nodes, r.nodes...), append(values, r.values...)
+		}
+		if d.processes == 1 {
+			return foldHost(d.shards.Count, nodes, values), nil
+		}
+		return d.acrossProcesses(ctx, nodes, values)
+	})
+	if err != nil {
+		return nil, err
+	}
+	d.stats.Exchange += time.Since(start)
+	start = time.Now()
+	t, err := xla.FromBytes(dev, xla.Float32, []int{len(sum)}, float32Bytes(sum))
+	d.stats.Upload += time.Since(start)
+	d.stats.Steps++
+	if err != nil {
+		return nil, fmt.Errorf("ddp: uploading the gradient sum: %w", err)
+	}
+	return t, nil
+}
+
+func float32Bytes(v []float32) []byte {
+	if len(v) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))
+}
+
+// foldHost evaluates the canonical tree from the given nodes' values.
+func foldHost(count int, nodes []treeNode, values [][]float32) []float32 {
+	index := make(map[treeNode]int, len(nodes))
+	for i, n := range nodes {
+		index[n] = i
+	}
+	return foldTree(count, func(n treeNode) ([]float32, bool) {
+		i, ok := index[n]
+		if !ok {
+			return nil, false
+		}
+		return values[i], true
+	}, addFloat32s)
+}
+
+// addFloat32s is the host's one sum, element by element in float32, as
+// the device's float32 add rounds.
+func addFloat32s(a, b []float32) []float32 {
+	out := make([]float32, len(a))
+	for i := range out {
+		out[i] = a[i] + b[i]
+	}
+	return out
+}
+
+// acrossProcesses is local replica 0's part across processes: each
+// process owns a slice of the flat gradient, receives every process's
+// items for it (all-to-all), folds the tree there, and the slices are
+// gathered. Two processes holding one half of the tree each need only
+// their sum: an all-reduce (a sum of two terms is the same in any order).
+func (d *deterministic) acrossProcesses(ctx context.Context, nodes []treeNode, values [][]float32) ([]float32, error) {
+	g, R := d.group, d.processes
+	n := len(values[0])
+	chunk := (n + R - 1) / R
+	total := chunk * R
+	peers := make([][]treeNode, R)
+	for q := range R {
+		peers[q] = d.processNodes(q)
+	}
+	h := d.host
+	if R == 2 && len(peers[0]) == 1 && len(peers[1]) == 1 {
+		if h.pair.Len() != total {
+			buf, err := g.SharedBuffer(dist.Float32, total)
+			if err != nil {
+				return nil, err
+			}
+			h.pair = buf
+		}
+		pair, err := dist.Values[float32](h.pair)
+		if err != nil {
+			return nil, err
+		}
+		copy(pair, values[0])
+		clear(pair[n:])
+		if err := g.AllReduce(ctx, h.pair, dist.Sum); err != nil {
+			return nil, err
+		}
+		d.stats.BytesSent += int64(4 * chunk)
+		return pair[:n], nil
+	}
+	mineCount := len(peers[d.process])
+	h.in = resize(h.in, mineCount*total)
+	inSplits, outSplits := make([]int, R), make([]int, R)
+	outLen := 0
+	for q := range R {
+		for i, v := range values {
+			seg := h.in[(q*mineCount+i)*chunk : (q*mineCount+i+1)*chunk]
+			lo, hi := min(q*chunk, n), min((q+1)*chunk, n)
+			copy(seg, v[lo:hi])
+			clear(seg[hi-lo:])
+		}
+		inSplits[q] = mineCount * chunk
+		outSplits[q] = len(peers[q]) * chunk
+		outLen += outSplits[q]
+	}
+	h.out = resize(h.out, outLen)
+	if err := g.AllToAllSingle(ctx, dist.Float32s(h.out), dist.Float32s(h.in), outSplits, inSplits); err != nil {
+		return nil, err
+	}
+	var all []treeNode
+	var slices [][]float32
+	at := 0
+	for q := range R {
+		for _, nd := range peers[q] {
+			all, slices = append(all, nd), append(slices, h.out[at:at+chunk])
+			at += chunk
+		}
+	}
+	h.mine = foldHost(d.shards.Count, all, slices)
+	h.full = resize(h.full, total)
+	if err := g.AllGather(ctx, dist.Float32s(h.full), dist.Float32s(h.mine)); err != nil {
+		return nil, err
+	}
+	d.stats.BytesSent += int64(4 * (inSplits[0]*(R-1) + chunk*(R-1)))
+	return h.full[:n], nil
+}
+
+func resize(b []float32, n int) []float32 {
+	if cap(b) < n {
+		return make([]float32, n)
+	}
+	return b[:n]
+}
