@@ -172,6 +172,9 @@ func (z *ZeroRedundancyOptimizer) allGatherOnHost(ctx context.Context, h *zeroHo
 
 // hostAllGather is local replica 0's part of allGatherOnHost.
 func (z *ZeroRedundancyOptimizer) hostAllGather(ctx context.Context, h *zeroHost, blocks []*xla.Tensor) error {
+	if err := h.buffers(z.buckets); err != nil { // a deterministic Step reduced nothing first
+		return err
+	}
 	start := time.Now()
 	var works []*dist.Work
 	var failed error

@@ -57,6 +57,9 @@ type ZeroRedundancyOptimizer struct {
 	layout                   string
 	clip                     *clipRequest
 	lastNorm                 *xla.Tensor
+	// deterministic: the wrapper leaves every replica the job's mean
+	// gradients (ddp.Deterministic), so Step takes its shard of them.
+	deterministic bool
 }
 
 // clipRequest is a ClipGradNorm waiting for the next Step.
@@ -130,7 +133,7 @@ func newZero(ctx context.Context, module *ddp.DistributedDataParallel, params []
 		return nil, errors.New("called inside a compiled step: create the optimizer before compiling")
 	}
 	z := &ZeroRedundancyOptimizer{ctx: ctx, dev: dev, params: params, groupOf: groupOf,
-		capBytes: module.BucketBytes(), cross: inGraph{}}
+		capBytes: module.BucketBytes(), cross: inGraph{}, deterministic: module.Deterministic()}
 	z.groups = make([]optim.ParamGroup, len(groups))
 	for i, g := range groups {
 		z.groups[i].WeightDecay = g.WeightDecay
@@ -266,6 +269,9 @@ func (z *ZeroRedundancyOptimizer) Step() error {
 		return err
 	}
 	ctx := z.ctx
+	if z.deterministic {
+		return z.deterministicStep(ctx, clip)
+	}
 	shards, err := z.cross.reduceScatter(ctx, z)
 	if err != nil {
 		return fmt.Errorf("zero: ZeroRedundancyOptimizer.Step on replica %d: %w", z.replica, err)
