@@ -39,6 +39,7 @@ type config struct {
 	warmup, evalInterval, evalIters, sample int
 	lr, minLR, weightDecay, clip            float64
 	seed                                    uint64
+	det                                     cmdline.Determinism
 }
 
 // sizes are the presets: small learns visibly in a couple of CPU minutes;
@@ -97,6 +98,7 @@ func parse(args []string, out io.Writer) (config, error) {
 	fs.BoolVar(&c.zero, "zero", false, "shard the AdamW state and the fp32 master weights over the replicas (ZeRO-1, package ddp/zero); --checkpoint is then a directory, resumable at any replica count")
 	fs.IntVar(&c.sample, "sample", 400, "characters to generate at the end (0: none)")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the initial model, the batches and the sample")
+	c.det.AddFlags(fs, 8)
 	fs.StringVar(&c.data, "data", DefaultCorpus, "a UTF-8 text file, or a directory of fortune files")
 	fs.StringVar(&c.sampleLog, "sample-log", "", "append the index of every training window each replica uses to DIR/replica-N.txt (\"epoch index\" lines)")
 	addRunFlags(fs, &c.Run)
@@ -159,6 +161,9 @@ func (c *config) applyPreset() error {
 		return fmt.Errorf("--warmup %d: must be from 0 to --steps - 1 (%d)", c.warmup, c.steps-1)
 	case c.precision != "fp32" && c.precision != "bf16":
 		return fmt.Errorf("--precision %q: want fp32 or bf16", c.precision)
+	case c.det.On && c.gradAccum != 1:
+		return fmt.Errorf("--grad-accum %d with --deterministic: the micro-shards are the accumulation (each replica runs its "+
+			"--batch-size / --micro-shard share of them one after the other); drop --grad-accum", c.gradAccum)
 	}
 	return nil
 }

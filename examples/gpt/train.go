@@ -30,21 +30,33 @@ type trainer struct {
 	opt     optim.Optimizer
 	sharded *zero.ZeroRedundancyOptimizer // with --zero: opt
 	sched   optim.Scheduler
-	perStep int // rows per replica per micro-step
+	perStep int // rows per replica per micro-step (a micro-shard's with --deterministic)
+	global  int // rows per optimizer step over the job
 	order   *order
 	samples *cmdline.SampleLog // --sample-log
+	loss    *xla.Tensor        // the last step's loss (this replica's)
+	steps   int                // steps done since training began (keys a deterministic step's random state)
 }
 
 func newTrainer(ctx context.Context, c config, w ddp.Worker, text *corpus, out io.Writer) (*trainer, error) {
-	rows := cmdline.PerReplica(out, w.Rank == 0, c.batchSize, w.WorldSize*c.gradAccum,
-		fmt.Sprintf("%d replicas × %d micro-steps (--grad-accum)", w.WorldSize, c.gradAccum))
-	if rows < 1 {
-		return nil, fmt.Errorf("--batch-size %d is less than one row per replica (%d) per micro-step (--grad-accum %d): raise it",
-			c.batchSize, w.WorldSize, c.gradAccum)
-	}
-	t := &trainer{c: c, w: w, text: text, perStep: rows}
+	t := &trainer{c: c, w: w, text: text}
 	var err error
-	if t.order, err = newOrder(len(text.train), c.model.BlockSize, c.seed, w.WorldSize, w.Rank, rows*c.gradAccum); err != nil {
+	if c.det.On {
+		// Every replica reads the whole global batch's order and
+		// computes its micro-shards of it.
+		t.perStep, t.global = c.det.MicroShard, c.batchSize
+		t.order, err = newOrder(len(text.train), c.model.BlockSize, c.seed, 1, 0, c.batchSize)
+	} else {
+		rows := cmdline.PerReplica(out, w.Rank == 0, c.batchSize, w.WorldSize*c.gradAccum,
+			fmt.Sprintf("%d replicas × %d micro-steps (--grad-accum)", w.WorldSize, c.gradAccum))
+		if rows < 1 {
+			return nil, fmt.Errorf("--batch-size %d is less than one row per replica (%d) per micro-step (--grad-accum %d): raise it",
+				c.batchSize, w.WorldSize, c.gradAccum)
+		}
+		t.perStep, t.global = rows, rows*w.WorldSize*c.gradAccum
+		t.order, err = newOrder(len(text.train), c.model.BlockSize, c.seed, w.WorldSize, w.Rank, rows*c.gradAccum)
+	}
+	if err != nil {
 		return nil, err
 	}
 	if t.net, err = nn.NewGPT(w.Device, nn.NewRand(c.seed), c.model); err != nil {
@@ -53,7 +65,7 @@ func newTrainer(ctx context.Context, c config, w ddp.Worker, text *corpus, out i
 	if err := nn.SetComputeDType(t.net, c.computeDType()); err != nil {
 		return nil, err
 	}
-	if t.model, err = ddp.Wrap(ctx, t.net); err != nil {
+	if t.model, err = ddp.Wrap(ctx, t.net, c.det.WrapOptions(c.batchSize, c.seed)...); err != nil {
 		return nil, err
 	}
 	groups := optim.DecayGroups(nn.NamedParameters(t.model), c.weightDecay)
@@ -97,10 +109,16 @@ func (t *trainer) lossOf(model nn.Module, x, y *xla.Tensor) *xla.Tensor {
 // schedule, all in the step's program; it returns the step's mean loss.
 func (t *trainer) step(ctx context.Context) (*xla.Tensor, error) {
 	epoch, samples := t.order.take()
+	t.opt.ZeroGrad()
+	if t.model.Deterministic() {
+		if err := t.backwardMicroShards(ctx, epoch, samples); err != nil {
+			return nil, err
+		}
+		return t.update(ctx)
+	}
 	if err := t.samples.Add(epoch, samples); err != nil {
 		return nil, err
 	}
-	t.opt.ZeroGrad()
 	var total *xla.Tensor
 	for k := range t.c.gradAccum {
 		ids, targets := windowsOf(t.text.train, samples[k*t.perStep:(k+1)*t.perStep], t.c.model.BlockSize)
@@ -124,6 +142,13 @@ func (t *trainer) step(ctx context.Context) (*xla.Tensor, error) {
 			total = total.Add(loss.Detach())
 		}
 	}
+	t.loss = total
+	return t.update(ctx)
+}
+
+// update clips, steps the optimizer and the schedule and runs the step's
+// program; it returns the step's loss.
+func (t *trainer) update(ctx context.Context) (*xla.Tensor, error) {
 	if t.c.clip > 0 {
 		var err error
 		if t.sharded != nil {
@@ -139,7 +164,7 @@ func (t *trainer) step(ctx context.Context) (*xla.Tensor, error) {
 		return nil, err
 	}
 	t.sched.Step()
-	return total, t.w.Device.MarkStep(ctx)
+	return t.loss, t.w.Device.MarkStep(ctx)
 }
 
 // valLoss estimates the val loss on --eval-iters batches in eval mode
@@ -183,7 +208,7 @@ func train(ctx context.Context, c config, w ddp.Worker, text *corpus, out io.Wri
 	rank0 := w.Rank == 0
 	shape := fmt.Sprintf("%+v", c.model)
 	ck := optim.Checkpoint{Model: t.model, Optimizer: t.opt, RNG: w.Device, Metadata: map[string]string{"gpt": shape}}
-	resumer, at, resumed, err := c.Open(ctx, &ck, w.WorldSize, t.perStep*c.gradAccum, rank0, out)
+	resumer, at, resumed, err := c.Open(ctx, &ck, w.WorldSize, t.global/w.WorldSize, rank0, out)
 	if err != nil {
 		return res, err
 	}
@@ -217,6 +242,7 @@ func train(ctx context.Context, c config, w ddp.Worker, text *corpus, out io.Wri
 		for range ck.Step {
 			t.sched.Step() // the learning rate of the step it resumes at
 		}
+		t.steps = ck.Step
 		if !resumed {
 			at = t.order.afterSteps(ck.Step) // a --resume file holds the step alone
 		}
@@ -230,7 +256,10 @@ func train(ctx context.Context, c config, w ddp.Worker, text *corpus, out io.Wri
 		fmt.Fprintf(out, "training a %d-layer, %d-head, %d-wide GPT (%d parameters, %d characters of vocabulary, block %d) on %d replicas (%s), %s\n",
 			c.model.Layers, c.model.Heads, c.model.Width, nn.NumParameters(t.net), c.model.Vocab, c.model.BlockSize, w.WorldSize, w.Device, c.precision)
 		fmt.Fprintf(out, "global batch %d = %d replicas × %d micro-steps × %d rows; AdamW lr %.3g → %.3g (warmup %d, cosine to step %d), clip %g; %d train / %d val characters\n",
-			t.perStep*w.WorldSize*c.gradAccum, w.WorldSize, c.gradAccum, t.perStep, c.lr, c.minLR, c.warmup, c.steps, c.clip, len(text.train), len(text.val))
+			t.global, w.WorldSize, c.gradAccum, t.perStep, c.lr, c.minLR, c.warmup, c.steps, c.clip, len(text.train), len(text.val))
+		if c.det.On {
+			fmt.Fprintf(out, "deterministic: the global batch in micro-shards of %d rows, summed in one order at any world size\n", c.det.MicroShard)
+		}
 		if t.sharded != nil {
 			fmt.Fprintf(out, "ZeRO-1: AdamW state and fp32 master weights sharded over the %d replicas\n", w.WorldSize)
 		}
@@ -305,7 +334,7 @@ func train(ctx context.Context, c config, w ddp.Worker, text *corpus, out io.Wri
 	}
 	progress.Done()
 	res.Trained = time.Since(start)
-	res.TokensPerSec = float64((res.Steps-first)*t.perStep*w.WorldSize*c.gradAccum*c.model.BlockSize) / max(res.Trained.Seconds(), 1e-9)
+	res.TokensPerSec = float64((res.Steps-first)*t.global*c.model.BlockSize) / max(res.Trained.Seconds(), 1e-9)
 	res.Compilations = xla.GetMetrics().Compilations
 	res.GradientSyncs = t.model.GradientSyncs()
 	if c.sample > 0 {
@@ -313,7 +342,12 @@ func train(ctx context.Context, c config, w ddp.Worker, text *corpus, out io.Wri
 			return res, err
 		}
 	}
+	weights, err := cmdline.WeightsDigest(ctx, t.net)
+	if err != nil {
+		return res, err
+	}
 	if rank0 {
+		fmt.Fprintf(out, "weights sha256 %s\n", weights)
 		fmt.Fprintf(out, "done: %d steps, train loss %.4f, val loss %.4f, %v training, %.0f tokens/s, %d gradient all-reduces, programs: %d compiled\n",
 			res.Steps, res.TrainLoss, res.ValLoss, res.Trained.Round(time.Millisecond), res.TokensPerSec, res.GradientSyncs, res.Compilations)
 		if res.Sample != "" {
