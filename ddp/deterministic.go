@@ -168,20 +168,27 @@ func randomKey(seed uint64, step, index int) int64 {
 // parameter's gradient the mean over the global batch, summed in the
 // canonical order. loss returns the scalar loss (the mean over its
 // samples) of one micro-shard; every replica calls BackwardMicroShards at
-// the same point. The gradients must be clear (ZeroGrad) before.
-func (m *DistributedDataParallel) BackwardMicroShards(ctx context.Context, step int, loss func(MicroShard) (*xla.Tensor, error)) error {
+// the same point. The gradients must be clear (ZeroGrad) before. It
+// returns the loss of the global batch, the micro-shards' losses summed
+// as the gradients are: the same at every world size.
+//
+// Every micro-shard's loss and gradients leave its program the same way
+// wherever it runs: a value read from one micro-shard's computation and
+// not another's (its loss, for a log line) would change how the compiler
+// fuses it, and with that its bits. Read the returned loss instead.
+func (m *DistributedDataParallel) BackwardMicroShards(ctx context.Context, step int, loss func(MicroShard) (*xla.Tensor, error)) (*xla.Tensor, error) {
 	if m.det == nil {
-		return errors.New("ddp: BackwardMicroShards on a wrapper made without ddp.Deterministic")
+		return nil, errors.New("ddp: BackwardMicroShards on a wrapper made without ddp.Deterministic")
 	}
 	if m.closed {
-		return errors.New("ddp: BackwardMicroShards on a closed wrapper")
+		return nil, errors.New("ddp: BackwardMicroShards on a closed wrapper")
 	}
 	if step < 0 {
-		return fmt.Errorf("ddp: BackwardMicroShards at step %d: steps count from 0", step)
+		return nil, fmt.Errorf("ddp: BackwardMicroShards at step %d: steps count from 0", step)
 	}
 	for _, p := range m.params {
 		if p.Tensor.Grad() != nil {
-			return fmt.Errorf("ddp: BackwardMicroShards: %s already has a gradient: call the optimizer's ZeroGrad first "+
+			return nil, fmt.Errorf("ddp: BackwardMicroShards: %s already has a gradient: call the optimizer's ZeroGrad first "+
 				"(a deterministic step computes the whole gradient itself)", p.Name)
 		}
 	}
@@ -189,20 +196,20 @@ func (m *DistributedDataParallel) BackwardMicroShards(ctx context.Context, step 
 	leaves := make([]*xla.Tensor, len(pl.slots))
 	for j, s := range pl.slots {
 		if err := m.dev.ManualSeed(randomKey(m.det.cfg.seed, step, s.Index)); err != nil {
-			return err
+			return nil, err
 		}
 		l, err := loss(s)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if l == nil {
-			return fmt.Errorf("ddp: BackwardMicroShards: the loss of micro-shard %d of step %d is nil", s.Index, step)
+			return nil, fmt.Errorf("ddp: BackwardMicroShards: the loss of micro-shard %d of step %d is nil", s.Index, step)
 		}
 		if err := l.Backward(); err != nil {
-			return fmt.Errorf("ddp: the backward pass of micro-shard %d of step %d: %w", s.Index, step, err)
+			return nil, fmt.Errorf("ddp: the backward pass of micro-shard %d of step %d: %w", s.Index, step, err)
 		}
-		if leaves[j], err = m.flatGradients(); err != nil {
-			return err
+		if leaves[j], err = m.flatGradients(l); err != nil {
+			return nil, err
 		}
 	}
 	items := make([]*xla.Tensor, len(pl.items))
@@ -220,14 +227,14 @@ func (m *DistributedDataParallel) BackwardMicroShards(ctx context.Context, step 
 		// and updates the weights as the host's sum does at any other
 		// world size: one program's fusions never differ between them.
 		if err := m.det.materialize(ctx, m.dev); err != nil {
-			return err
+			return nil, err
 		}
 		sum = items[0]
 		m.det.stats.Steps++
 	} else {
 		var err error
 		if sum, err = m.det.exchange(ctx, m.dev, pl, items); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	return m.setMeans(sum)
@@ -243,9 +250,11 @@ func sumOver[T any](n treeNode, leaf func(int) T, add func(a, b T) T) T {
 }
 
 // flatGradients lays the parameters' gradients end to end in float32 (a
-// parameter the loss did not reach contributes zeros) and clears them.
-func (m *DistributedDataParallel) flatGradients() (*xla.Tensor, error) {
-	parts := make([]*xla.Tensor, len(m.params))
+// parameter the loss did not reach contributes zeros), the loss last,
+// and clears them.
+func (m *DistributedDataParallel) flatGradients(loss *xla.Tensor) (*xla.Tensor, error) {
+	parts := make([]*xla.Tensor, len(m.params)+1)
+	parts[len(m.params)] = loss.Detach().Cast(xla.Float32).Reshape(1)
 	for i, p := range m.params {
 		g := p.Tensor.Grad()
 		if g == nil {
@@ -254,26 +263,25 @@ func (m *DistributedDataParallel) flatGradients() (*xla.Tensor, error) {
 		parts[i] = g.Cast(xla.Float32).Reshape(p.Tensor.Shape().Size())
 		p.Tensor.ZeroGrad()
 	}
-	flat := parts[0]
-	if len(parts) > 1 {
-		flat = xla.Concat(0, parts...)
-	}
+	flat := xla.Concat(0, parts...)
 	return flat, flat.Err()
 }
 
 // setMeans divides the canonical sum by the micro-shard count and hands
 // each parameter its part: the same operations whether sum was formed on
-// this device or came from the host.
-func (m *DistributedDataParallel) setMeans(sum *xla.Tensor) error {
+// this device or came from the host. It returns the mean loss.
+func (m *DistributedDataParallel) setMeans(sum *xla.Tensor) (*xla.Tensor, error) {
+	count := float64(m.det.shards.Count)
 	offset := 0
 	for _, p := range m.params {
 		n := p.Tensor.Shape().Size()
-		g := sum.Narrow(0, offset, n).Reshape(p.Tensor.Dims()...).DivScalar(float64(m.det.shards.Count)).Cast(p.Tensor.DType())
+		g := sum.Narrow(0, offset, n).Reshape(p.Tensor.Dims()...).DivScalar(count).Cast(p.Tensor.DType())
 		if err := p.Tensor.SetGrad(g); err != nil {
-			return fmt.Errorf("ddp: setting the gradient of %s: %w", p.Name, err)
+			return nil, fmt.Errorf("ddp: setting the gradient of %s: %w", p.Name, err)
 		}
 		offset += n
 	}
 	m.syncs++
-	return nil
+	loss := sum.Narrow(0, offset, 1).Reshape().DivScalar(count)
+	return loss, loss.Err()
 }

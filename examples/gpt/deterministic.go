@@ -10,11 +10,11 @@ import (
 // backwardMicroShards is a --deterministic step's gradients: samples is
 // the whole global batch, and this replica computes its micro-shards of
 // it (ddp.BackwardMicroShards), which leaves the job's mean gradients,
-// summed in the order fixed by the micro-shard count. The step's loss is
-// the mean of this replica's micro-shards' losses.
+// summed in the order fixed by the micro-shard count, and the global
+// batch's loss.
 func (t *trainer) backwardMicroShards(ctx context.Context, epoch int, samples []int) error {
-	var losses []*xla.Tensor
-	err := t.model.BackwardMicroShards(ctx, t.steps, func(s ddp.MicroShard) (*xla.Tensor, error) {
+	var err error
+	t.loss, err = t.model.BackwardMicroShards(ctx, t.steps, func(s ddp.MicroShard) (*xla.Tensor, error) {
 		mine := samples[s.First : s.First+s.Size]
 		if !s.Padding {
 			if err := t.samples.Add(epoch, mine); err != nil {
@@ -26,20 +26,11 @@ func (t *trainer) backwardMicroShards(ctx context.Context, epoch int, samples []
 		if err != nil {
 			return nil, err
 		}
-		loss := t.lossOf(t.model, x, y)
-		if !s.Padding {
-			losses = append(losses, loss.Detach())
-		}
-		return loss, nil
+		return t.lossOf(t.model, x, y), nil
 	})
 	if err != nil {
 		return err
 	}
-	t.loss = losses[0]
-	for _, l := range losses[1:] {
-		t.loss = t.loss.Add(l)
-	}
-	t.loss = t.loss.DivScalar(float64(len(losses)))
 	t.steps++
 	return nil
 }

@@ -255,11 +255,12 @@ func train(ctx context.Context, c config, w ddp.Worker, text *corpus, out io.Wri
 	if rank0 {
 		fmt.Fprintf(out, "training a %d-layer, %d-head, %d-wide GPT (%d parameters, %d characters of vocabulary, block %d) on %d replicas (%s), %s\n",
 			c.model.Layers, c.model.Heads, c.model.Width, nn.NumParameters(t.net), c.model.Vocab, c.model.BlockSize, w.WorldSize, w.Device, c.precision)
-		fmt.Fprintf(out, "global batch %d = %d replicas × %d micro-steps × %d rows; AdamW lr %.3g → %.3g (warmup %d, cosine to step %d), clip %g; %d train / %d val characters\n",
-			t.global, w.WorldSize, c.gradAccum, t.perStep, c.lr, c.minLR, c.warmup, c.steps, c.clip, len(text.train), len(text.val))
+		split := fmt.Sprintf("%d replicas × %d micro-steps × %d rows", w.WorldSize, c.gradAccum, t.perStep)
 		if c.det.On {
-			fmt.Fprintf(out, "deterministic: the global batch in micro-shards of %d rows, summed in one order at any world size\n", c.det.MicroShard)
+			split = fmt.Sprintf("deterministic: %d micro-shards of %d rows, summed in one order at any world size", c.batchSize/t.perStep, t.perStep)
 		}
+		fmt.Fprintf(out, "global batch %d = %s; AdamW lr %.3g → %.3g (warmup %d, cosine to step %d), clip %g; %d train / %d val characters\n",
+			t.global, split, c.lr, c.minLR, c.warmup, c.steps, c.clip, len(text.train), len(text.val))
 		if t.sharded != nil {
 			fmt.Fprintf(out, "ZeRO-1: AdamW state and fp32 master weights sharded over the %d replicas\n", w.WorldSize)
 		}

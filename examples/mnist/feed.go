@@ -65,20 +65,14 @@ func (f *feed) real(batches []data.Batch) []data.Batch {
 
 // deterministicStep trains one step of a --deterministic run: the
 // replica's micro-shards, their gradients summed in the canonical order
-// across the replicas, the update. It returns the first micro-shard's
-// loss.
+// across the replicas, the update. It returns the global batch's loss.
 func deterministicStep(ctx context.Context, split *report.StepSplit, model *ddp.DistributedDataParallel, opt optim.Optimizer,
 	batches []data.Batch, step int) (*xla.Tensor, error) {
 	opt.ZeroGrad()
 	before := model.DeterministicStats()
-	var first *xla.Tensor
-	err := model.BackwardMicroShards(ctx, step, func(s ddp.MicroShard) (*xla.Tensor, error) {
+	loss, err := model.BackwardMicroShards(ctx, step, func(s ddp.MicroShard) (*xla.Tensor, error) {
 		b := batches[s.Slot]
-		loss := nn.NLLLoss(model.Forward(b.Input).LogSoftmax(1), b.Target, nn.ReductionMean)
-		if s.Slot == 0 {
-			first = loss
-		}
-		return loss, nil
+		return nn.NLLLoss(model.Forward(b.Input).LogSoftmax(1), b.Target, nn.ReductionMean), nil
 	})
 	if err != nil {
 		return nil, err
@@ -93,11 +87,11 @@ func deterministicStep(ctx context.Context, split *report.StepSplit, model *ddp.
 	split.Move("trace", "all-reduce", after.Exchange-before.Exchange)
 	split.Move("trace", "upload", after.Upload-before.Upload)
 	if after.Steps > before.Steps {
-		return first, nil
+		return loss, nil
 	}
-	if err := first.Device().MarkStep(ctx); err != nil {
+	if err := loss.Device().MarkStep(ctx); err != nil {
 		return nil, err
 	}
 	split.Lap("execute")
-	return first, nil
+	return loss, nil
 }
