@@ -271,12 +271,20 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 				split.Lap("loss read")
 			}
 			logged = loggedLoss{}
-			if step := index + 1; rank0 && (step%10 == 0 || step == total) {
+			// A deterministic step's loss is formed in the next program:
+			// every replica keeps its own, so that program is the same
+			// on all of them, and reads it once computed.
+			if step := index + 1; (rank0 || model.Deterministic()) && (step%10 == 0 || step == total) {
 				logged = loggedLoss{loss: loss, step: step, steps: steps}
 			}
 			split.EndStep()
 		}
 		if logged.loss != nil {
+			if model.Deterministic() {
+				if err := d.MarkStep(ctx); err != nil {
+					return res, err
+				}
+			}
 			if err := readLoss(logged); err != nil {
 				return res, err
 			}
