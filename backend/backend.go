@@ -47,7 +47,15 @@ type Backend struct {
 
 	identityOnce sync.Once
 	identity     string
+	// deterministic: the CPU target's programs sum alike at any device
+	// count (Options.Deterministic).
+	deterministic bool
 }
+
+// Deterministic reports whether b's programs sum the same way whatever
+// the process's device count and threads (Options.Deterministic; the CPU
+// target only).
+func (b *Backend) Deterministic() bool { return b.deterministic }
 
 // Open finds the target's PJRT plugin, loads it and creates a client.
 //
@@ -104,12 +112,22 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 	if target == CUDA {
 		disableGoXLACUDACheck()
 	}
+	var deterministic bool
+	if target == CPU {
+		det, err := deterministicOption(opts)
+		if err == nil {
+			deterministic, err = deterministicCPU(path, det)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 
 	gb, err := loadGoMLX(ctx, path+spec.ClientConfig, clientOptions)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s plugin %s (from %s): %w", ErrClient, target, path, source, err)
 	}
-	b := &Backend{target: target, pluginPath: path, pluginSource: source, gomlx: gb}
+	b := &Backend{target: target, pluginPath: path, pluginSource: source, gomlx: gb, deterministic: deterministic}
 	if spec.CompilerIdentity != nil {
 		b.compiler = spec.CompilerIdentity()
 	}
@@ -123,7 +141,7 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 			gb.Finalize()
 			return nil, err
 		}
-		shareConvolutionThreads(len(b.devices))
+		shareConvolutionThreads(len(b.devices), b.deterministic)
 	}
 	if got := strings.ToLower(b.Platform()); spec.Platform != "" && got != spec.Platform {
 		gb.Finalize()

@@ -5,9 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/gomlx/go-xla/pkg/pjrt"
@@ -84,8 +82,9 @@ func setUpCPUKernels(plugin *pjrt.Plugin) (string, error) {
 // and OpenMP would start a team of every core for each. An
 // OMP_NUM_THREADS the user gave (ddprun and torchrun give 1 with several
 // ranks a node) stands.
-func shareConvolutionThreads(devices int) {
-	if kernelThreadsPinned.Load() {
+func shareConvolutionThreads(devices int, deterministic bool) {
+	if deterministic {
+		onednn.SetThreads(1) // see deterministicCPU
 		return
 	}
 	if _, set := os.LookupEnv(workerenv.Threads); set || devices < 2 {
@@ -93,25 +92,6 @@ func shareConvolutionThreads(devices int) {
 		return
 	}
 	onednn.SetThreads(max(1, runtime.NumCPU()/devices))
-}
-
-// kernelThreadsPinned: PinKernelThreads was called in this process.
-var kernelThreadsPinned atomic.Bool
-
-// PinKernelThreads makes every kernel whose sums depend on the number of
-// threads that run it use one thread, for the rest of the process:
-// oneDNN's convolutions, whose weight gradient splits the batch among
-// threads and adds their parts (one core and two give other bits). XLA's
-// own CPU kernels give the same bits at any thread count. Deterministic
-// training (ddp.Deterministic) calls it.
-func (b *Backend) PinKernelThreads() {
-	if b.target != CPU {
-		return
-	}
-	kernelThreadsPinned.Store(true)
-	if strings.HasPrefix(b.kernels, "onednn") {
-		onednn.SetThreads(1)
-	}
 }
 
 // parseCPUKernels reads EnvCPUKernels: "onednn", "xla", or "" (oneDNN

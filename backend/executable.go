@@ -64,6 +64,10 @@ func (b *Backend) identityOf(platformVersion string, major, minor int) string {
 		// A program with oneDNN's custom calls runs only where they are registered.
 		id += "|kernels " + b.kernels
 	}
+	if flags := os.Getenv(EnvXLAFlags); flags != "" {
+		// XLA's flags choose how it compiles (keepCPUReductionsInXLA's among them).
+		id += "|flags " + flags
+	}
 	sum := sha256.Sum256([]byte(id))
 	return hex.EncodeToString(sum[:])
 }

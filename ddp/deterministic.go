@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/xladdp/xladdp/backend"
 	"github.com/xladdp/xladdp/ddp/dist"
 	"github.com/xladdp/xladdp/xla"
 )
@@ -67,7 +68,11 @@ func newDeterministic(cfg deterministicConfig, dev *xla.Device) (*deterministic,
 	if err := shards.CheckReplicas(d.replicas); err != nil {
 		return nil, err
 	}
-	dev.Engine().Backend().PinKernelThreads()
+	if b := dev.Engine().Backend(); b.Target() == backend.CPU && !b.Deterministic() {
+		return nil, fmt.Errorf("ddp: Deterministic on a cpu backend opened without backend.Options.Deterministic "+
+			"(ddp.Options.Device.Deterministic, $%s=1, the examples' --deterministic): its reductions would sum by the "+
+			"device count and its convolutions by the thread count", backend.EnvDeterministic)
+	}
 	return d, nil
 }
 
@@ -191,6 +196,14 @@ func (m *DistributedDataParallel) BackwardMicroShards(ctx context.Context, step 
 			return nil, fmt.Errorf("ddp: BackwardMicroShards: %s already has a gradient: call the optimizer's ZeroGrad first "+
 				"(a deterministic step computes the whole gradient itself)", p.Name)
 		}
+	}
+	// The micro-shards' program starts from materialized parameters,
+	// whatever made them (the last update, Wrap's broadcast, ZeRO's
+	// gather, a checkpoint): a parameter computed inside it would change
+	// how the compiler fuses the backward pass, and with it the bits of
+	// its sums (a bias gradient's, measured).
+	if err := m.det.materialize(ctx, m.dev); err != nil {
+		return nil, err
 	}
 	pl := m.det.planOf(m.det.replica, step)
 	leaves := make([]*xla.Tensor, len(pl.slots))

@@ -106,6 +106,7 @@ func parse(args []string, out io.Writer) (config, error) {
 		return c, err
 	}
 	c.launch, c.Preemption = *launch, cmdline.Preemption(launch.Checkpoints)
+	c.launch.Device.Deterministic = c.det.On
 	if err := c.applyPreset(); err != nil {
 		return c, err
 	}

@@ -78,6 +78,7 @@ func parse(args []string, out io.Writer) (config, error) {
 		return c, err
 	}
 	c.launch, c.Preemption = *launch, cmdline.Preemption(launch.Checkpoints)
+	c.launch.Device.Deterministic = c.det.On
 	switch {
 	case c.epochs < 1 || c.batchSize < 1 || c.testBatchSize < 1 || c.LogInterval < 1:
 		return c, errors.New("--epochs, --batch-size, --test-batch-size and --log-interval must be positive")

@@ -18,6 +18,19 @@ import (
 // test a private compile cache. The backend closes when the test ends.
 func NewEngine(t testing.TB, n int) *xla.Engine {
 	t.Helper()
+	return open(t, backend.Options{Target: backend.CPU, CPUDevices: n})
+}
+
+// NewDeterministicEngine is NewEngine with the backend's deterministic
+// mode (backend.Options.Deterministic), which ddp.Deterministic needs; a
+// test process's first engine fixes the mode for the process.
+func NewDeterministicEngine(t testing.TB, n int) *xla.Engine {
+	t.Helper()
+	return open(t, backend.Options{Target: backend.CPU, CPUDevices: n, Deterministic: true})
+}
+
+func open(t testing.TB, opts backend.Options) *xla.Engine {
+	t.Helper()
 	for _, env := range []string{backend.EnvDevice, backend.EnvPJRTDevice, backend.EnvCPUDevices,
 		backend.EnvTorchXLACPUDevices, backend.EnvPluginPath} {
 		t.Setenv(env, "")
@@ -25,7 +38,7 @@ func NewEngine(t testing.TB, n int) *xla.Engine {
 	t.Setenv(xla.EnvCacheDir, t.TempDir())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	b, err := backend.Open(ctx, backend.Options{Target: backend.CPU, CPUDevices: n})
+	b, err := backend.Open(ctx, opts)
 	require.NoError(t, err, "the CPU PJRT plugin must be installed: run `make deps`")
 	e := xla.NewEngine(b)
 	t.Cleanup(func() { _ = e.Close() })

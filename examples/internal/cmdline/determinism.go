@@ -29,7 +29,8 @@ func (d *Determinism) AddFlags(fs *pflag.FlagSet, microShard int) {
 }
 
 // WrapOptions is ddp.Wrap's option for the flags, none without
-// --deterministic.
+// --deterministic. The flag must also set the launch's
+// Device.Deterministic, so the backend compiles for it.
 func (d Determinism) WrapOptions(globalBatch int, seed uint64) []ddp.WrapOption {
 	if !d.On {
 		return nil

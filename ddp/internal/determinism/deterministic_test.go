@@ -1,4 +1,4 @@
-package ddp_test
+package determinism_test
 
 import (
 	"context"
@@ -47,7 +47,7 @@ func microShardSample(step, index, size int) (x, y []float32) {
 // on replicas local replicas, and returns replica 0's parameters and the
 // losses it read.
 func trainDeterministic(t *testing.T, replicas, steps int, s sabotage) ([]float32, []float64, error) {
-	e := xlatest.NewEngine(t, replicas)
+	e := xlatest.NewDeterministicEngine(t, replicas)
 	var (
 		mu     sync.Mutex
 		params []float32
@@ -173,7 +173,7 @@ func TestDeterministicCheckCatchesRankDependence(t *testing.T) {
 // TestDeterministicRefusals: the misuses a user meets get errors that say
 // what to do.
 func TestDeterministicRefusals(t *testing.T) {
-	e := xlatest.NewEngine(t, 1)
+	e := xlatest.NewDeterministicEngine(t, 1)
 	d := e.Device(0)
 	ctx := xlatest.Context(t)
 	lin, err := nn.NewLinear(d, nn.NewRand(1), 3, 2, true)

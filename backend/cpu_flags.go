@@ -1,0 +1,134 @@
+package backend
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+)
+
+// EnvXLAFlags is XLA's own flag variable, which the plugin reads once a
+// process, at its first compilation.
+const EnvXLAFlags = "XLA_FLAGS"
+
+// ynnFusionFlag chooses what XLA:CPU hands to YNNPACK. Its default in
+// this XLA (dots, reductions, convolutions) splits a reduction among the
+// client's threads, whose number follows the CPU device count once it
+// passes the cores: the same program sums in another order with 4
+// devices than with 1 (measured on a 2-core machine: a convolution bias
+// gradient, the MNIST CNN's weights after one step), so a job's bits
+// would depend on how many local replicas it runs. In deterministic mode
+// reductions stay in XLA's own code, summed the same way at any device
+// count; dots and convolutions stay with YNNPACK. Not by default: YNNPACK's
+// reductions are faster (the GPT step 17%, the MNIST CNN's 12%).
+const (
+	ynnFusionFlag  = "xla_cpu_experimental_ynn_fusion_type"
+	ynnFusionValue = "dot,individual_convolution"
+)
+
+// EnvDeterministic is Options.Deterministic for programs that do not set
+// it: 1 or 0.
+const EnvDeterministic = "XLADDP_DETERMINISTIC"
+
+// The process's CPU compilation mode, fixed by its first CPU backend:
+// XLA reads its flags once a process.
+var (
+	cpuModeMu        sync.Mutex
+	cpuModeSet       bool
+	cpuDeterministic bool
+)
+
+// deterministicCPU fixes the process's CPU mode at its first CPU Open and
+// reports whether its programs sum the same way at any device count: with
+// det, reductions stay in XLA's code (ynnFusionFlag, added to XLA_FLAGS
+// before the plugin reads it) and oneDNN's convolutions run on one
+// thread each (their weight gradient splits the batch among threads, so
+// one core and two give other bits). A deterministic Open after a fast
+// one is an error: the flags are read.
+func deterministicCPU(plugin string, det bool) (bool, error) {
+	cpuModeMu.Lock()
+	defer cpuModeMu.Unlock()
+	if !cpuModeSet {
+		cpuModeSet = true
+		if det {
+			if err := keepCPUReductionsInXLA(plugin); err != nil {
+				return false, err
+			}
+			cpuDeterministic = true
+		}
+	}
+	if det && !cpuDeterministic {
+		return false, fmt.Errorf("%w: Options.Deterministic ($%s) on a process whose first CPU backend was opened without it: "+
+			"XLA reads its flags once a process, so its reductions are already split by the device count; "+
+			"open the process's first backend deterministic", ErrBadOption, EnvDeterministic)
+	}
+	return cpuDeterministic, nil
+}
+
+// deterministicOption resolves Options.Deterministic, else $XLADDP_DETERMINISTIC.
+func deterministicOption(opts Options) (bool, error) {
+	if opts.Deterministic {
+		return true, nil
+	}
+	switch v := strings.TrimSpace(os.Getenv(EnvDeterministic)); v {
+	case "", "0":
+		return false, nil
+	case "1":
+		return true, nil
+	default:
+		return false, fmt.Errorf("%w: $%s=%q: use 1 or 0", ErrBadOption, EnvDeterministic, v)
+	}
+}
+
+// keepCPUReductionsInXLA adds --xla_cpu_experimental_ynn_fusion_type to
+// XLA_FLAGS. A user's own value of it stands where it leaves reductions
+// out, and is refused where it hands them to YNNPACK; a plugin that
+// does not know the flag (XLA aborts on one it does not know) has no
+// YNNPACK fusions to turn off.
+func keepCPUReductionsInXLA(plugin string) error {
+	flags := os.Getenv(EnvXLAFlags)
+	if i := strings.Index(flags, ynnFusionFlag+"="); i >= 0 {
+		value, _, _ := strings.Cut(flags[i+len(ynnFusionFlag)+1:], " ")
+		if strings.Contains(value, "reduce") {
+			return fmt.Errorf("%w: %s holds --%s=%s: deterministic programs keep reductions out of YNNPACK "+
+				"(it splits them by the device count); drop the flag or give it without reduce", ErrBadOption, EnvXLAFlags, ynnFusionFlag, value)
+		}
+		return nil
+	}
+	known, err := fileContains(plugin, []byte(ynnFusionFlag))
+	if err != nil || !known {
+		return err
+	}
+	return os.Setenv(EnvXLAFlags, strings.TrimSpace(fmt.Sprintf("%s --%s=%s", flags, ynnFusionFlag, ynnFusionValue)))
+}
+
+// fileContains reports whether the file at path holds needle.
+func fileContains(path string, needle []byte) (bool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 1<<20)
+	buf := make([]byte, 0, 2<<20)
+	chunk := make([]byte, 1<<20)
+	for {
+		n, err := r.Read(chunk)
+		buf = append(buf, chunk[:n]...)
+		if bytes.Contains(buf, needle) {
+			return true, nil
+		}
+		if err == io.EOF {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		// Keep a tail the needle may straddle.
+		keep := min(len(buf), len(needle)-1)
+		buf = append(buf[:0], buf[len(buf)-keep:]...)
+	}
+}

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"math/rand/v2"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/xladdp/xladdp/examples/internal/exampletest"
+)
+
+// TestDeterministicSameWeightsInEveryLaunch: --deterministic trains the
+// same weights, bit for bit, on one replica, 4 spawned replicas (two of
+// them computing a padding micro-shard: 6 micro-shards over 4) and 3
+// processes with ZeRO.
+func TestDeterministicSameWeightsInEveryLaunch(t *testing.T) {
+	exampletest.CleanEnv(t)
+	args := []string{"--deterministic", "--batch-size", "48", "--micro-shard", "8", "--max-steps", "6", "--test-batch-size", "100",
+		"--log-interval", "3", "--data", exampletest.MNISTSubset(t, 480, 100)}
+	exampletest.SameWeightsEverywhere(t, "mnist", args, []exampletest.Layout{
+		exampletest.Spawned(1), exampletest.Spawned(4), exampletest.Ranks(3, "--zero"),
+	})
+}
+
+// acceptance is issue 46's MNIST run: 200 steps of the seed's job at a
+// global batch of 64 in micro-shards of 16.
+func acceptance(t *testing.T) []string {
+	return []string{"--deterministic", "--batch-size", "64", "--micro-shard", "16", "--max-steps", "200", "--test-batch-size", "100",
+		"--log-interval", "20", "--data", exampletest.MNISTSubset(t, 12800, 100)}
+}
+
+// TestLongDeterministicAcceptance: the seed's job (dropout, Adadelta,
+// StepLR), 200 steps at a global batch of 64: the same weights on one
+// process, 2, 3 and 4 spawned replicas, 2, 3 and 4 ddprun processes, 2
+// processes × 2 local replicas, and with ZeRO; then a job SIGTERMed at
+// world 4 and resumed at world 3 ends with them too.
+func TestLongDeterministicAcceptance(t *testing.T) {
+	exampletest.CleanEnv(t)
+	args := acceptance(t)
+	want := exampletest.SameWeightsEverywhere(t, "mnist", args, []exampletest.Layout{
+		exampletest.Spawned(1), exampletest.Spawned(2), exampletest.Spawned(3), exampletest.Spawned(4),
+		exampletest.Ranks(2), exampletest.Ranks(3), exampletest.Ranks(4),
+		{Name: "ddprun 2 × spawn 2", Launch: []string{"--nproc_per_node=2"}, Args: []string{"--spawn", "--cpu-devices", "2"}},
+		exampletest.Ranks(3, "--zero"), exampletest.Spawned(4, "--zero"),
+	})
+	t.Run("SIGTERM at 4, resumed at 3", func(t *testing.T) {
+		ckdir := filepath.Join(t.TempDir(), "ck")
+		rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))
+		at4 := exampletest.Job{Name: "mnist", Launch: []string{"--nproc_per_node=4"}, Args: append(args, "--checkpoint-every", "10")}
+		at4.Preempt(t, ckdir, exampletest.Marks("step %d/200", 40, 60, 80, 100, 120), rng)
+		at3 := exampletest.Job{Name: "mnist", Launch: []string{"--nproc_per_node=3"}, Args: append(args, "--checkpoint-every", "10")}
+		out := at3.Resume(t, ckdir)
+		assert.Equal(t, want, exampletest.WeightsDigest(t, out), "the job resumed at world 3 trained other weights")
+	})
+	t.Run("a node lost under --nnodes=1:2", func(t *testing.T) {
+		out := exampletest.LoseANode(t, "mnist", append(args, "--checkpoint-every", "10"), []int{40, 60, 80, 100})
+		assert.Equal(t, want, exampletest.WeightsDigest(t, out), "the survivor trained other weights")
+	})
+}
