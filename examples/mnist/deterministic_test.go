@@ -34,7 +34,8 @@ func acceptance(t *testing.T) []string {
 // TestLongDeterministicAcceptance: the seed's job (dropout, Adadelta,
 // StepLR), 200 steps at a global batch of 64: the same weights on one
 // process, 2, 3 and 4 spawned replicas, 2, 3 and 4 ddprun processes, 2
-// processes × 2 local replicas, and with ZeRO; then a job SIGTERMed at
+// processes × 2 local replicas, two network-namespace hosts, and with
+// ZeRO; then a job SIGTERMed at
 // world 4 and resumed at world 3 ends with them too.
 func TestLongDeterministicAcceptance(t *testing.T) {
 	exampletest.CleanEnv(t)
@@ -43,7 +44,7 @@ func TestLongDeterministicAcceptance(t *testing.T) {
 		exampletest.Spawned(1), exampletest.Spawned(2), exampletest.Spawned(3), exampletest.Spawned(4),
 		exampletest.Ranks(2), exampletest.Ranks(3), exampletest.Ranks(4),
 		{Name: "ddprun 2 × spawn 2", Launch: []string{"--nproc_per_node=2"}, Args: []string{"--spawn", "--cpu-devices", "2"}},
-		exampletest.Ranks(3, "--zero"), exampletest.Spawned(4, "--zero"),
+		exampletest.Ranks(3, "--zero"), exampletest.Spawned(4, "--zero"), exampletest.NamespaceHostsLayout(2),
 	})
 	t.Run("SIGTERM at 4, resumed at 3", func(t *testing.T) {
 		ckdir := filepath.Join(t.TempDir(), "ck")

@@ -13,13 +13,21 @@ import (
 )
 
 // Layout is one way a user launches an example: the example alone
-// (Spawn's flags in Args), under ddprun (Launch), or under mpirun
-// (Mpirun: mpirun's flags), with extra example flags.
+// (Spawn's flags in Args), under ddprun (Launch), under mpirun (Mpirun:
+// mpirun's flags), or on Hosts network-namespace hosts (a ddprun each,
+// one process a host), with extra example flags.
 type Layout struct {
 	Name   string
 	Launch []string
 	Mpirun []string
+	Hosts  int
 	Args   []string
+}
+
+// NamespaceHostsLayout is n network-namespace hosts, one process each; the
+// test skips where it cannot make them (not root).
+func NamespaceHostsLayout(n int, extra ...string) Layout {
+	return Layout{Name: fmt.Sprintf("%d namespace hosts", n), Hosts: n, Args: extra}
 }
 
 // Spawned is the example alone on n local replicas (--spawn).
@@ -52,6 +60,9 @@ func WeightsDigest(t *testing.T, out string) string {
 // output.
 func (l Layout) Run(t *testing.T, name string, args ...string) string {
 	t.Helper()
+	if l.Hosts > 0 {
+		return l.runOnHosts(t, name, args)
+	}
 	var cmd *exec.Cmd
 	switch {
 	case l.Mpirun != nil:
@@ -83,4 +94,29 @@ func SameWeightsEverywhere(t *testing.T, name string, args []string, layouts []L
 		assert.Equal(t, want, got, "%s trained other weights than %s", l.Name, first)
 	}
 	return want
+}
+
+// runOnHosts runs the job on l.Hosts namespace hosts, host 0 the master,
+// and returns host 0's output (rank 0's).
+func (l Layout) runOnHosts(t *testing.T, name string, args []string) string {
+	t.Helper()
+	h := NewNamespaceHosts(t, l.Hosts)
+	const port = "29513" // host 0's namespace is new: nothing else listens there
+	runs := make([]*Running, l.Hosts)
+	for node := range l.Hosts {
+		argv := append([]string{Ddprun(t), "--nnodes=" + strconv.Itoa(l.Hosts), "--node_rank=" + strconv.Itoa(node),
+			"--nproc_per_node=1", "--master_addr=" + h.Addrs[0], "--master_port=" + port}, Self()...)
+		cmd := h.Command(node, argv...)
+		cmd.Env = append(os.Environ(), Env(name, append(append([]string(nil), args...), l.Args...)...)...)
+		runs[node] = Start(t, cmd)
+	}
+	var first string
+	for node, r := range runs {
+		out, err := r.Wait()
+		require.NoError(t, err, "host %d: %s", node, out)
+		if node == 0 {
+			first = out
+		}
+	}
+	return first
 }

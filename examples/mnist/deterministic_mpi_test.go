@@ -1,0 +1,18 @@
+//go:build mpi
+
+package main
+
+import (
+	"testing"
+
+	"github.com/xladdp/xladdp/examples/internal/exampletest"
+)
+
+// TestLongDeterministicOnMPI: mpirun with the mpi backend, 2 and 3 ranks,
+// trains the weights one process trains.
+func TestLongDeterministicOnMPI(t *testing.T) {
+	exampletest.CleanEnv(t)
+	exampletest.SameWeightsEverywhere(t, "mnist", acceptance(t), []exampletest.Layout{
+		exampletest.Spawned(1), exampletest.MPIRanks(t, 2), exampletest.MPIRanks(t, 3),
+	})
+}
