@@ -162,6 +162,8 @@ func (c *config) applyPreset() error {
 		return fmt.Errorf("--warmup %d: must be from 0 to --steps - 1 (%d)", c.warmup, c.steps-1)
 	case c.precision != "fp32" && c.precision != "bf16":
 		return fmt.Errorf("--precision %q: want fp32 or bf16", c.precision)
+	case c.det.Check(c.batchSize) != nil:
+		return c.det.Check(c.batchSize)
 	case c.det.On && c.gradAccum != 1:
 		return fmt.Errorf("--grad-accum %d with --deterministic: the micro-shards are the accumulation (each replica runs its "+
 			"--batch-size / --micro-shard share of them one after the other); drop --grad-accum", c.gradAccum)

@@ -191,6 +191,8 @@ func TestBadInput(t *testing.T) {
 		{[]string{"--lr", "NaN"}, "--lr NaN must be positive"},
 		{[]string{"--min-lr", "0.1"}, "--min-lr 0.1 in [0, lr]"},
 		{[]string{"--clip", "-1"}, "--clip -1 >= 0"},
+		{[]string{"--deterministic", "--grad-accum", "2"}, "the micro-shards are the accumulation"},
+		{[]string{"--deterministic", "--micro-shard", "5"}, "does not divide the global batch of 32"},
 		{[]string{"--resume"}, "--resume needs --checkpoint"},
 		{[]string{"--spawn", "extra"}, `unexpected argument "extra"`},
 		{[]string{"--spawn", "--data", "/nonexistent"}, "make deps installs Debian's fortunes"},

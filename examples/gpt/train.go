@@ -227,6 +227,9 @@ func train(ctx context.Context, c config, w ddp.Worker, text *corpus, out io.Wri
 		}
 	}
 	if resumed || c.Resume {
+		if err := c.det.CheckResumed(ck.Metadata, c.batchSize, flag+" "+from); err != nil {
+			return res, err
+		}
 		if got := ck.Metadata["gpt"]; got != shape {
 			return res, fmt.Errorf("%s: %s holds a GPT %s, this run builds %s: give the same --size, --layers, --heads, --width, --block, --dropout and --data",
 				flag, from, got, shape)
@@ -252,6 +255,7 @@ func train(ctx context.Context, c config, w ddp.Worker, text *corpus, out io.Wri
 		res.ResumedAt = ck.Step
 		slog.Info("resumed", "rank", w.Rank, "checkpoint", from, "step", ck.Step)
 	}
+	ck.Metadata = c.det.Mark(ck.Metadata, c.batchSize)
 	if rank0 {
 		fmt.Fprintf(out, "training a %d-layer, %d-head, %d-wide GPT (%d parameters, %d characters of vocabulary, block %d) on %d replicas (%s), %s\n",
 			c.model.Layers, c.model.Heads, c.model.Width, nn.NumParameters(t.net), c.model.Vocab, c.model.BlockSize, w.WorldSize, w.Device, c.precision)

@@ -88,6 +88,9 @@ func parse(args []string, out io.Writer) (config, error) {
 	if err := c.CheckCheckpointKind(c.zero); err != nil {
 		return c, err
 	}
+	if err := c.det.Check(c.batchSize); err != nil {
+		return c, err
+	}
 	return c, c.Check()
 }
 
@@ -165,6 +168,9 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 	defer func() { err = errors.Join(err, resumer.Close()) }()
 	switch {
 	case resumed:
+		if err := c.det.CheckResumed(state.Metadata, c.batchSize, "--checkpoint-dir "+c.Dir); err != nil {
+			return res, err
+		}
 		if err := feed.resumeAt(at.Epoch, at.Samples); err != nil {
 			return res, err
 		}
@@ -173,10 +179,14 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 		if err := checkpoint.Load(ctx, c.Checkpoint, &state); err != nil {
 			return res, err
 		}
+		if err := c.det.CheckResumed(state.Metadata, c.batchSize, "--checkpoint "+c.Checkpoint); err != nil {
+			return res, err
+		}
 		at = cmdline.Position{Epoch: state.Epoch, Step: state.Step}
 		res.ResumedAt = state.Epoch
 		log.Info("resumed", "checkpoint", c.Checkpoint, "epoch", state.Epoch)
 	}
+	state.Metadata = c.det.Mark(state.Metadata, c.batchSize)
 	for range at.Epoch {
 		sched.Step() // the learning rate of the epoch it resumes at
 	}

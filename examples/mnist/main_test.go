@@ -104,6 +104,9 @@ func TestBadFlags(t *testing.T) {
 		// A checkpoint directory holding a half-written checkpoint (the
 		// writer killed mid-save left it under the final name).
 		{[]string{"--spawn", "--checkpoint-dir", halfWrittenDir, "--max-steps", "1"}, "step-000000000007.safetensors"},
+		{[]string{"--spawn", "--deterministic", "--micro-shard", "10"}, "does not divide the global batch of 64"},
+		{[]string{"--spawn", "--deterministic", "--micro-shard", "0"}, "must be positive"},
+		{[]string{"--spawn", "--deterministic", "--micro-shard", "128"}, "does not divide the global batch of 64"},
 	} {
 		_, err := run(context.Background(), tc.args, &bytes.Buffer{})
 		require.Error(t, err, tc.args)

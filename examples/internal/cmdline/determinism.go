@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"maps"
 
 	"github.com/spf13/pflag"
 
@@ -54,4 +55,49 @@ func WeightsDigest(ctx context.Context, module nn.Module) (string, error) {
 		h.Write(b)
 	}
 	return fmt.Sprintf("%x", h.Sum(nil)), nil
+}
+
+// metaDeterministic is the metadata a --deterministic run's checkpoints
+// carry: its global batch and micro-shard size.
+const metaDeterministic = "examples.deterministic"
+
+// Mark returns meta (copied) with the flags' cut of the global batch, or
+// without one when --deterministic is off.
+func (d Determinism) Mark(meta map[string]string, globalBatch int) map[string]string {
+	out := maps.Clone(meta)
+	if out == nil {
+		out = map[string]string{}
+	}
+	delete(out, metaDeterministic)
+	if d.On {
+		out[metaDeterministic] = d.cut(globalBatch)
+	}
+	return out
+}
+
+func (d Determinism) cut(globalBatch int) string {
+	return fmt.Sprintf("--batch-size %d --micro-shard %d", globalBatch, d.MicroShard)
+}
+
+// CheckResumed refuses to go on deterministically from a checkpoint a
+// deterministic run with another cut wrote (meta is the checkpoint's):
+// its weights would be neither run's. from names the checkpoint.
+func (d Determinism) CheckResumed(meta map[string]string, globalBatch int, from string) error {
+	was, ok := meta[metaDeterministic]
+	if !d.On || !ok || was == d.cut(globalBatch) {
+		return nil
+	}
+	return fmt.Errorf("%s was written by a --deterministic run with %s, this one has %s: its weights would be neither run's; "+
+		"resume with the same flags, or move the checkpoint away to start afresh", from, was, d.cut(globalBatch))
+}
+
+// Check refuses a micro-shard that cannot cut --batch-size.
+func (d Determinism) Check(globalBatch int) error {
+	if !d.On {
+		return nil
+	}
+	if _, err := ddp.NewMicroShards(globalBatch, d.MicroShard); err != nil {
+		return fmt.Errorf("--deterministic: --micro-shard %d, --batch-size %d: %w", d.MicroShard, globalBatch, err)
+	}
+	return nil
 }
