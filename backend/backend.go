@@ -47,14 +47,14 @@ type Backend struct {
 
 	identityOnce sync.Once
 	identity     string
-	// deterministic: the CPU target's programs sum alike at any device
-	// count (Options.Deterministic).
+	// deterministic: b's programs are compiled deterministic
+	// (Options.Deterministic, deterministicFlags).
 	deterministic bool
 }
 
-// Deterministic reports whether b's programs sum the same way whatever
-// the process's device count and threads (Options.Deterministic; the CPU
-// target only).
+// Deterministic reports whether b's programs are compiled deterministic
+// (Options.Deterministic): on the CPU target they sum the same way
+// whatever the process's device count and threads.
 func (b *Backend) Deterministic() bool { return b.deterministic }
 
 // Open finds the target's PJRT plugin, loads it and creates a client.
@@ -112,22 +112,19 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 	if target == CUDA {
 		disableGoXLACUDACheck()
 	}
-	var deterministic bool
-	if target == CPU {
-		det, err := deterministicOption(opts)
-		if err == nil {
-			deterministic, err = deterministicCPU(path, det)
-		}
-		if err != nil {
-			return nil, err
-		}
+	det, err := deterministicOption(opts)
+	if err == nil {
+		det, err = deterministicFlags(target, path, det)
+	}
+	if err != nil {
+		return nil, err
 	}
 
 	gb, err := loadGoMLX(ctx, path+spec.ClientConfig, clientOptions)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s plugin %s (from %s): %w", ErrClient, target, path, source, err)
 	}
-	b := &Backend{target: target, pluginPath: path, pluginSource: source, gomlx: gb, deterministic: deterministic}
+	b := &Backend{target: target, pluginPath: path, pluginSource: source, gomlx: gb, deterministic: det}
 	if spec.CompilerIdentity != nil {
 		b.compiler = spec.CompilerIdentity()
 	}

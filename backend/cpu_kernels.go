@@ -84,7 +84,7 @@ func setUpCPUKernels(plugin *pjrt.Plugin) (string, error) {
 // ranks a node) stands.
 func shareConvolutionThreads(devices int, deterministic bool) {
 	if deterministic {
-		onednn.SetThreads(1) // see deterministicCPU
+		onednn.SetThreads(1) // see deterministic.go
 		return
 	}
 	if _, set := os.LookupEnv(workerenv.Threads); set || devices < 2 {

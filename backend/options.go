@@ -59,10 +59,11 @@ type Options struct {
 	// step: the toy step runs 2x faster and the CNN step as fast
 	// (docs/BENCHMARKS.md).
 	CPUExecution CPUExecution
-	// Deterministic compiles the CPU target's programs so that they sum
-	// the same way whatever the process's device count and threads
-	// (deterministicCPU): what ddp.Deterministic needs. Else
-	// $XLADDP_DETERMINISTIC. The process's first CPU backend decides.
+	// Deterministic compiles the programs deterministic: on the CPU
+	// target so that they sum the same way whatever the process's device
+	// count and threads, on cuda with XLA's deterministic kernels
+	// (deterministicFlags); what ddp.Deterministic needs. Else
+	// $XLADDP_DETERMINISTIC. The process's first backend decides.
 	Deterministic bool
 }
 

@@ -68,10 +68,10 @@ func newDeterministic(cfg deterministicConfig, dev *xla.Device) (*deterministic,
 	if err := shards.CheckReplicas(d.replicas); err != nil {
 		return nil, err
 	}
-	if b := dev.Engine().Backend(); b.Target() == backend.CPU && !b.Deterministic() {
-		return nil, fmt.Errorf("ddp: Deterministic on a cpu backend opened without backend.Options.Deterministic "+
-			"(ddp.Options.Device.Deterministic, $%s=1, the examples' --deterministic): its reductions would sum by the "+
-			"device count and its convolutions by the thread count", backend.EnvDeterministic)
+	if b := dev.Engine().Backend(); !b.Deterministic() {
+		return nil, fmt.Errorf("ddp: Deterministic on a %s backend opened without backend.Options.Deterministic "+
+			"(ddp.Options.Device.Deterministic, $%s=1, the examples' --deterministic): its kernels may sum in an order "+
+			"that follows the device count or the threads (on the cpu target, reductions and convolutions do)", b.Target(), backend.EnvDeterministic)
 	}
 	return d, nil
 }

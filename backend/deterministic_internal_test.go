@@ -101,7 +101,7 @@ func TestDeterministicAfterAFastBackendIsRefused(t *testing.T) {
 	for _, tc := range []struct {
 		order, says string
 	}{
-		{"fast,det", "whose first CPU backend was opened without it"},
+		{"fast,det", "whose first backend was opened without it"},
 		{"det,fast", ""},
 		{"det,det", ""},
 	} {
@@ -115,4 +115,15 @@ func TestDeterministicAfterAFastBackendIsRefused(t *testing.T) {
 		assert.Error(t, err, tc.order)
 		assert.Contains(t, string(out), tc.says, tc.order)
 	}
+}
+
+func TestAddXLAFlagRefusesTheUsersOtherValue(t *testing.T) {
+	plugin := filepath.Join(t.TempDir(), "gpu.so")
+	require.NoError(t, os.WriteFile(plugin, []byte("\x00"+gpuDeterministicFlag+"\x00"), 0o644))
+	t.Setenv(EnvXLAFlags, "")
+	require.NoError(t, addXLAFlag(plugin, gpuDeterministicFlag, "true"))
+	assert.Equal(t, "--"+gpuDeterministicFlag+"=true", os.Getenv(EnvXLAFlags))
+	require.NoError(t, addXLAFlag(plugin, gpuDeterministicFlag, "true"), "set already")
+	t.Setenv(EnvXLAFlags, "--"+gpuDeterministicFlag+"=false")
+	assert.ErrorContains(t, addXLAFlag(plugin, gpuDeterministicFlag, "true"), "deterministic programs need true")
 }

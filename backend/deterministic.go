@@ -33,40 +33,57 @@ const (
 // it: 1 or 0.
 const EnvDeterministic = "XLADDP_DETERMINISTIC"
 
-// The process's CPU compilation mode, fixed by its first CPU backend:
-// XLA reads its flags once a process.
+// The process's compilation mode, fixed by its first backend: XLA reads
+// its flags once a process.
 var (
-	cpuModeMu        sync.Mutex
-	cpuModeSet       bool
-	cpuDeterministic bool
+	modeMu        sync.Mutex
+	modeSet       bool
+	deterministic bool
 )
 
-// deterministicCPU fixes the process's CPU mode at its first CPU Open and
-// reports whether its programs sum the same way at any device count: with
-// det, reductions stay in XLA's code (ynnFusionFlag, added to XLA_FLAGS
-// before the plugin reads it) and oneDNN's convolutions run on one
-// thread each (their weight gradient splits the batch among threads, so
-// one core and two give other bits). A deterministic Open after a fast
-// one is an error: the flags are read.
-func deterministicCPU(plugin string, det bool) (bool, error) {
-	cpuModeMu.Lock()
-	defer cpuModeMu.Unlock()
-	if !cpuModeSet {
-		cpuModeSet = true
+// gpuDeterministicFlag makes XLA:GPU pick deterministic kernels (no
+// atomics in scatters and reductions, deterministic cuDNN and cuBLAS
+// algorithms).
+const gpuDeterministicFlag = "xla_gpu_deterministic_ops"
+
+// deterministicFlags fixes the process's mode at its first Open and
+// reports whether its programs are compiled deterministic: the CPU
+// target's as below, the cuda target's with
+// --xla_gpu_deterministic_ops=true; other targets compile as their
+// plugins do (docs/ddp.md says what is known of them). A deterministic
+// Open after a fast one is an error: the flags are read.
+func deterministicFlags(target Target, plugin string, det bool) (bool, error) {
+	modeMu.Lock()
+	defer modeMu.Unlock()
+	if !modeSet {
+		modeSet = true
 		if det {
-			if err := keepCPUReductionsInXLA(plugin); err != nil {
+			var err error
+			switch target {
+			case CPU:
+				err = keepCPUReductionsInXLA(plugin)
+			case CUDA:
+				err = addXLAFlag(plugin, gpuDeterministicFlag, "true")
+			}
+			if err != nil {
 				return false, err
 			}
-			cpuDeterministic = true
+			deterministic = true
 		}
 	}
-	if det && !cpuDeterministic {
-		return false, fmt.Errorf("%w: Options.Deterministic ($%s) on a process whose first CPU backend was opened without it: "+
-			"XLA reads its flags once a process, so its reductions are already split by the device count; "+
-			"open the process's first backend deterministic", ErrBadOption, EnvDeterministic)
+	if det && !deterministic {
+		return false, fmt.Errorf("%w: Options.Deterministic ($%s) on a process whose first backend was opened without it: "+
+			"XLA reads its flags once a process, so they are set already; open the process's first backend deterministic",
+			ErrBadOption, EnvDeterministic)
 	}
-	return cpuDeterministic, nil
+	return deterministic, nil
 }
+
+// The CPU target in deterministic mode keeps reductions in XLA's code
+// (ynnFusionFlag, added to XLA_FLAGS before the plugin reads it) and
+// runs oneDNN's convolutions on one thread each (their weight gradient
+// splits the batch among threads, so one core and two give other bits):
+// its programs sum the same way at any device and thread count.
 
 // deterministicOption resolves Options.Deterministic, else $XLADDP_DETERMINISTIC.
 func deterministicOption(opts Options) (bool, error) {
@@ -98,11 +115,25 @@ func keepCPUReductionsInXLA(plugin string) error {
 		}
 		return nil
 	}
-	known, err := fileContains(plugin, []byte(ynnFusionFlag))
+	return addXLAFlag(plugin, ynnFusionFlag, ynnFusionValue)
+}
+
+// addXLAFlag appends --name=value to XLA_FLAGS unless it names the flag
+// already (a user's other value is refused) or the plugin does not know
+// it (XLA aborts on a flag it does not know).
+func addXLAFlag(plugin, name, value string) error {
+	flags := os.Getenv(EnvXLAFlags)
+	if i := strings.Index(flags, name+"="); i >= 0 {
+		if got, _, _ := strings.Cut(flags[i+len(name)+1:], " "); got != value && name != ynnFusionFlag {
+			return fmt.Errorf("%w: %s holds --%s=%s: deterministic programs need %s; drop the flag", ErrBadOption, EnvXLAFlags, name, got, value)
+		}
+		return nil
+	}
+	known, err := fileContains(plugin, []byte(name))
 	if err != nil || !known {
 		return err
 	}
-	return os.Setenv(EnvXLAFlags, strings.TrimSpace(fmt.Sprintf("%s --%s=%s", flags, ynnFusionFlag, ynnFusionValue)))
+	return os.Setenv(EnvXLAFlags, strings.TrimSpace(fmt.Sprintf("%s --%s=%s", flags, name, value)))
 }
 
 // fileContains reports whether the file at path holds needle.
