@@ -84,6 +84,9 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.Deterministic, err = deterministicOption(opts); err != nil {
+		return nil, err
+	}
 	clientOptions, err := spec.ClientOptions(opts)
 	if err != nil {
 		return nil, err
@@ -112,10 +115,7 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 	if target == CUDA {
 		disableGoXLACUDACheck()
 	}
-	det, err := deterministicOption(opts)
-	if err == nil {
-		det, err = deterministicFlags(target, path, det)
-	}
+	det, err := deterministicFlags(target, path, opts.Deterministic)
 	if err != nil {
 		return nil, err
 	}
@@ -132,6 +132,12 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 	if err := b.describe(); err != nil {
 		gb.Finalize()
 		return nil, fmt.Errorf("%w: %s plugin %s: %w", ErrClient, target, path, err)
+	}
+	if target == CPU && det {
+		// The client has DeterministicCPUDevices; the caller sees what it asked for.
+		if want, err := cpuDeviceCount(opts); err == nil && want < len(b.devices) {
+			b.devices = b.devices[:want]
+		}
 	}
 	if target == CPU {
 		if b.kernels, err = cpuKernels(b.client.Plugin()); err != nil {

@@ -79,6 +79,16 @@ func deterministicFlags(target Target, plugin string, det bool) (bool, error) {
 	return deterministic, nil
 }
 
+// DeterministicCPUDevices is the least CPU device count of a deterministic
+// process: the CPU client sizes its thread pool by its device count once
+// that passes the cores, and XLA splits some sums by the pool (YNNPACK's
+// and Eigen's dots with a small output, measured on the GPT's attention
+// projection: 1-3 devices, 4, and 8 or more gave three results on a
+// 2-core machine). Every deterministic process opens as many, whatever it
+// runs on them, so all compile and sum alike; a process with more local
+// replicas than this would not.
+const DeterministicCPUDevices = 16
+
 // The CPU target in deterministic mode keeps reductions in XLA's code
 // (ynnFusionFlag, added to XLA_FLAGS before the plugin reads it) and
 // runs oneDNN's convolutions on one thread each (their weight gradient

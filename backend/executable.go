@@ -64,6 +64,10 @@ func (b *Backend) identityOf(platformVersion string, major, minor int) string {
 		// A program with oneDNN's custom calls runs only where they are registered.
 		id += "|kernels " + b.kernels
 	}
+	if b.deterministic {
+		// Compiled for a client of DeterministicCPUDevices devices, whatever it shows.
+		id += "|deterministic"
+	}
 	if flags := os.Getenv(EnvXLAFlags); flags != "" {
 		// XLA's flags choose how it compiles (keepCPUReductionsInXLA's among them).
 		id += "|flags " + flags

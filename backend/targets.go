@@ -22,6 +22,9 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
+			if opts.Deterministic {
+				n = max(n, DeterministicCPUDevices)
+			}
 			mode, err := cpuExecution(opts)
 			if err != nil {
 				return nil, err

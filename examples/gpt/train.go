@@ -352,6 +352,9 @@ func train(ctx context.Context, c config, w ddp.Worker, text *corpus, out io.Wri
 		return res, err
 	}
 	if rank0 {
+		if st := t.model.DeterministicStats(); st.Steps > 0 {
+			fmt.Fprintf(out, "deterministic exchange: %d bytes sent a step by this process\n", st.BytesSent/int64(st.Steps))
+		}
 		fmt.Fprintf(out, "weights sha256 %s\n", weights)
 		fmt.Fprintf(out, "done: %d steps, train loss %.4f, val loss %.4f, %v training, %.0f tokens/s, %d gradient all-reduces, programs: %d compiled\n",
 			res.Steps, res.TrainLoss, res.ValLoss, res.Trained.Round(time.Millisecond), res.TokensPerSec, res.GradientSyncs, res.Compilations)

@@ -330,6 +330,9 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 		return res, err
 	}
 	if rank0 {
+		if st := model.DeterministicStats(); st.Steps > 0 {
+			fmt.Fprintf(out, "deterministic exchange: %d bytes sent a step by this process\n", st.BytesSent/int64(st.Steps))
+		}
 		fmt.Fprintf(out, "weights sha256 %s\n", res.Weights)
 		fmt.Fprintf(out, "done: %d epoch(s), test accuracy %.2f%%, final loss %s, %v training, %.0f samples/s, programs: %d compiled, %d from the disk cache\n",
 			res.Epochs, 100*res.Accuracy, report.Loss(res.FinalLoss, runLoss), res.Trained.Round(time.Millisecond),
