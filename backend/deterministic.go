@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -80,14 +82,42 @@ func deterministicFlags(target Target, plugin string, det bool) (bool, error) {
 }
 
 // DeterministicCPUDevices is the least CPU device count of a deterministic
-// process: the CPU client sizes its thread pool by its device count once
-// that passes the cores, and XLA splits some sums by the pool (YNNPACK's
-// and Eigen's dots with a small output, measured on the GPT's attention
-// projection: 1-3 devices, 4, and 8 or more gave three results on a
-// 2-core machine). Every deterministic process opens as many, whatever it
-// runs on them, so all compile and sum alike; a process with more local
-// replicas than this would not.
-const DeterministicCPUDevices = 16
+// process: 4, or the machine's CPUs where it has more. The CPU client
+// sizes its thread pool by the larger of its device count and the CPUs,
+// and XLA splits some sums by the pool (YNNPACK's and Eigen's dots with a
+// small output, measured on the GPT's attention projection: 1-3 devices,
+// 4, and 8 or more gave three results on a 2-core machine). Every
+// deterministic process on a machine opens as many, whatever it runs on
+// them, so all compile and sum alike; a process with more local replicas
+// than this would not, and ddp refuses it. A pool larger than the cores
+// costs: 16 devices on 2 cores took 20% more per GPT step than 1, 4
+// devices 7%.
+func DeterministicCPUDevices() int { return max(4, machineCPUs()) }
+
+// machineCPUs is the machine's online CPUs, whatever this process's
+// affinity (ddprun binds each worker to its share): the same in every
+// process of the machine.
+func machineCPUs() int {
+	b, err := os.ReadFile("/sys/devices/system/cpu/online")
+	if err != nil {
+		return runtime.NumCPU()
+	}
+	n := 0
+	for _, r := range strings.Split(strings.TrimSpace(string(b)), ",") {
+		lo, hi, found := strings.Cut(r, "-")
+		a, err1 := strconv.Atoi(lo)
+		z := a
+		var err2 error
+		if found {
+			z, err2 = strconv.Atoi(hi)
+		}
+		if err1 != nil || err2 != nil || z < a {
+			return runtime.NumCPU()
+		}
+		n += z - a + 1
+	}
+	return max(n, 1)
+}
 
 // The CPU target in deterministic mode keeps reductions in XLA's code
 // (ynnFusionFlag, added to XLA_FLAGS before the plugin reads it) and

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -126,4 +127,10 @@ func TestAddXLAFlagRefusesTheUsersOtherValue(t *testing.T) {
 	require.NoError(t, addXLAFlag(plugin, gpuDeterministicFlag, "true"), "set already")
 	t.Setenv(EnvXLAFlags, "--"+gpuDeterministicFlag+"=false")
 	assert.ErrorContains(t, addXLAFlag(plugin, gpuDeterministicFlag, "true"), "deterministic programs need true")
+}
+
+func TestDeterministicCPUDevicesCoverTheMachine(t *testing.T) {
+	n := machineCPUs()
+	assert.GreaterOrEqual(t, n, runtime.NumCPU(), "affinity never counts more CPUs than the machine has")
+	assert.Equal(t, max(4, n), DeterministicCPUDevices())
 }

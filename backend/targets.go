@@ -23,7 +23,7 @@ func init() {
 				return nil, err
 			}
 			if opts.Deterministic {
-				n = max(n, DeterministicCPUDevices)
+				n = max(n, DeterministicCPUDevices())
 			}
 			mode, err := cpuExecution(opts)
 			if err != nil {

@@ -68,10 +68,10 @@ func newDeterministic(cfg deterministicConfig, dev *xla.Device) (*deterministic,
 	if err := shards.CheckReplicas(d.replicas); err != nil {
 		return nil, err
 	}
-	if b := dev.Engine().Backend(); b.Target() == backend.CPU && local > backend.DeterministicCPUDevices {
-		return nil, fmt.Errorf("ddp: Deterministic with %d local replicas in one process: at most %d on the cpu target "+
-			"(its deterministic client has %d devices, whose thread pool sets how XLA splits its sums); run more processes",
-			local, backend.DeterministicCPUDevices, backend.DeterministicCPUDevices)
+	if b, most := dev.Engine().Backend(), backend.DeterministicCPUDevices(); b.Target() == backend.CPU && local > most {
+		return nil, fmt.Errorf("ddp: Deterministic with %d local replicas in one process: at most %d on the cpu target of this "+
+			"machine (a deterministic client has %d devices, whose thread pool sets how XLA splits its sums); run more processes",
+			local, most, most)
 	}
 	if b := dev.Engine().Backend(); !b.Deterministic() {
 		return nil, fmt.Errorf("ddp: Deterministic on a %s backend opened without backend.Options.Deterministic "+
