@@ -15,10 +15,12 @@ import (
 // replicas: buffers kept between steps.
 type deterministicHost struct {
 	pair dist.Buffer // the two-process all-reduce's, shared memory where there is some
-	in   []float32
-	out  []float32
-	mine []float32
-	full []float32
+	// downloads are this replica's sums on the host, reused each step.
+	downloads [][]float32
+	in        []float32
+	out       []float32
+	mine      []float32
+	full      []float32
 }
 
 // replicaItems is what one local replica hands to local replica 0: its
@@ -65,17 +67,24 @@ func (d *deterministic) exchange(ctx context.Context, dev *xla.Device, pl plan, 
 	if err := d.materialize(ctx, dev); err != nil {
 		return nil, err
 	}
+	if d.pair() {
+		return d.exchangePair(ctx, dev, items[0])
+	}
 	start := time.Now()
 	var mine replicaItems
+	h := d.host
+	for len(h.downloads) < len(pl.items) {
+		h.downloads = append(h.downloads, nil)
+	}
 	for i, n := range pl.items {
 		if pl.leaves && pl.slots[i].Padding {
 			continue
 		}
-		v, err := items[i].Float32s(ctx)
-		if err != nil {
+		h.downloads[i] = resize(h.downloads[i], items[i].Shape().Size())
+		if err := items[i].CopyBytesTo(ctx, float32Bytes(h.downloads[i])); err != nil {
 			return nil, fmt.Errorf("ddp: replica %d: copying the gradient sum of micro-shards [%d, %d) to the host: %w", d.replica, n.lo, n.hi, err)
 		}
-		mine.nodes, mine.values = append(mine.nodes, n), append(mine.values, v)
+		mine.nodes, mine.values = append(mine.nodes, n), append(mine.values, h.downloads[i])
 	}
 	d.stats.Download += time.Since(start)
 	start = time.Now()
@@ -99,7 +108,12 @@ func (d *deterministic) exchange(ctx context.Context, dev *xla.Device, pl plan, 
 		return nil, err
 	}
 	d.stats.Exchange += time.Since(start)
-	start = time.Now()
+	return d.upload(dev, sum)
+}
+
+// upload puts the sum on dev.
+func (d *deterministic) upload(dev *xla.Device, sum []float32) (*xla.Tensor, error) {
+	start := time.Now()
 	t, err := xla.FromBytes(dev, xla.Float32, []int{len(sum)}, float32Bytes(sum))
 	d.stats.Upload += time.Since(start)
 	d.stats.Steps++
@@ -144,8 +158,7 @@ func addFloat32s(a, b []float32) []float32 {
 // acrossProcesses is local replica 0's part across processes: each
 // process owns a slice of the flat gradient, receives every process's
 // items for it (all-to-all), folds the tree there, and the slices are
-// gathered. Two processes holding one half of the tree each need only
-// their sum: an all-reduce (a sum of two terms is the same in any order).
+// gathered.
 func (d *deterministic) acrossProcesses(ctx context.Context, nodes []treeNode, values [][]float32) ([]float32, error) {
 	g, R := d.group, d.processes
 	n := len(values[0])
@@ -156,26 +169,6 @@ func (d *deterministic) acrossProcesses(ctx context.Context, nodes []treeNode, v
 		peers[q] = d.processNodes(q)
 	}
 	h := d.host
-	if R == 2 && len(peers[0]) == 1 && len(peers[1]) == 1 {
-		if h.pair.Len() != total {
-			buf, err := g.SharedBuffer(dist.Float32, total)
-			if err != nil {
-				return nil, err
-			}
-			h.pair = buf
-		}
-		pair, err := dist.Values[float32](h.pair)
-		if err != nil {
-			return nil, err
-		}
-		copy(pair, values[0])
-		clear(pair[n:])
-		if err := g.AllReduce(ctx, h.pair, dist.Sum); err != nil {
-			return nil, err
-		}
-		d.stats.BytesSent += int64(4 * total) // a ring all-reduce's: half the sums out, half the results
-		return pair[:n], nil
-	}
 	mineCount := len(peers[d.process])
 	h.in = resize(h.in, mineCount*total)
 	inSplits, outSplits := make([]int, R), make([]int, R)
@@ -218,4 +211,44 @@ func resize(b []float32, n int) []float32 {
 		return make([]float32, n)
 	}
 	return b[:n]
+}
+
+// pair reports whether the job is two processes of one replica each,
+// each holding one half of the tree: their sum is an all-reduce (two
+// terms add alike in either order), through shared memory on one host.
+func (d *deterministic) pair() bool {
+	return d.processes == 2 && d.local == 1 && len(d.processNodes(0)) == 1 && len(d.processNodes(1)) == 1
+}
+
+// exchangePair is pair's exchange: the sum downloaded straight into the
+// all-reduce's buffer, reduced in place, uploaded from it.
+func (d *deterministic) exchangePair(ctx context.Context, dev *xla.Device, sum *xla.Tensor) (*xla.Tensor, error) {
+	h, n := d.host, sum.Shape().Size()
+	total := (n + 1) / 2 * 2
+	if h.pair.Len() != total {
+		buf, err := d.group.SharedBuffer(dist.Float32, total)
+		if err != nil {
+			return nil, err
+		}
+		h.pair = buf
+	}
+	pair, err := dist.Values[float32](h.pair)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	if err := sum.CopyBytesTo(ctx, float32Bytes(pair[:n])); err != nil {
+		err = fmt.Errorf("ddp: rank %d: copying the gradient sum to the host: %w", d.process, err)
+		d.group.Fail(err) // the other rank waits in the all-reduce
+		return nil, err
+	}
+	clear(pair[n:])
+	d.stats.Download += time.Since(start)
+	start = time.Now()
+	if err := d.group.AllReduce(ctx, h.pair, dist.Sum); err != nil {
+		return nil, err
+	}
+	d.stats.Exchange += time.Since(start)
+	d.stats.BytesSent += int64(4 * total) // a ring all-reduce's: half the sums out, half the results
+	return d.upload(dev, pair[:n])
 }
