@@ -2,6 +2,7 @@ package exampletest
 
 import (
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,11 +20,11 @@ import (
 
 // LoseANode runs example name with args (and --checkpoint-dir) as an
 // elastic job of two nodes on loopback: a ddprun each, --nnodes=1:2, a
-// c10d rendezvous, one process a node, --max_restarts=1. Once the job
-// committed the checkpoint of one of steps (drawn at random), it kills
-// node 1 (its ddprun and worker, kill -9); node 0 must restart alone
-// from the last checkpoint, at world size 1, and finish. It returns node
-// 0's output.
+// c10d rendezvous hosted by node 0, one process a node, --max_restarts=1.
+// Once the job committed the checkpoint of one of steps (drawn at
+// random), it kills node 1 (its ddprun and worker, kill -9); node 0 must
+// restart alone from the last checkpoint, at world size 1, and finish. It
+// returns node 0's output.
 func LoseANode(t *testing.T, name string, args []string, steps []int) string {
 	t.Helper()
 	ckdir := filepath.Join(t.TempDir(), "ck")
@@ -37,7 +38,16 @@ func LoseANode(t *testing.T, name string, args []string, steps []int) string {
 		cmd.Env = append(os.Environ(), Env(name, append(append([]string(nil), args...), "--checkpoint-dir", ckdir)...)...)
 		return Start(t, cmd)
 	}
+	// Node 0 hosts the c10d store: it binds the endpoint before node 1
+	// starts. (The endpoint's host must outlive the job, as torchrun's.)
 	first := node()
+	require.Eventually(t, func() bool {
+		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), 100*time.Millisecond)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	}, time.Minute, 20*time.Millisecond, "node 0 never listened at the endpoint: %s", first.Output())
 	second := node()
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))
 	at := steps[rng.IntN(len(steps))]
