@@ -314,6 +314,8 @@ bench: deps
 	echo "== ZeRO-1 against plain DDP, 2 processes, MNIST CNN and GPT small (docs/BENCHMARKS.md)"
 	$(GO) build -o $(BIN)/gpt ./examples/gpt
 	$(PYTHON) examples/bench/zero/compare.py --bin $(BIN) --rounds $(BENCH_ROUNDS)
+	echo "== what --deterministic costs: the MNIST job and the GPT at 1, 2 and 4 replicas, alternated (docs/deterministic.md)"
+	$(GO) run ./examples/bench/determinism --bin $(BIN) --rounds $(BENCH_ROUNDS)
 	echo "== the flight recorder's cost on the 2-process MNIST step, on against off (docs/BENCHMARKS.md)"
 	$(PYTHON) examples/bench/flight/overhead.py --bin $(BIN) --rounds $(or $(filter-out 1 2,$(BENCH_ROUNDS)),5)
 	echo "== torch 2.9 reads the consolidated ZeRO checkpoint"
