@@ -242,7 +242,7 @@ test: deps vet
 test-long: deps
 	$(GO) test -run '^TestLong' -timeout 30m ./...
 	if pkg-config --exists ompi-c 2>/dev/null; then
-		$(GO) test -tags mpi -run '^TestLongMPI' -timeout 10m ./ddp/... ./examples/linear/
+		$(GO) test -tags mpi -run '^TestLongMPI' -timeout 10m ./ddp/... ./examples/linear/ ./examples/mnist/ ./examples/gpt/
 		# The fault suite's mpi rows (its shm and tcp rows run in make test).
 		$(GO) test -tags mpi -timeout 2m -run '^TestFaultSuite$$/^mpi/' ./ddp/launch/
 	fi

@@ -8,9 +8,9 @@ import (
 	"github.com/xladdp/xladdp/examples/internal/exampletest"
 )
 
-// TestLongDeterministicOnMPI: mpirun with the mpi backend, 2 and 3 ranks,
+// TestLongMPIDeterministic: mpirun with the mpi backend, 2 and 3 ranks,
 // trains the weights one process trains.
-func TestLongDeterministicOnMPI(t *testing.T) {
+func TestLongMPIDeterministic(t *testing.T) {
 	exampletest.CleanEnv(t)
 	exampletest.SameWeightsEverywhere(t, "mnist", acceptance(t), []exampletest.Layout{
 		exampletest.Spawned(1), exampletest.MPIRanks(t, 2), exampletest.MPIRanks(t, 3),
