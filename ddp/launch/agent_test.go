@@ -596,3 +596,22 @@ func TestCompileOnlyFillsTheCache(t *testing.T) {
 	assert.Positive(t, m.executions)
 	assert.Equal(t, want, line(real.stdout, "PARAMS"), "the cached programs compute what freshly compiled ones do")
 }
+
+// TestElasticLateNodeIsToldHowToGrow: with --nnodes=1:2, a node that
+// arrives after the rendezvous closed with one fails at once, saying the
+// job runs without it and how to add it; the running job goes on.
+func TestElasticLateNodeIsToldHowToGrow(t *testing.T) {
+	port := freeTestPort(t)
+	args := []string{"--nnodes=1:2", "--nproc_per_node=1", "--rdzv_backend=c10d",
+		fmt.Sprintf("--rdzv_endpoint=127.0.0.1:%d", port), "--rdzv_conf=last_call_timeout=0.3,join_timeout=30"}
+	first := make(chan agentRun, 1)
+	go func() { first <- runAgent(t.Context(), t, "late-first", "nogroup-sleep", args) }()
+	time.Sleep(900 * time.Millisecond) // closed after the last call; its worker sleeps 1.5 s
+	late := runAgent(t.Context(), t, "late-second", "nogroup-sleep", args)
+	assert.Equal(t, 1, late.code, late.stderr)
+	assert.Contains(t, late.stderr, "arrived after the rendezvous closed with 1 nodes: the job runs without it; "+
+		"to add a node, preempt the job")
+	res := <-first
+	require.Equal(t, 0, res.code, res.stderr)
+	assert.Contains(t, res.stdout, "awake")
+}

@@ -191,7 +191,9 @@ func (r *rendezvous) join(ctx context.Context, round int) (assignment, error) {
 	stopReport()
 	nnodes, _ := strconv.Atoi(string(closed))
 	if node >= nnodes {
-		return assignment{}, fmt.Errorf("node rank %d arrived after the rendezvous closed with %d nodes", node, nnodes)
+		return assignment{}, fmt.Errorf("node rank %d arrived after the rendezvous closed with %d nodes: the job runs without it; "+
+			"to add a node, preempt the job (SIGTERM to every ddprun: it checkpoints and exits 75) and start it again on all the nodes",
+			node, nnodes)
 	}
 	a := assignment{node: node, nnodes: nnodes}
 	counts, err := r.plan(ctx, round, node, nnodes)
