@@ -155,8 +155,11 @@ func newStarter(ctx context.Context, c Config, environ []string, stdout, stderr 
 // localWorkers are this node's workers started by the agent itself, with
 // torchrun's environment, after meeting the other nodes.
 type localWorkers struct {
-	cfg            Config
-	meeting        meeting
+	cfg     Config
+	meeting meeting
+	// ahead is how many rounds the job's rendezvous is ahead of this
+	// node's attempts (joinAtNextRestart).
+	ahead          int
 	environ        []string
 	stdout, stderr io.Writer
 }
@@ -164,10 +167,13 @@ type localWorkers struct {
 func (l *localWorkers) close() { l.meeting.close() }
 
 func (l *localWorkers) attempt(ctx context.Context, attempt int) outcome {
-	a, err := l.meeting.join(ctx, attempt)
+	a, err := l.meeting.join(ctx, attempt+l.ahead)
 	if err != nil {
 		return outcome{fatal: err}
 	}
+	// A node that joined a running job at its restart meets in the
+	// job's rounds from then on.
+	l.ahead = a.round - attempt
 	return runAttempt(ctx, l.cfg, l.meeting, a, attempt, l.environ, l.stdout, l.stderr)
 }
 
@@ -191,13 +197,13 @@ func runAttempt(ctx context.Context, c Config, m meeting, a assignment, attempt 
 		}
 	}()
 	set, err := startWorkers(workerSpec{cfg: c, node: a.node, offset: a.offset, world: a.world, master: a.master,
-		attempt: attempt, env: append(append([]string(nil), environ...), workerenv.FlightDir+"="+dumps), stdout: stdout, stderr: stderr})
+		attempt: a.round, env: append(append([]string(nil), environ...), workerenv.FlightDir+"="+dumps), stdout: stdout, stderr: stderr})
 	if err != nil {
 		e := &exit{node: a.node, rank: a.offset, code: 1, tail: err.Error()}
-		m.fail(context.WithoutCancel(ctx), attempt, a.node, e.String()+": "+err.Error(), time.Now())
+		m.fail(context.WithoutCancel(ctx), a.round, a.node, e.String()+": "+err.Error(), time.Now())
 		return outcome{failure: e}
 	}
-	w := m.watch(attempt, a)
+	w := m.watch(a.round, a)
 	ticker := time.NewTicker(c.MonitorInterval)
 	defer ticker.Stop()
 	stall := newStallWatch(c.StallWarn)
@@ -214,16 +220,16 @@ func runAttempt(ctx context.Context, c Config, m meeting, a assignment, attempt 
 			if e := describe(wk, a.node); e != nil && e.code != workerenv.ExitPreempted {
 				seen := time.Now()
 				// Tell the others first: their workers wait on ours.
-				m.fail(context.WithoutCancel(ctx), attempt, a.node, "worker failed: "+e.String(), seen)
+				m.fail(context.WithoutCancel(ctx), a.round, a.node, "worker failed: "+e.String(), seen)
 				root, failures, left := rootCause(set, a.node, e, remaining, reaped)
 				remaining = left
 				local, readErr := set.collectFlight(dumps)
 				root = preferBehind(root, failures, local)
 				if root != e {
-					m.fail(context.WithoutCancel(ctx), attempt, a.node, "worker failed: "+root.String(), seen)
+					m.fail(context.WithoutCancel(ctx), a.round, a.node, "worker failed: "+root.String(), seen)
 				}
 				e = root
-				diagnosis, behind := set.flightDiagnosis(ctx, m, a, attempt, local, readErr, dumps, true)
+				diagnosis, behind := set.flightDiagnosis(ctx, m, a, a.round, local, readErr, dumps, true)
 				keepDumps = diagnosis != ""
 				set.stop()
 				if a.nnodes > 1 && !slices.Contains(behind, e.rank) {
@@ -237,7 +243,7 @@ func runAttempt(ctx context.Context, c Config, m meeting, a assignment, attempt 
 					if len(behind) > 0 {
 						since = time.Now().Add(time.Hour)
 					}
-					if first := m.firstFailure(context.WithoutCancel(ctx), attempt, a.node, a.nnodes, since, time.Second); first != "" {
+					if first := m.firstFailure(context.WithoutCancel(ctx), a.round, a.node, a.nnodes, since, time.Second); first != "" {
 						return outcome{remote: first + " (then here: " + e.String() + ")", flight: diagnosis, flightDir: dumps}
 					}
 				}
@@ -271,7 +277,7 @@ func runAttempt(ctx context.Context, c Config, m meeting, a assignment, attempt 
 				}
 				return outcome{cancelled: true, preempted: true}
 			}
-			m.fail(context.WithoutCancel(ctx), attempt, a.node, fmt.Sprintf("node %d's agent was stopped", a.node), time.Now())
+			m.fail(context.WithoutCancel(ctx), a.round, a.node, fmt.Sprintf("node %d's agent was stopped", a.node), time.Now())
 			diagnosis := set.diagnose(local, readErr, dumps, set.ranks())
 			keepDumps = diagnosis != ""
 			return outcome{cancelled: true, flight: diagnosis, flightDir: dumps}
@@ -280,7 +286,7 @@ func runAttempt(ctx context.Context, c Config, m meeting, a assignment, attempt 
 				// Another node failed: this node's records complete the
 				// picture (the failing node's agent prints it).
 				local, readErr := set.collectFlight(dumps)
-				diagnosis, _ := set.flightDiagnosis(ctx, m, a, attempt, local, readErr, dumps, false)
+				diagnosis, _ := set.flightDiagnosis(ctx, m, a, a.round, local, readErr, dumps, false)
 				keepDumps = diagnosis != ""
 				set.stop()
 				return outcome{remote: why, flight: diagnosis, flightDir: dumps}

@@ -597,21 +597,43 @@ func TestCompileOnlyFillsTheCache(t *testing.T) {
 	assert.Equal(t, want, line(real.stdout, "PARAMS"), "the cached programs compute what freshly compiled ones do")
 }
 
-// TestElasticLateNodeIsToldHowToGrow: with --nnodes=1:2, a node that
-// arrives after the rendezvous closed with one fails at once, saying the
-// job runs without it and how to add it; the running job goes on.
-func TestElasticLateNodeIsToldHowToGrow(t *testing.T) {
+// TestElasticLateNodeJoinsAtTheNextRestart: with --nnodes=1:2, a node
+// that arrives after the rendezvous closed with one waits, saying so, and
+// joins at the job's next restart: the job's second round runs on both
+// nodes (world 2); the late node's workers are told the job's restart
+// count, so they resume as the others do.
+func TestElasticLateNodeJoinsAtTheNextRestart(t *testing.T) {
+	port := freeTestPort(t)
+	args := []string{"--nnodes=1:2", "--nproc_per_node=1", "--rdzv_backend=c10d", "--max_restarts=1",
+		fmt.Sprintf("--rdzv_endpoint=127.0.0.1:%d", port), "--rdzv_conf=last_call_timeout=1,join_timeout=30"}
+	first := make(chan agentRun, 1)
+	go func() { first <- runAgent(t.Context(), t, "late-first", "fail-once-slow", args) }()
+	time.Sleep(1500 * time.Millisecond) // closed after the last call; its worker fails at 2 s
+	late := runAgent(t.Context(), t, "late-second", "fail-once-slow", args)
+	res := <-first
+	require.Equal(t, 0, late.code, late.stderr)
+	require.Equal(t, 0, res.code, res.stderr)
+	assert.Contains(t, late.stderr, "waiting to join at its next restart")
+	assert.Contains(t, res.stderr, "restarting (restart 1 of 1)")
+	assert.Contains(t, res.stdout, "world 2")
+	assert.Contains(t, late.stdout, "world 2")
+}
+
+// TestElasticLateNodeWithoutARestartIsTold: a late node of a job that
+// ends without restarting fails, saying the job ended before admitting
+// it; the job itself is not disturbed.
+func TestElasticLateNodeWithoutARestartIsTold(t *testing.T) {
 	port := freeTestPort(t)
 	args := []string{"--nnodes=1:2", "--nproc_per_node=1", "--rdzv_backend=c10d",
-		fmt.Sprintf("--rdzv_endpoint=127.0.0.1:%d", port), "--rdzv_conf=last_call_timeout=0.3,join_timeout=30"}
+		fmt.Sprintf("--rdzv_endpoint=127.0.0.1:%d", port), "--rdzv_conf=last_call_timeout=0.3,join_timeout=30,timeout=20"}
 	first := make(chan agentRun, 1)
 	go func() { first <- runAgent(t.Context(), t, "late-first", "nogroup-sleep", args) }()
 	time.Sleep(900 * time.Millisecond) // closed after the last call; its worker sleeps 1.5 s
 	late := runAgent(t.Context(), t, "late-second", "nogroup-sleep", args)
-	assert.Equal(t, 1, late.code, late.stderr)
-	assert.Contains(t, late.stderr, "arrived after the rendezvous closed with 1 nodes: the job runs without it; "+
-		"to add a node, preempt the job")
 	res := <-first
 	require.Equal(t, 0, res.code, res.stderr)
 	assert.Contains(t, res.stdout, "awake")
+	assert.Equal(t, 1, late.code, late.stderr)
+	assert.Contains(t, late.stderr, "waiting to join at its next restart")
+	assert.Regexp(t, "the job ended or its store is gone before a restart admitted this node|did not restart within the rendezvous timeout", late.stderr)
 }

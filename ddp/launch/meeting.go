@@ -49,7 +49,7 @@ type standalone struct{ cfg Config }
 
 // join picks the workers' store: --master_addr and --master_port, or a
 // free port when none was given, so jobs on one machine never collide.
-func (s standalone) join(context.Context, int) (assignment, error) {
+func (s standalone) join(_ context.Context, attempt int) (assignment, error) {
 	c := s.cfg
 	host := orLocal(c.MasterAddr)
 	port := c.MasterPort
@@ -67,7 +67,7 @@ func (s standalone) join(context.Context, int) (assignment, error) {
 			return assignment{}, errors.New(f.String())
 		}
 	}
-	return assignment{node: 0, nnodes: 1, world: c.NProcPerNode, master: net.JoinHostPort(host, strconv.Itoa(port))}, nil
+	return assignment{round: attempt, node: 0, nnodes: 1, world: c.NProcPerNode, master: net.JoinHostPort(host, strconv.Itoa(port))}, nil
 }
 
 func (standalone) watch(int, assignment) nodeWatch                   { return aloneWatch{} }

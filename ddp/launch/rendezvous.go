@@ -19,6 +19,9 @@ import (
 
 // assignment is what a rendezvous round decides for this node.
 type assignment struct {
+	// round is the rendezvous round it was decided in: the attempt, or
+	// later for a node that joined a running job at its next restart.
+	round        int
 	node, nnodes int
 	offset       int // global rank of this node's local rank 0
 	world        int
@@ -191,11 +194,12 @@ func (r *rendezvous) join(ctx context.Context, round int) (assignment, error) {
 	stopReport()
 	nnodes, _ := strconv.Atoi(string(closed))
 	if node >= nnodes {
-		return assignment{}, fmt.Errorf("node rank %d arrived after the rendezvous closed with %d nodes: the job runs without it; "+
-			"to add a node, preempt the job (SIGTERM to every ddprun: it checkpoints and exits 75) and start it again on all the nodes",
-			node, nnodes)
+		if c.RdzvBackend != "c10d" || c.NNodesMin == c.NNodesMax {
+			return assignment{}, fmt.Errorf("node rank %d arrived after the rendezvous closed with %d nodes", node, nnodes)
+		}
+		return r.joinAtNextRestart(ctx, round, nnodes)
 	}
-	a := assignment{node: node, nnodes: nnodes}
+	a := assignment{round: round, node: node, nnodes: nnodes}
 	counts, err := r.plan(ctx, round, node, nnodes)
 	if err != nil {
 		return assignment{}, err
@@ -221,6 +225,32 @@ func (r *rendezvous) join(ctx context.Context, round int) (assignment, error) {
 	}
 	a.master = string(m)
 	return a, nil
+}
+
+// joinAtNextRestart is a node that arrived after round closed with
+// nnodes nodes, in an elastic job (--nnodes=MIN:MAX): it waits for the
+// running job's next restart (a node of it opening the next round) and
+// joins that round, within the rendezvous timeout. It never opens a
+// round itself, which would start a second job beside the running one.
+func (r *rendezvous) joinAtNextRestart(ctx context.Context, round, nnodes int) (assignment, error) {
+	r.say("ddprun: the job's rendezvous closed with %d nodes before this node arrived: waiting to join at its next restart "+
+		"(a failure or a preemption; --max_restarts must allow one)", nnodes)
+	next := r.key(round+1, "joined")
+	for {
+		n, err := r.client.Add(ctx, next, 0)
+		if err != nil {
+			return assignment{}, fmt.Errorf("rendezvous: the job ended or its store is gone before a restart admitted this node: %w", err)
+		}
+		if n > 0 {
+			return r.join(ctx, round+1)
+		}
+		select {
+		case <-ctx.Done():
+			return assignment{}, fmt.Errorf("rendezvous: the running job did not restart within the rendezvous timeout to admit this node: %w",
+				context.Cause(ctx))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // plan is every node's worker count: node 0 reads them once the round

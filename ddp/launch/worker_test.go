@@ -55,6 +55,15 @@ func runScenario(name string) int {
 		out, _ := json.Marshal(env)
 		fmt.Println("ENV " + string(out))
 		return 0
+	case "fail-once-slow":
+		// The job's first round fails after a while (a late node arrives
+		// meanwhile); the next runs and says its world size.
+		if os.Getenv("TORCHELASTIC_RESTART_COUNT") == "0" {
+			time.Sleep(2 * time.Second)
+			return 3
+		}
+		fmt.Printf("world %s\n", os.Getenv("WORLD_SIZE"))
+		return 0
 	case "nogroup-sleep":
 		// A program with no process group, so no flight record.
 		time.Sleep(1500 * time.Millisecond)
