@@ -146,9 +146,7 @@ func deterministicOption(opts Options) (bool, error) {
 // does not know the flag (XLA aborts on one it does not know) has no
 // YNNPACK fusions to turn off.
 func keepCPUReductionsInXLA(plugin string) error {
-	flags := os.Getenv(EnvXLAFlags)
-	if i := strings.Index(flags, ynnFusionFlag+"="); i >= 0 {
-		value, _, _ := strings.Cut(flags[i+len(ynnFusionFlag)+1:], " ")
+	if value, set := xlaFlag(ynnFusionFlag); set {
 		if strings.Contains(value, "reduce") {
 			return fmt.Errorf("%w: %s holds --%s=%s: deterministic programs keep reductions out of YNNPACK "+
 				"(it splits them by the device count); drop the flag or give it without reduce", ErrBadOption, EnvXLAFlags, ynnFusionFlag, value)
@@ -158,13 +156,23 @@ func keepCPUReductionsInXLA(plugin string) error {
 	return addXLAFlag(plugin, ynnFusionFlag, ynnFusionValue)
 }
 
+// xlaFlag is --name's value in XLA_FLAGS, and whether it is there.
+func xlaFlag(name string) (string, bool) {
+	flags := os.Getenv(EnvXLAFlags)
+	i := strings.Index(flags, name+"=")
+	if i < 0 {
+		return "", false
+	}
+	value, _, _ := strings.Cut(flags[i+len(name)+1:], " ")
+	return value, true
+}
+
 // addXLAFlag appends --name=value to XLA_FLAGS unless it names the flag
 // already (a user's other value is refused) or the plugin does not know
 // it (XLA aborts on a flag it does not know).
 func addXLAFlag(plugin, name, value string) error {
-	flags := os.Getenv(EnvXLAFlags)
-	if i := strings.Index(flags, name+"="); i >= 0 {
-		if got, _, _ := strings.Cut(flags[i+len(name)+1:], " "); got != value && name != ynnFusionFlag {
+	if got, set := xlaFlag(name); set {
+		if got != value {
 			return fmt.Errorf("%w: %s holds --%s=%s: deterministic programs need %s; drop the flag", ErrBadOption, EnvXLAFlags, name, got, value)
 		}
 		return nil
@@ -173,7 +181,7 @@ func addXLAFlag(plugin, name, value string) error {
 	if err != nil || !known {
 		return err
 	}
-	return os.Setenv(EnvXLAFlags, strings.TrimSpace(fmt.Sprintf("%s --%s=%s", flags, name, value)))
+	return os.Setenv(EnvXLAFlags, strings.TrimSpace(fmt.Sprintf("%s --%s=%s", os.Getenv(EnvXLAFlags), name, value)))
 }
 
 // fileContains reports whether the file at path holds needle.

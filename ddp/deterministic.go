@@ -54,6 +54,10 @@ type deterministic struct {
 	group                                        *dist.ProcessGroup // nil in a job of one process
 	host                                         *deterministicHost
 	stats                                        DeterministicStats
+	// mine is this replica's plan, sent every process's items: fixed by
+	// the layout, made once.
+	mine plan
+	sent [][]treeNode
 }
 
 func newDeterministic(cfg deterministicConfig, dev *xla.Device) (*deterministic, error) {
@@ -67,6 +71,10 @@ func newDeterministic(cfg deterministicConfig, dev *xla.Device) (*deterministic,
 		process: rank, processes: size, local: local, group: dist.Default(), host: &deterministicHost{}}
 	if err := shards.CheckReplicas(d.replicas); err != nil {
 		return nil, err
+	}
+	d.mine = d.planOf(d.replica)
+	for q := range d.processes {
+		d.sent = append(d.sent, d.processNodes(q))
 	}
 	if b, most := dev.Engine().Backend(), backend.DeterministicCPUDevices(); b.Target() == backend.CPU && local > most {
 		return nil, fmt.Errorf("ddp: Deterministic with %d local replicas in one process: at most %d on the cpu target of this "+
@@ -95,8 +103,9 @@ func (m *DistributedDataParallel) MicroShards() (shards MicroShards, first, end 
 // Deterministic reports whether the wrapper was made with Deterministic.
 func (m *DistributedDataParallel) Deterministic() bool { return m.det != nil }
 
-// plan is what a replica computes in a step: its slots (micro-shards,
-// padding included) and the sums it hands on (items), in tree order.
+// plan is what a replica computes in every step: its slots (micro-shards,
+// padding included; Step left 0) and the sums it hands on (items), in
+// tree order.
 type plan struct {
 	slots []MicroShard
 	// items are covering nodes of the replica's micro-shards, or with
@@ -108,7 +117,7 @@ type plan struct {
 // planOf is global replica r's plan: its covering nodes, unless a local
 // replica of its process has another shape of work, when every one of
 // them sends its leaves, padded to the most micro-shards any of them has.
-func (d *deterministic) planOf(r, step int) plan {
+func (d *deterministic) planOf(r int) plan {
 	first, end := d.shards.Range(r, d.replicas)
 	var p plan
 	shape := func(q int) string {
@@ -129,7 +138,7 @@ func (d *deterministic) planOf(r, step int) plan {
 		}
 	}
 	for j := range slots {
-		s := MicroShard{Step: step, Slot: j, Index: first + j, Size: d.shards.Size}
+		s := MicroShard{Slot: j, Index: first + j, Size: d.shards.Size}
 		if first+j >= end {
 			s.Index, s.Padding = first, true
 		}
@@ -149,7 +158,7 @@ func (d *deterministic) planOf(r, step int) plan {
 func (d *deterministic) processNodes(q int) []treeNode {
 	var out []treeNode
 	for r := q * d.local; r < (q+1)*d.local; r++ {
-		p := d.planOf(r, 0)
+		p := d.planOf(r)
 		for j, n := range p.items {
 			if !p.leaves || !p.slots[j].Padding {
 				out = append(out, n)
@@ -210,9 +219,10 @@ func (m *DistributedDataParallel) BackwardMicroShards(ctx context.Context, step 
 	if err := m.det.materialize(ctx, m.dev); err != nil {
 		return nil, err
 	}
-	pl := m.det.planOf(m.det.replica, step)
+	pl := m.det.mine
 	leaves := make([]*xla.Tensor, len(pl.slots))
 	for j, s := range pl.slots {
+		s.Step = step
 		if err := m.dev.ManualSeed(randomKey(m.det.cfg.seed, step, s.Index)); err != nil {
 			return nil, err
 		}

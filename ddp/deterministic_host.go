@@ -19,7 +19,6 @@ type deterministicHost struct {
 	downloads [][]float32
 	in        []float32
 	out       []float32
-	mine      []float32
 	full      []float32
 }
 
@@ -102,7 +101,7 @@ func (d *deterministic) exchange(ctx context.Context, dev *xla.Device, pl plan, 
 		if d.processes == 1 {
 			return foldHost(d.shards.Count, nodes, values), nil
 		}
-		return d.acrossProcesses(ctx, nodes, values)
+		return d.acrossProcesses(ctx, values)
 	})
 	if err != nil {
 		return nil, err
@@ -159,15 +158,12 @@ func addFloat32s(a, b []float32) []float32 {
 // process owns a slice of the flat gradient, receives every process's
 // items for it (all-to-all), folds the tree there, and the slices are
 // gathered.
-func (d *deterministic) acrossProcesses(ctx context.Context, nodes []treeNode, values [][]float32) ([]float32, error) {
+func (d *deterministic) acrossProcesses(ctx context.Context, values [][]float32) ([]float32, error) {
 	g, R := d.group, d.processes
 	n := len(values[0])
 	chunk := (n + R - 1) / R
 	total := chunk * R
-	peers := make([][]treeNode, R)
-	for q := range R {
-		peers[q] = d.processNodes(q)
-	}
+	peers := d.sent
 	h := d.host
 	mineCount := len(peers[d.process])
 	h.in = resize(h.in, mineCount*total)
@@ -197,9 +193,9 @@ func (d *deterministic) acrossProcesses(ctx context.Context, nodes []treeNode, v
 			at += chunk
 		}
 	}
-	h.mine = foldHost(d.shards.Count, all, slices)
+	mine := foldHost(d.shards.Count, all, slices)
 	h.full = resize(h.full, total)
-	if err := g.AllGather(ctx, dist.Float32s(h.full), dist.Float32s(h.mine)); err != nil {
+	if err := g.AllGather(ctx, dist.Float32s(h.full), dist.Float32s(mine)); err != nil {
 		return nil, err
 	}
 	d.stats.BytesSent += int64(4 * (inSplits[0]*(R-1) + chunk*(R-1)))
@@ -217,7 +213,7 @@ func resize(b []float32, n int) []float32 {
 // each holding one half of the tree: their sum is an all-reduce (two
 // terms add alike in either order), through shared memory on one host.
 func (d *deterministic) pair() bool {
-	return d.processes == 2 && d.local == 1 && len(d.processNodes(0)) == 1 && len(d.processNodes(1)) == 1
+	return d.processes == 2 && d.local == 1 && len(d.sent[0]) == 1 && len(d.sent[1]) == 1
 }
 
 // exchangePair is pair's exchange: the sum downloaded straight into the

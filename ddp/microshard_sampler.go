@@ -35,7 +35,7 @@ func NewMicroShardSampler(model *DistributedDataParallel, n int, seed uint64) (*
 		return nil, fmt.Errorf("ddp: a dataset of %d samples fills no global batch of %d", n, shards.GlobalBatch)
 	}
 	return &MicroShardSampler{n: n, steps: n / shards.GlobalBatch, seed: seed, shards: shards,
-		slots: model.det.planOf(model.det.replica, 0).slots}, nil
+		slots: model.det.mine.slots}, nil
 }
 
 // StepsPerEpoch is the number of global batches in an epoch.

@@ -66,7 +66,7 @@ func TestEveryLayoutSumsInOneOrder(t *testing.T) {
 					sent = append(sent, d.processNodes(q)...)
 				}
 				for r := range w {
-					p := d.planOf(r, 0)
+					p := d.planOf(r)
 					first, end := s.Range(r, w)
 					real := 0
 					for j, sl := range p.slots {
@@ -111,7 +111,7 @@ func TestLocalReplicasRunOneProgram(t *testing.T) {
 				for q := range d.processes {
 					var shapes []string
 					for r := q * local; r < (q+1)*local; r++ {
-						p := d.planOf(r, 0)
+						p := d.planOf(r)
 						var b strings.Builder
 						fmt.Fprint(&b, len(p.slots), p.leaves)
 						for _, n := range p.items {

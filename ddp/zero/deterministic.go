@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/xladdp/xladdp/xla"
+	"github.com/xladdp/xladdp/xla/nn"
 	"github.com/xladdp/xladdp/xla/optim"
 )
 
@@ -18,7 +19,7 @@ import (
 func (z *ZeroRedundancyOptimizer) deterministicStep(ctx context.Context, clip *clipRequest) error {
 	if clip != nil {
 		var err error
-		if z.lastNorm, err = optim.ClipGradNorm(z.paramTensors(), clip.maxNorm, clip.normType); err != nil {
+		if z.lastNorm, err = optim.ClipGradNorm(tensorsOf(z.params), clip.maxNorm, clip.normType); err != nil {
 			return fmt.Errorf("zero: ZeroRedundancyOptimizer.Step on replica %d: clipping: %w", z.replica, err)
 		}
 	}
@@ -44,10 +45,10 @@ func (z *ZeroRedundancyOptimizer) deterministicStep(ctx context.Context, clip *c
 	return nil
 }
 
-// paramTensors is the module's parameters, in order.
-func (z *ZeroRedundancyOptimizer) paramTensors() []*xla.Tensor {
-	out := make([]*xla.Tensor, len(z.params))
-	for i, p := range z.params {
+// tensorsOf is params' tensors, in order.
+func tensorsOf(params []nn.Named) []*xla.Tensor {
+	out := make([]*xla.Tensor, len(params))
+	for i, p := range params {
 		out[i] = p.Tensor
 	}
 	return out

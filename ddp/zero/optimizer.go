@@ -118,11 +118,7 @@ func newZero(ctx context.Context, module *ddp.DistributedDataParallel, params []
 		return nil, errors.New("the module has no parameters with elements: nothing to shard")
 	}
 	if groups == nil {
-		all := make([]*xla.Tensor, len(params))
-		for i, p := range params {
-			all[i] = p.Tensor
-		}
-		groups = []optim.ParamGroup{{Params: all}}
+		groups = []optim.ParamGroup{{Params: tensorsOf(params)}}
 	}
 	groupOf, err := groupsOf(params, groups)
 	if err != nil {

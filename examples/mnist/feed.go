@@ -69,7 +69,7 @@ func (f *feed) real(batches []data.Batch) []data.Batch {
 func deterministicStep(ctx context.Context, split *report.StepSplit, model *ddp.DistributedDataParallel, opt optim.Optimizer,
 	batches []data.Batch, step int) (*xla.Tensor, error) {
 	opt.ZeroGrad()
-	before := model.DeterministicStats()
+	before := hostStatsOf(model.DeterministicStats())
 	loss, err := model.BackwardMicroShards(ctx, step, func(s ddp.MicroShard) (*xla.Tensor, error) {
 		b := batches[s.Slot]
 		return nn.NLLLoss(model.Forward(b.Input).LogSoftmax(1), b.Target, nn.ReductionMean), nil
@@ -80,18 +80,11 @@ func deterministicStep(ctx context.Context, split *report.StepSplit, model *ddp.
 	if err := opt.Step(); err != nil {
 		return nil, err
 	}
-	split.Lap("trace")
-	after := model.DeterministicStats()
-	split.Move("trace", "execute", after.Execute-before.Execute)
-	split.Move("trace", "download", after.Download-before.Download)
-	split.Move("trace", "all-reduce", after.Exchange-before.Exchange)
-	split.Move("trace", "upload", after.Upload-before.Upload)
-	if after.Steps > before.Steps {
-		return loss, nil
-	}
-	if err := loss.Device().MarkStep(ctx); err != nil {
-		return nil, err
-	}
-	split.Lap("execute")
-	return loss, nil
+	return loss, finishStep(ctx, split, before, hostStatsOf(model.DeterministicStats()), loss.Device())
+}
+
+// hostStatsOf is a deterministic step's times in the host path's terms:
+// the exchange is its all-reduce.
+func hostStatsOf(s ddp.DeterministicStats) ddp.HostPathStats {
+	return ddp.HostPathStats{Steps: s.Steps, Execute: s.Execute, Download: s.Download, AllReduce: s.Exchange, Upload: s.Upload}
 }

@@ -367,16 +367,22 @@ func step(ctx context.Context, split *report.StepSplit, hostStats func() ddp.Hos
 	if err := opt.Step(); err != nil {
 		return err
 	}
+	return finishStep(ctx, split, before, hostStats(), loss.Device())
+}
+
+// finishStep charges a traced step's host work to the split (the time
+// since the last lap was tracing but for what the host path measured),
+// and runs the step's program unless the host path ran it.
+func finishStep(ctx context.Context, split *report.StepSplit, before, after ddp.HostPathStats, d *xla.Device) error {
 	split.Lap("trace")
-	host := hostStats()
-	split.Move("trace", "execute", host.Execute-before.Execute)
-	split.Move("trace", "download", host.Download-before.Download)
-	split.Move("trace", "all-reduce", host.AllReduce-before.AllReduce)
-	split.Move("trace", "upload", host.Upload-before.Upload)
-	if host.Steps > before.Steps {
+	split.Move("trace", "execute", after.Execute-before.Execute)
+	split.Move("trace", "download", after.Download-before.Download)
+	split.Move("trace", "all-reduce", after.AllReduce-before.AllReduce)
+	split.Move("trace", "upload", after.Upload-before.Upload)
+	if after.Steps > before.Steps {
 		return nil
 	}
-	if err := loss.Device().MarkStep(ctx); err != nil {
+	if err := d.MarkStep(ctx); err != nil {
 		return err
 	}
 	split.Lap("execute")

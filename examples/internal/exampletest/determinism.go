@@ -63,16 +63,12 @@ func (l Layout) Run(t *testing.T, name string, args ...string) string {
 	if l.Hosts > 0 {
 		return l.runOnHosts(t, name, args)
 	}
-	var cmd *exec.Cmd
-	switch {
-	case l.Mpirun != nil:
-		cmd = exec.Command(l.Mpirun[0], append(append([]string(nil), l.Mpirun[1:]...), Self()...)...)
-	case l.Launch != nil:
-		cmd = exec.Command(Ddprun(t), append(append([]string(nil), l.Launch...), Self()...)...)
-	default:
-		cmd = exec.Command(Self()[0], Self()[1:]...)
+	cmd := Job{Name: name, Launch: l.Launch, Args: args}.command(t, l.Args...)
+	if l.Mpirun != nil {
+		mpi := exec.Command(l.Mpirun[0], append(append([]string(nil), l.Mpirun[1:]...), Self()...)...)
+		mpi.Env = cmd.Env
+		cmd = mpi
 	}
-	cmd.Env = append(os.Environ(), Env(name, append(append([]string(nil), args...), l.Args...)...)...)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s: %s", l.Name, out)
 	return string(out)

@@ -4,7 +4,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -30,14 +29,10 @@ func LoseANode(t *testing.T, name string, args []string, steps []int) string {
 	ckdir := filepath.Join(t.TempDir(), "ck")
 	port, err := freeport.Pick("127.0.0.1")
 	require.NoError(t, err)
-	node := func() *Running {
-		argv := append([]string{"--nnodes=1:2", "--nproc_per_node=1", "--rdzv_backend=c10d",
-			"--rdzv_endpoint=127.0.0.1:" + strconv.Itoa(port), "--rdzv_id=lose-a-node", "--max_restarts=1",
-			"--rdzv_conf=last_call_timeout=2"}, Self()...)
-		cmd := exec.Command(Ddprun(t), argv...)
-		cmd.Env = append(os.Environ(), Env(name, append(append([]string(nil), args...), "--checkpoint-dir", ckdir)...)...)
-		return Start(t, cmd)
-	}
+	job := Job{Name: name, Args: args, Launch: []string{"--nnodes=1:2", "--nproc_per_node=1", "--rdzv_backend=c10d",
+		"--rdzv_endpoint=127.0.0.1:" + strconv.Itoa(port), "--rdzv_id=lose-a-node", "--max_restarts=1",
+		"--rdzv_conf=last_call_timeout=2"}}
+	node := func() *Running { return job.start(t, []string{"--checkpoint-dir", ckdir}) }
 	// Node 0 hosts the c10d store: it binds the endpoint before node 1
 	// starts. (The endpoint's host must outlive the job, as torchrun's.)
 	first := node()
