@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/xladdp/xladdp/ddp/internal/workertest"
+	"github.com/xladdp/xladdp/internal/freeport"
 )
 
 // syncBuffer is a buffer safe for the agent's writers.
@@ -127,12 +127,12 @@ func contains(list []string, s string) bool {
 	return false
 }
 
+// freeTestPort is a loopback port free now, outside the ephemeral range.
 func freeTestPort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freeport.Pick("127.0.0.1")
 	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 // runTwoAgents runs two agents at once in this process, with args(n) for
