@@ -219,10 +219,17 @@ func (m *DistributedDataParallel) BackwardMicroShards(ctx context.Context, step 
 	if err := m.det.materialize(ctx, m.dev); err != nil {
 		return nil, err
 	}
+	buffers, err := m.startBuffers(ctx)
+	if err != nil {
+		return nil, err
+	}
 	pl := m.det.mine
 	leaves := make([]*xla.Tensor, len(pl.slots))
 	for j, s := range pl.slots {
 		s.Step = step
+		if err := buffers.restore(); err != nil {
+			return nil, err
+		}
 		if err := m.dev.ManualSeed(randomKey(m.det.cfg.seed, step, s.Index)); err != nil {
 			return nil, err
 		}
@@ -236,7 +243,7 @@ func (m *DistributedDataParallel) BackwardMicroShards(ctx context.Context, step 
 		if err := l.Backward(); err != nil {
 			return nil, fmt.Errorf("ddp: the backward pass of micro-shard %d of step %d: %w", s.Index, step, err)
 		}
-		if leaves[j], err = m.flatGradients(l); err != nil {
+		if leaves[j], err = m.flatGradients(l, buffers); err != nil {
 			return nil, err
 		}
 	}
@@ -265,7 +272,7 @@ func (m *DistributedDataParallel) BackwardMicroShards(ctx context.Context, step 
 			return nil, err
 		}
 	}
-	return m.setMeans(sum)
+	return m.setMeans(sum, buffers)
 }
 
 // sumOver forms node n's sum of the canonical tree from its leaves.
@@ -278,11 +285,12 @@ func sumOver[T any](n treeNode, leaf func(int) T, add func(a, b T) T) T {
 }
 
 // flatGradients lays the parameters' gradients end to end in float32 (a
-// parameter the loss did not reach contributes zeros), the loss last,
-// and clears them.
-func (m *DistributedDataParallel) flatGradients(loss *xla.Tensor) (*xla.Tensor, error) {
+// parameter the loss did not reach contributes zeros), then the loss and
+// the buffers' updates, and clears the gradients.
+func (m *DistributedDataParallel) flatGradients(loss *xla.Tensor, buffers *stepBuffers) (*xla.Tensor, error) {
 	parts := make([]*xla.Tensor, len(m.params)+1)
 	parts[len(m.params)] = loss.Detach().Cast(xla.Float32).Reshape(1)
+	parts = append(parts, buffers.updates()...)
 	for i, p := range m.params {
 		g := p.Tensor.Grad()
 		if g == nil {
@@ -296,9 +304,10 @@ func (m *DistributedDataParallel) flatGradients(loss *xla.Tensor) (*xla.Tensor, 
 }
 
 // setMeans divides the canonical sum by the micro-shard count and hands
-// each parameter its part: the same operations whether sum was formed on
-// this device or came from the host. It returns the mean loss.
-func (m *DistributedDataParallel) setMeans(sum *xla.Tensor) (*xla.Tensor, error) {
+// each parameter and buffer its part: the same operations whether sum
+// was formed on this device or came from the host. It returns the mean
+// loss.
+func (m *DistributedDataParallel) setMeans(sum *xla.Tensor, buffers *stepBuffers) (*xla.Tensor, error) {
 	count := float64(m.det.shards.Count)
 	offset := 0
 	for _, p := range m.params {
@@ -308,6 +317,9 @@ func (m *DistributedDataParallel) setMeans(sum *xla.Tensor) (*xla.Tensor, error)
 			return nil, fmt.Errorf("ddp: setting the gradient of %s: %w", p.Name, err)
 		}
 		offset += n
+	}
+	if err := buffers.setMeans(sum, offset+1, count); err != nil {
+		return nil, err
 	}
 	m.syncs++
 	loss := sum.Narrow(0, offset, 1).Reshape().DivScalar(count)

@@ -291,7 +291,9 @@ func (m *DistributedDataParallel) BucketBytes() int { return int(m.cfg.bucketCap
 // broadcastBuffers gives every replica global replica 0's buffers, unless
 // BroadcastBuffers(false).
 func (m *DistributedDataParallel) broadcastBuffers(ctx context.Context) error {
-	if !m.cfg.broadcastBuffers || len(m.buffers) == 0 || m.closed {
+	// A deterministic step leaves every replica the same buffers (the
+	// micro-shards' mean), and replicas run unequal micro-shard counts.
+	if !m.cfg.broadcastBuffers || len(m.buffers) == 0 || m.closed || m.det != nil {
 		return nil
 	}
 	if err := m.collectives.BroadcastFromFirst(ctx, m.dev, m.buffers); err != nil {
