@@ -193,4 +193,3 @@ func toFloat64(v []float32) []float64 {
 	}
 	return out
 }
-
