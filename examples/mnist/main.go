@@ -136,7 +136,7 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 	if err != nil {
 		return res, err
 	}
-	perReplica := feed.batch
+	perReplica := feed.Batch
 	adadelta := func(groups []optim.ParamGroup) (optim.Optimizer, error) {
 		return optim.NewAdadelta(groups[0].Params, optim.AdadeltaConfig{LR: c.lr})
 	}
@@ -159,7 +159,7 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 	if err != nil {
 		return res, err
 	}
-	stepsPerEpoch := feed.stepsPerEpoch
+	stepsPerEpoch := feed.StepsPerEpoch
 	state := optim.Checkpoint{Model: model, Optimizer: opt, RNG: d}
 	resumer, at, resumed, err := c.Open(ctx, &state, w.WorldSize, perReplica, rank0, out)
 	if err != nil {
@@ -171,7 +171,7 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 		if err := c.det.CheckResumed(state.Metadata, c.batchSize, "--checkpoint-dir "+c.Dir); err != nil {
 			return res, err
 		}
-		if err := feed.resumeAt(at.Epoch, at.Samples); err != nil {
+		if err := feed.ResumeAt(at.Epoch, at.Samples); err != nil {
 			return res, err
 		}
 		res.ResumedAt = at.Epoch
@@ -190,7 +190,7 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 	for range at.Epoch {
 		sched.Step() // the learning rate of the epoch it resumes at
 	}
-	loader, err := data.NewLoader(trainSet, d, data.LoaderConfig{BatchSize: perReplica, DropLast: true, Sampler: feed.sampler})
+	loader, err := data.NewLoader(trainSet, d, data.LoaderConfig{BatchSize: perReplica, DropLast: true, Sampler: feed.Sampler})
 	if err != nil {
 		return res, err
 	}
@@ -217,7 +217,7 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 		}
 		epochLoss, runLoss = true, true
 		curves.AddLoss(l.steps, res.FinalLoss)
-		progress.Step(l.step, res.FinalLoss, 10*feed.global)
+		progress.Step(l.step, res.FinalLoss, 10*feed.Global)
 		return nil
 	}
 	for epoch := at.Epoch; epoch < c.epochs; epoch++ {
@@ -225,7 +225,7 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 		// The samples of the epoch's order used before a resume, and
 		// the steps they made: the loader yields the rest.
 		epochStart := at.Used(epoch)
-		before := epochStart / feed.global
+		before := epochStart / feed.Global
 		total := stepsPerEpoch
 		if c.MaxSteps > 0 {
 			total = min(total, c.MaxSteps)
@@ -235,40 +235,33 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 			progress = report.NewProgress(out, fmt.Sprintf("epoch %d/%d", epoch+1, c.epochs), total, c.LogInterval)
 		}
 		split.Start()
-		var pending []data.Batch // a deterministic step's micro-shards
-		for batch, err := range loader.Epoch(ctx, epoch) {
+		for st, err := range feed.Steps(loader.Epoch(ctx, epoch)) {
 			if err != nil {
 				return res, err
 			}
-			pending = append(pending, batch)
-			if len(pending) < feed.slots {
-				continue
-			}
-			stepInEpoch := batch.Index / feed.slots
-			index := before + stepInEpoch // within the epoch
+			index := before + st.Index // within the epoch
 			if index >= total {
 				break
 			}
 			split.Lap("data")
 			var loss *xla.Tensor
 			if model.Deterministic() {
-				loss, err = deterministicStep(ctx, split, model, opt, pending, steps)
+				loss, err = deterministicStep(ctx, split, model, opt, st.Batches, steps)
 			} else {
 				opt.ZeroGrad()
-				loss = nn.NLLLoss(model.Forward(batch.Input).LogSoftmax(1), batch.Target, nn.ReductionMean)
+				loss = lossOf(model, st.Batches[0])
 				err = step(ctx, split, hostStats, loss, opt)
 			}
 			if err != nil {
 				return res, err
 			}
 			steps++
-			for _, b := range feed.real(pending) {
+			for _, b := range feed.Real(st.Batches) {
 				if err := samples.Add(epoch, b.Samples); err != nil {
 					return res, err
 				}
 			}
-			pending = pending[:0]
-			at = cmdline.Position{Epoch: epoch, Samples: epochStart + (stepInEpoch+1)*feed.global, Step: steps}
+			at = cmdline.Position{Epoch: epoch, Samples: epochStart + (st.Index+1)*feed.Global, Step: steps}
 			if err := resumer.Step(ctx, state, at); err != nil {
 				return res, err // checkpoint.ErrPreempted: exit 75
 			}
@@ -324,7 +317,7 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 	}
 	res.Trained = time.Since(start)
 	res.Split = split
-	res.Samples = steps * feed.global
+	res.Samples = steps * feed.Global
 	res.Compilations = xla.GetMetrics().Compilations
 	if res.Weights, err = cmdline.WeightsDigest(ctx, net); err != nil {
 		return res, err
