@@ -8,6 +8,9 @@
 //	ddprun --nproc_per_node=2 linear
 //	mpirun --allow-run-as-root --oversubscribe -np 2 linear
 //	linear --spawn --cpu-devices 2
+//
+// With --deterministic the trained weights are the same bits at any of
+// them (docs/deterministic.md); every run prints their sha256.
 package main
 
 import (
@@ -35,6 +38,7 @@ type config struct {
 	epochs, batchSize int
 	lr                float64
 	seed              uint64
+	det               cmdline.Determinism
 }
 
 // printing is the model of the seed: it reports the sizes it is given.
@@ -77,10 +81,12 @@ func parse(args []string, out io.Writer) (config, error) {
 	fs.Float64Var(&c.lr, "lr", 0.1, "SGD learning rate")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the dataset, the model and the data order")
 	c.Run.AddFlags(fs, 1)
+	c.det.AddFlags(fs, 5)
 	if err := cmdline.Parse(fs, args); err != nil {
 		return c, err
 	}
 	c.launch, c.Preemption = *launch, cmdline.Preemption(launch.Checkpoints)
+	c.launch.Device.Deterministic = c.det.On
 	switch {
 	case c.epochs < 1 || c.batchSize < 1:
 		return c, fmt.Errorf("--epochs=%d and --batch-size=%d must be positive", c.epochs, c.batchSize)
@@ -91,12 +97,16 @@ func parse(args []string, out io.Writer) (config, error) {
 	case c.LogInterval < 1:
 		return c, fmt.Errorf("--log-interval=%d: must be positive", c.LogInterval)
 	}
+	if err := c.det.Check(c.batchSize); err != nil {
+		return c, err
+	}
 	return c, c.Check()
 }
 
 // result is rank 0's view of the run.
 type result struct {
-	// EpochLosses are the mean losses of rank 0's batches per epoch.
+	// EpochLosses are the mean losses of rank 0's batches per epoch
+	// (with --deterministic, of the global batches).
 	EpochLosses []float64
 	// Before and After are the loss over the whole dataset before and
 	// after training.
@@ -144,7 +154,7 @@ func datasetLoss(ctx context.Context, m nn.Module, d *xla.Device, dataset *data.
 func train(ctx context.Context, c config, w ddp.Worker, dataset *data.Random, out io.Writer) (res result, err error) {
 	d := w.Device
 	linear := nn.Dense(d, nn.NewRand(c.seed), inputSize, outputSize)
-	model, err := ddp.Wrap(ctx, printing{Module: linear, rank: w.Rank, out: out})
+	model, err := ddp.Wrap(ctx, printing{Module: linear, rank: w.Rank, out: out}, c.det.WrapOptions(c.batchSize, c.seed)...)
 	if err != nil {
 		return res, err
 	}
@@ -156,30 +166,42 @@ func train(ctx context.Context, c config, w ddp.Worker, dataset *data.Random, ou
 	if err != nil {
 		return res, err
 	}
-	sampler, err := ddp.NewDistributedSampler(dataset.Len(), ddp.SamplerReplicas(w.WorldSize, w.Rank), ddp.SamplerSeed(c.seed))
+	perReplica := 0
+	if !model.Deterministic() {
+		perReplica = max(cmdline.PerReplica(out, w.Rank == 0, c.batchSize, w.WorldSize, fmt.Sprintf("%d ranks", w.WorldSize)), 1)
+	}
+	feed, err := cmdline.NewFeed(w, model, dataset.Len(), perReplica, c.seed)
 	if err != nil {
 		return res, err
 	}
-	perReplica := max(cmdline.PerReplica(out, w.Rank == 0, c.batchSize, w.WorldSize, fmt.Sprintf("%d ranks", w.WorldSize)), 1)
-	loader, err := data.NewLoader(dataset, d, data.LoaderConfig{BatchSize: perReplica, Sampler: sampler})
+	loader, err := data.NewLoader(dataset, d, data.LoaderConfig{BatchSize: feed.Batch, Sampler: feed.Sampler})
 	if err != nil {
 		return res, err
 	}
 	ck := optim.Checkpoint{Model: model, Optimizer: opt}
-	resumer, at, resumed, err := c.Open(ctx, &ck, w.WorldSize, perReplica, w.Rank == 0, out)
+	resumer, at, resumed, err := c.Open(ctx, &ck, w.WorldSize, feed.Batch, w.Rank == 0, out)
 	if err != nil {
 		return res, err
 	}
 	defer func() { err = errors.Join(err, resumer.Close()) }()
 	switch {
 	case resumed:
-		err = sampler.ResumeAt(at.Epoch, at.Samples)
+		err = errors.Join(c.det.CheckResumed(ck.Metadata, c.batchSize, "--checkpoint-dir "+c.Dir), feed.ResumeAt(at.Epoch, at.Samples))
 	case c.Resume:
-		err = checkpoint.Load(ctx, c.Checkpoint, &ck)
+		if err = checkpoint.Load(ctx, c.Checkpoint, &ck); err == nil {
+			err = c.det.CheckResumed(ck.Metadata, c.batchSize, "--checkpoint "+c.Checkpoint)
+		}
 		at = cmdline.Position{Epoch: ck.Epoch, Step: ck.Step}
 	}
 	if err != nil {
 		return res, err
+	}
+	ck.Metadata = c.det.Mark(ck.Metadata, c.batchSize)
+	// lossOf is a batch's loss, saying what the model saw, as the seed.
+	lossOf := func(b data.Batch) *xla.Tensor {
+		output := model.Forward(b.Input)
+		fmt.Fprintf(out, "rank %d: Outside: input size %v output_size %v\n", w.Rank, b.Input.Shape().Dimensions, output.Shape().Dimensions)
+		return nn.MSELoss(output, b.Target, nn.ReductionMean)
 	}
 	curves, steps := report.Curves{Title: "linear model"}, at.Step
 	for epoch := at.Epoch; epoch < c.epochs; epoch++ {
@@ -187,37 +209,48 @@ func train(ctx context.Context, c config, w ddp.Worker, dataset *data.Random, ou
 		// The samples of the epoch's order used before a resume, and
 		// the steps they made: the loader yields the rest.
 		epochStart := at.Used(epoch)
-		before := epochStart / (perReplica * w.WorldSize)
-		for batch, err := range loader.Epoch(ctx, epoch) {
+		before := epochStart / feed.Global
+		for st, err := range feed.Steps(loader.Epoch(ctx, epoch)) {
 			if err != nil {
 				return res, err
 			}
-			if c.MaxSteps > 0 && before+batch.Index >= c.MaxSteps {
+			if c.MaxSteps > 0 && before+st.Index >= c.MaxSteps {
 				break
 			}
 			opt.ZeroGrad()
-			output := model.Forward(batch.Input)
-			fmt.Fprintf(out, "rank %d: Outside: input size %v output_size %v\n", w.Rank, batch.Input.Shape().Dimensions, output.Shape().Dimensions)
-			loss := nn.MSELoss(output, batch.Target, nn.ReductionMean)
-			if err := optim.BackwardStep(ctx, loss, opt); err != nil {
+			var loss *xla.Tensor
+			size := feed.Global
+			if feed.Deterministic() {
+				if loss, err = cmdline.BackwardMicroShards(ctx, model, steps, st.Batches, lossOf); err == nil {
+					err = opt.Step()
+				}
+			} else {
+				loss, size = lossOf(st.Batches[0]), st.Batches[0].Size
+				err = optim.BackwardStep(ctx, loss, opt)
+			}
+			if err != nil {
 				return res, err
 			}
 			v, err := loss.Item(ctx)
 			if err != nil {
 				return res, err
 			}
-			sum, n = sum+v*float64(batch.Size), n+batch.Size
+			sum, n = sum+v*float64(size), n+size
 			if steps++; steps%c.LogInterval == 0 {
 				curves.AddLoss(steps, v)
 			}
-			at = cmdline.Position{Epoch: epoch, Samples: epochStart + (batch.Index+1)*perReplica*w.WorldSize, Step: steps}
+			at = cmdline.Position{Epoch: epoch, Samples: epochStart + (st.Index+1)*feed.Global, Step: steps}
 			if err := resumer.Step(ctx, ck, at); err != nil {
 				return res, err // checkpoint.ErrPreempted: exit 75
 			}
 		}
 		res.EpochLosses = append(res.EpochLosses, sum/float64(n))
 		if w.Rank == 0 {
-			fmt.Fprintf(out, "epoch %d: mean loss %.4f on rank 0's %d samples\n", epoch+1, sum/float64(n), n)
+			whose := "rank 0's"
+			if feed.Deterministic() {
+				whose = "the global batches'"
+			}
+			fmt.Fprintf(out, "epoch %d: mean loss %.4f on %s %d samples\n", epoch+1, sum/float64(n), whose, n)
 		}
 		if c.Checkpoint != "" {
 			saved := ck
@@ -230,7 +263,12 @@ func train(ctx context.Context, c config, w ddp.Worker, dataset *data.Random, ou
 	if res.After, err = datasetLoss(ctx, linear, d, dataset); err != nil {
 		return res, err
 	}
+	digest, err := cmdline.WeightsDigest(ctx, linear)
+	if err != nil {
+		return res, err
+	}
 	if w.Rank == 0 {
+		fmt.Fprintf(out, "weights sha256 %s\n", digest)
 		fmt.Fprintf(out, "loss over the %d samples: %.4f before training, %.4f after\n", dataset.Len(), res.Before, res.After)
 		if err := c.Finish(out, &curves); err != nil {
 			return res, err
