@@ -7,6 +7,10 @@
 //	cifar10 --no-ddp --epochs 1
 //	ddprun --nproc_per_node=2 cifar10 --epochs 1
 //
+// With --deterministic (--batch-size then being the global batch) the
+// trained weights and BatchNorm statistics are the same bits at any world
+// size (docs/deterministic.md).
+//
 // Without the binary CIFAR-10 batches in --data it says where to put them
 // and trains on synthetic data of the same shape (--synthetic forces it).
 package main
@@ -36,12 +40,14 @@ type config struct {
 	dataDir           string
 	synthetic, noDDP  bool
 	syntheticN        int
+	det               cmdline.Determinism
 }
 
 // result is rank 0's view of the run.
 type result struct {
 	Accuracy, FinalLoss float64
 	Total               time.Duration
+	Weights             string // the sha256 of the trained parameters and buffers
 	Synthetic           bool
 	ResumedAt           int
 }
@@ -65,7 +71,7 @@ func parse(args []string, out io.Writer) (config, error) {
 	var c config
 	fs, launch := cmdline.FlagSet("cifar10", out)
 	fs.IntVar(&c.epochs, "epochs", 1, "epochs to train")
-	fs.IntVar(&c.batchSize, "batch-size", 32, "batch size per replica")
+	fs.IntVar(&c.batchSize, "batch-size", 32, "batch size per replica (with --deterministic, the global batch)")
 	fs.Float64Var(&c.lr, "lr", 0.01, "SGD learning rate (momentum 0.9)")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the initial model, the augmentation and the data order")
 	c.Run.AddFlags(fs, 20)
@@ -73,10 +79,12 @@ func parse(args []string, out io.Writer) (config, error) {
 	fs.BoolVar(&c.synthetic, "synthetic", false, "train on synthetic CIFAR-shaped data")
 	fs.IntVar(&c.syntheticN, "synthetic-samples", 50000, "training samples of the synthetic data (a fifth as many for testing)")
 	fs.BoolVar(&c.noDDP, "no-ddp", false, "the tutorial's baseline: one process, one device, no DDP")
+	c.det.AddFlags(fs, 8)
 	if err := cmdline.Parse(fs, args); err != nil {
 		return c, err
 	}
 	c.launch, c.Preemption = *launch, cmdline.Preemption(launch.Checkpoints)
+	c.launch.Device.Deterministic = c.det.On
 	switch {
 	case c.epochs < 1 || c.batchSize < 1 || c.LogInterval < 1 || c.syntheticN < 1:
 		return c, errors.New("--epochs, --batch-size, --log-interval and --synthetic-samples must be positive")
@@ -84,6 +92,11 @@ func parse(args []string, out io.Writer) (config, error) {
 		return c, fmt.Errorf("--lr=%g: must be positive", c.lr)
 	case c.noDDP && c.launch.Spawn:
 		return c, errors.New("--no-ddp trains one process on one device: leave out --spawn")
+	case c.noDDP && c.det.On:
+		return c, errors.New("--deterministic cuts the global batch over DDP's replicas: leave out --no-ddp (one replica is --spawn --cpu-devices 1)")
+	}
+	if err := c.det.Check(c.batchSize); err != nil {
+		return c, err
 	}
 	return c, c.Check()
 }

@@ -69,6 +69,8 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"--spawn", "--synthetic", "--synthetic-samples", "100", "--batch-size", "64"},
 			"each of the 2 replicas reads 50 of the 100 training samples, less than one batch of 64: no step would run"},
 		{[]string{"--spawn", "--synthetic", "--plot", "/nonexistent/curves.png"}, "--plot /nonexistent/curves.png: its directory"},
+		{[]string{"--no-ddp", "--deterministic"}, "leave out --no-ddp"},
+		{[]string{"--spawn", "--deterministic", "--batch-size", "12", "--micro-shard", "5"}, "does not divide the global batch of 12"},
 	} {
 		_, err := run(context.Background(), tc.args, &bytes.Buffer{})
 		assert.ErrorContains(t, err, tc.want, "%v", tc.args)

@@ -26,9 +26,9 @@ type Trainer struct {
 	device                           *xla.Device
 	net                              nn.Module
 	model                            nn.Module // net, wrapped by DDP unless --no-ddp
+	ddp                              *ddp.DistributedDataParallel // nil with --no-ddp
 	opt                              optim.Optimizer
-	sampler                          *ddp.DistributedSampler
-	stepsPerEpoch                    int
+	feed                             *cmdline.Feed
 	loader                           *data.Loader
 	testSet                          data.Dataset
 	epochsRun                        int
@@ -48,34 +48,32 @@ func newTrainer(ctx context.Context, c config, w ddp.Worker, trainSet, testSet d
 	}
 	t.net, t.model = net, net
 	if !c.noDDP {
-		m, err := ddp.Wrap(ctx, net)
+		m, err := ddp.Wrap(ctx, net, c.det.WrapOptions(c.batchSize, c.seed)...)
 		if err != nil {
 			return nil, err
 		}
-		t.model, t.close = m, m.Close
+		t.model, t.ddp, t.close = m, m, m.Close
 	}
 	if t.opt, err = optim.NewSGD(nn.Parameters(t.model), optim.SGDConfig{LR: c.lr, Momentum: 0.9}); err != nil {
 		return nil, err
 	}
-	if t.sampler, err = ddp.NewDistributedSampler(trainSet.Len(), ddp.SamplerReplicas(w.WorldSize, w.Rank), ddp.SamplerSeed(c.seed)); err != nil {
+	if t.feed, err = cmdline.NewFeed(w, t.ddp, trainSet.Len(), c.batchSize, c.seed); err != nil {
 		return nil, err
 	}
-	if t.stepsPerEpoch, err = cmdline.StepsPerEpoch(trainSet.Len(), t.sampler.Len(), w.WorldSize, c.batchSize); err != nil {
-		return nil, err
-	}
-	if t.loader, err = data.NewLoader(trainSet, w.Device, data.LoaderConfig{BatchSize: c.batchSize, DropLast: true, Sampler: t.sampler}); err != nil {
+	if t.loader, err = data.NewLoader(trainSet, w.Device, data.LoaderConfig{BatchSize: t.feed.Batch, DropLast: true, Sampler: t.feed.Sampler}); err != nil {
 		return nil, err
 	}
 	state := t.state()
 	resumed := false
-	if t.resumer, t.at, resumed, err = c.Open(ctx, &state, w.WorldSize, c.batchSize, w.Rank == 0, out); err != nil {
+	if t.resumer, t.at, resumed, err = c.Open(ctx, &state, w.WorldSize, t.feed.Batch, w.Rank == 0, out); err != nil {
 		return nil, err
 	}
 	switch {
 	case resumed:
-		err = t.sampler.ResumeAt(t.at.Epoch, t.at.Samples)
+		err = errors.Join(c.det.CheckResumed(state.Metadata, c.batchSize, "--checkpoint-dir "+c.Dir), t.feed.ResumeAt(t.at.Epoch, t.at.Samples))
 	case c.Resume:
 		if err = checkpoint.Load(ctx, c.Checkpoint, &state); err == nil {
+			err = c.det.CheckResumed(state.Metadata, c.batchSize, "--checkpoint "+c.Checkpoint)
 			t.at = cmdline.Position{Epoch: state.Epoch, Step: state.Step}
 			t.log.Info("resuming from the snapshot", "epoch", state.Epoch)
 		}
@@ -88,9 +86,10 @@ func newTrainer(ctx context.Context, c config, w ddp.Worker, trainSet, testSet d
 }
 
 // state is what a checkpoint holds: the model (parameters and BatchNorm
-// buffers), the optimizer and the random state.
+// buffers), the optimizer and the random state, and a --deterministic
+// run's cut of the global batch.
 func (t *Trainer) state() optim.Checkpoint {
-	return optim.Checkpoint{Model: t.model, Optimizer: t.opt, RNG: t.device}
+	return optim.Checkpoint{Model: t.model, Optimizer: t.opt, RNG: t.device, Metadata: t.cfg.det.Mark(nil, t.cfg.batchSize)}
 }
 
 // train runs the remaining epochs and returns what rank 0 saw.
@@ -101,18 +100,21 @@ func (t *Trainer) train(ctx context.Context) (res result, err error) {
 	rank0 := t.globalRank == 0
 	curves := report.Curves{Title: "ResNet-18 on CIFAR-10"}
 	start, steps := time.Now(), t.at.Step
-	global := t.cfg.batchSize * t.worldSize
+	global, det := t.feed.Global, t.feed.Deterministic()
 	for epoch := t.epochsRun; epoch < t.cfg.epochs; epoch++ {
 		// The samples of the epoch's order used before a resume, and
 		// the steps they made: the loader yields the rest.
 		epochStart := t.at.Used(epoch)
 		before := epochStart / global
-		total := t.stepsPerEpoch
+		total := t.feed.StepsPerEpoch
 		if t.cfg.MaxSteps > 0 {
 			total = min(total, t.cfg.MaxSteps)
 		}
 		if rank0 {
-			fmt.Fprintf(t.out, "[GPU%d] Epoch %d | Batchsize: %d | Steps: %d\n", t.globalRank, epoch, t.cfg.batchSize, total)
+			fmt.Fprintf(t.out, "[GPU%d] Epoch %d | Batchsize: %d | Steps: %d\n", t.globalRank, epoch, t.feed.Batch, total)
+			if det {
+				fmt.Fprintf(t.out, "%s\n", t.feed)
+			}
 		}
 		var progress *report.Progress
 		if rank0 {
@@ -121,33 +123,34 @@ func (t *Trainer) train(ctx context.Context) (res result, err error) {
 		nn.Train(t.model)
 		shown := before // the epoch's steps the progress has counted
 		measured := false
-		for batch, err := range t.loader.Epoch(ctx, epoch) {
+		for st, err := range t.feed.Steps(t.loader.Epoch(ctx, epoch)) {
 			if err != nil {
 				return res, err
 			}
-			index := before + batch.Index // within the epoch
+			index := before + st.Index // within the epoch
 			if index >= total {
 				break
 			}
-			t.opt.ZeroGrad()
-			loss := nn.CrossEntropyLoss(t.model.Forward(batch.Input), batch.Target, nn.ReductionMean)
-			if err := optim.BackwardStep(ctx, loss, t.opt); err != nil {
+			loss, err := t.step(ctx, st.Batches, steps)
+			if err != nil {
 				return res, err
 			}
 			steps++
-			t.at = cmdline.Position{Epoch: epoch, Samples: epochStart + (batch.Index+1)*global, Step: steps}
+			t.at = cmdline.Position{Epoch: epoch, Samples: epochStart + (st.Index+1)*global, Step: steps}
 			if err := t.resumer.Step(ctx, t.state(), t.at); err != nil {
 				return res, err // checkpoint.ErrPreempted: exit 75
 			}
 			// The first step's line too: a ResNet step on a CPU takes
-			// seconds, and the job must show at once that it runs.
-			if step := index + 1; rank0 && (step == before+1 || step%5 == 0 || step == total) {
+			// seconds, and the job must show at once that it runs. A
+			// deterministic step's loss is read on every replica, so
+			// that all of them run the same programs.
+			if step := index + 1; (rank0 || det) && (step == before+1 || step%5 == 0 || step == total) {
 				if res.FinalLoss, err = loss.Item(ctx); err != nil {
 					return res, err
 				}
 				measured = true
 				curves.AddLoss(steps, res.FinalLoss)
-				progress.Step(step, res.FinalLoss, (step-shown)*t.cfg.batchSize*t.worldSize)
+				progress.Step(step, res.FinalLoss, (step-shown)*global)
 				shown = step
 			}
 		}
@@ -168,14 +171,38 @@ func (t *Trainer) train(ctx context.Context) (res result, err error) {
 		}
 	}
 	res.Total = time.Since(start)
+	if res.Weights, err = cmdline.WeightsDigest(ctx, t.net); err != nil {
+		return res, err
+	}
 	if rank0 {
+		fmt.Fprintf(t.out, "weights sha256 %s\n", res.Weights)
 		m := xla.GetMetrics()
 		fmt.Fprintf(t.out, "Total training time: %.2f s (%d replica(s), %d steps, %.0f samples/s; test accuracy %.2f%%; programs: %d compiled, %d from the disk cache)\n",
-			res.Total.Seconds(), t.worldSize, steps, float64(steps*t.cfg.batchSize*t.worldSize)/max(res.Total.Seconds(), 1e-9),
+			res.Total.Seconds(), t.worldSize, steps, float64(steps*global)/max(res.Total.Seconds(), 1e-9),
 			100*res.Accuracy, m.Compilations, m.PersistentCacheHits)
 		if err := t.cfg.Finish(t.out, &curves); err != nil {
 			return res, err
 		}
 	}
 	return res, nil
+}
+
+// step trains one step on batches (one, or this replica's micro-shards
+// of a deterministic step: their gradients summed in the canonical
+// order) and returns its loss (a deterministic step's: the global
+// batch's).
+func (t *Trainer) step(ctx context.Context, batches []data.Batch, steps int) (*xla.Tensor, error) {
+	t.opt.ZeroGrad()
+	lossOf := func(b data.Batch) *xla.Tensor {
+		return nn.CrossEntropyLoss(t.model.Forward(b.Input), b.Target, nn.ReductionMean)
+	}
+	if !t.feed.Deterministic() {
+		loss := lossOf(batches[0])
+		return loss, optim.BackwardStep(ctx, loss, t.opt)
+	}
+	loss, err := cmdline.BackwardMicroShards(ctx, t.ddp, steps, batches, lossOf)
+	if err != nil {
+		return nil, err
+	}
+	return loss, t.opt.Step()
 }

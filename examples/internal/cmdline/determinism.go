@@ -39,12 +39,12 @@ func (d Determinism) WrapOptions(globalBatch int, seed uint64) []ddp.WrapOption 
 	return []ddp.WrapOption{ddp.Deterministic(globalBatch, d.MicroShard, seed)}
 }
 
-// WeightsDigest is the sha256 of module's parameters: each one's name,
-// dtype, shape and bytes, in order. Two runs trained alike print the
-// same.
+// WeightsDigest is the sha256 of module's parameters, then its buffers
+// (BatchNorm's running statistics): each one's name, dtype, shape and
+// bytes, in order. Two runs trained alike print the same.
 func WeightsDigest(ctx context.Context, module nn.Module) (string, error) {
 	h := sha256.New()
-	for _, p := range nn.NamedParameters(module) {
+	for _, p := range append(nn.NamedParameters(module), nn.NamedBuffers(module)...) {
 		t := p.Tensor
 		fmt.Fprintf(h, "%s %s %v\n", p.Name, t.DType(), t.Dims())
 		b := make([]byte, t.Shape().Memory())
