@@ -25,7 +25,7 @@ type Trainer struct {
 	cfg                              config
 	device                           *xla.Device
 	net                              nn.Module
-	model                            nn.Module // net, wrapped by DDP unless --no-ddp
+	model                            nn.Module                    // net, wrapped by DDP unless --no-ddp
 	ddp                              *ddp.DistributedDataParallel // nil with --no-ddp
 	opt                              optim.Optimizer
 	feed                             *cmdline.Feed
