@@ -131,7 +131,9 @@ func (t *Trainer) train(ctx context.Context) (res result, err error) {
 			if index >= total {
 				break
 			}
-			loss, err := t.step(ctx, st.Batches, steps)
+			loss, err := t.feed.TrainStep(ctx, t.ddp, t.opt, st.Batches, steps, func(b data.Batch) *xla.Tensor {
+				return nn.CrossEntropyLoss(t.model.Forward(b.Input), b.Target, nn.ReductionMean)
+			})
 			if err != nil {
 				return res, err
 			}
@@ -185,24 +187,4 @@ func (t *Trainer) train(ctx context.Context) (res result, err error) {
 		}
 	}
 	return res, nil
-}
-
-// step trains one step on batches (one, or this replica's micro-shards
-// of a deterministic step: their gradients summed in the canonical
-// order) and returns its loss (a deterministic step's: the global
-// batch's).
-func (t *Trainer) step(ctx context.Context, batches []data.Batch, steps int) (*xla.Tensor, error) {
-	t.opt.ZeroGrad()
-	lossOf := func(b data.Batch) *xla.Tensor {
-		return nn.CrossEntropyLoss(t.model.Forward(b.Input), b.Target, nn.ReductionMean)
-	}
-	if !t.feed.Deterministic() {
-		loss := lossOf(batches[0])
-		return loss, optim.BackwardStep(ctx, loss, t.opt)
-	}
-	loss, err := cmdline.BackwardMicroShards(ctx, t.ddp, steps, batches, lossOf)
-	if err != nil {
-		return nil, err
-	}
-	return loss, t.opt.Step()
 }

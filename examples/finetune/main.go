@@ -17,6 +17,10 @@
 // $SM_CHANNEL_VAL), the hyperparameters ($SM_HPS) and the model directory
 // ($SM_MODEL_DIR, which gets resnet18.safetensors: torchvision's names,
 // the classes in its metadata) are read when present.
+//
+// With --deterministic (--batch-size then being the global batch) the
+// fine-tuned weights and BatchNorm statistics are the same bits at any
+// world size (docs/deterministic.md).
 package main
 
 import (
@@ -49,6 +53,7 @@ type config struct {
 	seed                         uint64
 	dataDir, trainDir, valDir    string
 	pretrained, modelDir         string
+	det                          cmdline.Determinism
 }
 
 // result is what rank 0 measured.
@@ -56,6 +61,7 @@ type result struct {
 	Accuracy, FinalLoss float64
 	Epochs, Samples     int
 	Trained             time.Duration
+	Weights             string // the sha256 of the trained parameters and buffers
 	Classes             []string
 	ResumedAt           int
 }
@@ -76,7 +82,7 @@ func parse(args []string, out io.Writer) (config, error) {
 	fs.StringVar(&c.pretrained, "pretrained", "", "ResNet-18 weights to start from: a safetensors state dict with torchvision's names (its fc is replaced)")
 	fs.StringVar(&c.modelDir, "model-dir", os.Getenv("SM_MODEL_DIR"), "write the fine-tuned "+modelFile+" here at the end, on rank 0 (default $SM_MODEL_DIR)")
 	fs.IntVar(&c.epochs, "epochs", 3, "epochs to train")
-	fs.IntVar(&c.batchSize, "batch-size", 4, "batch size per replica")
+	fs.IntVar(&c.batchSize, "batch-size", 4, "batch size per replica (with --deterministic, the global batch)")
 	fs.IntVar(&c.imageSize, "image-size", 224, "side of the square crops the network sees (validation resizes to 256/224 of it first)")
 	fs.Float64Var(&c.lr, "lr", 0.001, "SGD learning rate")
 	fs.Float64Var(&c.momentum, "momentum", 0.9, "SGD momentum")
@@ -84,6 +90,7 @@ func parse(args []string, out io.Writer) (config, error) {
 	fs.Float64Var(&c.gamma, "gamma", 0.1, "StepLR: the decay factor")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the new fc layer (the whole model without --pretrained), the augmentation and the data order")
 	c.Run.AddFlags(fs, 10)
+	c.det.AddFlags(fs, 2)
 	if err := cmdline.SageMakerHyperparameters(fs, os.Getenv("SM_HPS")); err != nil {
 		return c, err
 	}
@@ -91,6 +98,7 @@ func parse(args []string, out io.Writer) (config, error) {
 		return c, err
 	}
 	c.launch, c.Preemption = *launch, cmdline.Preemption(launch.Checkpoints)
+	c.launch.Device.Deterministic = c.det.On
 	if c.trainDir == "" {
 		c.trainDir = filepath.Join(c.dataDir, "train")
 	}
@@ -106,6 +114,9 @@ func parse(args []string, out io.Writer) (config, error) {
 		return c, fmt.Errorf("--lr=%g must be positive, --momentum=%g in [0, 1) and --gamma=%g in (0, 1]", c.lr, c.momentum, c.gamma)
 	case c.modelDir != "" && c.Checkpoint != "" && filepath.Clean(c.Checkpoint) == filepath.Join(c.modelDir, modelFile):
 		return c, fmt.Errorf("--checkpoint %s is where the fine-tuned model goes (--model-dir): give the checkpoint another name", c.Checkpoint)
+	}
+	if err := c.det.Check(c.batchSize); err != nil {
+		return c, err
 	}
 	return c, c.Check()
 }

@@ -207,6 +207,7 @@ func TestBadInputs(t *testing.T) {
 		{"fewer images than a batch", []string{"--data", root, "--spawn", "--batch-size", "4", "--image-size", "32"}, nil, "each of the 2 replicas reads 2 of the 4 training samples, less than one batch of 4: no step would run"},
 		{"corrupt image", []string{"--data", corrupt, "--spawn", "--batch-size", "1", "--image-size", "32"}, nil, filepath.Join("ants", "ants_0.jpg") + ": unreadable image"},
 		{"tiny images", []string{"--image-size", "16"}, nil, "--image-size=16"},
+		{"micro-shard not dividing", []string{"--deterministic", "--batch-size", "4", "--micro-shard", "3"}, nil, "does not divide the global batch of 4"},
 		{"zero epochs", []string{"--epochs", "0"}, nil, "must be positive"},
 		{"momentum 1", []string{"--momentum", "1"}, nil, "--momentum=1"},
 		{"NaN lr", []string{"--lr", "NaN"}, nil, "--lr=NaN"},

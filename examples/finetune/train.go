@@ -67,7 +67,7 @@ func (j *job) run(ctx context.Context) (res result, err error) {
 	if err != nil {
 		return res, err
 	}
-	model, err := ddp.Wrap(ctx, net)
+	model, err := ddp.Wrap(ctx, net, c.det.WrapOptions(c.batchSize, c.seed)...)
 	if err != nil {
 		return res, err
 	}
@@ -80,23 +80,20 @@ func (j *job) run(ctx context.Context) (res result, err error) {
 	if err != nil {
 		return res, err
 	}
-	sampler, err := ddp.NewDistributedSampler(j.train.Len(), ddp.SamplerReplicas(w.WorldSize, w.Rank), ddp.SamplerSeed(c.seed))
+	feed, err := cmdline.NewFeed(w, model, j.train.Len(), c.batchSize, c.seed)
 	if err != nil {
 		return res, err
 	}
-	steps, err := cmdline.StepsPerEpoch(j.train.Len(), sampler.Len(), w.WorldSize, c.batchSize)
-	if err != nil {
-		return res, err
-	}
+	steps := feed.StepsPerEpoch
 	if c.MaxSteps > 0 {
 		steps = min(steps, c.MaxSteps)
 	}
-	loader, err := data.NewLoader(j.train, d, data.LoaderConfig{BatchSize: c.batchSize, DropLast: true, Sampler: sampler})
+	loader, err := data.NewLoader(j.train, d, data.LoaderConfig{BatchSize: feed.Batch, DropLast: true, Sampler: feed.Sampler})
 	if err != nil {
 		return res, err
 	}
-	ck := optim.Checkpoint{Model: model, Optimizer: opt, RNG: d, Metadata: map[string]string{"classes": j.classes}}
-	resumer, at, resumed, err := c.Open(ctx, &ck, w.WorldSize, c.batchSize, rank0, j.out)
+	ck := optim.Checkpoint{Model: model, Optimizer: opt, RNG: d, Metadata: c.det.Mark(map[string]string{"classes": j.classes}, c.batchSize)}
+	resumer, at, resumed, err := c.Open(ctx, &ck, w.WorldSize, feed.Batch, rank0, j.out)
 	if err != nil {
 		return res, err
 	}
@@ -112,7 +109,11 @@ func (j *job) run(ctx context.Context) (res result, err error) {
 		if ck.Metadata["classes"] != j.classes {
 			return res, fmt.Errorf("%s was trained on the classes %s, not this folder's %s", from, ck.Metadata["classes"], j.classes)
 		}
-		if err := sampler.ResumeAt(at.Epoch, at.Samples); err != nil {
+		if err := c.det.CheckResumed(ck.Metadata, c.batchSize, from); err != nil {
+			return res, err
+		}
+		ck.Metadata = c.det.Mark(ck.Metadata, c.batchSize)
+		if err := feed.ResumeAt(at.Epoch, at.Samples); err != nil {
 			return res, err
 		}
 		for range at.Epoch {
@@ -122,12 +123,12 @@ func (j *job) run(ctx context.Context) (res result, err error) {
 		log.Info("resumed", "checkpoint", from, "epoch", at.Epoch)
 	}
 	if rank0 {
-		fmt.Fprintf(j.out, "fine-tuning ResNet-18 on %d %s images of %d classes on %d replicas (%s), %d steps of %d per replica an epoch, %d×%d crops, SGD lr %.4g\n",
-			j.train.Len(), j.cfg.trainDir, len(j.train.Classes()), w.WorldSize, d, steps, c.batchSize, c.imageSize, c.imageSize, opt.LR())
+		fmt.Fprintf(j.out, "fine-tuning ResNet-18 on %d %s images of %d classes on %d replicas (%s), %d steps an epoch, %s, %d×%d crops, SGD lr %.4g\n",
+			j.train.Len(), j.cfg.trainDir, len(j.train.Classes()), w.WorldSize, d, steps, feed, c.imageSize, c.imageSize, opt.LR())
 	}
 	curves := report.Curves{Title: "ResNet-18 fine-tuning", AccuracyOf: "val"}
 	start, done := time.Now(), at.Step
-	global := c.batchSize * w.WorldSize
+	global := feed.Global
 	var runLoss bool // whether this run read a loss
 	for epoch := at.Epoch; epoch < c.epochs; epoch++ {
 		nn.Train(model)
@@ -140,31 +141,34 @@ func (j *job) run(ctx context.Context) (res result, err error) {
 		if rank0 {
 			progress = report.NewProgress(j.out, fmt.Sprintf("epoch %d/%d", epoch+1, c.epochs), steps, c.LogInterval)
 		}
-		for batch, err := range loader.Epoch(ctx, epoch) {
+		for st, err := range feed.Steps(loader.Epoch(ctx, epoch)) {
 			if err != nil {
 				return res, err
 			}
-			index := before + batch.Index // within the epoch
+			index := before + st.Index // within the epoch
 			if index >= steps {
 				break
 			}
-			opt.ZeroGrad()
-			loss := nn.CrossEntropyLoss(model.Forward(batch.Input), batch.Target, nn.ReductionMean)
-			if err := optim.BackwardStep(ctx, loss, opt); err != nil {
+			loss, err := feed.TrainStep(ctx, model, opt, st.Batches, done, func(b data.Batch) *xla.Tensor {
+				return nn.CrossEntropyLoss(model.Forward(b.Input), b.Target, nn.ReductionMean)
+			})
+			if err != nil {
 				return res, err
 			}
 			done++
-			at = cmdline.Position{Epoch: epoch, Samples: epochStart + (batch.Index+1)*global, Step: done}
+			at = cmdline.Position{Epoch: epoch, Samples: epochStart + (st.Index+1)*global, Step: done}
 			if err := resumer.Step(ctx, ck, at); err != nil {
 				return res, err // checkpoint.ErrPreempted: exit 75
 			}
-			if rank0 {
+			// A deterministic step's loss is read on every replica, so
+			// that all of them run the same programs.
+			if rank0 || feed.Deterministic() {
 				if res.FinalLoss, err = loss.Item(ctx); err != nil {
 					return res, err
 				}
 				epochLoss, runLoss = true, true
 				curves.AddLoss(done, res.FinalLoss)
-				progress.Step(index+1, res.FinalLoss, c.batchSize*w.WorldSize)
+				progress.Step(index+1, res.FinalLoss, global)
 			}
 		}
 		progress.Done()
@@ -187,7 +191,10 @@ func (j *job) run(ctx context.Context) (res result, err error) {
 		}
 	}
 	res.Trained = time.Since(start)
-	res.Samples = done * c.batchSize * w.WorldSize
+	res.Samples = done * global
+	if res.Weights, err = cmdline.WeightsDigest(ctx, net); err != nil {
+		return res, err
+	}
 	if c.modelDir != "" {
 		path := filepath.Join(c.modelDir, modelFile)
 		meta := map[string]string{"classes": j.classes, "image_size": strconv.Itoa(c.imageSize), "val_accuracy": strconv.FormatFloat(res.Accuracy, 'f', 4, 64)}
@@ -199,6 +206,7 @@ func (j *job) run(ctx context.Context) (res result, err error) {
 		}
 	}
 	if rank0 {
+		fmt.Fprintf(j.out, "weights sha256 %s\n", res.Weights)
 		m := xla.GetMetrics()
 		fmt.Fprintf(j.out, "done: %d epoch(s), val accuracy %.2f%%, final loss %s, %v training, %.1f samples/s, programs: %d compiled, %d from the disk cache\n",
 			res.Epochs, 100*res.Accuracy, report.Loss(res.FinalLoss, runLoss), res.Trained.Round(time.Millisecond),

@@ -217,16 +217,10 @@ func train(ctx context.Context, c config, w ddp.Worker, dataset *data.Random, ou
 			if c.MaxSteps > 0 && before+st.Index >= c.MaxSteps {
 				break
 			}
-			opt.ZeroGrad()
-			var loss *xla.Tensor
+			loss, err := feed.TrainStep(ctx, model, opt, st.Batches, steps, lossOf)
 			size := feed.Global
-			if feed.Deterministic() {
-				if loss, err = cmdline.BackwardMicroShards(ctx, model, steps, st.Batches, lossOf); err == nil {
-					err = opt.Step()
-				}
-			} else {
-				loss, size = lossOf(st.Batches[0]), st.Batches[0].Size
-				err = optim.BackwardStep(ctx, loss, opt)
+			if !feed.Deterministic() {
+				size = st.Batches[0].Size // rank 0's loss: its batch, maybe the epoch's partial last
 			}
 			if err != nil {
 				return res, err

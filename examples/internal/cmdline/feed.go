@@ -8,6 +8,7 @@ import (
 	"github.com/xladdp/xladdp/ddp"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/data"
+	"github.com/xladdp/xladdp/xla/optim"
 )
 
 // Feed is how a replica reads the training set: a DistributedSampler's
@@ -97,6 +98,26 @@ func (f *Feed) Steps(batches iter.Seq2[data.Batch, error]) iter.Seq2[Step, error
 			pending = pending[:0]
 		}
 	}
+}
+
+// TrainStep trains one step on a step's batches and returns its loss:
+// the normal mode's backward pass, average and update (optim.BackwardStep)
+// on its batch, or a deterministic step over the replica's micro-shards
+// (their gradients summed in the canonical order; the loss is the global
+// batch's) and the update. lossOf is a batch's loss; model may be nil
+// outside DDP in the normal mode; step counts the steps trained before.
+func (f *Feed) TrainStep(ctx context.Context, model *ddp.DistributedDataParallel, opt optim.Optimizer, batches []data.Batch, step int,
+	lossOf func(data.Batch) *xla.Tensor) (*xla.Tensor, error) {
+	opt.ZeroGrad()
+	if f.det == nil {
+		loss := lossOf(batches[0])
+		return loss, optim.BackwardStep(ctx, loss, opt)
+	}
+	loss, err := BackwardMicroShards(ctx, model, step, batches, lossOf)
+	if err != nil {
+		return nil, err
+	}
+	return loss, opt.Step()
 }
 
 // BackwardMicroShards is model.BackwardMicroShards over a step's
