@@ -27,6 +27,7 @@ type outcome struct {
 	fatal     error  // the attempt could not start: no restart
 	cancelled bool   // ddprun was stopped
 	preempted bool   // ... and every worker checkpointed (workerenv.ExitPreempted)
+	admit     int    // the round ended to admit this many waiting nodes
 	// flight is the diagnosis of this node's workers' flight records
 	// after a failure, and flightDir where they are.
 	flight, flightDir string
@@ -85,12 +86,17 @@ func Run(ctx context.Context, c Config, environ []string, stdout, stderr io.Writ
 		return 1
 	}
 	defer starter.close()
+	restarts := 0 // after failures: --max_restarts counts these
 	for attempt := 0; ; attempt++ {
 		res := starter.attempt(ctx, attempt)
 		why := res.remote
 		switch {
 		case res.ok:
 			return 0
+		case res.admit > 0 && ctx.Err() == nil:
+			say("ddprun: %d node(s) waiting to join: every worker was stopped (a checkpointing worker saved its state); "+
+				"restarting with them (a membership change: not counted against --max_restarts)", res.admit)
+			continue
 		case res.preempted:
 			why := "SIGTERM reached the workers"
 			if res.cancelled {
@@ -114,8 +120,9 @@ func Run(ctx context.Context, c Config, environ []string, stdout, stderr io.Writ
 		case res.failure != nil:
 			why = "worker failed: " + res.failure.String()
 		}
-		if attempt < c.MaxRestarts {
-			say("ddprun: %s; every worker was stopped; restarting (restart %d of %d)", why, attempt+1, c.MaxRestarts)
+		if restarts < c.MaxRestarts {
+			restarts++
+			say("ddprun: %s; every worker was stopped; restarting (restart %d of %d)", why, restarts, c.MaxRestarts)
 			continue
 		}
 		say("ddprun: %s; every worker was stopped", why)
@@ -218,6 +225,12 @@ func runAttempt(ctx context.Context, c Config, m meeting, a assignment, attempt 
 			// A worker that checkpointed on its own SIGTERM (sent to every
 			// process of the job, not to ddprun) is no failure.
 			if e := describe(wk, a.node); e != nil && e.code != workerenv.ExitPreempted {
+				if n, ok := w.decided(ctx); ok {
+					// Another node's workers were stopped to admit a
+					// node, and ours failed for it.
+					set.Stop(procset.PreemptGrace)
+					return outcome{admit: n}
+				}
 				seen := time.Now()
 				// Tell the others first: their workers wait on ours.
 				m.fail(context.WithoutCancel(ctx), a.round, a.node, "worker failed: "+e.String(), seen)
@@ -261,6 +274,14 @@ func runAttempt(ctx context.Context, c Config, m meeting, a assignment, attempt 
 				keepDumps = true
 			}
 		case <-ctx.Done():
+			if set.Succeeded() {
+				// Every worker had finished before the signal came (their
+				// exits not read yet): the job is done, nothing to resume.
+				if err := w.finish(context.WithoutCancel(ctx)); err != nil {
+					return outcome{cancelled: true, fatal: fmt.Errorf("after this node's workers finished: %w", err)}
+				}
+				return outcome{ok: true}
+			}
 			// The records first (a stopped worker is left stopped: it
 			// stands where it stopped), then the workers get SIGTERM and
 			// the time to checkpoint; a job whose every worker did is
@@ -277,6 +298,7 @@ func runAttempt(ctx context.Context, c Config, m meeting, a assignment, attempt 
 				}
 				return outcome{cancelled: true, preempted: true}
 			}
+
 			m.fail(context.WithoutCancel(ctx), a.round, a.node, fmt.Sprintf("node %d's agent was stopped", a.node), time.Now())
 			diagnosis := set.diagnose(local, readErr, dumps, set.ranks())
 			keepDumps = diagnosis != ""
@@ -291,9 +313,18 @@ func runAttempt(ctx context.Context, c Config, m meeting, a assignment, attempt 
 				set.stop()
 				return outcome{remote: why, flight: diagnosis, flightDir: dumps}
 			}
+			if n, ok := w.admitting(ctx); ok {
+				// The time to checkpoint, as for a preemption.
+				set.Stop(procset.PreemptGrace)
+				return outcome{admit: n}
+			}
 		}
 	}
 	set.stop() // closes the log files
+	if n, ok := w.decided(ctx); ok && set.Preempted() {
+		// Checkpointed for the admission another node's agent decided.
+		return outcome{admit: n}
+	}
 	if err := w.finish(ctx); err != nil {
 		return outcome{remote: err.Error()}
 	}

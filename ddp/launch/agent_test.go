@@ -597,43 +597,57 @@ func TestCompileOnlyFillsTheCache(t *testing.T) {
 	assert.Equal(t, want, line(real.stdout, "PARAMS"), "the cached programs compute what freshly compiled ones do")
 }
 
-// TestElasticLateNodeJoinsAtTheNextRestart: with --nnodes=1:2, a node
-// that arrives after the rendezvous closed with one waits, saying so, and
-// joins at the job's next restart: the job's second round runs on both
-// nodes (world 2); the late node's workers are told the job's restart
-// count, so they resume as the others do.
-func TestElasticLateNodeJoinsAtTheNextRestart(t *testing.T) {
+// TestElasticLateNodeIsAdmittedByARestart: with --nnodes=1:2 and
+// --max_restarts=0, a node that arrives after the rendezvous closed with
+// one waits, saying so; the running job's agent restarts it to admit the
+// node, its worker checkpointing on SIGTERM (exit 75), without counting
+// a restart; the job's second round runs on both nodes (world 2), the
+// late node's worker told the job's restart count as the others.
+func TestElasticLateNodeIsAdmittedByARestart(t *testing.T) {
 	port := freeTestPort(t)
-	args := []string{"--nnodes=1:2", "--nproc_per_node=1", "--rdzv_backend=c10d", "--max_restarts=1",
-		fmt.Sprintf("--rdzv_endpoint=127.0.0.1:%d", port), "--rdzv_conf=last_call_timeout=1,join_timeout=30"}
+	args := []string{"--nnodes=1:2", "--nproc_per_node=1", "--rdzv_backend=c10d", "--max_restarts=0",
+		fmt.Sprintf("--rdzv_endpoint=127.0.0.1:%d", port), "--rdzv_conf=last_call_timeout=0.5,join_timeout=30"}
 	first := make(chan agentRun, 1)
-	go func() { first <- runAgent(t.Context(), t, "late-first", "fail-once-slow", args) }()
-	time.Sleep(1500 * time.Millisecond) // closed after the last call; its worker fails at 2 s
-	late := runAgent(t.Context(), t, "late-second", "fail-once-slow", args)
+	go func() { first <- runAgent(t.Context(), t, "admit-first", "checkpoint-on-term", args) }()
+	time.Sleep(1500 * time.Millisecond) // closed after the last call: round 0 runs alone
+	start := time.Now()
+	late := runAgent(t.Context(), t, "admit-second", "checkpoint-on-term", args)
 	res := <-first
 	require.Equal(t, 0, late.code, late.stderr)
 	require.Equal(t, 0, res.code, res.stderr)
 	assert.Contains(t, late.stderr, "waiting to join at its next restart")
-	assert.Contains(t, res.stderr, "restarting (restart 1 of 1)")
-	assert.Contains(t, res.stdout, "world 2")
-	assert.Contains(t, late.stdout, "world 2")
+	assert.Contains(t, res.stdout, "round 0: world 1")
+	assert.Contains(t, res.stdout, "checkpointed")
+	assert.Contains(t, res.stderr, "1 node(s) waiting to join")
+	assert.Contains(t, res.stderr, "not counted against --max_restarts")
+	assert.Contains(t, res.stdout, "round 1: world 2")
+	assert.Contains(t, late.stdout, "round 1: world 2")
+	assert.NotContains(t, late.stdout, "round 0")
+	assert.Less(t, time.Since(start), 10*time.Second, "admitted within a few monitor intervals, not at a timeout")
 }
 
-// TestElasticLateNodeWithoutARestartIsTold: a late node of a job that
-// ends without restarting fails, saying the job ended before admitting
-// it; the job itself is not disturbed.
-func TestElasticLateNodeWithoutARestartIsTold(t *testing.T) {
+// TestElasticSpareNodeWaitsAndIsTold: a node beyond --nnodes=1:2's
+// largest count waits as a spare (for a restart after a lost node); when
+// the job ends without one, it fails saying so, and the job itself is
+// not disturbed.
+func TestElasticSpareNodeWaitsAndIsTold(t *testing.T) {
 	port := freeTestPort(t)
 	args := []string{"--nnodes=1:2", "--nproc_per_node=1", "--rdzv_backend=c10d",
-		fmt.Sprintf("--rdzv_endpoint=127.0.0.1:%d", port), "--rdzv_conf=last_call_timeout=0.3,join_timeout=30,timeout=20"}
-	first := make(chan agentRun, 1)
-	go func() { first <- runAgent(t.Context(), t, "late-first", "nogroup-sleep", args) }()
-	time.Sleep(900 * time.Millisecond) // closed after the last call; its worker sleeps 1.5 s
-	late := runAgent(t.Context(), t, "late-second", "nogroup-sleep", args)
-	res := <-first
-	require.Equal(t, 0, res.code, res.stderr)
-	assert.Contains(t, res.stdout, "awake")
-	assert.Equal(t, 1, late.code, late.stderr)
-	assert.Contains(t, late.stderr, "waiting to join at its next restart")
-	assert.Regexp(t, "the job ended or its store is gone before a restart admitted this node|did not restart within the rendezvous timeout", late.stderr)
+		fmt.Sprintf("--rdzv_endpoint=127.0.0.1:%d", port), "--rdzv_conf=last_call_timeout=5,join_timeout=30,timeout=20"}
+	runs := make(chan agentRun, 2)
+	go func() { runs <- runAgent(t.Context(), t, "spare-first", "nogroup-sleep", args, "XLADDP_TEST_SLEEP=4s") }()
+	time.Sleep(300 * time.Millisecond) // node 0 hosts the store
+	go func() {
+		runs <- runAgent(t.Context(), t, "spare-second", "nogroup-sleep", args, "XLADDP_TEST_SLEEP=4s")
+	}()
+	time.Sleep(700 * time.Millisecond) // closed at two, the largest count; the workers sleep 4 s
+	spare := runAgent(t.Context(), t, "spare-third", "nogroup-sleep", args)
+	for range 2 {
+		res := <-runs
+		require.Equal(t, 0, res.code, res.stderr)
+		assert.Contains(t, res.stdout, "awake")
+	}
+	assert.Equal(t, 1, spare.code, spare.stderr)
+	assert.Contains(t, spare.stderr, "waiting to join at its next restart")
+	assert.Regexp(t, "the job ended or its store is gone before a restart admitted this node|did not restart within the rendezvous timeout", spare.stderr)
 }

@@ -41,6 +41,11 @@ type nodeWatch interface {
 	// finish marks this node's workers done and waits as the meeting
 	// needs (the store's host, for the others still using it).
 	finish(ctx context.Context) error
+	// admitting reports whether the round ends to admit nodes waiting
+	// to join an elastic job, and how many (deciding it on node 0).
+	admitting(ctx context.Context) (int, bool)
+	// decided reports whether the round already ends to admit them.
+	decided(ctx context.Context) (int, bool)
 }
 
 // standalone is a single node's meeting: it decides alone, and nobody
@@ -83,5 +88,7 @@ func (standalone) exchangeFlight(_ context.Context, _ int, _ assignment, local [
 // aloneWatch watches no other node.
 type aloneWatch struct{}
 
-func (aloneWatch) tick(context.Context) string  { return "" }
-func (aloneWatch) finish(context.Context) error { return nil }
+func (aloneWatch) tick(context.Context) string           { return "" }
+func (aloneWatch) finish(context.Context) error          { return nil }
+func (aloneWatch) admitting(context.Context) (int, bool) { return 0, false }
+func (aloneWatch) decided(context.Context) (int, bool)   { return 0, false }

@@ -168,6 +168,16 @@ func (r *rendezvous) join(ctx context.Context, round int) (assignment, error) {
 	if c.RdzvBackend == "c10d" {
 		node = int(joined) - 1
 	}
+	if c.elastic() && node >= c.NNodesMax {
+		// More nodes than the job takes: a spare, for a round after a
+		// node is lost.
+		closed, err := r.waitKey(ctx, round, r.key(round, "closed"))
+		if err != nil {
+			return assignment{}, err
+		}
+		nnodes, _ := strconv.Atoi(string(closed))
+		return r.joinAtNextRestart(ctx, round, nnodes)
+	}
 	if err := r.claim(ctx, round, node, me); err != nil {
 		return assignment{}, err
 	}
@@ -228,13 +238,17 @@ func (r *rendezvous) join(ctx context.Context, round int) (assignment, error) {
 }
 
 // joinAtNextRestart is a node that arrived after round closed with
-// nnodes nodes, in an elastic job (--nnodes=MIN:MAX): it waits for the
-// running job's next restart (a node of it opening the next round) and
-// joins that round, within the rendezvous timeout. It never opens a
-// round itself, which would start a second job beside the running one.
+// nnodes nodes, in an elastic job (--nnodes=MIN:MAX): it says it waits,
+// which makes the job's agents restart it to admit the node while the job
+// runs below its largest size (admit.go); it joins the next round, when a
+// node of the job opens it, within the rendezvous timeout. It never opens
+// a round itself, which would start a second job beside the running one.
 func (r *rendezvous) joinAtNextRestart(ctx context.Context, round, nnodes int) (assignment, error) {
 	r.say("ddprun: the job's rendezvous closed with %d nodes before this node arrived: waiting to join at its next restart "+
-		"(a failure or a preemption; --max_restarts must allow one)", nnodes)
+		"(its agents restart it to admit this node within a monitor interval)", nnodes)
+	if err := r.wait(ctx, round); err != nil {
+		return assignment{}, fmt.Errorf("rendezvous: saying that this node waits to join: %w", err)
+	}
 	next := r.key(round+1, "joined")
 	for {
 		n, err := r.client.Add(ctx, next, 0)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -64,9 +65,29 @@ func runScenario(name string) int {
 		}
 		fmt.Printf("world %s\n", os.Getenv("WORLD_SIZE"))
 		return 0
+	case "checkpoint-on-term":
+		// A worker with a checkpointer: the first round runs until
+		// SIGTERM, commits and exits 75; a later one says its world.
+		fmt.Printf("round %s: world %s\n", os.Getenv("TORCHELASTIC_RESTART_COUNT"), os.Getenv("WORLD_SIZE"))
+		if os.Getenv("TORCHELASTIC_RESTART_COUNT") != "0" {
+			return 0
+		}
+		term := make(chan os.Signal, 1)
+		signal.Notify(term, syscall.SIGTERM)
+		select {
+		case <-term:
+			fmt.Println("checkpointed")
+			return 75
+		case <-time.After(20 * time.Second):
+			return 0
+		}
 	case "nogroup-sleep":
 		// A program with no process group, so no flight record.
-		time.Sleep(1500 * time.Millisecond)
+		nap := 1500 * time.Millisecond
+		if d, err := time.ParseDuration(os.Getenv("XLADDP_TEST_SLEEP")); err == nil {
+			nap = d
+		}
+		time.Sleep(nap)
 		fmt.Println("awake")
 		return 0
 	case "stderr":

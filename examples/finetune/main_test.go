@@ -242,5 +242,5 @@ func TestLongPreemptedResumesBitIdentical(t *testing.T) {
 	job := exampletest.Job{Name: "finetune", Launch: []string{"--nproc_per_node=2"}, Args: []string{"--data", dir, "--image-size", "32",
 		"--lr", "0.01", "--epochs", "2", "--log-interval", "1", "--checkpoint-every", "2"}}
 	want := job.Weights(t)
-	job.Trials(t, 3, want, exampletest.Marks("epoch 2/2 step %d/6", 1, 2, 3, 4))
+	job.Trials(t, 3, want, exampletest.Marks("epoch 2/2 step %d/6", 1, 2, 3)) // three steps left after the last: the moment drawn falls before the end
 }

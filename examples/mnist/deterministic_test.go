@@ -36,7 +36,8 @@ func acceptance(t *testing.T) []string {
 // process, 2, 3 and 4 spawned replicas, 2, 3 and 4 ddprun processes, 2
 // processes × 2 local replicas, two network-namespace hosts, and with
 // ZeRO; then a job SIGTERMed at
-// world 4 and resumed at world 3 ends with them too.
+// world 4 and resumed at world 3, one that loses a node and one that
+// gains one mid-run end with them too.
 func TestLongDeterministicAcceptance(t *testing.T) {
 	exampletest.CleanEnv(t)
 	args := acceptance(t)
@@ -58,5 +59,9 @@ func TestLongDeterministicAcceptance(t *testing.T) {
 	t.Run("a node lost under --nnodes=1:2", func(t *testing.T) {
 		out := exampletest.LoseANode(t, "mnist", append(args, "--checkpoint-every", "10"), []int{40, 60, 80, 100})
 		assert.Equal(t, want, exampletest.WeightsDigest(t, out), "the survivor trained other weights")
+	})
+	t.Run("a node gained under --nnodes=1:2", func(t *testing.T) {
+		out := exampletest.GainANode(t, "mnist", append(args, "--checkpoint-every", "10"), []int{40, 60, 80, 100})
+		assert.Equal(t, want, exampletest.WeightsDigest(t, out), "the job that grew trained other weights")
 	})
 }

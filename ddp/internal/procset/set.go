@@ -150,6 +150,16 @@ func (set *Set) Preempted() bool {
 	return some
 }
 
+// Succeeded reports whether every process has exited, with 0.
+func (set *Set) Succeeded() bool {
+	for _, p := range set.Processes {
+		if !p.Exited() || p.State.ExitCode() != 0 {
+			return false
+		}
+	}
+	return len(set.Processes) > 0
+}
+
 // Tail keeps the last lines written to it.
 type Tail struct {
 	mu    sync.Mutex
