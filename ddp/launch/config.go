@@ -143,7 +143,7 @@ func ParseArgs(args []string, getenv func(string) string, stderr io.Writer) (Con
 	rdzvID := f.String("rdzv_id", "none", "job id shared by every node")
 	rdzvConf := f.String("rdzv_conf", "", "rendezvous settings: timeout=SECONDS,join_timeout=SECONDS")
 	standalone := f.Bool("standalone", false, "single node with a local rendezvous on a free port")
-	maxRestarts := f.Int("max_restarts", 0, "how many times to restart the workers after a failure")
+	maxRestarts := f.Int("max_restarts", 0, "how many times to restart the workers after a failure (an elastic job's restarts to admit a node are not counted)")
 	monitor := f.Float64("monitor_interval", 0.1, "seconds between checks of the workers")
 	stallWarn := f.Float64("stall_warn", 60, "seconds without a collective completing before ddprun says which rank is behind "+
 		"and where each stands (from their flight records; repeated while the stall lasts, nothing is stopped; 0: never)")
