@@ -184,27 +184,46 @@ func TestLongResumedOnAnotherReplicaCount(t *testing.T) {
 // TestLongStoppedRankIsNamedAndGoesOn: SIGSTOP a random rank of a 3-rank
 // bin/mnist job under ddprun's defaults: within 75 s ddprun names it as
 // stopped, with where the others wait (the collective's number and
-// file:line); SIGCONT, and the job goes on and finishes.
+// file:line); SIGCONT, and the job goes on and finishes. The same with
+// --deterministic, whose exchange waits in its own collectives, and whose
+// weights end as one replica's do.
 func TestLongStoppedRankIsNamedAndGoesOn(t *testing.T) {
 	exampletest.CleanEnv(t)
-	cmd := exec.Command(exampletest.Ddprun(t), append([]string{"--nproc_per_node=3"}, exampletest.Self()...)...)
-	cmd.Env = append(os.Environ(), exampletest.Env("mnist", "--max-steps", "60", "--batch-size", "30", "--test-batch-size", "1000",
-		"--log-interval", "10", "--data", exampletest.MNISTSubset(t, 2000, 1000))...)
-	r := exampletest.Start(t, cmd)
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))
-	r.Await(t, exampletest.Marks("step %d/60", 10, 20), rng)
-	workers := r.Workers()
-	require.Len(t, workers, 3, r.Output())
-	pid := workers[rng.IntN(len(workers))]
-	require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
-	stopped := time.Now()
-	said := "is stopped (pid " + strconv.Itoa(pid) + "; kill -CONT " + strconv.Itoa(pid) + " resumes it)"
-	require.Eventually(t, func() bool { return strings.Contains(r.Output(), said) }, 75*time.Second, 100*time.Millisecond,
-		"no word of the stopped rank (pid %d) within 75 s: %s", pid, r.Output())
-	t.Logf("said %s after SIGSTOP: %s", time.Since(stopped).Round(time.Second), exampletest.LineWith(r.Output(), said))
-	assert.Regexp(t, `ranks? [0-9,]+ waits? in AllReduce #\d+ at \S+\.go:\d+`, r.Output())
-	require.NoError(t, syscall.Kill(pid, syscall.SIGCONT))
-	out, err := r.Wait()
-	require.NoError(t, err, "%s", out)
-	assert.Contains(t, out, "done: 1 epoch(s)")
+	data := exampletest.MNISTSubset(t, 2000, 1000)
+	common := []string{"--max-steps", "60", "--batch-size", "30", "--test-batch-size", "1000", "--log-interval", "10", "--data", data}
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"normal", nil},
+		{"deterministic", []string{"--deterministic", "--micro-shard", "10"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append(append([]string(nil), common...), tc.args...)
+			cmd := exec.Command(exampletest.Ddprun(t), append([]string{"--nproc_per_node=3"}, exampletest.Self()...)...)
+			cmd.Env = append(os.Environ(), exampletest.Env("mnist", args...)...)
+			r := exampletest.Start(t, cmd)
+			rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))
+			r.Await(t, exampletest.Marks("step %d/60", 10, 20), rng)
+			workers := r.Workers()
+			require.Len(t, workers, 3, r.Output())
+			pid := workers[rng.IntN(len(workers))]
+			require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
+			stopped := time.Now()
+			said := "is stopped (pid " + strconv.Itoa(pid) + "; kill -CONT " + strconv.Itoa(pid) + " resumes it)"
+			require.Eventually(t, func() bool { return strings.Contains(r.Output(), said) }, 75*time.Second, 100*time.Millisecond,
+				"no word of the stopped rank (pid %d) within 75 s: %s", pid, r.Output())
+			t.Logf("said %s after SIGSTOP: %s", time.Since(stopped).Round(time.Second), exampletest.LineWith(r.Output(), said))
+			assert.Regexp(t, `ranks? [0-9,]+ waits? in \w+ #\d+ at \S+\.go:\d+`, r.Output())
+			require.NoError(t, syscall.Kill(pid, syscall.SIGCONT))
+			out, err := r.Wait()
+			require.NoError(t, err, "%s", out)
+			assert.Contains(t, out, "done: 1 epoch(s)")
+			if tc.args != nil {
+				alone := exampletest.Spawned(1).Run(t, "mnist", args...)
+				assert.Equal(t, exampletest.WeightsDigest(t, alone), exampletest.WeightsDigest(t, out),
+					"the job with a stopped and continued rank trained other weights than one replica")
+			}
+		})
+	}
 }

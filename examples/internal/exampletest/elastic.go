@@ -72,8 +72,10 @@ func GainANode(t *testing.T, name string, args []string, steps []int) string {
 	late, err := second.Wait()
 	require.NoError(t, err, "%s", late)
 	t.Logf("node 1 started after the checkpoint of step %d: %s", at, LineWith(out, "waiting to join"))
+	assert.Contains(t, late, "waiting to join at its next restart")
 	assert.Contains(t, out, "1 node(s) waiting to join")
-	assert.Contains(t, late, "resumed from "+ckdir)
+	assert.Contains(t, out, "resumed from "+ckdir, "the job at two nodes goes on from the checkpoint")
+	assert.Regexp(t, `written by 1 replicas of \d+ samples a step, now 2 of`, out, "the job grew to two replicas")
 	return out
 }
 
