@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -650,4 +651,38 @@ func TestElasticSpareNodeWaitsAndIsTold(t *testing.T) {
 	assert.Equal(t, 1, spare.code, spare.stderr)
 	assert.Contains(t, spare.stderr, "waiting to join at its next restart")
 	assert.Regexp(t, "the job ended or its store is gone before a restart admitted this node|did not restart within the rendezvous timeout", spare.stderr)
+}
+
+// TestElasticStoreHostLostEndsWithinSeconds: when the agent hosting the
+// c10d store dies (kill -9), another node's agent restarts, finds the
+// store still gone and ends within seconds, saying what to do, instead of
+// waiting out the rendezvous timeout.
+func TestElasticStoreHostLostEndsWithinSeconds(t *testing.T) {
+	t.Parallel() // mostly waiting, on ports of its own
+	bin := buildDdprun(t)
+	port := freeTestPort(t)
+	endpoint := fmt.Sprintf("127.0.0.1:%d", port)
+	args := []string{"--nnodes=1:2", "--nproc_per_node=1", "--rdzv_backend=c10d", "--max_restarts=2", "--rdzv_endpoint=" + endpoint,
+		"--rdzv_conf=last_call_timeout=1"}
+	host := exec.Command(bin, append(args, "/bin/sleep", "60")...)
+	require.NoError(t, host.Start())
+	t.Cleanup(func() { _ = host.Process.Kill(); _ = host.Wait() })
+	require.Eventually(t, func() bool {
+		c, err := net.DialTimeout("tcp", endpoint, 100*time.Millisecond)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	}, 30*time.Second, 20*time.Millisecond, "the store's host never listened")
+	go func() {
+		time.Sleep(3 * time.Second) // the round runs on both nodes
+		_ = host.Process.Kill()
+	}()
+	start := time.Now()
+	res := runAgent(t.Context(), t, "store-lost", "nogroup-sleep", args, "XLADDP_TEST_SLEEP=60s")
+	assert.Equal(t, 1, res.code, res.stderr)
+	assert.Contains(t, res.stderr, "the rendezvous store at "+endpoint+" is gone")
+	assert.Contains(t, res.stderr, "is still gone after 10s")
+	assert.Contains(t, res.stderr, "start ddprun again on the nodes that are left")
+	assert.Less(t, time.Since(start), 30*time.Second, "not the rendezvous timeout")
 }

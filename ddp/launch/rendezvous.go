@@ -40,6 +40,9 @@ type rendezvous struct {
 	endpointHost string
 	addr         string // host:port of the store
 	say          func(string, ...any)
+	// storeLost: a round lost its connection to the store, which this
+	// agent does not host; the next round checks it is back (storeBack).
+	storeLost bool
 }
 
 // heartbeatTimeout is how long a node's agent may go silent before the
@@ -156,6 +159,9 @@ func (r *rendezvous) key(round int, parts ...any) string {
 // join runs round's rendezvous: node ranks, the node count, every node's
 // worker count and the workers' store address.
 func (r *rendezvous) join(ctx context.Context, round int) (assignment, error) {
+	if err := r.storeBack(ctx); err != nil {
+		return assignment{}, err
+	}
 	me := r.me
 	c := r.cfg
 	ctx, cancel := context.WithTimeout(ctx, c.RdzvTimeout)
@@ -235,36 +241,6 @@ func (r *rendezvous) join(ctx context.Context, round int) (assignment, error) {
 	}
 	a.master = string(m)
 	return a, nil
-}
-
-// joinAtNextRestart is a node that arrived after round closed with
-// nnodes nodes, in an elastic job (--nnodes=MIN:MAX): it says it waits,
-// which makes the job's agents restart it to admit the node while the job
-// runs below its largest size (admit.go); it joins the next round, when a
-// node of the job opens it, within the rendezvous timeout. It never opens
-// a round itself, which would start a second job beside the running one.
-func (r *rendezvous) joinAtNextRestart(ctx context.Context, round, nnodes int) (assignment, error) {
-	r.say("ddprun: the job's rendezvous closed with %d nodes before this node arrived: waiting to join at its next restart "+
-		"(its agents restart it to admit this node within a monitor interval)", nnodes)
-	if err := r.wait(ctx, round); err != nil {
-		return assignment{}, fmt.Errorf("rendezvous: saying that this node waits to join: %w", err)
-	}
-	next := r.key(round+1, "joined")
-	for {
-		n, err := r.client.Add(ctx, next, 0)
-		if err != nil {
-			return assignment{}, fmt.Errorf("rendezvous: the job ended or its store is gone before a restart admitted this node: %w", err)
-		}
-		if n > 0 {
-			return r.join(ctx, round+1)
-		}
-		select {
-		case <-ctx.Done():
-			return assignment{}, fmt.Errorf("rendezvous: the running job did not restart within the rendezvous timeout to admit this node: %w",
-				context.Cause(ctx))
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
 }
 
 // plan is every node's worker count: node 0 reads them once the round

@@ -46,7 +46,7 @@ func (w *watch) tick(ctx context.Context) string {
 	defer cancel()
 	w.beat++
 	if err := r.client.Set(ctx, r.key(w.round, "beat", w.a.node), []byte(strconv.FormatInt(w.beat, 10))); err != nil {
-		return fmt.Sprintf("the rendezvous store is gone (%v): node 0's agent died?", err)
+		return r.gone(err)
 	}
 	if ok, err := r.client.Check(ctx, r.key(w.round, "failed")); err == nil && ok[0] {
 		// Name the earliest failure any node saw.
@@ -89,7 +89,7 @@ func (w *watch) lostNode(ctx context.Context, nodes []int) string {
 		}
 		ok, err := r.client.Check(ctx, r.key(w.round, "beat", n))
 		if err != nil {
-			return fmt.Sprintf("the rendezvous store is gone (%v)", err)
+			return r.gone(err)
 		}
 		v := ""
 		if ok[0] {
