@@ -50,7 +50,7 @@ func TestLongLearnsUnderSageMakerThenFineTunesUnderDdprun(t *testing.T) {
 	assert.Equal(t, 6, res.Epochs)
 	assert.Greater(t, res.Accuracy, 0.9, out.String())
 	assert.Contains(t, out.String(), "from scratch")
-	assert.Contains(t, out.String(), "6 steps of 4 per replica an epoch, 32×32 crops, SGD lr 0.01")
+	assert.Contains(t, out.String(), "6 steps an epoch, batch 4 per replica (global 8), 32×32 crops, SGD lr 0.01")
 	assert.FileExists(t, plot)
 	assert.FileExists(t, ckpt)
 	model := filepath.Join(modelDir, modelFile)
