@@ -125,8 +125,9 @@ func TestSameCommandAfterTheLastStep(t *testing.T) {
 // micro-steps (250 optimizer steps of 4 micro-batches) with clipping,
 // warmup+cosine and bf16, on 2 replicas: one gradient average per
 // optimizer step (the in-graph all-reduces are one per parameter per
-// step), nothing read from the device but the two values read after the
-// last step (train and val loss), and every program compiled once: a run
+// step), nothing read from the device but what is read after the last
+// step (train and val loss, the weights' digest), and every program
+// compiled once: a run
 // of 8 steps has the same programs.
 func TestLongOneAllReducePerAccumulatedStep(t *testing.T) {
 	exampletest.CleanEnv(t)
@@ -144,7 +145,8 @@ func TestLongOneAllReducePerAccumulatedStep(t *testing.T) {
 	res, m := programs(250)
 	assert.Equal(t, 250, res.GradientSyncs)
 	assert.EqualValues(t, 250*16, m.AllReduces, "16 parameters, one all-reduce each per optimizer step")
-	assert.EqualValues(t, 2*2, m.TransfersToHost, "each replica reads its train loss and val loss once, after the last step")
+	assert.EqualValues(t, 2*2+2*16, m.TransfersToHost,
+		"each replica reads its train loss and val loss once, and each of its 16 parameters once for the weights' digest, after the last step")
 	assert.Equal(t, shortMetrics.Compilations+shortMetrics.PersistentCacheHits, m.Compilations+m.PersistentCacheHits,
 		"no program is specific to a step, a learning rate or a gradient norm")
 	assert.Positive(t, short.Compilations)
