@@ -187,7 +187,7 @@ func Wrap(ctx context.Context, module nn.Module, opts ...WrapOption) (*Distribut
 	if cfg.deterministic != nil {
 		var err error
 		if m.det, err = newDeterministic(*cfg.deterministic, m.dev); err != nil {
-			return nil, fmt.Errorf("ddp: Wrap: %w", err)
+			return nil, err // each says "ddp: " and what of the mode
 		}
 	}
 	m.paramSet = make(map[*xla.Tensor]struct{}, len(m.params))
