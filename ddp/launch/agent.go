@@ -321,9 +321,11 @@ func runAttempt(ctx context.Context, c Config, m meeting, a assignment, attempt 
 		}
 	}
 	set.stop() // closes the log files
-	if n, ok := w.decided(ctx); ok && set.Preempted() {
-		// Checkpointed for the admission another node's agent decided.
-		return outcome{admit: n}
+	if set.Preempted() {
+		// Checkpointed for an admission another node's agent decided?
+		if n, ok := w.decided(ctx); ok {
+			return outcome{admit: n}
+		}
 	}
 	if err := w.finish(ctx); err != nil {
 		return outcome{remote: err.Error()}

@@ -26,7 +26,7 @@ type Trainer struct {
 	device                           *xla.Device
 	net                              nn.Module
 	model                            nn.Module                    // net, wrapped by DDP unless --no-ddp
-	ddp                              *ddp.DistributedDataParallel // nil with --no-ddp
+	wrapper                          *ddp.DistributedDataParallel // nil with --no-ddp
 	opt                              optim.Optimizer
 	feed                             *cmdline.Feed
 	loader                           *data.Loader
@@ -52,12 +52,12 @@ func newTrainer(ctx context.Context, c config, w ddp.Worker, trainSet, testSet d
 		if err != nil {
 			return nil, err
 		}
-		t.model, t.ddp, t.close = m, m, m.Close
+		t.model, t.wrapper, t.close = m, m, m.Close
 	}
 	if t.opt, err = optim.NewSGD(nn.Parameters(t.model), optim.SGDConfig{LR: c.lr, Momentum: 0.9}); err != nil {
 		return nil, err
 	}
-	if t.feed, err = cmdline.NewFeed(w, t.ddp, trainSet.Len(), c.batchSize, c.seed); err != nil {
+	if t.feed, err = cmdline.NewFeed(w, t.wrapper, trainSet.Len(), c.batchSize, c.seed); err != nil {
 		return nil, err
 	}
 	if t.loader, err = data.NewLoader(trainSet, w.Device, data.LoaderConfig{BatchSize: t.feed.Batch, DropLast: true, Sampler: t.feed.Sampler}); err != nil {
@@ -131,7 +131,7 @@ func (t *Trainer) train(ctx context.Context) (res result, err error) {
 			if index >= total {
 				break
 			}
-			loss, err := t.feed.TrainStep(ctx, t.ddp, t.opt, st.Batches, steps, func(b data.Batch) *xla.Tensor {
+			loss, err := t.feed.TrainStep(ctx, t.wrapper, t.opt, st.Batches, steps, func(b data.Batch) *xla.Tensor {
 				return nn.CrossEntropyLoss(t.model.Forward(b.Input), b.Target, nn.ReductionMean)
 			})
 			if err != nil {

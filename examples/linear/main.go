@@ -166,11 +166,7 @@ func train(ctx context.Context, c config, w ddp.Worker, dataset *data.Random, ou
 	if err != nil {
 		return res, err
 	}
-	perReplica := 0
-	if !model.Deterministic() {
-		perReplica = max(cmdline.PerReplica(out, w.Rank == 0, c.batchSize, w.WorldSize, fmt.Sprintf("%d ranks", w.WorldSize)), 1)
-	}
-	feed, err := cmdline.NewFeed(w, model, dataset.Len(), perReplica, c.seed)
+	feed, err := cmdline.NewGlobalFeed(out, w, model, dataset.Len(), c.batchSize, c.seed, fmt.Sprintf("%d ranks", w.WorldSize))
 	if err != nil {
 		return res, err
 	}

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"io"
 
 	"github.com/xladdp/xladdp/ddp"
 	"github.com/xladdp/xladdp/examples/internal/cmdline"
@@ -13,17 +11,6 @@ import (
 	"github.com/xladdp/xladdp/xla/nn"
 	"github.com/xladdp/xladdp/xla/optim"
 )
-
-// newFeed is how a replica reads the training set: the seed's split of
-// --batch-size (the global batch) over a DistributedSampler, or with
-// --deterministic its micro-shards of each global batch.
-func newFeed(out io.Writer, rank0 bool, c config, w ddp.Worker, model *ddp.DistributedDataParallel, n int) (*cmdline.Feed, error) {
-	perReplica := 0
-	if !model.Deterministic() {
-		perReplica = max(cmdline.PerReplica(out, rank0, c.batchSize, w.WorldSize, fmt.Sprintf("%d replicas", w.WorldSize)), 1)
-	}
-	return cmdline.NewFeed(w, model, n, perReplica, c.seed)
-}
 
 // lossOf is the seed's loss of a batch.
 func lossOf(model nn.Module, b data.Batch) *xla.Tensor {

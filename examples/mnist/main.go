@@ -132,7 +132,7 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 		return res, err
 	}
 	defer model.Close()
-	feed, err := newFeed(out, rank0, c, w, model, trainSet.Len())
+	feed, err := cmdline.NewGlobalFeed(out, w, model, trainSet.Len(), c.batchSize, c.seed, fmt.Sprintf("%d replicas", w.WorldSize))
 	if err != nil {
 		return res, err
 	}

@@ -3,6 +3,7 @@ package cmdline
 import (
 	"context"
 	"fmt"
+	"io"
 	"iter"
 
 	"github.com/xladdp/xladdp/ddp"
@@ -48,6 +49,18 @@ func NewFeed(w ddp.Worker, model *ddp.DistributedDataParallel, n, perReplica int
 	}
 	return &Feed{Sampler: s, Batch: perReplica, Slots: 1, Global: perReplica * w.WorldSize, StepsPerEpoch: steps,
 		resumeAt: s.ResumeAt}, nil
+}
+
+// NewGlobalFeed is NewFeed for an example whose --batch-size is the
+// global batch in both modes: split evenly over the replicas (rank 0
+// noting on out a batch that does not divide; what names the replicas),
+// unless model cuts it into micro-shards.
+func NewGlobalFeed(out io.Writer, w ddp.Worker, model *ddp.DistributedDataParallel, n, global int, seed uint64, what string) (*Feed, error) {
+	perReplica := 0
+	if !model.Deterministic() {
+		perReplica = max(PerReplica(out, w.Rank == 0, global, w.WorldSize, what), 1)
+	}
+	return NewFeed(w, model, n, perReplica, seed)
 }
 
 // Deterministic reports whether the feed cuts micro-shards.

@@ -28,9 +28,9 @@ import (
 func LoseANode(t *testing.T, name string, args []string, steps []int) string {
 	t.Helper()
 	ckdir := filepath.Join(t.TempDir(), "ck")
-	job := elasticJob(t, name, args, "lose-a-node", "--max_restarts=1")
+	job, endpoint := elasticJob(t, name, args, "lose-a-node", "--max_restarts=1")
 	node := func() *Running { return job.start(t, []string{"--checkpoint-dir", ckdir}) }
-	first := startStoreHost(t, job, node)
+	first := startStoreHost(t, endpoint, node)
 	second := node()
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))
 	at := steps[rng.IntN(len(steps))]
@@ -59,9 +59,9 @@ func LoseANode(t *testing.T, name string, args []string, steps []int) string {
 func GainANode(t *testing.T, name string, args []string, steps []int) string {
 	t.Helper()
 	ckdir := filepath.Join(t.TempDir(), "ck")
-	job := elasticJob(t, name, args, "gain-a-node", "--max_restarts=0")
+	job, endpoint := elasticJob(t, name, args, "gain-a-node", "--max_restarts=0")
 	node := func() *Running { return job.start(t, []string{"--checkpoint-dir", ckdir}) }
-	first := startStoreHost(t, job, node)
+	first := startStoreHost(t, endpoint, node)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))
 	at := steps[rng.IntN(len(steps))]
 	awaitCheckpoint(t, ckdir, at, first)
@@ -80,26 +80,21 @@ func GainANode(t *testing.T, name string, args []string, steps []int) string {
 }
 
 // elasticJob is name with args under ddprun --nnodes=1:2 on loopback, a
-// c10d rendezvous at a free port, one process a node.
-func elasticJob(t *testing.T, name string, args []string, id string, restarts string) Job {
+// c10d rendezvous at a free port (endpoint), one process a node.
+func elasticJob(t *testing.T, name string, args []string, id string, restarts string) (job Job, endpoint string) {
 	t.Helper()
 	port, err := freeport.Pick("127.0.0.1")
 	require.NoError(t, err)
+	endpoint = "127.0.0.1:" + strconv.Itoa(port)
 	return Job{Name: name, Args: args, Launch: []string{"--nnodes=1:2", "--nproc_per_node=1", "--rdzv_backend=c10d",
-		"--rdzv_endpoint=127.0.0.1:" + strconv.Itoa(port), "--rdzv_id=" + id, restarts, "--rdzv_conf=last_call_timeout=2"}}
+		"--rdzv_endpoint=" + endpoint, "--rdzv_id=" + id, restarts, "--rdzv_conf=last_call_timeout=2"}}, endpoint
 }
 
 // startStoreHost starts node 0 and waits until it listens at the c10d
 // endpoint, so that it hosts the store (the endpoint's host must outlive
 // the job, as torchrun's).
-func startStoreHost(t *testing.T, job Job, node func() *Running) *Running {
+func startStoreHost(t *testing.T, endpoint string, node func() *Running) *Running {
 	t.Helper()
-	endpoint := ""
-	for _, a := range job.Launch {
-		if v, ok := strings.CutPrefix(a, "--rdzv_endpoint="); ok {
-			endpoint = v
-		}
-	}
 	first := node()
 	require.Eventually(t, func() bool {
 		c, err := net.DialTimeout("tcp", endpoint, 100*time.Millisecond)
