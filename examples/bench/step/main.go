@@ -49,6 +49,7 @@ type config struct {
 	initOut                               string
 	seed                                  uint64
 	compiled                              bool
+	device                                backend.Target
 	// ddp wraps the model in ddp.Wrap instead of averaging by hand;
 	// processes > 1 runs that many ranks of a process group (this binary
 	// relaunched), each with replicas local devices.
@@ -104,13 +105,18 @@ func parse(args []string) (config, error) {
 	f.IntVar(&c.per, "steps-per-markstep", 1, "training steps traced per MarkStep (or per compiled Run)")
 	f.StringVar(&c.initOut, "init-out", "", "write the initial weights and batches here (safetensors) and exit")
 	f.Uint64Var(&c.seed, "seed", 1, "seed of the initial weights and batches")
+	device := f.String("device", "cpu", "the target: cpu, or cuda (one replica a GPU)")
 	mode := f.String("mode", "lazy", "lazy (MarkStep) or compiled (xla.Compile, one Run per step)")
 	f.BoolVar(&c.ddp, "ddp", false, "wrap the model with ddp.Wrap (else gradients are averaged by hand)")
 	f.IntVar(&c.processes, "processes", 1, "processes (ranks over the host process group, implies --ddp), each with --replicas devices")
-	if err := f.Parse(args); err != nil {
+	err := f.Parse(args)
+	if err != nil {
 		return c, err
 	}
 	c.compiled = *mode == "compiled"
+	if c.device, err = backend.ParseTarget(*device); err != nil {
+		return c, fmt.Errorf("--device: %w", err)
+	}
 	c.ddp = c.ddp || c.processes > 1
 	switch {
 	case *mode != "lazy" && *mode != "compiled":
@@ -147,7 +153,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 		defer dist.Destroy()
 	}
-	b, err := backend.Open(ctx, backend.Options{Target: backend.CPU, CPUDevices: c.replicas})
+	opts := backend.Options{Target: c.device}
+	if c.device == backend.CPU {
+		opts.CPUDevices = c.replicas
+	}
+	b, err := backend.Open(ctx, opts)
 	if err != nil {
 		return err
 	}
