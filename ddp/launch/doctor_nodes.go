@@ -18,6 +18,7 @@ import (
 
 	"github.com/xladdp/xladdp/ddp/launch/internal/preflight"
 	"github.com/xladdp/xladdp/ddp/store"
+	"github.com/xladdp/xladdp/neuron/trn"
 )
 
 // doctorWait bounds `ddprun doctor`, the nodes' meeting included, so the
@@ -217,7 +218,7 @@ func fileHash(path string) string {
 var pluginDists = []string{"libneuronxla", "neuronx_cc", "lammps_jax_pjrt_cpu", "jax_cuda12_pjrt", "jax_cuda13_pjrt"}
 
 // pluginPackages finds pluginDists' versions in the usual site-packages
-// directories (their dist-info directories name them).
+// directories.
 func pluginPackages() map[string]string {
 	home, _ := os.UserHomeDir()
 	var dirs []string
@@ -226,13 +227,20 @@ func pluginPackages() map[string]string {
 		found, _ := filepath.Glob(pattern)
 		dirs = append(dirs, found...)
 	}
+	return packagesIn(dirs)
+}
+
+// packagesIn is the newest version of each of pluginDists that dirs'
+// dist-info directories name, compared as numbers: "2.10.0" is newer
+// than "2.9.0", which a string compare puts after it.
+func packagesIn(dirs []string) map[string]string {
 	out := map[string]string{}
 	for _, d := range dirs {
 		for _, dist := range pluginDists {
 			infos, _ := filepath.Glob(filepath.Join(d, dist+"-*.dist-info"))
 			for _, info := range infos {
 				v := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(info), dist+"-"), ".dist-info")
-				if old, ok := out[dist]; !ok || old < v {
+				if old, ok := out[dist]; !ok || trn.VersionLess(old, v) {
 					out[dist] = v
 				}
 			}
