@@ -1,5 +1,5 @@
 // Command fleet plays a job's control plane at fleet size on this machine
-// (launch.SimulateFleet: the agents' rendezvous, the workers' meeting in
+// (fleetsim.Simulate: the agents' rendezvous, the workers' meeting in
 // their store and a store barrier, the compiled programs' fan-out, the
 // agents' watch and failure broadcast, the flight records' exchange) and
 // runs torch 2.9's TCPStore side by side at the same client counts
@@ -23,7 +23,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/xladdp/xladdp/ddp/launch"
+	"github.com/xladdp/xladdp/ddp/launch/fleetsim"
 )
 
 func main() {
@@ -51,11 +51,11 @@ func run(ranksFlag string, perNode, rounds int, torch string, programMiB int) er
 	}
 	fmt.Printf("machine: %s, %d CPUs, %s; medians of %d alternated rounds\n", cpuModel(), runtime.NumCPU(), runtime.Version(), rounds)
 	for _, n := range sizes {
-		var ours []launch.FleetReport
+		var ours []fleetsim.Report
 		var theirs []float64
 		var torchName string
 		for range rounds {
-			rep, err := launch.SimulateFleet(context.Background(), launch.FleetOptions{Nodes: n / perNode, RanksPerNode: perNode,
+			rep, err := fleetsim.Simulate(context.Background(), fleetsim.Options{Nodes: n / perNode, RanksPerNode: perNode,
 				Programs: 2, ProgramBytes: programMiB << 20, FlightEntries: 64, MonitorInterval: 100 * time.Millisecond,
 				LastCallTimeout: 30 * time.Second})
 			if err != nil {
@@ -100,15 +100,15 @@ func torchStore(python string, n int) (float64, string, error) {
 }
 
 // medianReport takes each phase's median over the rounds.
-func medianReport(reps []launch.FleetReport) launch.FleetReport {
-	d := func(f func(launch.FleetReport) time.Duration) time.Duration {
+func medianReport(reps []fleetsim.Report) fleetsim.Report {
+	d := func(f func(fleetsim.Report) time.Duration) time.Duration {
 		var v []float64
 		for _, r := range reps {
 			v = append(v, float64(f(r)))
 		}
 		return time.Duration(median(v))
 	}
-	i := func(f func(launch.FleetReport) int) int {
+	i := func(f func(fleetsim.Report) int) int {
 		var v []float64
 		for _, r := range reps {
 			v = append(v, float64(f(r)))
@@ -116,15 +116,15 @@ func medianReport(reps []launch.FleetReport) launch.FleetReport {
 		return int(median(v))
 	}
 	m := reps[0]
-	m.AgentRendezvous = d(func(r launch.FleetReport) time.Duration { return r.AgentRendezvous })
-	m.WorkersConnected = d(func(r launch.FleetReport) time.Duration { return r.WorkersConnected })
-	m.WorkersMet = d(func(r launch.FleetReport) time.Duration { return r.WorkersMet })
-	m.Barrier = d(func(r launch.FleetReport) time.Duration { return r.Barrier })
-	m.FanOut = d(func(r launch.FleetReport) time.Duration { return r.FanOut })
-	m.Tick = d(func(r launch.FleetReport) time.Duration { return r.Tick })
-	m.Stop = d(func(r launch.FleetReport) time.Duration { return r.Stop })
-	m.FlightExchange = d(func(r launch.FleetReport) time.Duration { return r.FlightExchange })
-	m.FlightBytes = i(func(r launch.FleetReport) int { return r.FlightBytes })
+	m.AgentRendezvous = d(func(r fleetsim.Report) time.Duration { return r.AgentRendezvous })
+	m.WorkersConnected = d(func(r fleetsim.Report) time.Duration { return r.WorkersConnected })
+	m.WorkersMet = d(func(r fleetsim.Report) time.Duration { return r.WorkersMet })
+	m.Barrier = d(func(r fleetsim.Report) time.Duration { return r.Barrier })
+	m.FanOut = d(func(r fleetsim.Report) time.Duration { return r.FanOut })
+	m.Tick = d(func(r fleetsim.Report) time.Duration { return r.Tick })
+	m.Stop = d(func(r fleetsim.Report) time.Duration { return r.Stop })
+	m.FlightExchange = d(func(r fleetsim.Report) time.Duration { return r.FlightExchange })
+	m.FlightBytes = i(func(r fleetsim.Report) int { return r.FlightBytes })
 	var heap []float64
 	for _, r := range reps {
 		heap = append(heap, r.HeapMiB)

@@ -1,4 +1,4 @@
-package launch
+package fleetsim
 
 import (
 	"testing"
@@ -8,11 +8,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestSimulateFleetPlaysEveryPhase: a small fleet (8 nodes of 4 ranks)
+// TestSimulatePlaysEveryPhase: a small fleet (8 nodes of 4 ranks)
 // goes through every phase of the control plane with the real code, and
 // the failure reaches every other agent within a few monitor ticks.
-func TestSimulateFleetPlaysEveryPhase(t *testing.T) {
-	rep, err := SimulateFleet(t.Context(), FleetOptions{Nodes: 8, RanksPerNode: 4, Programs: 2, ProgramBytes: 1 << 20,
+func TestSimulatePlaysEveryPhase(t *testing.T) {
+	rep, err := Simulate(t.Context(), Options{Nodes: 8, RanksPerNode: 4, Programs: 2, ProgramBytes: 1 << 20,
 		FlightEntries: 32, MonitorInterval: 20 * time.Millisecond, LastCallTimeout: time.Second})
 	require.NoError(t, err)
 	assert.Equal(t, 32, rep.Ranks)
@@ -25,6 +25,6 @@ func TestSimulateFleetPlaysEveryPhase(t *testing.T) {
 	assert.Positive(t, rep.Diagnosis)
 	assert.Positive(t, rep.FlightBytes)
 	t.Log(rep)
-	_, err = SimulateFleet(t.Context(), FleetOptions{Nodes: 1, RanksPerNode: 4})
+	_, err = Simulate(t.Context(), Options{Nodes: 1, RanksPerNode: 4})
 	assert.ErrorContains(t, err, "want at least 2 nodes")
 }
