@@ -23,6 +23,7 @@ import (
 func Deterministic(globalBatch, microShard int, seed uint64) WrapOption {
 	return func(c *wrapConfig) {
 		c.deterministic = &deterministicConfig{globalBatch: globalBatch, microShard: microShard, seed: seed}
+		c.batch = Batch{Global: globalBatch, MicroShard: microShard, Seed: seed}
 	}
 }
 

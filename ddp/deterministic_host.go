@@ -2,6 +2,7 @@ package ddp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 	"unsafe"
@@ -57,6 +58,10 @@ func (d *deterministic) materialize(ctx context.Context, dev *xla.Device) error 
 	start := time.Now()
 	err := dev.MarkStep(ctx)
 	d.stats.Execute += time.Since(start)
+	if errors.Is(err, xla.ErrReplicaMismatch) {
+		return fmt.Errorf("%w; in deterministic mode every replica ends each step with its device's MarkStep before any of them "+
+			"reads a value (the loss): ddp.Feed.TrainStep does, or call w.Device.MarkStep(ctx) after the optimizer's Step on every replica", err)
+	}
 	return err
 }
 

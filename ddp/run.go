@@ -46,6 +46,9 @@ type Options struct {
 	// Worker.Checkpoints. A Dir the program never opens a checkpointer
 	// on is an error when fn returns, not a silent loss.
 	Checkpoints checkpoint.Options
+	// Mode is the job's (--deterministic, --micro-shard): Run opens the
+	// backend for it and hands it to fn as Worker.Mode.
+	Mode Mode
 }
 
 // Run runs fn as every replica of this process, in either of the
@@ -56,13 +59,17 @@ func Run(ctx context.Context, fn func(ctx context.Context, w Worker) error, o Op
 	if fn == nil {
 		return errors.New("ddp: Run of a nil function")
 	}
-	fn = withCheckpoints(fn, o.Checkpoints)
+	if err := o.Mode.check(); err != nil {
+		return err
+	}
+	fn = withJob(fn, o.Checkpoints, o.Mode)
 	target, err := backend.ResolveTarget(o.Device.Target)
 	if err != nil {
 		return fmt.Errorf("ddp: Run: %w", err)
 	}
 	device := o.Device
 	device.Target = target
+	device.Deterministic = device.Deterministic || o.Mode.Deterministic
 	if target != backend.CPU {
 		device.CPUDevices = 0
 	}
@@ -103,11 +110,11 @@ func Run(ctx context.Context, fn func(ctx context.Context, w Worker) error, o Op
 	return Spawn(ctx, fn, SpawnOptions{Devices: devices, Device: device, ExitChild: true})
 }
 
-// withCheckpoints hands fn the job's checkpoint options and refuses, once
-// fn succeeded, a --checkpoint-dir it never kept a checkpoint in.
-func withCheckpoints(fn func(ctx context.Context, w Worker) error, o checkpoint.Options) func(ctx context.Context, w Worker) error {
+// withJob hands fn the job's checkpoint options and mode, and refuses,
+// once fn succeeded, a --checkpoint-dir it never kept a checkpoint in.
+func withJob(fn func(ctx context.Context, w Worker) error, o checkpoint.Options, mode Mode) func(ctx context.Context, w Worker) error {
 	return func(ctx context.Context, w Worker) error {
-		w.Checkpoints = o
+		w.Checkpoints, w.Mode = o, mode
 		before := termination.Holds()
 		err := fn(ctx, w)
 		if err == nil && o.Dir != "" && termination.Holds() == before {
@@ -123,12 +130,14 @@ func launcherExample() string { return "ddprun --nproc_per_node=2 " + filepath.B
 
 // Flags registers Run's flags on fs: --spawn, --init-method, --backend
 // (the transport; default $XLADDP_BACKEND, else tcp), --cpu-devices,
-// --device (default $XLADDP_DEVICE, else $PJRT_DEVICE, else cpu), and
-// --checkpoint-dir and --checkpoint-every (Options.Checkpoints). Read the
-// options after fs.Parse.
+// --device (default $XLADDP_DEVICE, else $PJRT_DEVICE, else cpu),
+// --checkpoint-dir and --checkpoint-every (Options.Checkpoints), and
+// --deterministic and --micro-shard (Options.Mode). Read the options after
+// fs.Parse.
 func Flags(fs *pflag.FlagSet) *Options {
 	o := &Options{CPUDevices: 2}
 	o.Checkpoints.AddFlags(fs)
+	o.Mode.addFlags(fs)
 	fs.BoolVar(&o.Spawn, "spawn", false, "one process, a replica per local device (xmp.spawn); else one rank of a ddprun/torchrun/mpirun job")
 	fs.StringVar(&o.InitMethod, "init-method", "env://", "how a rank joins the job: env://, tcp://HOST:PORT or file:///shared/file")
 	TransportFlag(fs, &o.Transport)

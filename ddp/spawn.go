@@ -62,6 +62,9 @@ type Worker struct {
 	// (Options.Checkpoints: --checkpoint-dir, --checkpoint-every), for
 	// checkpoint.Steps or checkpoint.New; zero under Spawn alone.
 	Checkpoints checkpoint.Options
+	// Mode is the job's (Options.Mode: --deterministic, --micro-shard),
+	// which Wrap and NewFeed follow; the plain mode under Spawn alone.
+	Mode Mode
 }
 
 // Spawn is xmp.spawn: it runs fn once per local device and returns when

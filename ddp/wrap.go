@@ -24,6 +24,9 @@ type wrapConfig struct {
 	torchNames       bool
 	collectives      ReplicaCollectives
 	deterministic    *deterministicConfig
+	// batch is the program's step, from Worker.Wrap or Deterministic:
+	// what NewFeed reads the data by.
+	batch Batch
 }
 
 // DefaultBucketCapMB is torch's bucket_cap_mb.

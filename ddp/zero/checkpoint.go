@@ -252,7 +252,7 @@ func (z *ZeroRedundancyOptimizer) gatherRecords(ctx context.Context, local []sha
 // the older versions go.
 func (z *ZeroRedundancyOptimizer) commit(dir, id string, c optim.Checkpoint, model manifestFile, records []shardRecord) error {
 	m := zeroManifest{Format: zeroFormat, ID: id, Replicas: z.replicas, Step: c.Step, Epoch: c.Epoch, LR: z.LR(),
-		Optimizer: fmt.Sprintf("%T", z.inner), Hyperparameters: optim.HyperparametersJSON(z.inner), Metadata: c.Metadata, Model: model}
+		Optimizer: fmt.Sprintf("%T", z.inner), Hyperparameters: optim.HyperparametersJSON(z.inner), Metadata: optim.ConfigMetadata(c.Model, c.Metadata), Model: model}
 	for i, p := range z.params {
 		m.Params = append(m.Params, manifestParam{Name: p.Name, DType: p.Tensor.DType().String(), Dims: p.Tensor.Dims(), Group: z.groupOf[i]})
 	}

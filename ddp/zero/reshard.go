@@ -234,6 +234,9 @@ func (z *ZeroRedundancyOptimizer) stage(ck *shardedCheckpoint, c *optim.Checkpoi
 	if want := fmt.Sprintf("%T", z.inner); m.Optimizer != want {
 		return nil, fmt.Errorf("the checkpoint holds a %s's state, this optimizer is a %s", m.Optimizer, want)
 	}
+	if err := optim.CheckConfig(c.Model, m.Metadata, manifestName); err != nil {
+		return nil, err
+	}
 	if len(m.Params) != len(z.params) {
 		return nil, fmt.Errorf("the checkpoint has %d parameters, the module %d", len(m.Params), len(z.params))
 	}

@@ -40,7 +40,6 @@ type config struct {
 	dataDir           string
 	synthetic, noDDP  bool
 	syntheticN        int
-	det               cmdline.Determinism
 }
 
 // result is rank 0's view of the run.
@@ -79,12 +78,10 @@ func parse(args []string, out io.Writer) (config, error) {
 	fs.BoolVar(&c.synthetic, "synthetic", false, "train on synthetic CIFAR-shaped data")
 	fs.IntVar(&c.syntheticN, "synthetic-samples", 50000, "training samples of the synthetic data (a fifth as many for testing)")
 	fs.BoolVar(&c.noDDP, "no-ddp", false, "the tutorial's baseline: one process, one device, no DDP")
-	c.det.AddFlags(fs, 8)
 	if err := cmdline.Parse(fs, args); err != nil {
 		return c, err
 	}
-	c.launch, c.Preemption = *launch, cmdline.Preemption(launch.Checkpoints)
-	c.launch.Device.Deterministic = c.det.On
+	c.launch = *launch
 	switch {
 	case c.epochs < 1 || c.batchSize < 1 || c.LogInterval < 1 || c.syntheticN < 1:
 		return c, errors.New("--epochs, --batch-size, --log-interval and --synthetic-samples must be positive")
@@ -92,13 +89,24 @@ func parse(args []string, out io.Writer) (config, error) {
 		return c, fmt.Errorf("--lr=%g: must be positive", c.lr)
 	case c.noDDP && c.launch.Spawn:
 		return c, errors.New("--no-ddp trains one process on one device: leave out --spawn")
-	case c.noDDP && c.det.On:
+	case c.noDDP && c.launch.Mode.Deterministic:
 		return c, errors.New("--deterministic cuts the global batch over DDP's replicas: leave out --no-ddp (one replica is --spawn --cpu-devices 1)")
 	}
-	if err := c.det.Check(c.batchSize); err != nil {
+	if err := c.launch.Mode.CheckBatch(c.batch(1)); err != nil {
 		return c, err
 	}
-	return c, c.Check()
+	return c, c.Check(c.launch)
+}
+
+// batch is the global batch of a job of replicas: --batch-size per
+// replica, as the tutorial's, or with --deterministic the global batch,
+// cut into micro-shards of 8 unless --micro-shard says otherwise.
+func (c config) batch(replicas int) ddp.Batch {
+	global := c.batchSize
+	if !c.launch.Mode.Deterministic {
+		global *= replicas
+	}
+	return ddp.Batch{Global: global, MicroShard: 8, Seed: c.seed}
 }
 
 // datasets opens CIFAR-10, or the synthetic stand-in when asked or when

@@ -5,11 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"time"
 
 	"github.com/xladdp/xladdp/ddp"
-	"github.com/xladdp/xladdp/ddp/checkpoint"
+	"github.com/xladdp/xladdp/ddp/training"
 	"github.com/xladdp/xladdp/examples/internal/cmdline"
 	"github.com/xladdp/xladdp/examples/internal/report"
 	"github.com/xladdp/xladdp/xla"
@@ -25,166 +24,142 @@ type Trainer struct {
 	cfg                              config
 	device                           *xla.Device
 	net                              nn.Module
-	model                            nn.Module                    // net, wrapped by DDP unless --no-ddp
-	wrapper                          *ddp.DistributedDataParallel // nil with --no-ddp
+	model                            nn.Module // net, wrapped by DDP unless --no-ddp
 	opt                              optim.Optimizer
-	feed                             *cmdline.Feed
+	feed                             *training.Feed
 	loader                           *data.Loader
 	testSet                          data.Dataset
-	epochsRun                        int
-	resumer                          *cmdline.Resumer
-	at                               cmdline.Position // where a resumed run stood
+	loop                             *training.Loop
 	out                              io.Writer
-	log                              *slog.Logger
 	close                            func()
 }
 
-func newTrainer(ctx context.Context, c config, w ddp.Worker, trainSet, testSet data.Dataset, out io.Writer) (*Trainer, error) {
-	t := &Trainer{localRank: w.LocalRank, globalRank: w.Rank, worldSize: w.WorldSize, cfg: c, device: w.Device, testSet: testSet,
-		out: out, log: slog.With("rank", w.Rank, "local_rank", w.LocalRank), close: func() {}}
+func newTrainer(ctx context.Context, c config, w ddp.Worker, trainSet, testSet data.Dataset, out io.Writer) (t *Trainer, err error) {
+	t = &Trainer{localRank: w.LocalRank, globalRank: w.Rank, worldSize: w.WorldSize, cfg: c, device: w.Device, testSet: testSet,
+		out: out, close: func() {}}
 	net, err := nn.NewResNet18(w.Device, nn.NewRand(c.seed), nn.ResNetConfig{NumClasses: 10, CIFAR: true})
 	if err != nil {
 		return nil, err
 	}
 	t.net, t.model = net, net
-	if !c.noDDP {
-		m, err := ddp.Wrap(ctx, net, c.det.WrapOptions(c.batchSize, c.seed)...)
-		if err != nil {
+	if c.noDDP {
+		t.feed, err = training.NewLocalFeed(trainSet.Len(), c.batch(1))
+	} else {
+		var m *ddp.DistributedDataParallel
+		if m, err = w.Wrap(ctx, net, c.batch(w.WorldSize)); err != nil {
 			return nil, err
 		}
-		t.model, t.wrapper, t.close = m, m, m.Close
-	}
-	if t.opt, err = optim.NewSGD(nn.Parameters(t.model), optim.SGDConfig{LR: c.lr, Momentum: 0.9}); err != nil {
-		return nil, err
-	}
-	if t.feed, err = cmdline.NewFeed(w, t.wrapper, trainSet.Len(), c.batchSize, c.seed); err != nil {
-		return nil, err
-	}
-	if t.loader, err = data.NewLoader(trainSet, w.Device, data.LoaderConfig{BatchSize: t.feed.Batch, DropLast: true, Sampler: t.feed.Sampler}); err != nil {
-		return nil, err
-	}
-	state := t.state()
-	resumed := false
-	if t.resumer, t.at, resumed, err = c.Open(ctx, &state, w.WorldSize, t.feed.Batch, w.Rank == 0, out); err != nil {
-		return nil, err
-	}
-	switch {
-	case resumed:
-		err = errors.Join(c.det.CheckResumed(state.Metadata, c.batchSize, "--checkpoint-dir "+c.Dir), t.feed.ResumeAt(t.at.Epoch, t.at.Samples))
-	case c.Resume:
-		if err = checkpoint.Load(ctx, c.Checkpoint, &state); err == nil {
-			err = c.det.CheckResumed(state.Metadata, c.batchSize, "--checkpoint "+c.Checkpoint)
-			t.at = cmdline.Position{Epoch: state.Epoch, Step: state.Step}
-			t.log.Info("resuming from the snapshot", "epoch", state.Epoch)
-		}
+		t.model, t.close = m, m.Close
+		t.feed, err = training.NewFeed(w, m, trainSet.Len())
 	}
 	if err != nil {
-		return nil, errors.Join(err, t.resumer.Close())
+		return nil, errors.Join(err, t.closeAll())
 	}
-	t.epochsRun = t.at.Epoch
+	if t.opt, err = optim.NewSGD(nn.Parameters(t.model), optim.SGDConfig{LR: c.lr, Momentum: 0.9}); err != nil {
+		return nil, errors.Join(err, t.closeAll())
+	}
+	if t.loader, err = data.NewLoader(trainSet, w.Device, data.LoaderConfig{BatchSize: t.feed.Batch, DropLast: true, Sampler: t.feed.Sampler}); err != nil {
+		return nil, errors.Join(err, t.closeAll())
+	}
+	state := optim.Checkpoint{Model: t.model, Optimizer: t.opt, RNG: t.device}
+	if t.loop, err = c.OpenLoop(ctx, w, t.feed, state, out); err != nil {
+		return nil, errors.Join(err, t.closeAll())
+	}
 	return t, nil
 }
 
-// state is what a checkpoint holds: the model (parameters and BatchNorm
-// buffers), the optimizer and the random state, and a --deterministic
-// run's cut of the global batch.
-func (t *Trainer) state() optim.Checkpoint {
-	return optim.Checkpoint{Model: t.model, Optimizer: t.opt, RNG: t.device, Metadata: t.cfg.det.Mark(nil, t.cfg.batchSize)}
+// closeAll stops the wrapper and the loop.
+func (t *Trainer) closeAll() error {
+	t.close()
+	if t.loop == nil {
+		return nil
+	}
+	return t.loop.Close()
 }
 
 // train runs the remaining epochs and returns what rank 0 saw.
 func (t *Trainer) train(ctx context.Context) (res result, err error) {
-	defer t.close()
-	defer func() { err = errors.Join(err, t.resumer.Close()) }()
-	res.ResumedAt = t.epochsRun
-	rank0 := t.globalRank == 0
+	defer func() { err = errors.Join(err, t.closeAll()) }()
+	res.ResumedAt = t.loop.Position().Epoch
 	curves := report.Curves{Title: "ResNet-18 on CIFAR-10"}
-	start, steps := time.Now(), t.at.Step
-	global, det := t.feed.Global, t.feed.Deterministic()
-	for epoch := t.epochsRun; epoch < t.cfg.epochs; epoch++ {
-		// The samples of the epoch's order used before a resume, and
-		// the steps they made: the loader yields the rest.
-		epochStart := t.at.Used(epoch)
-		before := epochStart / global
+	start := time.Now()
+	for epoch := range t.loop.Epochs(t.cfg.epochs) {
 		total := t.feed.StepsPerEpoch
 		if t.cfg.MaxSteps > 0 {
 			total = min(total, t.cfg.MaxSteps)
 		}
-		if rank0 {
-			fmt.Fprintf(t.out, "[GPU%d] Epoch %d | Batchsize: %d | Steps: %d\n", t.globalRank, epoch, t.feed.Batch, total)
-			if det {
-				fmt.Fprintf(t.out, "%s\n", t.feed)
-			}
-		}
-		var progress *report.Progress
-		if rank0 {
-			progress = report.NewProgress(t.out, fmt.Sprintf("epoch %d/%d", epoch+1, t.cfg.epochs), total, t.cfg.LogInterval)
-		}
+		progress := t.startEpoch(epoch, total)
 		nn.Train(t.model)
-		shown := before // the epoch's steps the progress has counted
+		shown := t.loop.Position().Samples / t.feed.Global // the epoch's steps the progress has counted
 		measured := false
-		for st, err := range t.feed.Steps(t.loader.Epoch(ctx, epoch)) {
+		for st, err := range t.loop.Steps(ctx, epoch, t.feed.Steps(t.loader.Epoch(ctx, epoch)), t.cfg.MaxSteps) {
 			if err != nil {
-				return res, err
+				return res, err // checkpoint.ErrPreempted: exit 75
 			}
-			index := before + st.Index // within the epoch
-			if index >= total {
-				break
-			}
-			loss, err := t.feed.TrainStep(ctx, t.wrapper, t.opt, st.Batches, steps, func(b data.Batch) *xla.Tensor {
+			loss, err := t.feed.TrainStep(ctx, t.opt, st, t.loop.Position().Step, func(b data.Batch) *xla.Tensor {
 				return nn.CrossEntropyLoss(t.model.Forward(b.Input), b.Target, nn.ReductionMean)
 			})
 			if err != nil {
 				return res, err
 			}
-			steps++
-			t.at = cmdline.Position{Epoch: epoch, Samples: epochStart + (st.Index+1)*global, Step: steps}
-			if err := t.resumer.Step(ctx, t.state(), t.at); err != nil {
-				return res, err // checkpoint.ErrPreempted: exit 75
-			}
 			// The first step's line too: a ResNet step on a CPU takes
-			// seconds, and the job must show at once that it runs. A
-			// deterministic step's loss is read on every replica, so
-			// that all of them run the same programs.
-			if step := index + 1; (rank0 || det) && (step == before+1 || step%5 == 0 || step == total) {
+			// seconds, and the job must show at once that it runs.
+			if step := st.Index + 1; t.globalRank == 0 && (step == shown+1 || step%5 == 0 || step == total) {
 				if res.FinalLoss, err = loss.Item(ctx); err != nil {
 					return res, err
 				}
 				measured = true
-				curves.AddLoss(steps, res.FinalLoss)
-				progress.Step(step, res.FinalLoss, (step-shown)*global)
+				curves.AddLoss(t.loop.Position().Step+1, res.FinalLoss)
+				progress.Step(step, res.FinalLoss, (step-shown)*t.feed.Global)
 				shown = step
 			}
 		}
 		progress.Done()
-		if res.Accuracy, err = report.Accuracy(ctx, t.net, t.device, t.testSet, 500); err != nil {
+		if err := t.endEpoch(ctx, epoch, &res, &curves, measured); err != nil {
 			return res, err
-		}
-		if rank0 {
-			curves.AddAccuracy(epoch+1, res.Accuracy)
-			fmt.Fprintf(t.out, "epoch %d: test accuracy %.2f%%, last loss %s\n", epoch+1, 100*res.Accuracy, report.Loss(res.FinalLoss, measured))
-		}
-		if t.cfg.Checkpoint != "" {
-			ck := t.state()
-			ck.Epoch, ck.Step = epoch+1, steps
-			if err := checkpoint.Save(ctx, t.cfg.Checkpoint, ck); err != nil {
-				return res, err
-			}
 		}
 	}
 	res.Total = time.Since(start)
-	if res.Weights, err = cmdline.WeightsDigest(ctx, t.net); err != nil {
-		return res, err
+	return res, t.finish(ctx, &res, &curves)
+}
+
+// startEpoch prints the tutorial's epoch line on rank 0 and returns its
+// progress line (nil elsewhere).
+func (t *Trainer) startEpoch(epoch, total int) *report.Progress {
+	if t.globalRank != 0 {
+		return nil
 	}
-	if rank0 {
-		fmt.Fprintf(t.out, "weights sha256 %s\n", res.Weights)
-		m := xla.GetMetrics()
-		fmt.Fprintf(t.out, "Total training time: %.2f s (%d replica(s), %d steps, %.0f samples/s; test accuracy %.2f%%; programs: %d compiled, %d from the disk cache)\n",
-			res.Total.Seconds(), t.worldSize, steps, float64(steps*global)/max(res.Total.Seconds(), 1e-9),
-			100*res.Accuracy, m.Compilations, m.PersistentCacheHits)
-		if err := t.cfg.Finish(t.out, &curves); err != nil {
-			return res, err
-		}
+	fmt.Fprintf(t.out, "[GPU%d] Epoch %d | Batchsize: %d | Steps: %d\n", t.globalRank, epoch, t.feed.Batch, total)
+	if t.feed.Deterministic() {
+		fmt.Fprintf(t.out, "%s\n", t.feed)
 	}
-	return res, nil
+	return report.NewProgress(t.out, fmt.Sprintf("epoch %d/%d", epoch+1, t.cfg.epochs), total, t.cfg.LogInterval)
+}
+
+// endEpoch measures the test accuracy and exports --checkpoint.
+func (t *Trainer) endEpoch(ctx context.Context, epoch int, res *result, curves *report.Curves, measured bool) error {
+	var err error
+	if res.Accuracy, err = report.Accuracy(ctx, t.net, t.device, t.testSet, 500); err != nil {
+		return err
+	}
+	if t.globalRank == 0 {
+		curves.AddAccuracy(epoch+1, res.Accuracy)
+		fmt.Fprintf(t.out, "epoch %d: test accuracy %.2f%%, last loss %s\n", epoch+1, 100*res.Accuracy, report.Loss(res.FinalLoss, measured))
+	}
+	return t.cfg.Export(ctx, t.loop, epoch)
+}
+
+// finish prints rank 0's summary.
+func (t *Trainer) finish(ctx context.Context, res *result, curves *report.Curves) error {
+	var err error
+	if res.Weights, err = cmdline.WeightsDigest(ctx, t.net); err != nil || t.globalRank != 0 {
+		return err
+	}
+	steps := t.loop.Position().Step
+	fmt.Fprintf(t.out, "weights sha256 %s\n", res.Weights)
+	m := xla.GetMetrics()
+	fmt.Fprintf(t.out, "Total training time: %.2f s (%d replica(s), %d steps, %.0f samples/s; test accuracy %.2f%%; programs: %d compiled, %d from the disk cache)\n",
+		res.Total.Seconds(), t.worldSize, steps, float64(steps*t.feed.Global)/max(res.Total.Seconds(), 1e-9),
+		100*res.Accuracy, m.Compilations, m.PersistentCacheHits)
+	return t.cfg.Finish(t.out, curves)
 }

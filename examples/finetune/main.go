@@ -53,7 +53,6 @@ type config struct {
 	seed                         uint64
 	dataDir, trainDir, valDir    string
 	pretrained, modelDir         string
-	det                          cmdline.Determinism
 }
 
 // result is what rank 0 measured.
@@ -90,15 +89,13 @@ func parse(args []string, out io.Writer) (config, error) {
 	fs.Float64Var(&c.gamma, "gamma", 0.1, "StepLR: the decay factor")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the new fc layer (the whole model without --pretrained), the augmentation and the data order")
 	c.Run.AddFlags(fs, 10)
-	c.det.AddFlags(fs, 2)
 	if err := cmdline.SageMakerHyperparameters(fs, os.Getenv("SM_HPS")); err != nil {
 		return c, err
 	}
 	if err := cmdline.Parse(fs, args); err != nil {
 		return c, err
 	}
-	c.launch, c.Preemption = *launch, cmdline.Preemption(launch.Checkpoints)
-	c.launch.Device.Deterministic = c.det.On
+	c.launch = *launch
 	if c.trainDir == "" {
 		c.trainDir = filepath.Join(c.dataDir, "train")
 	}
@@ -115,10 +112,21 @@ func parse(args []string, out io.Writer) (config, error) {
 	case c.modelDir != "" && c.Checkpoint != "" && filepath.Clean(c.Checkpoint) == filepath.Join(c.modelDir, modelFile):
 		return c, fmt.Errorf("--checkpoint %s is where the fine-tuned model goes (--model-dir): give the checkpoint another name", c.Checkpoint)
 	}
-	if err := c.det.Check(c.batchSize); err != nil {
+	if err := c.launch.Mode.CheckBatch(c.batch(1)); err != nil {
 		return c, err
 	}
-	return c, c.Check()
+	return c, c.Check(c.launch)
+}
+
+// batch is the global batch of a job of replicas: --batch-size per
+// replica, as the tutorial's, or with --deterministic the global batch,
+// cut into micro-shards of 2 unless --micro-shard says otherwise.
+func (c config) batch(replicas int) ddp.Batch {
+	global := c.batchSize
+	if !c.launch.Mode.Deterministic {
+		global *= replicas
+	}
+	return ddp.Batch{Global: global, MicroShard: 2, Seed: c.seed}
 }
 
 // folders opens the training and validation ImageFolders with

@@ -12,6 +12,7 @@ import (
 
 	"github.com/xladdp/xladdp/ddp"
 	"github.com/xladdp/xladdp/ddp/checkpoint"
+	"github.com/xladdp/xladdp/ddp/training"
 	"github.com/xladdp/xladdp/examples/internal/cmdline"
 	"github.com/xladdp/xladdp/examples/internal/report"
 	"github.com/xladdp/xladdp/xla"
@@ -62,12 +63,11 @@ func (j *job) model(log *slog.Logger) (*nn.ResNet, error) {
 func (j *job) run(ctx context.Context) (res result, err error) {
 	c, w := j.cfg, j.worker
 	d, rank0 := w.Device, w.Rank == 0
-	log := slog.With("rank", w.Rank)
-	net, err := j.model(log)
+	net, err := j.model(slog.With("rank", w.Rank))
 	if err != nil {
 		return res, err
 	}
-	model, err := ddp.Wrap(ctx, net, c.det.WrapOptions(c.batchSize, c.seed)...)
+	model, err := w.Wrap(ctx, net, c.batch(w.WorldSize))
 	if err != nil {
 		return res, err
 	}
@@ -80,140 +80,148 @@ func (j *job) run(ctx context.Context) (res result, err error) {
 	if err != nil {
 		return res, err
 	}
-	feed, err := cmdline.NewFeed(w, model, j.train.Len(), c.batchSize, c.seed)
+	feed, err := training.NewFeed(w, model, j.train.Len())
 	if err != nil {
 		return res, err
-	}
-	steps := feed.StepsPerEpoch
-	if c.MaxSteps > 0 {
-		steps = min(steps, c.MaxSteps)
 	}
 	loader, err := data.NewLoader(j.train, d, data.LoaderConfig{BatchSize: feed.Batch, DropLast: true, Sampler: feed.Sampler})
 	if err != nil {
 		return res, err
 	}
-	ck := optim.Checkpoint{Model: model, Optimizer: opt, RNG: d, Metadata: c.det.Mark(map[string]string{"classes": j.classes}, c.batchSize)}
-	resumer, at, resumed, err := c.Open(ctx, &ck, w.WorldSize, feed.Batch, rank0, j.out)
+	loop, err := j.openLoop(ctx, feed, optim.Checkpoint{Model: model, Optimizer: opt, RNG: d, Metadata: map[string]string{"classes": j.classes}})
 	if err != nil {
 		return res, err
 	}
-	defer func() { err = errors.Join(err, resumer.Close()) }()
-	from := c.Dir
-	if !resumed && c.Resume {
-		if err := checkpoint.Load(ctx, c.Checkpoint, &ck); err != nil {
-			return res, err
-		}
-		from, at = c.Checkpoint, cmdline.Position{Epoch: ck.Epoch, Step: ck.Step}
+	defer func() { err = errors.Join(err, loop.Close()) }()
+	r := &runReport{job: j, curves: report.Curves{Title: "ResNet-18 fine-tuning", AccuracyOf: "val"}, start: time.Now()}
+	r.res.ResumedAt = loop.Position().Epoch
+	for range r.res.ResumedAt {
+		sched.Step() // the learning rate of the epoch it resumes at
 	}
-	if resumed || c.Resume {
-		if ck.Metadata["classes"] != j.classes {
-			return res, fmt.Errorf("%s was trained on the classes %s, not this folder's %s", from, ck.Metadata["classes"], j.classes)
-		}
-		if err := c.det.CheckResumed(ck.Metadata, c.batchSize, from); err != nil {
-			return res, err
-		}
-		ck.Metadata = c.det.Mark(ck.Metadata, c.batchSize)
-		if err := feed.ResumeAt(at.Epoch, at.Samples); err != nil {
-			return res, err
-		}
-		for range at.Epoch {
-			sched.Step()
-		}
-		res.ResumedAt = at.Epoch
-		log.Info("resumed", "checkpoint", from, "epoch", at.Epoch)
+	steps := feed.StepsPerEpoch
+	if c.MaxSteps > 0 {
+		steps = min(steps, c.MaxSteps)
 	}
 	if rank0 {
 		fmt.Fprintf(j.out, "fine-tuning ResNet-18 on %d %s images of %d classes on %d replicas (%s), %d steps an epoch, %s, %d×%d crops, SGD lr %.4g\n",
 			j.train.Len(), j.cfg.trainDir, len(j.train.Classes()), w.WorldSize, d, steps, feed, c.imageSize, c.imageSize, opt.LR())
 	}
-	curves := report.Curves{Title: "ResNet-18 fine-tuning", AccuracyOf: "val"}
-	start, done := time.Now(), at.Step
-	global := feed.Global
-	var runLoss bool // whether this run read a loss
-	for epoch := at.Epoch; epoch < c.epochs; epoch++ {
+	for epoch := range loop.Epochs(c.epochs) {
 		nn.Train(model)
-		epochLoss := false
-		// The samples of the epoch's order used before a resume, and
-		// the steps they made: the loader yields the rest.
-		epochStart := at.Used(epoch)
-		before := epochStart / global
-		var progress *report.Progress
-		if rank0 {
-			progress = report.NewProgress(j.out, fmt.Sprintf("epoch %d/%d", epoch+1, c.epochs), steps, c.LogInterval)
-		}
-		for st, err := range feed.Steps(loader.Epoch(ctx, epoch)) {
+		r.startEpoch(epoch, steps)
+		for st, err := range loop.Steps(ctx, epoch, feed.Steps(loader.Epoch(ctx, epoch)), c.MaxSteps) {
 			if err != nil {
-				return res, err
-			}
-			index := before + st.Index // within the epoch
-			if index >= steps {
-				break
-			}
-			loss, err := feed.TrainStep(ctx, model, opt, st.Batches, done, func(b data.Batch) *xla.Tensor {
-				return nn.CrossEntropyLoss(model.Forward(b.Input), b.Target, nn.ReductionMean)
-			})
-			if err != nil {
-				return res, err
-			}
-			done++
-			at = cmdline.Position{Epoch: epoch, Samples: epochStart + (st.Index+1)*global, Step: done}
-			if err := resumer.Step(ctx, ck, at); err != nil {
 				return res, err // checkpoint.ErrPreempted: exit 75
 			}
-			// A deterministic step's loss is read on every replica, so
-			// that all of them run the same programs.
-			if rank0 || feed.Deterministic() {
-				if res.FinalLoss, err = loss.Item(ctx); err != nil {
-					return res, err
-				}
-				epochLoss, runLoss = true, true
-				curves.AddLoss(done, res.FinalLoss)
-				progress.Step(index+1, res.FinalLoss, global)
+			loss, err := feed.TrainStep(ctx, opt, st, loop.Position().Step, func(b data.Batch) *xla.Tensor {
+				return nn.CrossEntropyLoss(model.Forward(b.Input), b.Target, nn.ReductionMean)
+			})
+			if err == nil {
+				err = r.logLoss(ctx, loss, st.Index+1, loop.Position().Step+1, feed.Global)
 			}
-		}
-		progress.Done()
-		sched.Step()
-		if res.Accuracy, err = report.Accuracy(ctx, net, d, j.val, c.batchSize); err != nil {
-			return res, err
-		}
-		res.Epochs = epoch + 1
-		if rank0 {
-			curves.AddAccuracy(epoch+1, res.Accuracy)
-			fmt.Fprintf(j.out, "epoch %d: val accuracy %.2f%% (%d images), last loss %s, next lr %.4g\n",
-				epoch+1, 100*res.Accuracy, j.val.Len(), report.Loss(res.FinalLoss, epochLoss), opt.LR())
-		}
-		if c.Checkpoint != "" {
-			saved := ck
-			saved.Epoch, saved.Step = epoch+1, done
-			if err := checkpoint.Save(ctx, c.Checkpoint, saved); err != nil {
+			if err != nil {
 				return res, err
 			}
 		}
+		sched.Step()
+		if err := r.endEpoch(ctx, net, epoch, opt.LR()); err != nil {
+			return res, err
+		}
+		if err := c.Export(ctx, loop, epoch); err != nil {
+			return res, err
+		}
 	}
-	res.Trained = time.Since(start)
-	res.Samples = done * global
+	return r.finish(ctx, net, loop.Position().Step*feed.Global)
+}
+
+// openLoop opens the replica's training loop and refuses a checkpoint of
+// another folder's classes.
+func (j *job) openLoop(ctx context.Context, feed *training.Feed, state optim.Checkpoint) (*training.Loop, error) {
+	loop, err := j.cfg.OpenLoop(ctx, j.worker, feed, state, j.out)
+	if err != nil {
+		return nil, err
+	}
+	if was := loop.State().Metadata["classes"]; loop.Resumed() != "" && was != j.classes {
+		return nil, errors.Join(fmt.Errorf("%s: trained on the classes %s, not this folder's %s", loop.Resumed(), was, j.classes), loop.Close())
+	}
+	return loop, nil
+}
+
+// runReport is what a replica measures and rank 0 prints.
+type runReport struct {
+	*job
+	res      result
+	curves   report.Curves
+	progress *report.Progress // rank 0's, of the current epoch
+	start    time.Time
+	// epochLoss and runLoss: whether a loss was read in the epoch, at all.
+	epochLoss, runLoss bool
+}
+
+func (r *runReport) startEpoch(epoch, steps int) {
+	r.progress, r.epochLoss = nil, false
+	if r.worker.Rank == 0 {
+		r.progress = report.NewProgress(r.out, fmt.Sprintf("epoch %d/%d", epoch+1, r.cfg.epochs), steps, r.cfg.LogInterval)
+	}
+}
+
+// logLoss reads rank 0's loss of every step (step within the epoch,
+// steps since the start): the step has run, so it costs no program.
+func (r *runReport) logLoss(ctx context.Context, loss *xla.Tensor, step, steps, global int) error {
+	if r.worker.Rank != 0 {
+		return nil
+	}
+	var err error
+	if r.res.FinalLoss, err = loss.Item(ctx); err != nil {
+		return err
+	}
+	r.epochLoss, r.runLoss = true, true
+	r.curves.AddLoss(steps, r.res.FinalLoss)
+	r.progress.Step(step, r.res.FinalLoss, global)
+	return nil
+}
+
+// endEpoch measures the validation accuracy.
+func (r *runReport) endEpoch(ctx context.Context, net nn.Module, epoch int, lr float64) error {
+	r.progress.Done()
+	var err error
+	if r.res.Accuracy, err = report.Accuracy(ctx, net, r.worker.Device, r.val, r.cfg.batchSize); err != nil {
+		return err
+	}
+	r.res.Epochs = epoch + 1
+	if r.worker.Rank == 0 {
+		r.curves.AddAccuracy(epoch+1, r.res.Accuracy)
+		fmt.Fprintf(r.out, "epoch %d: val accuracy %.2f%% (%d images), last loss %s, next lr %.4g\n",
+			epoch+1, 100*r.res.Accuracy, r.val.Len(), report.Loss(r.res.FinalLoss, r.epochLoss), lr)
+	}
+	return nil
+}
+
+// finish writes --model-dir's model and prints rank 0's summary.
+func (r *runReport) finish(ctx context.Context, net nn.Module, samples int) (result, error) {
+	res, c, rank0 := r.res, r.cfg, r.worker.Rank == 0
+	res.Trained, res.Samples = time.Since(r.start), samples
+	var err error
 	if res.Weights, err = cmdline.WeightsDigest(ctx, net); err != nil {
 		return res, err
 	}
 	if c.modelDir != "" {
 		path := filepath.Join(c.modelDir, modelFile)
-		meta := map[string]string{"classes": j.classes, "image_size": strconv.Itoa(c.imageSize), "val_accuracy": strconv.FormatFloat(res.Accuracy, 'f', 4, 64)}
+		meta := map[string]string{"classes": r.classes, "image_size": strconv.Itoa(c.imageSize), "val_accuracy": strconv.FormatFloat(res.Accuracy, 'f', 4, 64)}
 		if err := checkpoint.SaveStateDict(ctx, path, net, meta); err != nil {
 			return res, err
 		}
 		if rank0 {
-			fmt.Fprintf(j.out, "wrote %s\n", path)
+			fmt.Fprintf(r.out, "wrote %s\n", path)
 		}
 	}
-	if rank0 {
-		fmt.Fprintf(j.out, "weights sha256 %s\n", res.Weights)
-		m := xla.GetMetrics()
-		fmt.Fprintf(j.out, "done: %d epoch(s), val accuracy %.2f%%, final loss %s, %v training, %.1f samples/s, programs: %d compiled, %d from the disk cache\n",
-			res.Epochs, 100*res.Accuracy, report.Loss(res.FinalLoss, runLoss), res.Trained.Round(time.Millisecond),
-			float64(res.Samples)/max(res.Trained.Seconds(), 1e-9), m.Compilations, m.PersistentCacheHits)
-		if err := c.Finish(j.out, &curves); err != nil {
-			return res, err
-		}
+	if !rank0 {
+		return res, nil
 	}
-	return res, nil
+	fmt.Fprintf(r.out, "weights sha256 %s\n", res.Weights)
+	m := xla.GetMetrics()
+	fmt.Fprintf(r.out, "done: %d epoch(s), val accuracy %.2f%%, final loss %s, %v training, %.1f samples/s, programs: %d compiled, %d from the disk cache\n",
+		res.Epochs, 100*res.Accuracy, report.Loss(res.FinalLoss, r.runLoss), res.Trained.Round(time.Millisecond),
+		float64(res.Samples)/max(res.Trained.Seconds(), 1e-9), m.Compilations, m.PersistentCacheHits)
+	return res, c.Finish(r.out, &r.curves)
 }

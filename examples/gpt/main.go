@@ -39,7 +39,6 @@ type config struct {
 	warmup, evalInterval, evalIters, sample int
 	lr, minLR, weightDecay, clip            float64
 	seed                                    uint64
-	det                                     cmdline.Determinism
 }
 
 // sizes are the presets: small learns visibly in a couple of CPU minutes;
@@ -98,22 +97,20 @@ func parse(args []string, out io.Writer) (config, error) {
 	fs.BoolVar(&c.zero, "zero", false, "shard the AdamW state and the fp32 master weights over the replicas (ZeRO-1, package ddp/zero); --checkpoint is then a directory, resumable at any replica count")
 	fs.IntVar(&c.sample, "sample", 400, "characters to generate at the end (0: none)")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the initial model, the batches and the sample")
-	c.det.AddFlags(fs, 8)
 	fs.StringVar(&c.data, "data", DefaultCorpus, "a UTF-8 text file, or a directory of fortune files")
 	fs.StringVar(&c.sampleLog, "sample-log", "", "append the index of every training window each replica uses to DIR/replica-N.txt (\"epoch index\" lines)")
 	addRunFlags(fs, &c.Run)
 	if err := cmdline.Parse(fs, args); err != nil {
 		return c, err
 	}
-	c.launch, c.Preemption = *launch, cmdline.Preemption(launch.Checkpoints)
-	c.launch.Device.Deterministic = c.det.On
+	c.launch = *launch
 	if err := c.applyPreset(); err != nil {
 		return c, err
 	}
 	if err := c.CheckCheckpointKind(c.zero); err != nil {
 		return c, err
 	}
-	return c, c.Check()
+	return c, c.Check(c.launch)
 }
 
 // addRunFlags adds the shared output flags; a GPT counts steps, not epochs.
@@ -162,14 +159,18 @@ func (c *config) applyPreset() error {
 		return fmt.Errorf("--warmup %d: must be from 0 to --steps - 1 (%d)", c.warmup, c.steps-1)
 	case c.precision != "fp32" && c.precision != "bf16":
 		return fmt.Errorf("--precision %q: want fp32 or bf16", c.precision)
-	case c.det.Check(c.batchSize) != nil:
-		return c.det.Check(c.batchSize)
-	case c.det.On && c.gradAccum != 1:
+	case c.launch.Mode.CheckBatch(c.batch()) != nil:
+		return c.launch.Mode.CheckBatch(c.batch())
+	case c.launch.Mode.Deterministic && c.gradAccum != 1:
 		return fmt.Errorf("--grad-accum %d with --deterministic: the micro-shards are the accumulation (each replica runs its "+
 			"--batch-size / --micro-shard share of them one after the other); drop --grad-accum", c.gradAccum)
 	}
 	return nil
 }
+
+// batch is the global batch, cut into micro-shards of 8 rows with
+// --deterministic unless --micro-shard says otherwise.
+func (c config) batch() ddp.Batch { return ddp.Batch{Global: c.batchSize, MicroShard: 8, Seed: c.seed} }
 
 // computeDType is --precision's compute dtype (InvalidDType: the
 // parameters' own).

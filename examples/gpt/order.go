@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/xladdp/xladdp/ddp"
-	"github.com/xladdp/xladdp/examples/internal/cmdline"
+	"github.com/xladdp/xladdp/ddp/training"
 )
 
 // order is the training split's samples in epoch order: sample i is the
@@ -23,6 +23,7 @@ type order struct {
 	mine         []int // this replica's indices of the epoch, from the position resumed at
 	next         int
 	stepsInEpoch int // of a whole epoch
+	recorded     int // a replica's samples a step, as checkpoints record it
 }
 
 func newOrder(tokens, block int, seed uint64, replicas, rank, perReplica int) (*order, error) {
@@ -39,16 +40,21 @@ func newOrder(tokens, block int, seed uint64, replicas, rank, perReplica int) (*
 		stepsInEpoch: windows / replicas / perReplica}, nil
 }
 
-// resumeAt continues from a checkpoint's position.
-func (o *order) resumeAt(at cmdline.Position) error {
-	o.epoch, o.used, o.mine = at.Epoch, at.Samples, nil
-	return o.sampler.ResumeAt(at.Epoch, at.Samples)
+// ResumeAt continues from a checkpoint's position: the first samples of
+// epoch's order were used.
+func (o *order) ResumeAt(epoch, samples int) error {
+	o.epoch, o.used, o.mine = epoch, samples, nil
+	return o.sampler.ResumeAt(epoch, samples)
 }
+
+// StepSamples is a step's samples over the job, and what a checkpoint
+// records of a replica's: the order as a training.Loop's.
+func (o *order) StepSamples() (global, perReplica int) { return o.global, o.recorded }
 
 // afterSteps is the position after steps whole steps at this global
 // batch: a --resume checkpoint's, which holds the step alone.
-func (o *order) afterSteps(steps int) cmdline.Position {
-	return cmdline.Position{Epoch: steps / o.stepsInEpoch, Samples: steps % o.stepsInEpoch * o.global, Step: steps}
+func (o *order) afterSteps(steps int) training.Position {
+	return training.Position{Epoch: steps / o.stepsInEpoch, Samples: steps % o.stepsInEpoch * o.global, Step: steps}
 }
 
 // take returns the epoch and this replica's samples of the next step.
@@ -67,8 +73,8 @@ func (o *order) take() (epoch int, samples []int) {
 }
 
 // position is where the order stands after step steps.
-func (o *order) position(steps int) cmdline.Position {
-	return cmdline.Position{Epoch: o.epoch, Samples: o.used, Step: steps}
+func (o *order) position(steps int) training.Position {
+	return training.Position{Epoch: o.epoch, Samples: o.used, Step: steps}
 }
 
 // windowsOf are samples' inputs and targets, rows of block characters.

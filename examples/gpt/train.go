@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"strconv"
 	"time"
 
 	"github.com/xladdp/xladdp/ddp"
 	"github.com/xladdp/xladdp/ddp/checkpoint"
+	"github.com/xladdp/xladdp/ddp/training"
 	"github.com/xladdp/xladdp/ddp/zero"
 	"github.com/xladdp/xladdp/examples/internal/cmdline"
 	"github.com/xladdp/xladdp/examples/internal/report"
@@ -41,10 +41,10 @@ type trainer struct {
 func newTrainer(ctx context.Context, c config, w ddp.Worker, text *corpus, out io.Writer) (*trainer, error) {
 	t := &trainer{c: c, w: w, text: text}
 	var err error
-	if c.det.On {
+	if w.Mode.Deterministic {
 		// Every replica reads the whole global batch's order and
 		// computes its micro-shards of it.
-		t.perStep, t.global = c.det.MicroShard, c.batchSize
+		t.perStep, t.global = w.Mode.MicroShardFor(c.batch()), c.batchSize
 		t.order, err = newOrder(len(text.train), c.model.BlockSize, c.seed, 1, 0, c.batchSize)
 	} else {
 		rows := cmdline.PerReplica(out, w.Rank == 0, c.batchSize, w.WorldSize*c.gradAccum,
@@ -59,13 +59,14 @@ func newTrainer(ctx context.Context, c config, w ddp.Worker, text *corpus, out i
 	if err != nil {
 		return nil, err
 	}
+	t.order.recorded = t.global / w.WorldSize
 	if t.net, err = nn.NewGPT(w.Device, nn.NewRand(c.seed), c.model); err != nil {
 		return nil, err
 	}
 	if err := nn.SetComputeDType(t.net, c.computeDType()); err != nil {
 		return nil, err
 	}
-	if t.model, err = ddp.Wrap(ctx, t.net, c.det.WrapOptions(c.batchSize, c.seed)...); err != nil {
+	if t.model, err = w.Wrap(ctx, t.net, c.batch()); err != nil {
 		return nil, err
 	}
 	groups := optim.DecayGroups(nn.NamedParameters(t.model), c.weightDecay)
@@ -207,60 +208,31 @@ func train(ctx context.Context, c config, w ddp.Worker, text *corpus, out io.Wri
 	defer t.model.Close()
 	rank0 := w.Rank == 0
 	shape := fmt.Sprintf("%+v", c.model)
-	ck := optim.Checkpoint{Model: t.model, Optimizer: t.opt, RNG: w.Device, Metadata: map[string]string{"gpt": shape}}
-	resumer, at, resumed, err := c.Open(ctx, &ck, w.WorldSize, t.global/w.WorldSize, rank0, out)
+	loop, err := c.OpenLoop(ctx, w, t.order, optim.Checkpoint{Model: t.model, Optimizer: t.opt, RNG: w.Device, Metadata: map[string]string{"gpt": shape}}, out)
 	if err != nil {
 		return res, err
 	}
-	defer func() { err = errors.Join(err, resumer.Close()) }()
+	defer func() { err = errors.Join(err, loop.Close()) }()
 	if t.samples, err = cmdline.OpenSampleLog(c.sampleLog, w.Rank); err != nil {
 		return res, err
 	}
 	defer func() { err = errors.Join(err, t.samples.Close()) }()
-	flag, from := "--resume", c.Checkpoint
-	switch {
-	case resumed:
-		flag, from = "--checkpoint-dir", c.Dir
-	case c.Resume:
-		if err := checkpoint.Load(ctx, t.c.Checkpoint, &ck); err != nil {
-			return res, fmt.Errorf("--resume: %w (a checkpoint resumes the same --data and model flags only)", err)
-		}
-	}
-	if resumed || c.Resume {
-		if err := c.det.CheckResumed(ck.Metadata, c.batchSize, flag+" "+from); err != nil {
-			return res, err
-		}
-		if got := ck.Metadata["gpt"]; got != shape {
-			return res, fmt.Errorf("%s: %s holds a GPT %s, this run builds %s: give the same --size, --layers, --heads, --width, --block, --dropout and --data",
-				flag, from, got, shape)
-		}
-		// --checkpoint-dir at the last step is a job that ended (or was
-		// preempted) as it finished: the same command run again finishes.
-		if ck.Step > c.steps || (ck.Step == c.steps && !resumed) {
-			return res, fmt.Errorf("%s: %s is at step %d, and --steps is %d: nothing to train; raise --steps", flag, from, ck.Step, c.steps)
-		}
-		if ck.Step == c.steps {
-			return finished(ctx, t, ck, rank0, out)
-		}
-		for range ck.Step {
-			t.sched.Step() // the learning rate of the step it resumes at
-		}
-		t.steps = ck.Step
-		if !resumed {
-			at = t.order.afterSteps(ck.Step) // a --resume file holds the step alone
-		}
-		if err := t.order.resumeAt(at); err != nil {
+	ck := loop.State()
+	if loop.Resumed() != "" {
+		done, err := t.resume(loop, shape)
+		if err != nil || done {
+			if done {
+				res, err = finished(ctx, t, ck, rank0, out)
+			}
 			return res, err
 		}
 		res.ResumedAt = ck.Step
-		slog.Info("resumed", "rank", w.Rank, "checkpoint", from, "step", ck.Step)
 	}
-	ck.Metadata = c.det.Mark(ck.Metadata, c.batchSize)
 	if rank0 {
 		fmt.Fprintf(out, "training a %d-layer, %d-head, %d-wide GPT (%d parameters, %d characters of vocabulary, block %d) on %d replicas (%s), %s\n",
 			c.model.Layers, c.model.Heads, c.model.Width, nn.NumParameters(t.net), c.model.Vocab, c.model.BlockSize, w.WorldSize, w.Device, c.precision)
 		split := fmt.Sprintf("%d replicas × %d micro-steps × %d rows", w.WorldSize, c.gradAccum, t.perStep)
-		if c.det.On {
+		if w.Mode.Deterministic {
 			split = fmt.Sprintf("deterministic: %d micro-shards of %d rows, summed in one order at any world size", c.batchSize/t.perStep, t.perStep)
 		}
 		fmt.Fprintf(out, "global batch %d = %s; AdamW lr %.3g → %.3g (warmup %d, cosine to step %d), clip %g; %d train / %d val characters\n",
@@ -326,6 +298,7 @@ func train(ctx context.Context, c config, w ddp.Worker, text *corpus, out io.Wri
 				progress.Note(fmt.Sprintf("step %d: train loss %.4f, val loss %.4f, lr %.3g", done, res.TrainLoss, res.ValLoss, t.opt.LR()))
 			}
 			if c.Checkpoint != "" {
+				ck := loop.State()
 				ck.Step = done
 				if err := checkpoint.Save(ctx, t.c.Checkpoint, ck); err != nil {
 					return res, err
@@ -333,7 +306,7 @@ func train(ctx context.Context, c config, w ddp.Worker, text *corpus, out io.Wri
 			}
 		}
 		res.Steps = done
-		if err := resumer.Step(ctx, ck, t.order.position(done)); err != nil {
+		if err := loop.Commit(ctx, t.order.position(done)); err != nil {
 			return res, err // checkpoint.ErrPreempted: exit 75
 		}
 	}
@@ -368,6 +341,34 @@ func train(ctx context.Context, c config, w ddp.Worker, text *corpus, out io.Wri
 	return res, nil
 }
 
+// resume checks the checkpoint the loop resumed from and moves the
+// schedule and the data order to its step; done is a checkpoint of the
+// last step of a job that finished.
+func (t *trainer) resume(loop *training.Loop, shape string) (done bool, err error) {
+	ck, c := loop.State(), t.c
+	if got := ck.Metadata["gpt"]; got != shape {
+		return false, fmt.Errorf("%s: it holds a GPT %s, this run builds %s: give the same --size, --layers, --heads, --width, --block, --dropout and --data",
+			loop.Resumed(), got, shape)
+	}
+	// --checkpoint-dir at the last step is a job that ended (or was
+	// preempted) as it finished: the same command run again finishes.
+	if ck.Step > c.steps || (ck.Step == c.steps && c.Resume) {
+		return false, fmt.Errorf("%s: it is at step %d, and --steps is %d: nothing to train; raise --steps", loop.Resumed(), ck.Step, c.steps)
+	}
+	if ck.Step == c.steps {
+		return true, nil
+	}
+	for range ck.Step {
+		t.sched.Step() // the learning rate of the step it resumes at
+	}
+	t.steps = ck.Step
+	if c.Resume { // a --resume file holds the step alone
+		at := t.order.afterSteps(ck.Step)
+		return false, t.order.ResumeAt(at.Epoch, at.Samples)
+	}
+	return false, nil
+}
+
 // finished ends a run whose --checkpoint-dir holds its last step: it
 // trains nothing, writes --checkpoint from that state (a job preempted
 // as it saved its last step has it, but nothing else proves it), and
@@ -380,7 +381,7 @@ func finished(ctx context.Context, t *trainer, ck optim.Checkpoint, rank0 bool, 
 		}
 	}
 	if rank0 {
-		fmt.Fprintf(out, "done: --checkpoint-dir %s is at step %d of %d: training had finished, nothing left to train\n", t.c.Dir, ck.Step, t.c.steps)
+		fmt.Fprintf(out, "done: --checkpoint-dir %s is at step %d of %d: training had finished, nothing left to train\n", t.c.launch.Checkpoints.Dir, ck.Step, t.c.steps)
 	}
 	return res, nil
 }

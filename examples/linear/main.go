@@ -21,7 +21,7 @@ import (
 	"sync"
 
 	"github.com/xladdp/xladdp/ddp"
-	"github.com/xladdp/xladdp/ddp/checkpoint"
+	"github.com/xladdp/xladdp/ddp/training"
 	"github.com/xladdp/xladdp/examples/internal/cmdline"
 	"github.com/xladdp/xladdp/examples/internal/report"
 	"github.com/xladdp/xladdp/xla"
@@ -38,7 +38,6 @@ type config struct {
 	epochs, batchSize int
 	lr                float64
 	seed              uint64
-	det               cmdline.Determinism
 }
 
 // printing is the model of the seed: it reports the sizes it is given.
@@ -81,12 +80,10 @@ func parse(args []string, out io.Writer) (config, error) {
 	fs.Float64Var(&c.lr, "lr", 0.1, "SGD learning rate")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the dataset, the model and the data order")
 	c.Run.AddFlags(fs, 1)
-	c.det.AddFlags(fs, 5)
 	if err := cmdline.Parse(fs, args); err != nil {
 		return c, err
 	}
-	c.launch, c.Preemption = *launch, cmdline.Preemption(launch.Checkpoints)
-	c.launch.Device.Deterministic = c.det.On
+	c.launch = *launch
 	switch {
 	case c.epochs < 1 || c.batchSize < 1:
 		return c, fmt.Errorf("--epochs=%d and --batch-size=%d must be positive", c.epochs, c.batchSize)
@@ -97,11 +94,15 @@ func parse(args []string, out io.Writer) (config, error) {
 	case c.LogInterval < 1:
 		return c, fmt.Errorf("--log-interval=%d: must be positive", c.LogInterval)
 	}
-	if err := c.det.Check(c.batchSize); err != nil {
+	if err := c.launch.Mode.CheckBatch(c.batch()); err != nil {
 		return c, err
 	}
-	return c, c.Check()
+	return c, c.Check(c.launch)
 }
+
+// batch is the global batch, cut into micro-shards of 5 with
+// --deterministic unless --micro-shard says otherwise.
+func (c config) batch() ddp.Batch { return ddp.Batch{Global: c.batchSize, MicroShard: 5, Seed: c.seed} }
 
 // result is rank 0's view of the run.
 type result struct {
@@ -154,115 +155,109 @@ func datasetLoss(ctx context.Context, m nn.Module, d *xla.Device, dataset *data.
 func train(ctx context.Context, c config, w ddp.Worker, dataset *data.Random, out io.Writer) (res result, err error) {
 	d := w.Device
 	linear := nn.Dense(d, nn.NewRand(c.seed), inputSize, outputSize)
-	model, err := ddp.Wrap(ctx, printing{Module: linear, rank: w.Rank, out: out}, c.det.WrapOptions(c.batchSize, c.seed)...)
+	model, err := w.Wrap(ctx, printing{Module: linear, rank: w.Rank, out: out}, c.batch())
 	if err != nil {
 		return res, err
 	}
+	defer model.Close()
 	if res.Before, err = datasetLoss(ctx, linear, d, dataset); err != nil {
 		return res, err
 	}
-	defer model.Close()
 	opt, err := optim.NewSGD(nn.Parameters(model), optim.SGDConfig{LR: c.lr})
 	if err != nil {
 		return res, err
 	}
-	feed, err := cmdline.NewGlobalFeed(out, w, model, dataset.Len(), c.batchSize, c.seed, fmt.Sprintf("%d ranks", w.WorldSize))
+	feed, err := training.NewFeed(w, model, dataset.Len())
 	if err != nil {
 		return res, err
+	}
+	if feed.Note != "" && w.Rank == 0 {
+		fmt.Fprintf(out, "note: %s\n", feed.Note)
 	}
 	loader, err := data.NewLoader(dataset, d, data.LoaderConfig{BatchSize: feed.Batch, Sampler: feed.Sampler})
 	if err != nil {
 		return res, err
 	}
-	ck := optim.Checkpoint{Model: model, Optimizer: opt}
-	resumer, at, resumed, err := c.Open(ctx, &ck, w.WorldSize, feed.Batch, w.Rank == 0, out)
+	loop, err := c.OpenLoop(ctx, w, feed, optim.Checkpoint{Model: model, Optimizer: opt}, out)
 	if err != nil {
 		return res, err
 	}
-	defer func() { err = errors.Join(err, resumer.Close()) }()
-	switch {
-	case resumed:
-		err = errors.Join(c.det.CheckResumed(ck.Metadata, c.batchSize, "--checkpoint-dir "+c.Dir), feed.ResumeAt(at.Epoch, at.Samples))
-	case c.Resume:
-		if err = checkpoint.Load(ctx, c.Checkpoint, &ck); err == nil {
-			err = c.det.CheckResumed(ck.Metadata, c.batchSize, "--checkpoint "+c.Checkpoint)
-		}
-		at = cmdline.Position{Epoch: ck.Epoch, Step: ck.Step}
-	}
-	if err != nil {
-		return res, err
-	}
-	ck.Metadata = c.det.Mark(ck.Metadata, c.batchSize)
+	defer func() { err = errors.Join(err, loop.Close()) }()
 	// lossOf is a batch's loss, saying what the model saw, as the seed.
 	lossOf := func(b data.Batch) *xla.Tensor {
 		output := model.Forward(b.Input)
 		fmt.Fprintf(out, "rank %d: Outside: input size %v output_size %v\n", w.Rank, b.Input.Shape().Dimensions, output.Shape().Dimensions)
 		return nn.MSELoss(output, b.Target, nn.ReductionMean)
 	}
-	curves, steps := report.Curves{Title: "linear model"}, at.Step
-	for epoch := at.Epoch; epoch < c.epochs; epoch++ {
-		sum, n := 0.0, 0
-		// The samples of the epoch's order used before a resume, and
-		// the steps they made: the loader yields the rest.
-		epochStart := at.Used(epoch)
-		before := epochStart / feed.Global
-		for st, err := range feed.Steps(loader.Epoch(ctx, epoch)) {
+	curves := report.Curves{Title: "linear model"}
+	for epoch := range loop.Epochs(c.epochs) {
+		var mean epochMean
+		for st, err := range loop.Steps(ctx, epoch, feed.Steps(loader.Epoch(ctx, epoch)), c.MaxSteps) {
 			if err != nil {
-				return res, err
-			}
-			if c.MaxSteps > 0 && before+st.Index >= c.MaxSteps {
-				break
-			}
-			loss, err := feed.TrainStep(ctx, model, opt, st.Batches, steps, lossOf)
-			size := feed.Global
-			if !feed.Deterministic() {
-				size = st.Batches[0].Size // rank 0's loss: its batch, maybe the epoch's partial last
-			}
-			if err != nil {
-				return res, err
-			}
-			v, err := loss.Item(ctx)
-			if err != nil {
-				return res, err
-			}
-			sum, n = sum+v*float64(size), n+size
-			if steps++; steps%c.LogInterval == 0 {
-				curves.AddLoss(steps, v)
-			}
-			at = cmdline.Position{Epoch: epoch, Samples: epochStart + (st.Index+1)*feed.Global, Step: steps}
-			if err := resumer.Step(ctx, ck, at); err != nil {
 				return res, err // checkpoint.ErrPreempted: exit 75
 			}
-		}
-		res.EpochLosses = append(res.EpochLosses, sum/float64(n))
-		if w.Rank == 0 {
-			whose := "rank 0's"
-			if feed.Deterministic() {
-				whose = "the global batches'"
-			}
-			fmt.Fprintf(out, "epoch %d: mean loss %.4f on %s %d samples\n", epoch+1, sum/float64(n), whose, n)
-		}
-		if c.Checkpoint != "" {
-			saved := ck
-			saved.Epoch, saved.Step = epoch+1, steps
-			if err := checkpoint.Save(ctx, c.Checkpoint, saved); err != nil {
+			loss, err := feed.TrainStep(ctx, opt, st, loop.Position().Step, lossOf)
+			if err != nil {
 				return res, err
 			}
+			v, err := mean.add(ctx, loss, feed, st)
+			if err != nil {
+				return res, err
+			}
+			if steps := loop.Position().Step + 1; steps%c.LogInterval == 0 {
+				curves.AddLoss(steps, v)
+			}
 		}
-	}
-	if res.After, err = datasetLoss(ctx, linear, d, dataset); err != nil {
-		return res, err
-	}
-	digest, err := cmdline.WeightsDigest(ctx, linear)
-	if err != nil {
-		return res, err
-	}
-	if w.Rank == 0 {
-		fmt.Fprintf(out, "weights sha256 %s\n", digest)
-		fmt.Fprintf(out, "loss over the %d samples: %.4f before training, %.4f after\n", dataset.Len(), res.Before, res.After)
-		if err := c.Finish(out, &curves); err != nil {
+		res.EpochLosses = append(res.EpochLosses, mean.report(out, w.Rank, epoch, feed))
+		if err := c.Export(ctx, loop, epoch); err != nil {
 			return res, err
 		}
 	}
-	return res, nil
+	return finish(ctx, c, w, linear, dataset, &curves, out, res)
+}
+
+// epochMean is the mean loss of an epoch's samples: rank 0's batches, or
+// with --deterministic the global batches.
+type epochMean struct {
+	sum float64
+	n   int
+}
+
+// add reads a step's loss into the mean and returns it.
+func (m *epochMean) add(ctx context.Context, loss *xla.Tensor, feed *training.Feed, st training.Step) (float64, error) {
+	v, err := loss.Item(ctx)
+	size := feed.Global
+	if !feed.Deterministic() {
+		size = st.Batches[0].Size // rank 0's loss: its batch, maybe the epoch's partial last
+	}
+	m.sum, m.n = m.sum+v*float64(size), m.n+size
+	return v, err
+}
+
+// report prints the epoch's mean on rank 0 and returns it.
+func (m epochMean) report(out io.Writer, rank, epoch int, feed *training.Feed) float64 {
+	mean := m.sum / float64(m.n)
+	if rank == 0 {
+		whose := "rank 0's"
+		if feed.Deterministic() {
+			whose = "the global batches'"
+		}
+		fmt.Fprintf(out, "epoch %d: mean loss %.4f on %s %d samples\n", epoch+1, mean, whose, m.n)
+	}
+	return mean
+}
+
+// finish measures the trained model and prints rank 0's summary.
+func finish(ctx context.Context, c config, w ddp.Worker, linear nn.Module, dataset *data.Random, curves *report.Curves, out io.Writer, res result) (result, error) {
+	var err error
+	if res.After, err = datasetLoss(ctx, linear, w.Device, dataset); err != nil {
+		return res, err
+	}
+	digest, err := cmdline.WeightsDigest(ctx, linear)
+	if err != nil || w.Rank != 0 {
+		return res, err
+	}
+	fmt.Fprintf(out, "weights sha256 %s\n", digest)
+	fmt.Fprintf(out, "loss over the %d samples: %.4f before training, %.4f after\n", dataset.Len(), res.Before, res.After)
+	return res, c.Finish(out, curves)
 }

@@ -77,7 +77,8 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"--spawn", "--device", "tpu"}, `"tpu"`},
 		{[]string{"--spawn", "--batch-size", "101"}, "--batch-size=101: larger than the 100 samples of the dataset"},
 		{[]string{"--spawn", "--deterministic", "--micro-shard", "7"}, "does not divide the global batch of 30"},
-		{[]string{"--spawn", "--deterministic", "--micro-shard", "0"}, "must be positive"},
+		{[]string{"--spawn", "--deterministic", "--micro-shard", "0"}, "want a sample count of at least 1"},
+		{[]string{"--spawn", "--micro-shard", "5"}, "--micro-shard 5 without --deterministic"},
 	} {
 		_, err := run(context.Background(), tc.args, &bytes.Buffer{})
 		assert.ErrorContains(t, err, tc.want, "%v", tc.args)

@@ -83,6 +83,7 @@ func TakeSnapshot(ctx context.Context, c Checkpoint) (Snapshot, error) {
 	for k, v := range c.Metadata {
 		meta[k] = v
 	}
+	meta = ConfigMetadata(c.Model, meta)
 	meta["step"] = strconv.Itoa(c.Step)
 	meta["epoch"] = strconv.Itoa(c.Epoch)
 	if c.Optimizer != nil {
@@ -129,6 +130,9 @@ func RestoreCheckpoint(file safetensors.File, path string, c *Checkpoint) error 
 	}
 	if step < 0 || epoch < 0 {
 		return fmt.Errorf("optim: %s: negative step %d or epoch %d", path, step, epoch)
+	}
+	if err := CheckConfig(c.Model, file.Metadata, path); err != nil {
+		return err
 	}
 	var lr float64
 	if c.Optimizer != nil {

@@ -16,10 +16,13 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/xladdp/xladdp/ddp"
+	"github.com/xladdp/xladdp/ddp/checkpoint"
+	"github.com/xladdp/xladdp/ddp/training"
 	"github.com/xladdp/xladdp/examples/internal/report"
 	"github.com/xladdp/xladdp/internal/cli"
 	"github.com/xladdp/xladdp/internal/workerenv"
 	"github.com/xladdp/xladdp/xla"
+	"github.com/xladdp/xladdp/xla/optim"
 )
 
 // FlagSet returns the command's flag set, writing usage to out, with
@@ -54,12 +57,14 @@ func Main(name string, run func(ctx context.Context, args []string, out io.Write
 
 // Run holds the flags every training example shares: how much of each
 // epoch runs, how often progress is printed without a terminal, and what
-// the run leaves behind.
+// the run leaves behind. --checkpoint FILE is an export (the model and
+// optimizer after each epoch, in one file, for another program or a fresh
+// start with --resume); the job's own checkpoints, which it resumes from
+// by itself, are ddp.Flags' --checkpoint-dir.
 type Run struct {
 	MaxSteps, LogInterval int
 	Checkpoint, Plot      string
 	Resume, Metrics       bool
-	Preemption
 }
 
 // AddFlags adds the shared training flags to fs, to be parsed into r;
@@ -67,23 +72,24 @@ type Run struct {
 func (r *Run) AddFlags(fs *pflag.FlagSet, logEvery int) {
 	fs.IntVar(&r.MaxSteps, "max-steps", 0, "stop each epoch after this many steps (0: the whole epoch)")
 	fs.IntVar(&r.LogInterval, "log-interval", logEvery, "steps between progress lines when the output is not a terminal")
-	fs.StringVar(&r.Checkpoint, "checkpoint", "", "save a checkpoint (safetensors) here after each epoch, on rank 0")
-	fs.BoolVar(&r.Resume, "resume", false, "continue from --checkpoint")
+	fs.StringVar(&r.Checkpoint, "checkpoint", "", "export the model and optimizer to this file after each epoch (to resume a stopped job, use --checkpoint-dir)")
+	fs.BoolVar(&r.Resume, "resume", false, "start from the --checkpoint export (--checkpoint-dir resumes by itself)")
 	fs.BoolVar(&r.Metrics, "metrics", false, "print xla.MetricsReport() at the end")
 	fs.StringVar(&r.Plot, "plot", "", "draw the loss and accuracy curves to this PNG file")
 }
 
-// Check refuses what the shared flags cannot mean on their own (the
-// examples check --log-interval with their other sizes). On the process
-// that writes them (rank 0), the directories of --plot and --checkpoint
-// must exist and take files now, not after hours of training.
-func (r Run) Check() error {
+// Check refuses what the shared flags cannot mean on their own or beside
+// the launch's (the examples check --log-interval with their other
+// sizes). On the process that writes them (rank 0), the directories of
+// --plot and --checkpoint must exist and take files now, not after hours
+// of training.
+func (r Run) Check(launch ddp.Options) error {
 	switch {
 	case r.MaxSteps < 0:
 		return fmt.Errorf("--max-steps=%d: cannot be negative", r.MaxSteps)
 	case r.Resume && r.Checkpoint == "":
 		return errors.New("--resume needs --checkpoint FILE")
-	case r.Resume && r.Dir != "":
+	case r.Resume && launch.Checkpoints.Dir != "":
 		return errors.New("--resume with --checkpoint-dir: the latter resumes by itself from its latest checkpoint; drop --resume")
 	case r.Plot != "" && !strings.EqualFold(filepath.Ext(r.Plot), ".png"):
 		return fmt.Errorf("--plot %s: the plot is a PNG: name a .png file", r.Plot)
@@ -120,6 +126,36 @@ func (r Run) CheckCheckpointKind(sharded bool) error {
 		return fmt.Errorf("--checkpoint %s is a directory, as --zero saves them: resume it with --zero, or name a file", r.Checkpoint)
 	}
 	return nil
+}
+
+// OpenLoop is replica w's training loop over order (training.Open: resumed
+// from --checkpoint-dir), started from the --checkpoint export with
+// --resume; rank 0 says on out where it resumed.
+func (r Run) OpenLoop(ctx context.Context, w ddp.Worker, order training.Order, state optim.Checkpoint, out io.Writer) (*training.Loop, error) {
+	loop, err := training.Open(ctx, w, order, state)
+	if err != nil {
+		return nil, err
+	}
+	if r.Resume {
+		if err := loop.LoadFile(ctx, r.Checkpoint); err != nil {
+			return nil, errors.Join(err, loop.Close())
+		}
+	}
+	if w.Rank == 0 && loop.Resumed() != "" {
+		fmt.Fprintln(out, loop.Resumed())
+	}
+	return loop, nil
+}
+
+// Export writes the --checkpoint file at the end of epoch (every replica
+// takes part; checkpoint.Save writes rank 0's file).
+func (r Run) Export(ctx context.Context, loop *training.Loop, epoch int) error {
+	if r.Checkpoint == "" {
+		return nil
+	}
+	state := loop.State()
+	state.Epoch, state.Step = epoch+1, loop.Position().Step
+	return checkpoint.Save(ctx, r.Checkpoint, state)
 }
 
 // Finish is rank 0's end of a run: xla.MetricsReport() with --metrics,
@@ -162,19 +198,6 @@ func checkWritableDir(dir string) error {
 	}
 	name := f.Name()
 	return errors.Join(f.Close(), os.Remove(name))
-}
-
-// StepsPerEpoch is how many whole batches of batch samples each of the
-// replicas reads per epoch from its share of the n training samples; none
-// is an error naming --batch-size (a run of 0 steps would end "successful"
-// with nothing trained).
-func StepsPerEpoch(n, share, replicas, batch int) (int, error) {
-	steps := share / batch
-	if steps == 0 {
-		return 0, fmt.Errorf("--batch-size: each of the %d replicas reads %d of the %d training samples, "+
-			"less than one batch of %d: no step would run; lower --batch-size", replicas, share, n, batch)
-	}
-	return steps, nil
 }
 
 // PerReplica is each of parts' share of --batch-size global: the global

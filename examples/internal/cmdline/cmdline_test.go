@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/xladdp/xladdp/ddp"
 )
 
 func TestRunFlags(t *testing.T) {
@@ -20,18 +22,19 @@ func TestRunFlags(t *testing.T) {
 		{[]string{"--max-steps", "3", "--checkpoint", "c.safetensors", "--resume", "--metrics", "--plot", "p.png", "--log-interval", "7"}, ""},
 		{[]string{"--max-steps", "-1"}, "--max-steps=-1: cannot be negative"},
 		{[]string{"--resume"}, "--resume needs --checkpoint FILE"},
+		{[]string{"--resume", "--checkpoint", "c.safetensors", "--checkpoint-dir", "ck"}, "the latter resumes by itself"},
 		{[]string{"--log-interval", "x"}, `invalid argument "x"`},
 		{[]string{"--plot", "p.jpg"}, "name a .png file"},
 		{[]string{"--plot", "/nonexistent/p.png"}, "--plot /nonexistent/p.png: its directory: stat /nonexistent: no such file or directory"},
 		{[]string{"--checkpoint", "/etc/hostname/c.safetensors"}, "/etc/hostname is not a directory"},
 		{[]string{"--checkpoint", "/proc/c.safetensors"}, "cannot write in /proc"},
 	} {
-		fs, _ := FlagSet("example", io.Discard)
+		fs, launch := FlagSet("example", io.Discard)
 		var r Run
 		r.AddFlags(fs, 20)
 		err := Parse(fs, tc.args)
 		if err == nil {
-			err = r.Check()
+			err = r.Check(*launch)
 		}
 		if tc.want != "" {
 			assert.ErrorContains(t, err, tc.want, "%v", tc.args)
@@ -53,12 +56,12 @@ func TestRunFlags(t *testing.T) {
 func TestOnlyRankZeroChecksItsOutputs(t *testing.T) {
 	r := Run{Plot: "/nonexistent/p.png", Checkpoint: "/nonexistent/c.safetensors"}
 	t.Setenv("RANK", "1")
-	require.NoError(t, r.Check())
+	require.NoError(t, r.Check(ddp.Options{}))
 	t.Setenv("RANK", "0")
-	require.ErrorContains(t, r.Check(), "/nonexistent")
+	require.ErrorContains(t, r.Check(ddp.Options{}), "/nonexistent")
 	t.Setenv("RANK", "")
 	t.Setenv("OMPI_COMM_WORLD_RANK", "3")
-	require.NoError(t, r.Check())
+	require.NoError(t, r.Check(ddp.Options{}))
 }
 
 // ddp.Run's flags as every example takes them: the device target and the

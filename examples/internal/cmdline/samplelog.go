@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+
+	"github.com/xladdp/xladdp/xla/data"
 )
 
 // SampleLog appends the dataset index of every training sample a replica
@@ -38,6 +40,16 @@ func (l *SampleLog) Add(epoch int, samples []int) error {
 	for _, s := range samples {
 		if _, err := fmt.Fprintln(l.w, strconv.Itoa(epoch)+" "+strconv.Itoa(s)); err != nil {
 			return fmt.Errorf("--sample-log: %w", err)
+		}
+	}
+	return nil
+}
+
+// AddAll records a step's batches' samples, tagged with the epoch.
+func (l *SampleLog) AddAll(epoch int, batches []data.Batch) error {
+	for _, b := range batches {
+		if err := l.Add(epoch, b.Samples); err != nil {
+			return err
 		}
 	}
 	return nil
