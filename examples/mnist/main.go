@@ -91,7 +91,9 @@ func parse(args []string, out io.Writer) (config, error) {
 
 // batch is the global batch, cut into micro-shards of 16 with
 // --deterministic unless --micro-shard says otherwise.
-func (c config) batch() ddp.Batch { return ddp.Batch{Global: c.batchSize, MicroShard: 16, Seed: c.seed} }
+func (c config) batch() ddp.Batch {
+	return ddp.Batch{Global: c.batchSize, MicroShard: 16, Seed: c.seed}
+}
 
 func run(ctx context.Context, args []string, out io.Writer) (result, error) {
 	c, err := parse(args, out)
