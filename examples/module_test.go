@@ -32,16 +32,23 @@ var ownModules struct {
 // on the proxy), as the guide tells users to, with the build tags given;
 // once per test process and tags.
 func buildOwnModule(t *testing.T, tags string) string {
+	return buildGuideProgram(t, "own-module.md", tags)
+}
+
+// buildGuideProgram builds the first Go program of docs/guide as
+// buildOwnModule does; once per test process, guide and tags.
+func buildGuideProgram(t *testing.T, guideName, tags string) string {
 	t.Helper()
 	ownModules.Lock()
 	defer ownModules.Unlock()
-	if bin, ok := ownModules.bins[tags]; ok {
+	key := guideName + " " + tags
+	if bin, ok := ownModules.bins[key]; ok {
 		return bin
 	}
-	guide, err := os.ReadFile("../docs/own-module.md")
+	guide, err := os.ReadFile(filepath.Join("..", "docs", guideName))
 	require.NoError(t, err)
-	program := regexp.MustCompile("(?s)```go\n(.*?)```").FindStringSubmatch(string(guide))
-	require.NotNil(t, program, "docs/own-module.md's program")
+	program := regexp.MustCompile("(?s)```go\n(package main\n.*?)```").FindStringSubmatch(string(guide))
+	require.NotNil(t, program, "docs/%s's program", guideName)
 	root, err := filepath.Abs("..")
 	require.NoError(t, err)
 	dir := exampletest.BuildDir(t, "own-module-")
@@ -63,7 +70,7 @@ func buildOwnModule(t *testing.T, tags string) string {
 	if ownModules.bins == nil {
 		ownModules.bins = map[string]string{}
 	}
-	ownModules.bins[tags] = bin
+	ownModules.bins[key] = bin
 	return bin
 }
 

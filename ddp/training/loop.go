@@ -18,9 +18,9 @@ import (
 // and step: where in the epoch's global sample order the run stood, and
 // the replica count and per-replica batch that wrote it.
 const (
-	metaPosition   = "train.epoch_position"
-	metaReplicas   = "train.replicas"
-	metaPerReplica = "train.per_replica_batch"
+	metaPosition   = "training.epoch_position"
+	metaReplicas   = "training.replicas"
+	metaPerReplica = "training.per_replica_batch"
 )
 
 // Position is where a run stands: the epoch, the samples of the epoch's

@@ -9,7 +9,6 @@ import (
 
 	"github.com/xladdp/xladdp/ddp"
 	"github.com/xladdp/xladdp/ddp/training"
-	"github.com/xladdp/xladdp/examples/internal/cmdline"
 	"github.com/xladdp/xladdp/examples/internal/report"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/data"
@@ -152,7 +151,7 @@ func (t *Trainer) endEpoch(ctx context.Context, epoch int, res *result, curves *
 // finish prints rank 0's summary.
 func (t *Trainer) finish(ctx context.Context, res *result, curves *report.Curves) error {
 	var err error
-	if res.Weights, err = cmdline.WeightsDigest(ctx, t.net); err != nil || t.globalRank != 0 {
+	if res.Weights, err = nn.WeightsDigest(ctx, t.net); err != nil || t.globalRank != 0 {
 		return err
 	}
 	steps := t.loop.Position().Step

@@ -13,7 +13,6 @@ import (
 	"github.com/xladdp/xladdp/ddp"
 	"github.com/xladdp/xladdp/ddp/checkpoint"
 	"github.com/xladdp/xladdp/ddp/training"
-	"github.com/xladdp/xladdp/examples/internal/cmdline"
 	"github.com/xladdp/xladdp/examples/internal/report"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/data"
@@ -202,7 +201,7 @@ func (r *runReport) finish(ctx context.Context, net nn.Module, samples int) (res
 	res, c, rank0 := r.res, r.cfg, r.worker.Rank == 0
 	res.Trained, res.Samples = time.Since(r.start), samples
 	var err error
-	if res.Weights, err = cmdline.WeightsDigest(ctx, net); err != nil {
+	if res.Weights, err = nn.WeightsDigest(ctx, net); err != nil {
 		return res, err
 	}
 	if c.modelDir != "" {

@@ -320,7 +320,7 @@ func train(ctx context.Context, c config, w ddp.Worker, text *corpus, out io.Wri
 			return res, err
 		}
 	}
-	weights, err := cmdline.WeightsDigest(ctx, t.net)
+	weights, err := nn.WeightsDigest(ctx, t.net)
 	if err != nil {
 		return res, err
 	}

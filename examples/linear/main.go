@@ -253,7 +253,7 @@ func finish(ctx context.Context, c config, w ddp.Worker, linear nn.Module, datas
 	if res.After, err = datasetLoss(ctx, linear, w.Device, dataset); err != nil {
 		return res, err
 	}
-	digest, err := cmdline.WeightsDigest(ctx, linear)
+	digest, err := nn.WeightsDigest(ctx, linear)
 	if err != nil || w.Rank != 0 {
 		return res, err
 	}

@@ -93,7 +93,7 @@ func TestBadFlags(t *testing.T) {
 		// Larger than the training set: 0 steps used to run, exit 0 and
 		// print "final loss 0.0000".
 		{[]string{"--spawn", "--batch-size", "100000"}, "each of the 2 replicas reads 30000 of the 60000 training samples, " +
-			"less than one batch of 50000: no step would run; lower --batch-size"},
+			"less than one batch of 50000: no step would run; lower the batch size"},
 		// Refused before training, not when the plot is drawn at the end.
 		{[]string{"--spawn", "--plot", "/nonexistent/dir/curves.png"}, "--plot /nonexistent/dir/curves.png: its directory"},
 		{[]string{"--spawn", "--checkpoint", "/nonexistent/dir/c.safetensors"}, "--checkpoint /nonexistent/dir/c.safetensors: its directory"},
@@ -105,7 +105,8 @@ func TestBadFlags(t *testing.T) {
 		// writer killed mid-save left it under the final name).
 		{[]string{"--spawn", "--checkpoint-dir", halfWrittenDir, "--max-steps", "1"}, "step-000000000007.safetensors"},
 		{[]string{"--spawn", "--deterministic", "--micro-shard", "10"}, "does not divide the global batch of 64"},
-		{[]string{"--spawn", "--deterministic", "--micro-shard", "0"}, "must be positive"},
+		{[]string{"--spawn", "--deterministic", "--micro-shard", "0"}, "want a sample count of at least 1"},
+		{[]string{"--spawn", "--micro-shard", "16"}, "--micro-shard 16 without --deterministic"},
 		{[]string{"--spawn", "--deterministic", "--micro-shard", "128"}, "does not divide the global batch of 64"},
 	} {
 		_, err := run(context.Background(), tc.args, &bytes.Buffer{})
@@ -132,7 +133,7 @@ func TestForeignCheckpointDirIsRefused(t *testing.T) {
 	_, err := run(t.Context(), append(args, "--checkpoint", filepath.Join(dir, "step-000000000002.safetensors")), &bytes.Buffer{})
 	require.NoError(t, err)
 	_, err = run(t.Context(), append(args, "--checkpoint-dir", dir), &bytes.Buffer{})
-	assert.ErrorContains(t, err, "examples.epoch_position is \"\", not a count")
+	assert.ErrorContains(t, err, "training.epoch_position is \"\", not a count")
 	assert.ErrorContains(t, err, "move it away to start afresh")
 }
 

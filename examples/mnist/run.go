@@ -9,7 +9,6 @@ import (
 	"github.com/xladdp/xladdp/ddp"
 	"github.com/xladdp/xladdp/ddp/training"
 	"github.com/xladdp/xladdp/ddp/zero"
-	"github.com/xladdp/xladdp/examples/internal/cmdline"
 	"github.com/xladdp/xladdp/examples/internal/report"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/data"
@@ -123,7 +122,7 @@ func (r *runReport) finish(ctx context.Context, c config, model *ddp.Distributed
 	res.Samples = loop.Position().Step * r.feed.Global
 	res.Compilations = xla.GetMetrics().Compilations
 	var err error
-	if res.Weights, err = cmdline.WeightsDigest(ctx, net); err != nil || !r.rank0 {
+	if res.Weights, err = nn.WeightsDigest(ctx, net); err != nil || !r.rank0 {
 		return res, err
 	}
 	if st := model.DeterministicStats(); st.Steps > 0 {

@@ -1,20 +1,18 @@
-package cmdline
+package nn
 
 import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
-
-	"github.com/xladdp/xladdp/xla/nn"
 )
 
 // WeightsDigest is the sha256 of module's parameters, then its buffers
 // (BatchNorm's running statistics): each one's name, dtype, shape and
 // bytes, in order. Two runs trained alike print the same.
-func WeightsDigest(ctx context.Context, module nn.Module) (string, error) {
+func WeightsDigest(ctx context.Context, module Module) (string, error) {
 	h := sha256.New()
-	for _, p := range append(nn.NamedParameters(module), nn.NamedBuffers(module)...) {
+	for _, p := range append(NamedParameters(module), NamedBuffers(module)...) {
 		t := p.Tensor
 		fmt.Fprintf(h, "%s %s %v\n", p.Name, t.DType(), t.Dims())
 		b := make([]byte, t.Shape().Memory())

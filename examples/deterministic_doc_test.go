@@ -1,0 +1,61 @@
+package examples
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/xladdp/xladdp/examples/internal/exampletest"
+	"github.com/xladdp/xladdp/internal/workerenv"
+)
+
+// TestDeterministicGuideProgram: the program of docs/deterministic.md,
+// written only from that guide and own-module.md and built as a module of
+// its own, trains to one weights sha256 with --deterministic on 1 and 2
+// spawned replicas and 3 ddprun ranks; SIGTERMed mid-run it commits and
+// exits 75, and the same command resumed at another world size ends with
+// the same digest. The plain mode's digest differs (it is not the mode's
+// rounding), and the flags the guide promises to refuse are refused.
+func TestDeterministicGuideProgram(t *testing.T) {
+	exampletest.CleanEnv(t)
+	ddprun := exampletest.Ddprun(t)
+	bin := buildGuideProgram(t, "deterministic.md", "")
+	digest := func(argv ...string) string {
+		t.Helper()
+		res := runToEnd(t, argv)
+		require.Equal(t, 0, res.code, "%v: %s", argv, res.out)
+		w := weightsLine(res.out)
+		require.NotEmpty(t, w, res.out)
+		return w
+	}
+	const epochs = "100" // 2,000 steps: long enough to stop inside
+	want := digest(bin, "--spawn", "--cpu-devices", "1", "--deterministic", "--epochs", epochs)
+	assert.Equal(t, want, digest(bin, "--spawn", "--cpu-devices", "2", "--deterministic", "--epochs", epochs), "2 replicas")
+	assert.Equal(t, want, digest(ddprun, "--nproc_per_node=3", bin, "--deterministic", "--epochs", epochs), "ddprun 3")
+	assert.NotEqual(t, want, digest(bin, "--spawn", "--cpu-devices", "2", "--epochs", epochs), "the plain mode")
+
+	dir := t.TempDir()
+	stopped := runAndTerminate(t, []string{bin, "--spawn", "--cpu-devices", "2", "--deterministic", "--epochs", epochs,
+		"--checkpoint-dir", dir, "--checkpoint-every", "20"}, filepath.Join(dir, "step-000000000020.safetensors"))
+	require.Equal(t, workerenv.ExitPreempted, stopped.code, stopped.out)
+	again := runToEnd(t, []string{ddprun, "--nproc_per_node=3", bin, "--deterministic", "--epochs", epochs,
+		"--checkpoint-dir", dir, "--checkpoint-every", "20"})
+	require.Equal(t, 0, again.code, again.out)
+	assert.Contains(t, again.out, "resumed from "+dir)
+	assert.Equal(t, want, weightsLine(again.out), "stopped on 2 replicas, resumed on 3 ranks")
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--spawn", "--micro-shard", "4"}, "--micro-shard 4 without --deterministic"},
+		{[]string{"--spawn", "--deterministic", "--micro-shard", "5"}, "does not divide the global batch of 24"},
+		{[]string{"--spawn", "--epochs", "1", "--checkpoint-dir", dir}, `this run has "plain"`},
+	} {
+		res := runToEnd(t, append([]string{bin}, tc.args...))
+		assert.Equal(t, 1, res.code, "%v: %s", tc.args, res.out)
+		assert.Contains(t, res.out, tc.want, "%v", tc.args)
+	}
+}
