@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
-	"log"
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
@@ -100,7 +100,8 @@ func (c *programCache) get(ctx context.Context, devices []*Device, traces []*tra
 	if hit {
 		metrics.cacheHit()
 	} else if prev := c.last[key.Devices]; prev != nil && debugEnabled() {
-		log.Printf("xladdp: recompiling for %s: %s", key.Devices, explainDifference(prev.description, p.description))
+		// The explanation is a sentence of its own, not a value.
+		slog.Info("xladdp: recompiling for " + key.Devices + ": " + explainDifference(prev.description, p.description))
 	}
 	c.last[key.Devices] = p
 	return p, nil

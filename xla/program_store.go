@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"log"
+	"log/slog"
 
 	"github.com/xladdp/xladdp/xla/internal/progcache"
 )
@@ -17,10 +17,10 @@ func (c *programCache) lockOnDisk(h progcache.Header) (unlock func()) {
 	if c.disk.Dir == "" {
 		return func() {}
 	}
-	unlock, err := c.disk.Lock(c.closing, h, func(msg string) { log.Print(msg) })
+	unlock, err := c.disk.Lock(c.closing, h, func(msg string) { slog.Info(msg) })
 	if err != nil {
 		if debugEnabled() {
-			log.Printf("xladdp: persistent cache: compiling without the lock: %v", err)
+			slog.Info("xladdp: persistent cache: compiling without the lock", "err", err)
 		}
 		return func() {}
 	}
@@ -31,7 +31,8 @@ func (c *programCache) lockOnDisk(h progcache.Header) (unlock func()) {
 // corrupt or foreign file (another program, plugin, compiler, lowering,
 // XLA_FLAGS, or an executable whose outputs differ) is a miss, never an
 // error: the program is compiled instead and the file rewritten; say
-// logs why a file present was not used.
+// logs why a file present was not used. A hit is told to the job's
+// exchange, which counts the processes that have the program.
 func (c *programCache) loadFromDisk(want progcache.Header, devices []*Device, say bool) *program {
 	if c.disk.Dir == "" {
 		return nil
@@ -43,11 +44,12 @@ func (c *programCache) loadFromDisk(want progcache.Header, devices []*Device, sa
 	}
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) && say {
-			log.Printf("xladdp: persistent cache: not using %s (%v): compiling the program again", c.disk.Path(want), err)
+			slog.Warn("xladdp: persistent cache: not using a cached file: compiling the program again", "path", c.disk.Path(want), "err", err)
 		}
 		return nil
 	}
 	metrics.persistentHit()
+	c.have(want)
 	return p
 }
 
@@ -82,7 +84,7 @@ func (c *programCache) saveToDisk(h progcache.Header, p *program) []byte {
 		err = c.disk.StoreFile(h, file)
 	}
 	if err != nil && debugEnabled() {
-		log.Printf("xladdp: persistent cache: not saving %s: %v", c.disk.Path(h), err)
+		slog.Info("xladdp: persistent cache: not saving the program", "path", c.disk.Path(h), "err", err)
 	}
 	return file
 }

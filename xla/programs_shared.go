@@ -2,7 +2,7 @@ package xla
 
 import (
 	"context"
-	"log"
+	"log/slog"
 	"sync"
 
 	"github.com/xladdp/xladdp/xla/internal/progcache"
@@ -27,6 +27,13 @@ type ProgramExchange interface {
 	// when that process gave up or stopped answering, or when what
 	// arrives is not what was published (bounded and checksummed).
 	Fetch(ctx context.Context, name string) ([]byte, error)
+	// Have says this process has the program name without the
+	// exchange: from its disk cache, or compiled here after a Fetch that
+	// failed. Once every process of the job has a program, published or
+	// fetched or told by Have, the exchange frees what it holds of it;
+	// a process that loads programs from a disk cache shared with its
+	// node would otherwise keep them in the job's store to the end.
+	Have(ctx context.Context, name string)
 }
 
 // ShareProgramsThrough makes the engine take the programs it lacks from x
@@ -50,22 +57,35 @@ func (c *programCache) exchange() ProgramExchange {
 	return c.x
 }
 
+// have tells the job's exchange, if any, that this process has want's
+// program (from its disk cache).
+func (c *programCache) have(want progcache.Header) {
+	if x := c.exchange(); x != nil {
+		x.Have(c.closing, progcache.Name(want))
+	}
+}
+
 // fromJob returns the program the job's first process compiled, or nil
-// with the done to call once this process compiled it itself: as the
-// first, to publish it; after a fetch that failed (said in the log), to
-// nothing. A published file that is not want's program is never used.
+// with the done to call once this process compiled it itself (nil: it
+// did not): as the first, to publish it; after a fetch that failed (said
+// in the log), to tell the exchange it has it. A published file that is
+// not want's program is never used.
 func (c *programCache) fromJob(want progcache.Header, devices []*Device) (*program, func(file []byte)) {
-	nothing := func([]byte) {}
 	x := c.exchange()
 	if x == nil {
-		return nil, nothing
+		return nil, func([]byte) {}
 	}
 	name := progcache.Name(want)
+	compiledHere := func(file []byte) {
+		if file != nil {
+			x.Have(c.closing, name)
+		}
+	}
 	first, done, err := x.Claim(c.closing, name)
 	switch {
 	case err != nil:
-		log.Printf("xladdp: compiling the program here: the job's program exchange: %v", err)
-		return nil, nothing
+		slog.Warn("xladdp: compiling the program here: the job's program exchange failed", "err", err)
+		return nil, compiledHere
 	case first:
 		return nil, func(file []byte) {
 			done(file)
@@ -84,14 +104,14 @@ func (c *programCache) fromJob(want progcache.Header, devices []*Device) (*progr
 		}
 	}
 	if err != nil {
-		log.Printf("xladdp: compiling program %.12s here: not taking it from the job: %v", name, err)
-		return nil, nothing
+		slog.Warn("xladdp: compiling the program here, not taking it from the job", "program", name[:min(len(name), 12)], "err", err)
+		return nil, compiledHere
 	}
 	metrics.programFetched()
 	if c.disk.Dir != "" {
 		if err := c.disk.StoreFile(want, file); err != nil && debugEnabled() {
-			log.Printf("xladdp: persistent cache: not saving %s: %v", c.disk.Path(want), err)
+			slog.Info("xladdp: persistent cache: not saving the program", "path", c.disk.Path(want), "err", err)
 		}
 	}
-	return p, nothing
+	return p, func([]byte) {}
 }

@@ -12,16 +12,35 @@ import (
 
 // jobExchange is an in-process ProgramExchange, the seam's stand-in for
 // a job's store (ddp's storeExchange is tested with real processes): it
-// keeps what the first claimer published, and lets a test tamper with it.
+// keeps what the first claimer published, counts what engines say they
+// have, and lets a test tamper with what it hands out.
 type jobExchange struct {
 	mu        sync.Mutex
 	claimed   map[string]bool
 	published map[string][]byte
+	had       map[string]int
 	tamper    func(name string, file []byte) []byte
 }
 
 func newJobExchange() *jobExchange {
-	return &jobExchange{claimed: map[string]bool{}, published: map[string][]byte{}}
+	return &jobExchange{claimed: map[string]bool{}, published: map[string][]byte{}, had: map[string]int{}}
+}
+
+func (x *jobExchange) Have(_ context.Context, name string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.had[name]++
+}
+
+// hadCount is how many times engines said they had a program of x's.
+func (x *jobExchange) hadCount() int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	n := 0
+	for _, c := range x.had {
+		n += c
+	}
+	return n
 }
 
 func (x *jobExchange) Claim(_ context.Context, name string) (bool, func([]byte), error) {
@@ -114,9 +133,11 @@ func TestProgramsSharedThroughTheJob(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			x.tamper = tc.tamper
 			defer func() { x.tamper = nil }()
+			had := x.hadCount()
 			got, compiled, fetched, _ := sharedRun(t, x, "A")
 			assert.Equal(t, want, got)
 			assert.EqualValues(t, [2]int64{1, 0}, [2]int64{compiled, fetched}, "compiled here, nothing taken")
+			assert.Equal(t, had+1, x.hadCount(), "the exchange is told it was compiled here")
 		})
 	}
 	t.Run("withdrawn", func(t *testing.T) {
@@ -126,4 +147,35 @@ func TestProgramsSharedThroughTheJob(t *testing.T) {
 		assert.Equal(t, want, got)
 		assert.EqualValues(t, [2]int64{1, 0}, [2]int64{compiled, fetched})
 	})
+}
+
+// TestProgramsFromDiskAreToldToTheJob: an engine that loads a program
+// from the disk cache it shares with its node's other processes tells the
+// job's exchange it has it, as one that compiled it after a failed fetch
+// does, so that the exchange can free the published program once every
+// process has it; one that publishes or fetches tells it nothing more.
+func TestProgramsFromDiskAreToldToTheJob(t *testing.T) {
+	dir := t.TempDir()
+	x := newJobExchange()
+	for _, tc := range []struct {
+		name         string
+		wantCompiled int64
+		wantHad      int
+	}{
+		{"the first compiles and publishes", 1, 0},
+		{"a rank of its node loads it from disk", 0, 1},
+		{"another loads it from disk too", 0, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, compiled, _ := cacheRun(t, dir, "A", func(e *Engine) { e.ShareProgramsThrough(x) })
+			assert.Equal(t, []float32{3, 5, 7}, got)
+			assert.Equal(t, tc.wantCompiled, compiled)
+			assert.Equal(t, tc.wantHad, x.hadCount())
+		})
+	}
+	require.Len(t, x.published, 1)
+	for name, n := range x.had {
+		assert.Contains(t, x.published, name, "it tells the name it would have fetched")
+		assert.Equal(t, 2, n)
+	}
 }

@@ -7,7 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log"
+	"log/slog"
 	"strconv"
 	"sync"
 	"time"
@@ -28,14 +28,25 @@ const (
 // process to Add the program's claim compiles it, beating a counter while
 // it does; it then publishes the encoded program in chunks and a manifest
 // (size, chunk count, sha256), or a manifest that withdraws it. The
-// others poll for the manifest while the counter moves, check everything
-// against the manifest, and the last of them frees the chunks.
+// others poll for the manifest while the counter moves, and check
+// everything against the manifest.
+//
+// Every process counts itself once it has the program, whether it
+// published it, fetched it, or got it otherwise (Have: its node's disk
+// cache, its own compilation), and the last of the world to count frees
+// the chunks. Counting only the fetches would keep them for the whole job
+// wherever a node's other ranks load the program from their shared disk
+// cache. A program some process never needs stays until the store ends
+// with the job; no process waits on the count.
 type Exchange struct {
 	st          store.Store
 	rank, world int
 	// beat is how often the compiling process says it lives; stall how
 	// long the others wait without a beat before compiling themselves.
 	beat, stall time.Duration
+	// counted holds the names this process counted itself for, so that
+	// it counts once however many ways it says so.
+	counted sync.Map
 }
 
 // New is the exchange of rank of a job of world processes over st: the
@@ -52,7 +63,7 @@ type manifest struct {
 	SHA256    []byte `json:"sha256,omitempty"`
 	Rank      int    `json:"rank"`
 	Withdrawn string `json:"withdrawn,omitempty"`
-	// Gone: every other process took it and the chunks were freed.
+	// Gone: every process has it and the chunks were freed.
 	Gone bool `json:"gone,omitempty"`
 }
 
@@ -83,11 +94,17 @@ func (x *Exchange) Claim(ctx context.Context, name string) (bool, func([]byte), 
 		stop()
 		wg.Wait()
 		if err := x.publish(ctx, name, file); err != nil {
-			log.Printf("xladdp: rank %d: the job's other processes will compile program %.12s themselves: %v", x.rank, name, err)
+			slog.Warn("xladdp: the job's other processes will compile this program themselves",
+				"rank", x.rank, "program", short(name), "err", err)
 			x.withdraw(ctx, name, err.Error())
+			return
 		}
+		x.count(ctx, name)
 	}, nil
 }
+
+// short is a program's name as the log gives it.
+func short(name string) string { return name[:min(len(name), 12)] }
 
 func (x *Exchange) withdraw(ctx context.Context, name, why string) {
 	m, _ := json.Marshal(manifest{Rank: x.rank, Withdrawn: why})
@@ -108,14 +125,19 @@ func (x *Exchange) publish(ctx context.Context, name string, file []byte) error 
 	for i := range m.Chunks {
 		end := min((i+1)*programChunk, len(file))
 		if err := x.st.Set(ctx, programKey(name, "chunk/"+strconv.Itoa(i)), file[i*programChunk:end]); err != nil {
+			x.deleteChunks(ctx, name, i) // no manifest will name them
 			return fmt.Errorf("publishing chunk %d: %w", i, err)
 		}
 	}
 	raw, err := json.Marshal(m)
-	if err != nil {
-		return err
+	if err == nil {
+		err = x.st.Set(ctx, programKey(name, "manifest"), raw)
 	}
-	return x.st.Set(ctx, programKey(name, "manifest"), raw)
+	if err != nil {
+		x.deleteChunks(ctx, name, m.Chunks)
+		return fmt.Errorf("publishing its manifest: %w", err)
+	}
+	return nil
 }
 
 func chunksOf(size int64) int { return int((size + programChunk - 1) / programChunk) }
@@ -171,7 +193,7 @@ func (x *Exchange) take(ctx context.Context, name string) ([]byte, error) {
 	case m.Withdrawn != "":
 		return nil, fmt.Errorf("rank %d, which compiled it first, did not publish it: %s", m.Rank, m.Withdrawn)
 	case m.Gone:
-		return nil, errors.New("the job's store no longer holds it (every other process took it)")
+		return nil, errors.New("the job's store no longer holds it (every process of the job had it)")
 	case m.Size <= 0 || m.Size > maxSharedProgram || m.Chunks != chunksOf(m.Size) || len(m.SHA256) != sha256.Size:
 		return nil, fmt.Errorf("its manifest is not one a process publishes (%d bytes in %d chunks)", m.Size, m.Chunks)
 	}
@@ -189,19 +211,52 @@ func (x *Exchange) take(ctx context.Context, name string) ([]byte, error) {
 	if sum := sha256.Sum256(file); !bytes.Equal(sum[:], m.SHA256) {
 		return nil, fmt.Errorf("its %d bytes do not match the sha256 rank %d published", m.Size, m.Rank)
 	}
-	x.release(ctx, name, m)
+	x.count(ctx, name)
 	return file, nil
 }
 
-// release frees the chunks once every other process took them.
-func (x *Exchange) release(ctx context.Context, name string, m manifest) {
-	taken, err := x.st.Add(ctx, programKey(name, "taken"), 1)
-	if err != nil || taken != int64(x.world-1) {
+// Have says this process has the program name without the exchange
+// (its disk cache, its own compilation), so that the store frees the
+// program once every process has it. Publishing and fetching count
+// already; a process counts once.
+func (x *Exchange) Have(ctx context.Context, name string) { x.count(ctx, name) }
+
+// count counts this process among those that have the program, once;
+// the world's last frees its chunks. A count lost to a store error only
+// keeps the program in the store until the job ends.
+func (x *Exchange) count(ctx context.Context, name string) {
+	if _, again := x.counted.LoadOrStore(name, true); again {
+		return
+	}
+	n, err := x.st.Add(ctx, programKey(name, "have"), 1)
+	if err == nil && n == int64(x.world) {
+		x.free(ctx, name)
+	}
+}
+
+// free marks a published program gone, then deletes the chunks its
+// manifest names: every process has it, so nobody fetches them. The
+// publisher counts itself after publishing, so the last count finds the
+// manifest set if the program was ever published.
+func (x *Exchange) free(ctx context.Context, name string) {
+	found, err := x.st.Check(ctx, programKey(name, "manifest"))
+	if err != nil || !found[0] {
+		return // nobody published it: every process had it on disk
+	}
+	raw, err := x.st.Get(ctx, programKey(name, "manifest"))
+	var m manifest
+	if err != nil || len(raw) > maxManifest || json.Unmarshal(raw, &m) != nil || m.Gone || m.Withdrawn != "" {
 		return
 	}
 	gone, _ := json.Marshal(manifest{Rank: m.Rank, Gone: true})
-	_ = x.st.Set(ctx, programKey(name, "manifest"), gone)
-	for i := range m.Chunks {
+	if x.st.Set(ctx, programKey(name, "manifest"), gone) == nil {
+		x.deleteChunks(ctx, name, m.Chunks)
+	}
+}
+
+// deleteChunks deletes the program's first n chunks.
+func (x *Exchange) deleteChunks(ctx context.Context, name string, n int) {
+	for i := range min(n, chunksOf(maxSharedProgram)) {
 		_, _ = x.st.Delete(ctx, programKey(name, "chunk/"+strconv.Itoa(i)))
 	}
 }

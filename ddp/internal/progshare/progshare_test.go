@@ -41,7 +41,7 @@ func program(size int) []byte {
 
 // TestStoreExchangeSharesOneCompilation: of 8 processes claiming a
 // program at once, exactly one compiles; the others wait for it while it
-// compiles, then take its 40 MiB (three chunks) byte for byte; the last
+// compiles, then take its 20 MiB (two chunks) byte for byte; the last
 // of them frees the chunks from the store.
 func TestStoreExchangeSharesOneCompilation(t *testing.T) {
 	xs := exchanges(t, 8)
