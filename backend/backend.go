@@ -193,7 +193,7 @@ func loadGoMLX(ctx context.Context, config string, options map[string]any) (*gom
 
 // disableGoXLACUDACheck turns off go-xla v0.1.4's CUDA driver check unless
 // the user set it: when it finds an nvidia/ directory it writes a path from
-// its author's machine into XLA_FLAGS (cuda_linux.go, cudaPluginCheckDrivers).
+// its author's machine into XLA_FLAGS (go-xla's pjrt/cuda_linux.go, cudaPluginCheckDrivers).
 func disableGoXLACUDACheck() {
 	const env = "GOPJRT_CUDA_CHECKS"
 	if _, set := os.LookupEnv(env); !set {

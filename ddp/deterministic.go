@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/xladdp/xladdp/ddp/internal/canonical"
 
 	"github.com/xladdp/xladdp/backend"
 	"github.com/xladdp/xladdp/ddp/dist"
@@ -32,19 +33,6 @@ type deterministicConfig struct {
 	seed                    uint64
 }
 
-// MicroShard is one micro-shard a replica computes in a step.
-type MicroShard struct {
-	// Step is the step BackwardMicroShards was given; Slot the
-	// micro-shard's place among this replica's of the step (the order
-	// of MicroShardSampler's batches); Index its place in the step's
-	// global batch, whose samples [First, First+Size) it holds.
-	Step, Slot, Index, First, Size int
-	// Padding marks a repeat of the replica's first micro-shard, computed
-	// only so that every local replica of a process runs the same program
-	// (the engine compiles one for all); its gradient is dropped.
-	Padding bool
-}
-
 // deterministic is the wrapper's state in deterministic mode.
 type deterministic struct {
 	cfg    deterministicConfig
@@ -52,13 +40,14 @@ type deterministic struct {
 	// replica is this replica's global index, replicas the job's count,
 	// processes and local the processes and local replicas per process.
 	replica, replicas, process, processes, local int
-	group                                        *dist.ProcessGroup // nil in a job of one process
+	group                                        *dist.ProcessGroup
 	host                                         *deterministicHost
-	stats                                        DeterministicStats
+	times                                        DeterministicStats
 	// mine is this replica's plan, sent every process's items: fixed by
 	// the layout, made once.
-	mine plan
-	sent [][]treeNode
+	mine   canonical.Plan
+	layout canonical.Layout
+	sent   [][]canonical.Node
 }
 
 func newDeterministic(cfg deterministicConfig, dev *xla.Device) (*deterministic, error) {
@@ -69,13 +58,14 @@ func newDeterministic(cfg deterministicConfig, dev *xla.Device) (*deterministic,
 	index, local := dev.Replica()
 	rank, size := processRank()
 	d := &deterministic{cfg: cfg, shards: shards, replica: rank*local + index, replicas: size * local,
-		process: rank, processes: size, local: local, group: dist.Default(), host: &deterministicHost{}}
+		process: rank, processes: size, local: local, group: dist.Current(), host: &deterministicHost{}}
 	if err := shards.CheckReplicas(d.replicas); err != nil {
 		return nil, err
 	}
-	d.mine = d.planOf(d.replica)
+	d.layout = canonical.Layout{Shards: shards, Replicas: d.replicas, Local: local}
+	d.mine = d.layout.PlanOf(d.replica)
 	for q := range d.processes {
-		d.sent = append(d.sent, d.processNodes(q))
+		d.sent = append(d.sent, d.layout.ProcessNodes(q))
 	}
 	if b, most := dev.Engine().Backend(), backend.DeterministicCPUDevices(); b.Target() == backend.CPU && local > most {
 		return nil, fmt.Errorf("ddp: Deterministic with %d local replicas in one process: at most %d on the cpu target of this "+
@@ -94,79 +84,13 @@ func newDeterministic(cfg deterministicConfig, dev *xla.Device) (*deterministic,
 // this replica's run of it [first, end); ok is false for a wrapper made
 // without Deterministic.
 func (m *DistributedDataParallel) MicroShards() (shards MicroShards, first, end int, ok bool) {
-	if m.det == nil {
-		return MicroShards{}, 0, 0, false
-	}
-	first, end = m.det.shards.Range(m.det.replica, m.det.replicas)
-	return m.det.shards, first, end, true
+	return m.mode.microShards()
 }
 
 // Deterministic reports whether the wrapper was made with Deterministic.
-func (m *DistributedDataParallel) Deterministic() bool { return m.det != nil }
-
-// plan is what a replica computes in every step: its slots (micro-shards,
-// padding included; Step left 0) and the sums it hands on (items), in
-// tree order.
-type plan struct {
-	slots []MicroShard
-	// items are covering nodes of the replica's micro-shards, or with
-	// leaves, every slot's own gradient (padding dropped on the host).
-	items  []treeNode
-	leaves bool
-}
-
-// planOf is global replica r's plan: its covering nodes, unless a local
-// replica of its process has another shape of work, when every one of
-// them sends its leaves, padded to the most micro-shards any of them has.
-func (d *deterministic) planOf(r int) plan {
-	first, end := d.shards.Range(r, d.replicas)
-	var p plan
-	shape := func(q int) string {
-		f, e := d.shards.Range(q, d.replicas)
-		var s []int
-		for _, n := range coveringNodes(d.shards.Count, f, e) {
-			s = append(s, n.hi-n.lo)
-		}
-		return fmt.Sprint(s)
-	}
-	slots := end - first
-	base := r - r%d.local
-	for q := base; q < base+d.local; q++ {
-		f, e := d.shards.Range(q, d.replicas)
-		slots = max(slots, e-f)
-		if shape(q) != shape(r) {
-			p.leaves = true
-		}
-	}
-	for j := range slots {
-		s := MicroShard{Slot: j, Index: first + j, Size: d.shards.Size}
-		if first+j >= end {
-			s.Index, s.Padding = first, true
-		}
-		s.First = s.Index * s.Size
-		p.slots = append(p.slots, s)
-		if p.leaves {
-			p.items = append(p.items, treeNode{s.Index, s.Index + 1})
-		}
-	}
-	if !p.leaves {
-		p.items = coveringNodes(d.shards.Count, first, end)
-	}
-	return p
-}
-
-// processNodes is process q's real items, in tree order: what it sends.
-func (d *deterministic) processNodes(q int) []treeNode {
-	var out []treeNode
-	for r := q * d.local; r < (q+1)*d.local; r++ {
-		p := d.planOf(r)
-		for j, n := range p.items {
-			if !p.leaves || !p.slots[j].Padding {
-				out = append(out, n)
-			}
-		}
-	}
-	return out
+func (m *DistributedDataParallel) Deterministic() bool {
+	_, _, _, ok := m.mode.microShards()
+	return ok
 }
 
 // randomKey is the device's random state for a micro-shard: the same
@@ -197,8 +121,9 @@ func randomKey(seed uint64, step, index int) int64 {
 // not another's (its loss, for a log line) would change how the compiler
 // fuses it, and with that its bits. Read the returned loss instead.
 func (m *DistributedDataParallel) BackwardMicroShards(ctx context.Context, step int, loss func(MicroShard) (*xla.Tensor, error)) (*xla.Tensor, error) {
-	if m.det == nil {
-		return nil, errors.New("ddp: BackwardMicroShards on a wrapper made without ddp.Deterministic")
+	d, err := m.mode.sums("BackwardMicroShards")
+	if err != nil {
+		return nil, err
 	}
 	if m.closed {
 		return nil, errors.New("ddp: BackwardMicroShards on a closed wrapper")
@@ -217,21 +142,21 @@ func (m *DistributedDataParallel) BackwardMicroShards(ctx context.Context, step 
 	// gather, a checkpoint): a parameter computed inside it would change
 	// how the compiler fuses the backward pass, and with it the bits of
 	// its sums (a bias gradient's, measured).
-	if err := m.det.materialize(ctx, m.dev); err != nil {
+	if err := d.materialize(ctx, m.dev); err != nil {
 		return nil, err
 	}
 	buffers, err := m.startBuffers(ctx)
 	if err != nil {
 		return nil, err
 	}
-	pl := m.det.mine
-	leaves := make([]*xla.Tensor, len(pl.slots))
-	for j, s := range pl.slots {
+	pl := d.mine
+	leaves := make([]*xla.Tensor, len(pl.Slots))
+	for j, s := range pl.Slots {
 		s.Step = step
 		if err := buffers.restore(); err != nil {
 			return nil, err
 		}
-		if err := m.dev.ManualSeed(randomKey(m.det.cfg.seed, step, s.Index)); err != nil {
+		if err := m.dev.ManualSeed(randomKey(d.cfg.seed, step, s.Index)); err != nil {
 			return nil, err
 		}
 		l, err := loss(s)
@@ -248,41 +173,32 @@ func (m *DistributedDataParallel) BackwardMicroShards(ctx context.Context, step 
 			return nil, err
 		}
 	}
-	items := make([]*xla.Tensor, len(pl.items))
-	for i, n := range pl.items {
-		if pl.leaves {
+	items := make([]*xla.Tensor, len(pl.Items))
+	for i, n := range pl.Items {
+		if pl.Leaves {
 			items[i] = leaves[i]
 			continue
 		}
-		first := pl.slots[0].Index
-		items[i] = sumOver(n, func(k int) *xla.Tensor { return leaves[k-first] }, (*xla.Tensor).Add)
+		first := pl.Slots[0].Index
+		items[i] = canonical.SumOver(n, func(k int) *xla.Tensor { return leaves[k-first] }, (*xla.Tensor).Add)
 	}
 	var sum *xla.Tensor
-	if m.det.replicas == 1 {
+	if d.replicas == 1 {
 		// Materialized here, the sum enters the program that divides it
 		// and updates the weights as the host's sum does at any other
 		// world size: one program's fusions never differ between them.
-		if err := m.det.materialize(ctx, m.dev); err != nil {
+		if err := d.materialize(ctx, m.dev); err != nil {
 			return nil, err
 		}
 		sum = items[0]
-		m.det.stats.Steps++
+		d.times.Steps++
 	} else {
 		var err error
-		if sum, err = m.det.exchange(ctx, m.dev, pl, items); err != nil {
+		if sum, err = d.exchange(ctx, m.dev, pl, items); err != nil {
 			return nil, err
 		}
 	}
-	return m.setMeans(sum, buffers)
-}
-
-// sumOver forms node n's sum of the canonical tree from its leaves.
-func sumOver[T any](n treeNode, leaf func(int) T, add func(a, b T) T) T {
-	if n.leaf() {
-		return leaf(n.lo)
-	}
-	l, r := n.halves()
-	return add(sumOver(l, leaf, add), sumOver(r, leaf, add))
+	return m.setMeans(sum, buffers, d.shards.Count)
 }
 
 // flatGradients lays the parameters' gradients end to end in float32 (a
@@ -308,8 +224,8 @@ func (m *DistributedDataParallel) flatGradients(loss *xla.Tensor, buffers *stepB
 // each parameter and buffer its part: the same operations whether sum
 // was formed on this device or came from the host. It returns the mean
 // loss.
-func (m *DistributedDataParallel) setMeans(sum *xla.Tensor, buffers *stepBuffers) (*xla.Tensor, error) {
-	count := float64(m.det.shards.Count)
+func (m *DistributedDataParallel) setMeans(sum *xla.Tensor, buffers *stepBuffers, shards int) (*xla.Tensor, error) {
+	count := float64(shards)
 	offset := 0
 	for _, p := range m.params {
 		n := p.Tensor.Shape().Size()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/xladdp/xladdp/ddp/internal/canonical"
 	"time"
 	"unsafe"
 
@@ -26,7 +27,7 @@ type deterministicHost struct {
 // replicaItems is what one local replica hands to local replica 0: its
 // real sums and their nodes.
 type replicaItems struct {
-	nodes  []treeNode
+	nodes  []canonical.Node
 	values [][]float32
 }
 
@@ -43,10 +44,7 @@ type DeterministicStats struct {
 
 // DeterministicStats returns this replica's deterministic step times.
 func (m *DistributedDataParallel) DeterministicStats() DeterministicStats {
-	if m.det == nil {
-		return DeterministicStats{}
-	}
-	return m.det.stats
+	return m.mode.stats()
 }
 
 // materialize runs the program that forms the replica's sums.
@@ -57,7 +55,7 @@ func (d *deterministic) materialize(ctx context.Context, dev *xla.Device) error 
 	}
 	start := time.Now()
 	err := dev.MarkStep(ctx)
-	d.stats.Execute += time.Since(start)
+	d.times.Execute += time.Since(start)
 	if errors.Is(err, xla.ErrReplicaMismatch) {
 		return fmt.Errorf("%w; in deterministic mode every replica ends each step with its device's MarkStep before any of them "+
 			"reads a value (the loss): ddp.Feed.TrainStep does, or call w.Device.MarkStep(ctx) after the optimizer's Step on every replica", err)
@@ -67,7 +65,7 @@ func (d *deterministic) materialize(ctx context.Context, dev *xla.Device) error 
 
 // exchange sums the job's items over the canonical tree on the host and
 // returns the sum on dev.
-func (d *deterministic) exchange(ctx context.Context, dev *xla.Device, pl plan, items []*xla.Tensor) (*xla.Tensor, error) {
+func (d *deterministic) exchange(ctx context.Context, dev *xla.Device, pl canonical.Plan, items []*xla.Tensor) (*xla.Tensor, error) {
 	if err := d.materialize(ctx, dev); err != nil {
 		return nil, err
 	}
@@ -77,20 +75,20 @@ func (d *deterministic) exchange(ctx context.Context, dev *xla.Device, pl plan, 
 	start := time.Now()
 	var mine replicaItems
 	h := d.host
-	for len(h.downloads) < len(pl.items) {
+	for len(h.downloads) < len(pl.Items) {
 		h.downloads = append(h.downloads, nil)
 	}
-	for i, n := range pl.items {
-		if pl.leaves && pl.slots[i].Padding {
+	for i, n := range pl.Items {
+		if pl.Leaves && pl.Slots[i].Padding {
 			continue
 		}
 		h.downloads[i] = resize(h.downloads[i], items[i].Shape().Size())
 		if err := items[i].CopyBytesTo(ctx, float32Bytes(h.downloads[i])); err != nil {
-			return nil, fmt.Errorf("ddp: replica %d: copying the gradient sum of micro-shards [%d, %d) to the host: %w", d.replica, n.lo, n.hi, err)
+			return nil, fmt.Errorf("ddp: replica %d: copying the gradient sum of micro-shards [%d, %d) to the host: %w", d.replica, n.Lo, n.Hi, err)
 		}
 		mine.nodes, mine.values = append(mine.nodes, n), append(mine.values, h.downloads[i])
 	}
-	d.stats.Download += time.Since(start)
+	d.times.Download += time.Since(start)
 	start = time.Now()
 	timeout := exchange.Timeout(d.group)
 	all, err := exchange.GatherLocal(ctx, dev, timeout, "the micro-shard gradients", mine)
@@ -98,20 +96,20 @@ func (d *deterministic) exchange(ctx context.Context, dev *xla.Device, pl plan, 
 		return nil, err
 	}
 	sum, err := exchange.HostOnce(ctx, dev, timeout, "the deterministic gradient sum", func() ([]float32, error) {
-		var nodes []treeNode
+		var nodes []canonical.Node
 		var values [][]float32
 		for _, r := range all {
 			nodes, values = append(nodes, r.nodes...), append(values, r.values...)
 		}
 		if d.processes == 1 {
-			return foldHost(d.shards.Count, nodes, values), nil
+			return canonical.FoldHost(d.shards.Count, nodes, values), nil
 		}
 		return d.acrossProcesses(ctx, values)
 	})
 	if err != nil {
 		return nil, err
 	}
-	d.stats.Exchange += time.Since(start)
+	d.times.Exchange += time.Since(start)
 	return d.upload(dev, sum)
 }
 
@@ -119,8 +117,8 @@ func (d *deterministic) exchange(ctx context.Context, dev *xla.Device, pl plan, 
 func (d *deterministic) upload(dev *xla.Device, sum []float32) (*xla.Tensor, error) {
 	start := time.Now()
 	t, err := xla.FromBytes(dev, xla.Float32, []int{len(sum)}, float32Bytes(sum))
-	d.stats.Upload += time.Since(start)
-	d.stats.Steps++
+	d.times.Upload += time.Since(start)
+	d.times.Steps++
 	if err != nil {
 		return nil, fmt.Errorf("ddp: uploading the gradient sum: %w", err)
 	}
@@ -132,31 +130,6 @@ func float32Bytes(v []float32) []byte {
 		return nil
 	}
 	return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))
-}
-
-// foldHost evaluates the canonical tree from the given nodes' values.
-func foldHost(count int, nodes []treeNode, values [][]float32) []float32 {
-	index := make(map[treeNode]int, len(nodes))
-	for i, n := range nodes {
-		index[n] = i
-	}
-	return foldTree(count, func(n treeNode) ([]float32, bool) {
-		i, ok := index[n]
-		if !ok {
-			return nil, false
-		}
-		return values[i], true
-	}, addFloat32s)
-}
-
-// addFloat32s is the host's one sum, element by element in float32, as
-// the device's float32 add rounds.
-func addFloat32s(a, b []float32) []float32 {
-	out := make([]float32, len(a))
-	for i := range out {
-		out[i] = a[i] + b[i]
-	}
-	return out
 }
 
 // acrossProcesses is local replica 0's part across processes: each
@@ -189,7 +162,7 @@ func (d *deterministic) acrossProcesses(ctx context.Context, values [][]float32)
 	if err := g.AllToAllSingle(ctx, dist.Float32s(h.out), dist.Float32s(h.in), outSplits, inSplits); err != nil {
 		return nil, err
 	}
-	var all []treeNode
+	var all []canonical.Node
 	var slices [][]float32
 	at := 0
 	for q := range R {
@@ -198,12 +171,12 @@ func (d *deterministic) acrossProcesses(ctx context.Context, values [][]float32)
 			at += chunk
 		}
 	}
-	mine := foldHost(d.shards.Count, all, slices)
+	mine := canonical.FoldHost(d.shards.Count, all, slices)
 	h.full = resize(h.full, total)
 	if err := g.AllGather(ctx, dist.Float32s(h.full), dist.Float32s(mine)); err != nil {
 		return nil, err
 	}
-	d.stats.BytesSent += int64(4 * (inSplits[0]*(R-1) + chunk*(R-1)))
+	d.times.BytesSent += int64(4 * (inSplits[0]*(R-1) + chunk*(R-1)))
 	return h.full[:n], nil
 }
 
@@ -244,12 +217,12 @@ func (d *deterministic) exchangePair(ctx context.Context, dev *xla.Device, sum *
 		return nil, err
 	}
 	clear(pair[n:])
-	d.stats.Download += time.Since(start)
+	d.times.Download += time.Since(start)
 	start = time.Now()
 	if err := d.group.AllReduce(ctx, h.pair, dist.Sum); err != nil {
 		return nil, err
 	}
-	d.stats.Exchange += time.Since(start)
-	d.stats.BytesSent += int64(4 * total) // a ring all-reduce's: half the sums out, half the results
+	d.times.Exchange += time.Since(start)
+	d.times.BytesSent += int64(4 * total) // a ring all-reduce's: half the sums out, half the results
 	return d.upload(dev, pair[:n])
 }

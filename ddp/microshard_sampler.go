@@ -3,6 +3,7 @@ package ddp
 import (
 	"errors"
 	"fmt"
+	"github.com/xladdp/xladdp/ddp/internal/randperm"
 
 	"github.com/xladdp/xladdp/xla/data"
 )
@@ -27,15 +28,19 @@ type MicroShardSampler struct {
 // NewMicroShardSampler returns the sampler of a dataset of n samples for
 // the replica of model, a wrapper made with Deterministic.
 func NewMicroShardSampler(model *DistributedDataParallel, n int, seed uint64) (*MicroShardSampler, error) {
-	if model == nil || model.det == nil {
-		return nil, errors.New("ddp: NewMicroShardSampler needs a wrapper made with ddp.Deterministic")
+	if model == nil {
+		return nil, errors.New("ddp: NewMicroShardSampler of a nil model")
 	}
-	shards := model.det.shards
+	d, err := model.mode.sums("NewMicroShardSampler")
+	if err != nil {
+		return nil, err
+	}
+	shards := d.shards
 	if n < shards.GlobalBatch {
 		return nil, fmt.Errorf("ddp: a dataset of %d samples fills no global batch of %d", n, shards.GlobalBatch)
 	}
 	return &MicroShardSampler{n: n, steps: n / shards.GlobalBatch, seed: seed, shards: shards,
-		slots: model.det.mine.slots}, nil
+		slots: d.mine.Slots}, nil
 }
 
 // StepsPerEpoch is the number of global batches in an epoch.
@@ -63,7 +68,7 @@ func (s *MicroShardSampler) ResumeAt(epoch, samples int) error {
 // Indices returns this replica's samples of epoch: for each step left,
 // its slots' micro-shards, SlotsPerStep × the micro-shard size of them.
 func (s *MicroShardSampler) Indices(epoch int) []int {
-	order := torchRandperm(s.n, s.seed+uint64(epoch))
+	order := randperm.Torch(s.n, s.seed+uint64(epoch))
 	first := 0
 	if epoch == s.resumeEpoch {
 		first = min(s.resumeAt/s.shards.GlobalBatch, s.steps)

@@ -2,6 +2,7 @@ package ddp
 
 import (
 	"fmt"
+	"github.com/xladdp/xladdp/ddp/internal/canonical"
 	"strings"
 	"testing"
 
@@ -52,24 +53,25 @@ func symbolicAdd(a, b string) string {
 func TestEveryLayoutSumsInOneOrder(t *testing.T) {
 	for count := 1; count <= 16; count++ {
 		s := MicroShards{GlobalBatch: count, Size: 1, Count: count}
-		alone := sumOver(treeNode{0, count}, symbolicLeaf, symbolicAdd)
+		alone := canonical.SumOver(canonical.Node{Lo: 0, Hi: count}, symbolicLeaf, symbolicAdd)
 		for w := 1; w <= count; w++ {
 			for local := 1; local <= w; local++ {
 				if w%local != 0 {
 					continue
 				}
-				d := &deterministic{shards: s, replicas: w, processes: w / local, local: local}
+				d := &deterministic{shards: s, replicas: w, processes: w / local, local: local,
+					layout: canonical.Layout{Shards: s, Replicas: w, Local: local}}
 				name := fmt.Sprintf("count %d, %d processes × %d local", count, w/local, local)
-				values := map[treeNode]string{}
-				var sent []treeNode
+				values := map[canonical.Node]string{}
+				var sent []canonical.Node
 				for q := range d.processes {
-					sent = append(sent, d.processNodes(q)...)
+					sent = append(sent, d.layout.ProcessNodes(q)...)
 				}
 				for r := range w {
-					p := d.planOf(r)
+					p := d.layout.PlanOf(r)
 					first, end := s.Range(r, w)
 					real := 0
-					for j, sl := range p.slots {
+					for j, sl := range p.Slots {
 						if sl.Padding {
 							assert.Equal(t, first, sl.Index, name)
 							continue
@@ -78,11 +80,11 @@ func TestEveryLayoutSumsInOneOrder(t *testing.T) {
 						real++
 					}
 					assert.Equal(t, end-first, real, name)
-					for _, n := range p.items {
-						values[n] = sumOver(n, symbolicLeaf, symbolicAdd)
+					for _, n := range p.Items {
+						values[n] = canonical.SumOver(n, symbolicLeaf, symbolicAdd)
 					}
 				}
-				got := foldTree(count, func(n treeNode) (string, bool) {
+				got := canonical.Fold(count, func(n canonical.Node) (string, bool) {
 					for _, m := range sent {
 						if m == n {
 							return values[n], true
@@ -107,15 +109,16 @@ func TestLocalReplicasRunOneProgram(t *testing.T) {
 				if w%local != 0 {
 					continue
 				}
-				d := &deterministic{shards: s, replicas: w, processes: w / local, local: local}
+				d := &deterministic{shards: s, replicas: w, processes: w / local, local: local,
+					layout: canonical.Layout{Shards: s, Replicas: w, Local: local}}
 				for q := range d.processes {
 					var shapes []string
 					for r := q * local; r < (q+1)*local; r++ {
-						p := d.planOf(r)
+						p := d.layout.PlanOf(r)
 						var b strings.Builder
-						fmt.Fprint(&b, len(p.slots), p.leaves)
-						for _, n := range p.items {
-							fmt.Fprint(&b, " ", n.hi-n.lo)
+						fmt.Fprint(&b, len(p.Slots), p.Leaves)
+						for _, n := range p.Items {
+							fmt.Fprint(&b, " ", n.Hi-n.Lo)
 						}
 						shapes = append(shapes, b.String())
 					}

@@ -9,15 +9,14 @@ import (
 	"github.com/xladdp/xladdp/xla/nn"
 )
 
-// Mode is how a job's replicas combine their gradients, chosen once for
-// the job (Flags' --deterministic and --micro-shard, Options.Mode) and
-// handed to every replica as Worker.Mode: Run opens the backend for it,
-// Worker.Wrap wraps for it, and NewFeed reads the data for it, so a
-// program gets either mode by its flags alone.
+// Mode is how a job's replicas combine their gradients, chosen once
+// (Flags' --deterministic and --micro-shard) and handed to every replica
+// as Worker.Mode: Run opens the backend for it, Worker.Wrap wraps for it
+// (and ddp/training's Feed follows the wrapper), so a program gets either
+// mode by its flags alone.
 type Mode struct {
-	// Deterministic trains so that the weights depend only on the data,
-	// the seed, the global batch and the micro-shard size (see
-	// Deterministic).
+	// Deterministic: weights that depend only on the data, the seed, the
+	// global batch and the micro-shard size (see Deterministic).
 	Deterministic bool
 	// MicroShard is the samples of one micro-shard in deterministic mode
 	// (0: the program's default, Batch.MicroShard).
@@ -113,11 +112,7 @@ const configMode = "ddp.mode"
 // (optim.Configured): a checkpoint of the other mode, or of another cut
 // of the global batch, is refused on resume.
 func (m *DistributedDataParallel) CheckpointConfig() map[string]string {
-	mode := "plain"
-	if m.det != nil {
-		mode = fmt.Sprintf("deterministic: global batch %d, micro-shard %d", m.det.cfg.globalBatch, m.det.cfg.microShard)
-	}
-	return map[string]string{configMode: mode}
+	return map[string]string{configMode: m.mode.checkpointed()}
 }
 
 // Batch is the program's step as Worker.Wrap (or Deterministic) gave it;

@@ -23,8 +23,8 @@ func shareProgramsInJob(e *xla.Engine) error {
 	if err != nil {
 		return err
 	}
-	g := dist.Default()
-	if g == nil || g.WorldSize() < 2 || !on || g.Store() == nil {
+	g := dist.Current()
+	if g.WorldSize() < 2 || !on || g.Store() == nil {
 		return nil
 	}
 	e.ShareProgramsThrough(progshare.New(g.Store(), g.Rank(), g.WorldSize()))

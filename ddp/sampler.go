@@ -2,6 +2,7 @@ package ddp
 
 import (
 	"fmt"
+	"github.com/xladdp/xladdp/ddp/internal/randperm"
 	"slices"
 
 	"github.com/xladdp/xladdp/ddp/dist"
@@ -118,7 +119,7 @@ func (s *DistributedSampler) ResumeAt(epoch, samples int) error {
 func (s *DistributedSampler) Indices(epoch int) []int {
 	var order []int
 	if s.shuffle {
-		order = torchRandperm(s.n, s.seed+uint64(epoch))
+		order = randperm.Torch(s.n, s.seed+uint64(epoch))
 	} else {
 		order = make([]int, s.n)
 		for i := range order {
@@ -147,10 +148,8 @@ func (s *DistributedSampler) Indices(epoch int) []int {
 	return out
 }
 
-// processRank is the default group's rank and size, 0 and 1 without one.
+// processRank is this process's rank and the job's process count.
 func processRank() (rank, size int) {
-	if g := dist.Default(); g != nil {
-		return g.Rank(), g.WorldSize()
-	}
-	return 0, 1
+	g := dist.Current()
+	return g.Rank(), g.WorldSize()
 }

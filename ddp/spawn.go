@@ -228,7 +228,7 @@ func spawnChild(ctx context.Context, fn func(ctx context.Context, w Worker) erro
 	if err := shareProgramsInJob(e); err != nil {
 		return err
 	}
-	g := dist.Default()
+	g := dist.Current()
 	if err := e.Device(0).ManualSeed(xla.DefaultSeed(g.Rank())); err != nil {
 		return err
 	}

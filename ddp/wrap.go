@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/xladdp/xladdp/ddp/internal/crossing"
 	"math"
 
 	"github.com/xladdp/xladdp/ddp/dist"
@@ -80,6 +81,19 @@ func WithCollectives(rc ReplicaCollectives) WrapOption {
 	return func(c *wrapConfig) { c.collectives = rc }
 }
 
+// ReplicaCollectives is how a wrapped module's values cross replicas:
+// Wrap picks InGraph for a job of one process, the host path across
+// processes; every replica calls each method at the same point.
+type ReplicaCollectives = crossing.Crossing
+
+// InGraph crosses replicas with XLA collectives over the device's replica
+// group (xla.Device.Replica), recorded into the step's program.
+type InGraph = crossing.InGraph
+
+// HostPathStats is where the host path's time goes on this replica: the
+// gradients' program, their copies, the all-reduce wait, the upload.
+type HostPathStats = crossing.Stats
+
 // DistributedDataParallel is a module whose gradients are averaged over
 // every replica of the job after each Backward, as torch's
 // DistributedDataParallel does: the training loop is the single-device one.
@@ -98,8 +112,8 @@ type DistributedDataParallel struct {
 	unhook      func()
 	// hook replaces the averaging of the gradients (RegisterCommHook).
 	hook CommHook
-	// det is the deterministic mode's state (Deterministic), or nil.
-	det *deterministic
+	// mode is how steps combine the gradients, chosen once in Wrap.
+	mode stepMode
 }
 
 // Wrap returns module wrapped for data-parallel training over every
@@ -161,11 +175,11 @@ func Wrap(ctx context.Context, module nn.Module, opts ...WrapOption) (*Distribut
 	if m.dev == nil {
 		return nil, errors.New("ddp: Wrap: the module has no parameters or buffers to keep in step")
 	}
-	g := dist.Default()
+	g := dist.Current()
 	m.collectives = cfg.collectives
 	switch m.collectives.(type) {
 	case InGraph, *InGraph:
-		if g != nil && g.WorldSize() > 1 {
+		if g.WorldSize() > 1 {
 			// Its all-reduce would average this process's replicas only:
 			// the ranks would drift apart without an error.
 			_, local := m.dev.Replica()
@@ -175,23 +189,21 @@ func Wrap(ctx context.Context, module nn.Module, opts ...WrapOption) (*Distribut
 	}
 	if m.collectives == nil {
 		m.collectives = InGraph{}
-		if g != nil && g.WorldSize() > 1 {
-			m.collectives = &hostPath{
-				group:            g,
-				firstBucketBytes: min(firstBucketBytes, int(cfg.bucketCapMB*(1<<20))),
-				bucketBytes:      int(cfg.bucketCapMB * (1 << 20)),
-				sharedBuckets:    cfg.asView,
-			}
+		if g.WorldSize() > 1 {
+			bucket := int(cfg.bucketCapMB * (1 << 20))
+			m.collectives = crossing.NewHostPath(g, min(firstBucketBytes, bucket), bucket, cfg.asView)
 		}
 	}
 	if err := m.collectives.BroadcastFromFirst(ctx, m.dev, append(append([]nn.Named(nil), m.params...), m.buffers...)); err != nil {
 		return nil, fmt.Errorf("ddp: Wrap: %w", err)
 	}
+	m.mode = plainMode{}
 	if cfg.deterministic != nil {
-		var err error
-		if m.det, err = newDeterministic(*cfg.deterministic, m.dev); err != nil {
+		d, err := newDeterministic(*cfg.deterministic, m.dev)
+		if err != nil {
 			return nil, err // each says "ddp: " and what of the mode
 		}
+		m.mode = d
 	}
 	m.paramSet = make(map[*xla.Tensor]struct{}, len(m.params))
 	for _, p := range m.params {
@@ -206,7 +218,7 @@ func Wrap(ctx context.Context, module nn.Module, opts ...WrapOption) (*Distribut
 // replicas. A Backward that reached none of them (an unwrapped model, a
 // saliency map) syncs nothing, as torch's per-parameter hooks never fire.
 func (m *DistributedDataParallel) averageGradients(leaves []*xla.Tensor) error {
-	if m.noSync || m.cfg.manualSync || m.det != nil || !m.ownsAny(leaves) {
+	if m.noSync || m.cfg.manualSync || !m.mode.averagesAfterBackward() || !m.ownsAny(leaves) {
 		return nil
 	}
 	return m.SyncGradients(m.ctx)
@@ -228,8 +240,8 @@ func (m *DistributedDataParallel) ownsAny(leaves []*xla.Tensor) bool {
 // Across processes it reads the gradients, so it cannot run inside a
 // compiled step: call it between Runs.
 func (m *DistributedDataParallel) SyncGradients(ctx context.Context) error {
-	if m.det != nil {
-		return errors.New("ddp: SyncGradients on a deterministic wrapper: BackwardMicroShards leaves the averaged gradients")
+	if err := m.mode.syncRefusal(); err != nil {
+		return err
 	}
 	var withGrad []nn.Named
 	for _, p := range m.params {
@@ -296,7 +308,7 @@ func (m *DistributedDataParallel) BucketBytes() int { return int(m.cfg.bucketCap
 func (m *DistributedDataParallel) broadcastBuffers(ctx context.Context) error {
 	// A deterministic step leaves every replica the same buffers (the
 	// micro-shards' mean), and replicas run unequal micro-shard counts.
-	if !m.cfg.broadcastBuffers || len(m.buffers) == 0 || m.closed || m.det != nil {
+	if !m.cfg.broadcastBuffers || len(m.buffers) == 0 || m.closed || !m.mode.broadcastsBuffers() {
 		return nil
 	}
 	if err := m.collectives.BroadcastFromFirst(ctx, m.dev, m.buffers); err != nil {
@@ -360,8 +372,8 @@ func (m *DistributedDataParallel) Children() []nn.NamedModule {
 // HostPathStats returns where the cross-process gradient averaging spent
 // its time on this replica so far; zero when the job is one process.
 func (m *DistributedDataParallel) HostPathStats() HostPathStats {
-	if h, ok := m.collectives.(*hostPath); ok {
-		return h.stats
+	if h, ok := m.collectives.(*crossing.HostPath); ok {
+		return h.Stats()
 	}
 	return HostPathStats{}
 }

@@ -171,7 +171,7 @@ func (ck *Checkpointer) step(ctx context.Context, c optim.Checkpoint, commit boo
 	if err != nil {
 		return err
 	}
-	g := dist.Default()
+	g := dist.Current()
 	stop, err := ck.agreeOnPreemption(ctx, dev, g)
 	if err != nil {
 		return err
@@ -201,7 +201,7 @@ func (ck *Checkpointer) agreeOnPreemption(ctx context.Context, dev *xla.Device, 
 		if ck.termed.Load() {
 			flag[0] = 1
 		}
-		if g != nil && g.WorldSize() > 1 {
+		if g.WorldSize() > 1 {
 			if err := g.AllReduce(ctx, dist.Int32s(flag), dist.Max); err != nil {
 				return false, fmt.Errorf("checkpoint: agreeing on preemption: %w", err)
 			}
@@ -234,7 +234,7 @@ func (ck *Checkpointer) saveOnTheStep(ctx context.Context, c optim.Checkpoint) e
 // goes on; the next save or Close waits for it and reports its error.
 func (ck *Checkpointer) saveOffTheStep(ctx context.Context, dev *xla.Device, g *dist.ProcessGroup, c optim.Checkpoint) error {
 	return checkpointOnce(ctx, dev, g, fmt.Sprintf("taking the checkpoint of step %d", c.Step), c, func(take func() (optim.Snapshot, error)) error {
-		if g != nil && g.Rank() != 0 {
+		if g.Rank() != 0 {
 			return nil
 		}
 		if err := ck.finishWrite(); err != nil {
@@ -273,7 +273,7 @@ func (ck *Checkpointer) saveSharded(ctx context.Context, dev *xla.Device, g *dis
 	}
 	_, err := exchange.HostOnce(ctx, dev, exchange.Timeout(g), "committing "+final, func() (struct{}, error) {
 		var err error
-		if g == nil || g.Rank() == 0 {
+		if g.Rank() == 0 {
 			_ = os.RemoveAll(final) // one an earlier attempt of the job committed
 			if err = os.Rename(partial, final); err == nil {
 				err = safetensors.SyncDir(ck.opts.Dir)

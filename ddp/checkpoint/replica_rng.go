@@ -109,8 +109,6 @@ func stageReplicaRNG(dev *xla.Device, file safetensors.File, path string, c *opt
 
 // processRank is this process's rank and the job's process count.
 func processRank() (rank, size int) {
-	if g := dist.Default(); g != nil {
-		return g.Rank(), g.WorldSize()
-	}
-	return 0, 1
+	g := dist.Current()
+	return g.Rank(), g.WorldSize()
 }

@@ -86,10 +86,10 @@ func saveOnRankZero(ctx context.Context, path string, c optim.Checkpoint, write 
 	if err != nil {
 		return err
 	}
-	g := dist.Default()
+	g := dist.Current()
 	return checkpointOnce(ctx, dev, g, "writing "+path, c, func(take func() (optim.Snapshot, error)) error {
 		var saveErr error
-		if g == nil || g.Rank() == 0 {
+		if g.Rank() == 0 {
 			saveErr = write(take)
 		}
 		return exchange.AgreeOnRankZero(ctx, g, saveErr, "saving "+path)
@@ -117,11 +117,11 @@ func Load(ctx context.Context, path string, c *optim.Checkpoint) error {
 	if err != nil {
 		return err
 	}
-	g := dist.Default()
+	g := dist.Current()
 	file, err := exchange.HostOnce(ctx, dev, exchange.Timeout(g), "reading the checkpoint", func() (safetensors.File, error) {
 		data, err := os.ReadFile(path)
 		if err != nil {
-			return safetensors.File{}, fmt.Errorf("checkpoint: Load on rank %d: %w", max(dist.Rank(), 0), err)
+			return safetensors.File{}, fmt.Errorf("checkpoint: Load on rank %d: %w", g.Rank(), err)
 		}
 		if err := exchange.SameOnEveryRank(ctx, g, sha256.Sum256(data), path); err != nil {
 			return safetensors.File{}, fmt.Errorf("checkpoint: Load: %w", err)

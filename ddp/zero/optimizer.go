@@ -101,10 +101,10 @@ func parametersOf(module *ddp.DistributedDataParallel) []nn.Named {
 // job, for errors.
 func globalReplica(params []nn.Named) int {
 	if len(params) == 0 {
-		return max(dist.Rank(), 0)
+		return dist.Current().Rank()
 	}
 	index, count := params[0].Tensor.Device().Replica()
-	return max(dist.Rank(), 0)*count + index
+	return dist.Current().Rank()*count + index
 }
 
 func newZero(ctx context.Context, module *ddp.DistributedDataParallel, params []nn.Named, groups []optim.ParamGroup,
@@ -134,7 +134,7 @@ func newZero(ctx context.Context, module *ddp.DistributedDataParallel, params []
 	for i, g := range groups {
 		z.groups[i].WeightDecay = g.WeightDecay
 	}
-	if g := dist.Default(); g != nil && g.WorldSize() > 1 {
+	if g := dist.Current(); g.WorldSize() > 1 {
 		z.cross = &zeroHost{pg: g}
 	}
 	index, local := dev.Replica()

@@ -99,14 +99,9 @@ func parse(args []string, out io.Writer) (config, error) {
 }
 
 // batch is the global batch of a job of replicas: --batch-size per
-// replica, as the tutorial's, or with --deterministic the global batch,
-// cut into micro-shards of 8 unless --micro-shard says otherwise.
+// replica (cmdline.TutorialBatch), micro-shards of 8 by default.
 func (c config) batch(replicas int) ddp.Batch {
-	global := c.batchSize
-	if !c.launch.Mode.Deterministic {
-		global *= replicas
-	}
-	return ddp.Batch{Global: global, MicroShard: 8, Seed: c.seed}
+	return cmdline.TutorialBatch(c.launch.Mode, c.batchSize, replicas, 8, c.seed)
 }
 
 // datasets opens CIFAR-10, or the synthetic stand-in when asked or when

@@ -41,7 +41,7 @@ func run(ctx context.Context, args []string, out io.Writer) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, dist.Destroy()) }()
-	g := dist.Default()
+	g := dist.Current()
 	rank, size := g.Rank(), g.WorldSize()
 
 	// Point to point: rank 0 sends one value to rank 1.

@@ -119,14 +119,9 @@ func parse(args []string, out io.Writer) (config, error) {
 }
 
 // batch is the global batch of a job of replicas: --batch-size per
-// replica, as the tutorial's, or with --deterministic the global batch,
-// cut into micro-shards of 2 unless --micro-shard says otherwise.
+// replica (cmdline.TutorialBatch), micro-shards of 2 by default.
 func (c config) batch(replicas int) ddp.Batch {
-	global := c.batchSize
-	if !c.launch.Mode.Deterministic {
-		global *= replicas
-	}
-	return ddp.Batch{Global: global, MicroShard: 2, Seed: c.seed}
+	return cmdline.TutorialBatch(c.launch.Mode, c.batchSize, replicas, 2, c.seed)
 }
 
 // folders opens the training and validation ImageFolders with

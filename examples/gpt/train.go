@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"strconv"
 	"time"
 
 	"github.com/xladdp/xladdp/ddp"
@@ -14,7 +13,6 @@ import (
 	"github.com/xladdp/xladdp/ddp/training"
 	"github.com/xladdp/xladdp/ddp/zero"
 	"github.com/xladdp/xladdp/examples/internal/cmdline"
-	"github.com/xladdp/xladdp/examples/internal/report"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/nn"
 	"github.com/xladdp/xladdp/xla/optim"
@@ -206,7 +204,6 @@ func train(ctx context.Context, c config, w ddp.Worker, text *corpus, out io.Wri
 		return res, err
 	}
 	defer t.model.Close()
-	rank0 := w.Rank == 0
 	shape := fmt.Sprintf("%+v", c.model)
 	loop, err := c.OpenLoop(ctx, w, t.order, optim.Checkpoint{Model: t.model, Optimizer: t.opt, RNG: w.Device, Metadata: map[string]string{"gpt": shape}}, out)
 	if err != nil {
@@ -217,128 +214,38 @@ func train(ctx context.Context, c config, w ddp.Worker, text *corpus, out io.Wri
 		return res, err
 	}
 	defer func() { err = errors.Join(err, t.samples.Close()) }()
-	ck := loop.State()
+	first := loop.State().Step // the steps of this run start here
 	if loop.Resumed() != "" {
 		done, err := t.resume(loop, shape)
 		if err != nil || done {
 			if done {
-				res, err = finished(ctx, t, ck, rank0, out)
+				res, err = finished(ctx, t, loop.State(), w.Rank == 0, out)
 			}
 			return res, err
 		}
-		res.ResumedAt = ck.Step
+		res.ResumedAt = first
 	}
-	if rank0 {
-		fmt.Fprintf(out, "training a %d-layer, %d-head, %d-wide GPT (%d parameters, %d characters of vocabulary, block %d) on %d replicas (%s), %s\n",
-			c.model.Layers, c.model.Heads, c.model.Width, nn.NumParameters(t.net), c.model.Vocab, c.model.BlockSize, w.WorldSize, w.Device, c.precision)
-		split := fmt.Sprintf("%d replicas × %d micro-steps × %d rows", w.WorldSize, c.gradAccum, t.perStep)
-		if w.Mode.Deterministic {
-			split = fmt.Sprintf("deterministic: %d micro-shards of %d rows, summed in one order at any world size", c.batchSize/t.perStep, t.perStep)
-		}
-		fmt.Fprintf(out, "global batch %d = %s; AdamW lr %.3g → %.3g (warmup %d, cosine to step %d), clip %g; %d train / %d val characters\n",
-			t.global, split, c.lr, c.minLR, c.warmup, c.steps, c.clip, len(text.train), len(text.val))
-		if t.sharded != nil {
-			fmt.Fprintf(out, "ZeRO-1: AdamW state and fp32 master weights sharded over the %d replicas\n", w.WorldSize)
-		}
-	}
-	curves := report.Curves{Title: "char GPT"}
-	// The steps of this run, from the one it resumed at (the eval's
-	// --checkpoint moves ck.Step).
-	first := ck.Step
-	var progress *report.Progress
-	if rank0 {
-		progress = report.NewProgress(out, "steps", c.steps-first, c.LogInterval)
-		progress.Unit = "tokens"
-	}
-	var logged *xla.Tensor
-	loggedAt := 0
-	readLogged := func() error {
-		if logged == nil {
-			return nil
-		}
-		v, err := logged.Item(ctx)
-		if err != nil {
-			return err
-		}
-		res.TrainLoss = v
-		res.Losses = append(res.Losses, [2]float64{float64(loggedAt), v})
-		curves.AddLoss(loggedAt, v)
-		progress.Step(loggedAt-first, v, c.LogInterval*c.batchSize*c.model.BlockSize)
-		logged = nil
-		return nil
-	}
+	t.describe(out)
+	log := newLossLog(t, out, first, &res)
 	start := time.Now()
 	for it := first; it < c.steps; it++ {
 		loss, err := t.step(ctx)
+		if err == nil {
+			err = log.step(ctx, loop, loss, it+1)
+		}
+		if err == nil {
+			res.Steps = it + 1
+			err = loop.Commit(ctx, t.order.position(it+1)) // checkpoint.ErrPreempted: exit 75
+		}
 		if err != nil {
 			return res, err
 		}
-		// The loss is read one step late, once the next step is on its
-		// way, so the host never waits for a running program.
-		if err := readLogged(); err != nil {
-			return res, err
-		}
-		done := it + 1
-		eval := done%c.evalInterval == 0 || done == c.steps
-		// An eval line says the train loss of its own step, never one
-		// not read yet (0) or read steps ago.
-		if done%c.LogInterval == 0 || done == c.steps || eval {
-			logged, loggedAt = loss, done
-		}
-		if eval {
-			if err := readLogged(); err != nil {
-				return res, err
-			}
-			if res.ValLoss, err = t.valLoss(ctx, done); err != nil {
-				return res, err
-			}
-			res.ValLosses = append(res.ValLosses, [2]float64{float64(done), res.ValLoss})
-			curves.AddValLoss(done, res.ValLoss)
-			if rank0 {
-				progress.Note(fmt.Sprintf("step %d: train loss %.4f, val loss %.4f, lr %.3g", done, res.TrainLoss, res.ValLoss, t.opt.LR()))
-			}
-			if c.Checkpoint != "" {
-				ck := loop.State()
-				ck.Step = done
-				if err := checkpoint.Save(ctx, t.c.Checkpoint, ck); err != nil {
-					return res, err
-				}
-			}
-		}
-		res.Steps = done
-		if err := loop.Commit(ctx, t.order.position(done)); err != nil {
-			return res, err // checkpoint.ErrPreempted: exit 75
-		}
 	}
-	progress.Done()
+	log.progress.Done()
 	res.Trained = time.Since(start)
 	res.TokensPerSec = float64((res.Steps-first)*t.global*c.model.BlockSize) / max(res.Trained.Seconds(), 1e-9)
-	res.Compilations = xla.GetMetrics().Compilations
-	res.GradientSyncs = t.model.GradientSyncs()
-	if c.sample > 0 {
-		if res.Sample, err = generate(ctx, t, c.sample); err != nil {
-			return res, err
-		}
-	}
-	weights, err := nn.WeightsDigest(ctx, t.net)
-	if err != nil {
-		return res, err
-	}
-	if rank0 {
-		if st := t.model.DeterministicStats(); st.Steps > 0 {
-			fmt.Fprintf(out, "deterministic exchange: %d bytes sent a step by this process\n", st.BytesSent/int64(st.Steps))
-		}
-		fmt.Fprintf(out, "weights sha256 %s\n", weights)
-		fmt.Fprintf(out, "done: %d steps, train loss %.4f, val loss %.4f, %v training, %.0f tokens/s, %d gradient all-reduces, programs: %d compiled\n",
-			res.Steps, res.TrainLoss, res.ValLoss, res.Trained.Round(time.Millisecond), res.TokensPerSec, res.GradientSyncs, res.Compilations)
-		if res.Sample != "" {
-			fmt.Fprintf(out, "sample (%s characters, temperature %s):\n%s\n", strconv.Itoa(c.sample), strconv.FormatFloat(sampleTemperature, 'g', -1, 64), res.Sample)
-		}
-		if err := c.Finish(out, &curves); err != nil {
-			return res, err
-		}
-	}
-	return res, nil
+	err = t.finish(ctx, out, &res, &log.curves)
+	return res, err
 }
 
 // resume checks the checkpoint the loop resumed from and moves the

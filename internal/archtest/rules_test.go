@@ -117,7 +117,8 @@ func TestProcessGroupCoreLinksNoPJRT(t *testing.T) {
 }
 
 // TestDDPRootIsTheUserLayer: the ddp package stays the layer users call
-// (Wrap, the sampler, checkpoints, Run), at most 2,500 non-test lines.
+// (Wrap, the sampler, the mode, Run), at most 2,000 non-test lines: the
+// crossings, the canonical sums and the training loop live apart.
 func TestDDPRootIsTheUserLayer(t *testing.T) {
 	lines := 0
 	nonTestSources(t, func(path, src string) {
@@ -126,7 +127,7 @@ func TestDDPRootIsTheUserLayer(t *testing.T) {
 		}
 	})
 	assert.Positive(t, lines)
-	assert.LessOrEqual(t, lines, 2500)
+	assert.LessOrEqual(t, lines, 2000)
 }
 
 // TestEngineChoosesNoTarget: the engine (xla) links no target, so no
@@ -184,18 +185,6 @@ func TestCommandsLiveUnderCmd(t *testing.T) {
 	}
 }
 
-// TestNoNilContextInTheProcessGroup: the process group's async forms are
-// explicit (the Async methods queue a checked call), never a nil
-// context standing for "do not wait".
-func TestNoNilContextInTheProcessGroup(t *testing.T) {
-	nilCtx := regexp.MustCompile(`ctx == nil|ctx != nil|\(nil, `)
-	nonTestSources(t, func(path, src string) {
-		if strings.HasPrefix(path, "ddp/dist/") {
-			assert.False(t, nilCtx.MatchString(src), "%s: %s", path, nilCtx.FindString(src))
-		}
-	})
-}
-
 // TestArchitectureMapIsComplete: docs/architecture.md names every
 // package (the examples' under their row) and every XLADDP_* variable
 // the code or its tests read.
@@ -219,25 +208,12 @@ func TestArchitectureMapIsComplete(t *testing.T) {
 	})
 }
 
-// TestZeroCrossesThroughItsSeam: ddp/zero chooses how its values cross
-// the replicas once (its crossing: in-graph or the host path), and no
-// code of it branches on a missing process group.
-func TestZeroCrossesThroughItsSeam(t *testing.T) {
-	nilGroup := regexp.MustCompile(`(group|host|pg)\s*[!=]= nil`)
-	nonTestSources(t, func(path, src string) {
-		if strings.HasPrefix(path, "ddp/zero/") {
-			assert.False(t, nilGroup.MatchString(src), "%s: %s", path, nilGroup.FindString(src))
-		}
-	})
-}
-
 // TestOneAgentLoop: ddprun's restart and preemption policy is written
 // once (the agent's loop over a workerStarter: its own workers or
 // mpirun's), and a single node is a meeting of its own, not a nil
 // rendezvous checked at every step.
 func TestOneAgentLoop(t *testing.T) {
 	var restarts, preempts []string
-	nilRendezvous := regexp.MustCompile(`\br [!=]= nil`)
 	nonTestSources(t, func(path, src string) {
 		if !strings.HasPrefix(path, "ddp/launch/") {
 			return
@@ -248,7 +224,6 @@ func TestOneAgentLoop(t *testing.T) {
 		if strings.Contains(src, "run the same command again to resume") {
 			preempts = append(preempts, path)
 		}
-		assert.False(t, nilRendezvous.MatchString(src), "%s checks for a nil rendezvous", path)
 	})
 	assert.Equal(t, []string{"ddp/launch/agent.go"}, restarts, "the restart policy")
 	assert.Equal(t, []string{"ddp/launch/agent.go"}, preempts, "the preemption policy")

@@ -58,11 +58,11 @@ func equivalenceScenario(rep *Report) {
 	params := make([][][]float32, devices)
 	syncs := make([]int, devices)
 	losses := make([][]float32, devices)
-	collectivesBefore := dist.Default().Collectives()
+	collectivesBefore := dist.Current().Collectives()
 	writtenBefore := bytesWritten()
 	xla.ResetMetrics()
 	err = e.RunReplicas(ctx, devices, func(ctx context.Context, r xla.Replica) error {
-		replica, replicas := dist.Rank()*devices+r.Index(), dist.WorldSize()*devices
+		replica, replicas := dist.Current().Rank()*devices+r.Index(), dist.Current().WorldSize()*devices
 		rows := GlobalRows / replicas
 		var err error
 		run := Run{
@@ -88,12 +88,12 @@ func equivalenceScenario(rep *Report) {
 	rep.Losses = losses[0]
 	rep.BytesToHost = xla.GetMetrics().BytesToHost
 	rep.Counters = map[string]int64{"gradient syncs": int64(syncs[0]),
-		"collectives": int64(dist.Default().Collectives() - collectivesBefore), "in-graph all-reduces": xla.GetMetrics().AllReduces,
+		"collectives": int64(dist.Current().Collectives() - collectivesBefore), "in-graph all-reduces": xla.GetMetrics().AllReduces,
 		"bytes written": bytesWritten() - writtenBefore}
 	rep.Hashes["step traces"] = strconv.FormatInt(xla.GetMetrics().StepTraces, 10)
-	rep.SharedMemoryAllReduces = dist.Default().SharedMemoryAllReduces()
+	rep.SharedMemoryAllReduces = dist.Current().SharedMemoryAllReduces()
 	for i, p := range params {
-		rep.Hashes[fmt.Sprintf("replica %d", dist.Rank()*devices+i)] = HashParams(p)
+		rep.Hashes[fmt.Sprintf("replica %d", dist.Current().Rank()*devices+i)] = HashParams(p)
 	}
 }
 

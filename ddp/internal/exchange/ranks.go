@@ -15,13 +15,8 @@ import (
 	"github.com/xladdp/xladdp/ddp/dist"
 )
 
-// Timeout is g's timeout, or dist.DefaultTimeout without a group.
-func Timeout(g *dist.ProcessGroup) time.Duration {
-	if g == nil {
-		return dist.DefaultTimeout
-	}
-	return g.Timeout()
-}
+// Timeout is g's timeout.
+func Timeout(g *dist.ProcessGroup) time.Duration { return g.Timeout() }
 
 // MaxGatherBytes bounds what AllGatherBytes accepts from one rank, so a
 // rank that sends a corrupt length cannot make the others allocate it.
@@ -61,7 +56,7 @@ func AllGatherBytes(ctx context.Context, g *dist.ProcessGroup, mine []byte) ([][
 // AgreeOnRankZero hands rank 0's outcome of what to every rank: a
 // broadcast that also keeps the others waiting until rank 0 is done.
 func AgreeOnRankZero(ctx context.Context, g *dist.ProcessGroup, err error, what string) error {
-	if g == nil || g.WorldSize() == 1 {
+	if g.WorldSize() == 1 {
 		return err
 	}
 	status := []int32{0}
@@ -198,7 +193,7 @@ func HostDType(d xla.DType) (dist.DType, bool) {
 // SameOnEveryRank checks that every rank read the same file (digest
 // its SHA-256).
 func SameOnEveryRank(ctx context.Context, g *dist.ProcessGroup, digest [32]byte, path string) error {
-	if g == nil || g.WorldSize() == 1 {
+	if g.WorldSize() == 1 {
 		return nil
 	}
 	mine := make([]int64, 4)

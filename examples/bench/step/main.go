@@ -172,7 +172,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	times := make([][]float64, c.replicas)
 	err = eng.RunReplicas(ctx, c.replicas, func(ctx context.Context, r xla.Replica) error {
-		rs, err := s.setUp(r.Device(), c.seed, max(dist.Rank(), 0)*c.replicas+r.Index())
+		rs, err := s.setUp(r.Device(), c.seed, dist.Current().Rank()*c.replicas+r.Index())
 		if err != nil {
 			return err
 		}
@@ -267,7 +267,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	res.SamplesPerS = float64(s.batch*c.replicas*c.processes) / (res.MedianStepMS / 1000)
 	res.Compilations = xla.GetMetrics().Compilations
 	res.PeakRSSMB = peakRSSMB()
-	if dist.Rank() > 0 {
+	if dist.Current().Rank() > 0 {
 		return nil // rank 0 reports
 	}
 	return json.NewEncoder(out).Encode(res)

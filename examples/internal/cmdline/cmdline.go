@@ -200,6 +200,18 @@ func checkWritableDir(dir string) error {
 	return errors.Join(f.Close(), os.Remove(name))
 }
 
+// TutorialBatch is the global batch of an example whose --batch-size is
+// per replica, as its tutorial's, for a job of replicas; with
+// --deterministic it is the global batch, cut into micro-shards of
+// microShard unless --micro-shard says otherwise.
+func TutorialBatch(mode ddp.Mode, batchSize, replicas, microShard int, seed uint64) ddp.Batch {
+	global := batchSize
+	if !mode.Deterministic {
+		global *= replicas
+	}
+	return ddp.Batch{Global: global, MicroShard: microShard, Seed: seed}
+}
+
 // PerReplica is each of parts' share of --batch-size global: the global
 // batch split evenly, as the examples that take a global batch do. A
 // global batch that does not divide is rounded down to a multiple of

@@ -1,4 +1,4 @@
-package ddp
+package randperm
 
 // mt19937 is the 32-bit Mersenne Twister torch's CPU generator draws from
 // (at::mt19937), so DistributedSampler's shuffle matches torch's
@@ -44,9 +44,9 @@ func (m *mt19937) twist() {
 	m.next = 0
 }
 
-// torchRandperm is torch.randperm(n, generator=manual_seed(seed)) on the
+// Torch is torch.randperm(n, generator=manual_seed(seed)) on the
 // CPU: a Fisher-Yates pass drawing one 32-bit value per position.
-func torchRandperm(n int, seed uint64) []int {
+func Torch(n int, seed uint64) []int {
 	p := make([]int, n)
 	for i := range p {
 		p[i] = i

@@ -1,4 +1,4 @@
-package ddp
+package crossing
 
 import (
 	"context"
@@ -9,15 +9,15 @@ import (
 	"github.com/xladdp/xladdp/xla/nn"
 )
 
-// ReplicaCollectives is how a wrapped module's values cross replicas: the
-// one choice that differs between targets. Wrap picks InGraph when every
-// replica of the job is local (one process) and the host path when the
-// job spans processes, on every target. InGraph's replica group is this
+// Crossing is how a wrapped module's values cross replicas: the one
+// choice that differs between layouts. ddp.Wrap picks InGraph when every
+// replica of the job is local (one process) and the HostPath when the job
+// spans processes, on every target. InGraph's replica group is this
 // process's replicas, so Wrap refuses it for a job of several processes.
 //
 // Every replica calls each method at the same point of its program, on
 // its own device, with tensors named and ordered alike.
-type ReplicaCollectives interface {
+type Crossing interface {
 	// MeanGradients replaces the gradient of every tensor in params (each
 	// has one) by its mean over every replica of the job.
 	MeanGradients(ctx context.Context, dev *xla.Device, params []nn.Named) error

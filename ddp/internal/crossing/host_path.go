@@ -1,4 +1,4 @@
-package ddp
+package crossing
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"github.com/xladdp/xladdp/xla/nn"
 )
 
-// hostPath crosses processes through the host process group: the step is
+// HostPath crosses processes through the host process group: the step is
 // cut at the gradient all-reduce. Each replica first divides its
 // gradients by the job's replica count and sums them in-graph over its
 // process's local replicas, then MarkStep materializes them (with the
@@ -22,7 +22,7 @@ import (
 // each bucket's all-reduce as soon as it is full, while the next is
 // copied; every local replica then uploads the sums (the means), and the
 // optimizer update is traced lazily into the next program.
-type hostPath struct {
+type HostPath struct {
 	group            *dist.ProcessGroup
 	firstBucketBytes int
 	bucketBytes      int
@@ -33,20 +33,20 @@ type hostPath struct {
 	buckets []*bucket
 	// replicas is the job's replica count, learned by Wrap's broadcast.
 	replicas int
-	stats    HostPathStats
+	stats    Stats
 	// broadcastLayout is the layout of the tensors last broadcast from
 	// rank 0, checked with every rank.
 	broadcastLayout string
 }
 
-// HostPathStats is where the host path's time goes, summed over its
+// Stats is where the host path's time goes, summed over its
 // gradient all-reduces on this replica: Execute is the MarkStep that
 // materializes the gradients (on a synchronous CPU client, the forward
 // and backward programs themselves), Download the copies into the
 // buckets, AllReduce the wait for the host all-reduces once the last
 // bucket is copied (the rest overlaps the copies), Upload the transfer of
 // the sums back to the device.
-type HostPathStats struct {
+type Stats struct {
 	Steps                                int
 	Execute, Download, AllReduce, Upload time.Duration
 }
@@ -70,6 +70,17 @@ type hostResult struct {
 	buckets []*bucket
 }
 
+// NewHostPath is the host path over group: buckets of bucketBytes (the
+// first at most firstBucketBytes, so its all-reduce starts early), in
+// shared memory where the group has it and sharedBuckets asks (torch's
+// gradient_as_bucket_view).
+func NewHostPath(group *dist.ProcessGroup, firstBucketBytes, bucketBytes int, sharedBuckets bool) *HostPath {
+	return &HostPath{group: group, firstBucketBytes: firstBucketBytes, bucketBytes: bucketBytes, sharedBuckets: sharedBuckets}
+}
+
+// Stats is where the host path's time went on this replica so far.
+func (h *HostPath) Stats() Stats { return h.stats }
+
 // errCompiledAcrossProcesses: a compiled step cannot hold the host cut.
 var errCompiledAcrossProcesses = errors.New("ddp: the job spans processes, so gradients are averaged on the host " +
 	"between two programs, and a compiled step is one program: train with lazy steps (MarkStep) across processes, " +
@@ -85,7 +96,7 @@ func layoutOf(params []nn.Named) string {
 	return b.String()
 }
 
-func (h *hostPath) MeanGradients(ctx context.Context, dev *xla.Device, params []nn.Named) error {
+func (h *HostPath) MeanGradients(ctx context.Context, dev *xla.Device, params []nn.Named) error {
 	if dev.Tracing() {
 		return errCompiledAcrossProcesses
 	}
@@ -140,7 +151,7 @@ func uploadMeans(dev *xla.Device, params []nn.Named, res *hostResult) error {
 // reduce is local replica 0's part: fill the buckets and all-reduce them
 // across the processes, overlapping each bucket's copy with the previous
 // bucket's all-reduce.
-func (h *hostPath) reduce(ctx context.Context, params []nn.Named, layout string, localReplicas int) (*hostResult, error) {
+func (h *HostPath) reduce(ctx context.Context, params []nn.Named, layout string, localReplicas int) (*hostResult, error) {
 	if layout != h.layout {
 		if err := h.plan(ctx, params, layout, localReplicas); err != nil {
 			return nil, err
@@ -193,7 +204,7 @@ func (h *hostPath) reduce(ctx context.Context, params []nn.Named, layout string,
 
 // plan lays out the buckets for a new gradient set and checks, with every
 // rank, that they all have the same one.
-func (h *hostPath) plan(ctx context.Context, params []nn.Named, layout string, localReplicas int) error {
+func (h *HostPath) plan(ctx context.Context, params []nn.Named, layout string, localReplicas int) error {
 	h.layout, h.buckets = "", nil
 	var buckets []*bucket
 	open := map[xla.DType]*bucket{}
@@ -253,7 +264,7 @@ var (
 		"the same model?)", Item: "tensor"}
 )
 
-func (h *hostPath) BroadcastFromFirst(ctx context.Context, dev *xla.Device, tensors []nn.Named) error {
+func (h *HostPath) BroadcastFromFirst(ctx context.Context, dev *xla.Device, tensors []nn.Named) error {
 	if dev.Tracing() {
 		return errCompiledAcrossProcesses
 	}
@@ -315,7 +326,7 @@ func packing(tensors []nn.Named) (offsets []int, total int) {
 
 // broadcastBlob is local replica 0's part: rank 0 packs its values, and
 // every rank receives them.
-func (h *hostPath) broadcastBlob(ctx context.Context, tensors []nn.Named, offsets []int, total int) ([]byte, error) {
+func (h *HostPath) broadcastBlob(ctx context.Context, tensors []nn.Named, offsets []int, total int) ([]byte, error) {
 	blob := make([]byte, total)
 	if h.group.Rank() == 0 {
 		for i, t := range tensors {
