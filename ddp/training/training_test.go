@@ -1,0 +1,153 @@
+package training_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/xladdp/xladdp/ddp"
+	"github.com/xladdp/xladdp/ddp/checkpoint"
+	"github.com/xladdp/xladdp/ddp/training"
+	"github.com/xladdp/xladdp/xla"
+	"github.com/xladdp/xladdp/xla/data"
+	"github.com/xladdp/xladdp/xla/nn"
+	"github.com/xladdp/xladdp/xla/optim"
+	"github.com/xladdp/xladdp/xla/xlatest"
+)
+
+// TestFeedOfEachMode: the plain mode splits the global batch over the
+// replicas (saying how it rounded one that does not divide) and refuses a
+// share with no whole batch. (The deterministic mode's feed, which needs
+// a process whose backends are all deterministic, is run by the examples'
+// and the guide program's tests.)
+func TestFeedOfEachMode(t *testing.T) {
+	ctx := xlatest.Context(t)
+	d := xlatest.NewEngine(t, 1).Device(0)
+	for _, tc := range []struct {
+		name                      string
+		n, replicas, global       int
+		batch, slots, steps, want int
+		note, err                 string
+	}{
+		{name: "divides", n: 600, replicas: 3, global: 60, batch: 20, slots: 1, steps: 10, want: 60},
+		{name: "rounded down", n: 600, replicas: 3, global: 64, batch: 21, slots: 1, steps: 9, want: 63,
+			note: "the global batch 64 does not divide over 3 replicas: each takes 21, a global batch of 63"},
+		{name: "no whole batch", n: 30, replicas: 3, global: 64, err: "no step would run; lower the batch size"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := ddp.Worker{Rank: 1, WorldSize: tc.replicas, Device: d}
+			model, err := w.Wrap(ctx, nn.Dense(d, nn.NewRand(1), 4, 1), ddp.Batch{Global: tc.global, Seed: 1})
+			require.NoError(t, err)
+			defer model.Close()
+			feed, err := training.NewFeed(w, model, tc.n)
+			if tc.err != "" {
+				assert.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, []int{tc.batch, tc.slots, tc.steps, tc.want}, []int{feed.Batch, feed.Slots, feed.StepsPerEpoch, feed.Global})
+			assert.Equal(t, tc.note, feed.Note)
+			assert.False(t, feed.Deterministic())
+		})
+	}
+	_, err := training.NewFeed(ddp.Worker{WorldSize: 1, Device: d}, mustWrap(t, d), 10)
+	assert.ErrorContains(t, err, "the model has no global batch: wrap it with Worker.Wrap")
+
+}
+
+func mustWrap(t *testing.T, d *xla.Device) *ddp.DistributedDataParallel {
+	m, err := ddp.Wrap(xlatest.Context(t), nn.Dense(d, nn.NewRand(1), 4, 1))
+	require.NoError(t, err)
+	t.Cleanup(m.Close)
+	return m
+}
+
+// run trains a loop over 40 samples in global batches of 5 (8 steps an
+// epoch) for 2 epochs, stopping after stop steps (0: never); it returns
+// every step's samples and the loop's position at the end.
+func run(t *testing.T, o checkpoint.Options, stop int) (samples [][]int, at training.Position, resumed string) {
+	ctx := xlatest.Context(t)
+	d := xlatest.NewEngine(t, 1).Device(0)
+	set, err := data.NewRandom(40, []int{4}, []int{1}, 0, 1)
+	require.NoError(t, err)
+	w := ddp.Worker{WorldSize: 1, Device: d, Checkpoints: o}
+	model, err := w.Wrap(ctx, nn.Dense(d, nn.NewRand(1), 4, 1), ddp.Batch{Global: 5, Seed: 3})
+	require.NoError(t, err)
+	defer model.Close()
+	opt, err := optim.NewSGD(nn.Parameters(model), optim.SGDConfig{LR: 0.01})
+	require.NoError(t, err)
+	feed, err := training.NewFeed(w, model, set.Len())
+	require.NoError(t, err)
+	loader, err := data.NewLoader(set, d, data.LoaderConfig{BatchSize: feed.Batch, DropLast: true, Sampler: feed.Sampler})
+	require.NoError(t, err)
+	loop, err := training.Open(ctx, w, feed, optim.Checkpoint{Model: model, Optimizer: opt, RNG: d})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, loop.Close()) }()
+	for epoch := range loop.Epochs(2) {
+		for st, err := range loop.Steps(ctx, epoch, feed.Steps(loader.Epoch(ctx, epoch)), 0) {
+			require.NoError(t, err)
+			_, err := feed.TrainStep(ctx, opt, st, loop.Position().Step, func(b data.Batch) *xla.Tensor {
+				return nn.MSELoss(model.Forward(b.Input), b.Target, nn.ReductionMean)
+			})
+			require.NoError(t, err)
+			samples = append(samples, append([]int(nil), st.Batches[0].Samples...))
+			if stop > 0 && loop.Position().Step+1 == stop {
+				return samples, loop.Position(), loop.Resumed()
+			}
+		}
+	}
+	return samples, loop.Position(), loop.Resumed()
+}
+
+// TestLoopResumesWhereItStood: a loop stopped after 10 steps (its last
+// checkpoint at step 9) resumes in its directory at step 9, the second
+// epoch's first step done, and trains on the very samples an
+// uninterrupted run trains on; without a directory it only counts.
+func TestLoopResumesWhereItStood(t *testing.T) {
+	whole, at, resumed := run(t, checkpoint.Options{}, 0)
+	require.Len(t, whole, 16)
+	assert.Equal(t, training.Position{Epoch: 1, Samples: 40, Step: 16}, at)
+	assert.Empty(t, resumed)
+
+	o := checkpoint.Options{Dir: t.TempDir(), Every: 3}
+	first, _, _ := run(t, o, 10)
+	require.Len(t, first, 10)
+	rest, at, resumed := run(t, o, 0)
+	assert.Contains(t, resumed, "resumed from "+o.Dir+" at step 9 (epoch 2, sample 5 of its order)")
+	assert.Equal(t, training.Position{Epoch: 1, Samples: 40, Step: 16}, at)
+	assert.Equal(t, whole[9:], rest, "the resumed run's samples are the uninterrupted run's from step 10 on")
+}
+
+// TestLoopRefusesForeignCheckpoints: a checkpoint directory another
+// program filled (no position in it) is refused, saying what to do, and
+// an export cannot be loaded over a resumed loop.
+func TestLoopRefusesForeignCheckpoints(t *testing.T) {
+	ctx := xlatest.Context(t)
+	d := xlatest.NewEngine(t, 1).Device(0)
+	dir := t.TempDir()
+	model := nn.Dense(d, nn.NewRand(1), 4, 1)
+	opt, err := optim.NewSGD(nn.Parameters(model), optim.SGDConfig{LR: 0.01})
+	require.NoError(t, err)
+	steps, finish := checkpoint.Steps(ctx, checkpoint.Options{Dir: dir}, 1, optim.Checkpoint{Model: model, Optimizer: opt})
+	for range steps {
+	}
+	require.NoError(t, finish())
+
+	w := ddp.Worker{WorldSize: 1, Device: d, Checkpoints: checkpoint.Options{Dir: dir}}
+	wrapped, err := w.Wrap(ctx, model, ddp.Batch{Global: 5, Seed: 3})
+	require.NoError(t, err)
+	defer wrapped.Close()
+	feed, err := training.NewFeed(w, wrapped, 40)
+	require.NoError(t, err)
+	_, err = training.Open(ctx, w, feed, optim.Checkpoint{Model: wrapped, Optimizer: opt})
+	assert.ErrorContains(t, err, "training.epoch_position is \"\", not a count: a checkpoint no training loop wrote; move it away to start afresh")
+
+	o := checkpoint.Options{Dir: t.TempDir(), Every: 1}
+	run(t, o, 2)
+	w.Checkpoints = o
+	loop, err := training.Open(ctx, w, feed, optim.Checkpoint{Model: wrapped, Optimizer: opt, RNG: d})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, loop.Close()) }()
+	assert.ErrorContains(t, loop.LoadFile(ctx, "export.safetensors"), "the loop already resumed from its checkpoint directory")
+}
