@@ -217,3 +217,54 @@ func TestDeterministicRefusals(t *testing.T) {
 	assert.ErrorIs(t, err, boom)
 	assert.ErrorContains(t, model.SyncGradients(ctx), "deterministic wrapper")
 }
+
+// TestDeterministicSkippedMarkStepSaysWhatToAdd: a program written from a
+// recipe that leaves out the step's MarkStep, rank 0 reading the loss
+// alone, makes the replicas run different programs; the replica that
+// meets it in BackwardMicroShards says what to add.
+func TestDeterministicSkippedMarkStepSaysWhatToAdd(t *testing.T) {
+	e := xlatest.NewDeterministicEngine(t, 2)
+	errs := make([]error, 2)
+	_ = e.RunReplicas(xlatest.Context(t), 2, func(ctx context.Context, r xla.Replica) error {
+		d := r.Device()
+		lin, err := nn.NewLinear(d, nn.NewRand(1), 3, 2, true)
+		if err != nil {
+			return err
+		}
+		model, err := ddp.Wrap(ctx, lin, ddp.Deterministic(8, 4, 1))
+		if err != nil {
+			return err
+		}
+		defer model.Close()
+		opt, err := optim.NewSGD(nn.Parameters(model), optim.SGDConfig{LR: 0.1})
+		if err != nil {
+			return err
+		}
+		x, err := xla.FromSlice(d, []float32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, 4, 3)
+		if err != nil {
+			return err
+		}
+		index, _ := d.Replica()
+		errs[index] = func() error {
+			for step := range 2 {
+				opt.ZeroGrad()
+				loss, err := model.BackwardMicroShards(ctx, step, func(ddp.MicroShard) (*xla.Tensor, error) { return model.Forward(x).Sum(), nil })
+				if err != nil {
+					return err
+				}
+				if err := opt.Step(); err != nil {
+					return err
+				}
+				if index == 0 {
+					if _, err := loss.Item(ctx); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		}()
+		return errs[index]
+	})
+	require.ErrorIs(t, errs[1], xla.ErrReplicaMismatch)
+	assert.ErrorContains(t, errs[1], "every replica ends each step with its device's MarkStep before any of them reads a value")
+}
