@@ -91,7 +91,7 @@ func TestLearnsSpawnedAndResumes(t *testing.T) {
 
 	out.Reset()
 	_, err = run(t.Context(), append(args, "--steps", "130", "--width", "32", "--resume"), &out)
-	assert.ErrorContains(t, err, "a checkpoint resumes the same --data and model flags only", "another model's checkpoint is refused")
+	assert.ErrorContains(t, err, "a checkpoint resumes the same model and data flags only", "another model's checkpoint is refused")
 	_, err = run(t.Context(), append(args, "--steps", "100", "--resume"), &out)
 	assert.ErrorContains(t, err, "is at step 130, and --steps is 100: nothing to train; raise --steps")
 }

@@ -138,7 +138,7 @@ func (r Run) OpenLoop(ctx context.Context, w ddp.Worker, order training.Order, s
 	}
 	if r.Resume {
 		if err := loop.LoadFile(ctx, r.Checkpoint); err != nil {
-			return nil, errors.Join(err, loop.Close())
+			return nil, errors.Join(fmt.Errorf("--resume: %w (a checkpoint resumes the same model and data flags only)", err), loop.Close())
 		}
 	}
 	if w.Rank == 0 && loop.Resumed() != "" {
