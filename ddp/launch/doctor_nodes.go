@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -68,45 +69,83 @@ func compareNodes(ctx context.Context, c Config, environ []string) []preflight.F
 	}
 	defer client.Close()
 	me := describeNode(c, getenv)
-	raw, _ := json.Marshal(me)
-	claim := fmt.Sprintf("doctor/claim/%d", c.NodeRank)
-	n, err := client.Add(ctx, claim, 1)
-	if err != nil {
+	if err := postReport(ctx, client, me); err != nil {
 		return fail("posting to", err)
 	}
-	if n == 1 {
-		err = client.Set(ctx, fmt.Sprintf("doctor/report/%d", c.NodeRank), raw)
-	}
+	reports, missing, err := gatherReports(ctx, client, c.NNodesMax)
 	if err != nil {
-		return fail("posting to", err)
+		return fail("reading the reports at", err)
 	}
-	reports, missing := gatherReports(ctx, client, c.NNodesMax)
-	var out []preflight.Finding
-	if total, err := client.Add(ctx, claim, 0); err == nil && total > 1 {
-		out = append(out, preflight.Finding{Check: "node_rank", Problem: fmt.Sprintf("%d nodes run with --node_rank=%d", total, c.NodeRank),
-			Fix: "give each node its own --node_rank, 0 to --nnodes-1 (or use --rdzv_backend=c10d, which numbers them)"})
+	claimed, err := client.Add(ctx, claimKey(c.NodeRank), 0)
+	if err != nil {
+		return fail("reading who claimed node rank "+strconv.Itoa(c.NodeRank)+" at", err)
 	}
-	if len(missing) > 0 {
-		out = append(out, preflight.Finding{Check: "nodes", Problem: fmt.Sprintf("node(s) %v did not report within %v", missing, doctorWait),
-			Fix: "run ddprun doctor on every node with the same --nnodes, --master_addr and --master_port"})
-	}
+	out := nodeFindings(c, claimed, missing, doctorWait)
 	out = append(out, differences(me, reports)...)
-	// Node 0 hosts the meeting: it stays until every node has read.
-	_, _ = client.Add(ctx, "doctor/done", 1)
-	if c.NodeRank == 0 {
-		for ctx.Err() == nil {
-			if done, err := client.Add(ctx, "doctor/done", 0); err != nil || done >= int64(c.NNodesMax) {
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+	if err := sayGoodbye(ctx, client, c); err != nil {
+		return append(out, fail("leaving", err)...)
 	}
 	return out
 }
 
+// claimKey counts the nodes that claimed node rank: more than one is a
+// finding.
+func claimKey(rank int) string { return fmt.Sprintf("doctor/claim/%d", rank) }
+
+// postReport claims me's node rank and, the first to, posts its report.
+func postReport(ctx context.Context, client *store.Client, me nodeReport) error {
+	raw, err := json.Marshal(me)
+	if err != nil {
+		return err
+	}
+	n, err := client.Add(ctx, claimKey(me.NodeRank), 1)
+	if err == nil && n == 1 {
+		err = client.Set(ctx, fmt.Sprintf("doctor/report/%d", me.NodeRank), raw)
+	}
+	if err != nil {
+		return fmt.Errorf("node %d's report: %w", me.NodeRank, err)
+	}
+	return nil
+}
+
+// nodeFindings are a node rank given twice and the nodes that never
+// reported.
+func nodeFindings(c Config, claimed int64, missing []int, within time.Duration) []preflight.Finding {
+	var out []preflight.Finding
+	if claimed > 1 {
+		out = append(out, preflight.Finding{Check: "node_rank", Problem: fmt.Sprintf("%d nodes run with --node_rank=%d", claimed, c.NodeRank),
+			Fix: "give each node its own --node_rank, 0 to --nnodes-1 (or use --rdzv_backend=c10d, which numbers them)"})
+	}
+	if len(missing) > 0 {
+		out = append(out, preflight.Finding{Check: "nodes", Problem: fmt.Sprintf("node(s) %v did not report within %v", missing, within),
+			Fix: "run ddprun doctor on every node with the same --nnodes, --master_addr and --master_port"})
+	}
+	return out
+}
+
+// sayGoodbye tells the meeting this node has read; node 0, which hosts
+// it, stays until every node has, or ctx ends.
+func sayGoodbye(ctx context.Context, client *store.Client, c Config) error {
+	if _, err := client.Add(ctx, "doctor/done", 1); err != nil {
+		return fmt.Errorf("node %d saying it has read: %w", c.NodeRank, err)
+	}
+	for c.NodeRank == 0 && ctx.Err() == nil {
+		done, err := client.Add(ctx, "doctor/done", 0)
+		if err != nil && ctx.Err() == nil {
+			return fmt.Errorf("node 0 waiting for the %d nodes to read: %w", c.NNodesMax, err)
+		}
+		if err != nil || done >= int64(c.NNodesMax) {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil
+}
+
 // gatherReports reads every node's report, waiting for them until ctx
-// ends; missing are the node ranks that did not post one.
-func gatherReports(ctx context.Context, client *store.Client, nnodes int) (reports []nodeReport, missing []int) {
+// ends; missing are the node ranks that did not post one (or posted one
+// that is not a report).
+func gatherReports(ctx context.Context, client *store.Client, nnodes int) (reports []nodeReport, missing []int, err error) {
 	keys := make([]string, nnodes)
 	for r := range keys {
 		keys[r] = fmt.Sprintf("doctor/report/%d", r)
@@ -119,22 +158,31 @@ func gatherReports(ctx context.Context, client *store.Client, nnodes int) (repor
 		wait, cancel = context.WithDeadline(ctx, deadline.Add(-readMargin))
 		defer cancel()
 	}
-	_ = client.Wait(wait, keys...)
-	have, _ := client.Check(ctx, keys...)
+	// A node missing at the deadline is a finding, not an error.
+	if err := client.Wait(wait, keys...); err != nil && !errors.Is(err, store.ErrTimeout) && wait.Err() == nil {
+		return nil, nil, fmt.Errorf("waiting for nodes' reports: %w", err)
+	}
+	have, err := client.Check(ctx, keys...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("looking for nodes' reports: %w", err)
+	}
 	for r, key := range keys {
-		if r >= len(have) || !have[r] {
+		if !have[r] {
 			missing = append(missing, r)
 			continue
 		}
 		raw, err := client.Get(ctx, key)
+		if err != nil {
+			return nil, nil, fmt.Errorf("reading node %d's report: %w", r, err)
+		}
 		var rep nodeReport
-		if err != nil || len(raw) > maxReport || json.Unmarshal(raw, &rep) != nil {
+		if len(raw) > maxReport || json.Unmarshal(raw, &rep) != nil {
 			missing = append(missing, r)
 			continue
 		}
 		reports = append(reports, rep)
 	}
-	return reports, missing
+	return reports, missing, nil
 }
 
 // differences names each node whose binary, plugin or packages differ
