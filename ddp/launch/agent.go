@@ -6,30 +6,57 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
-	"slices"
 	"strings"
-	"time"
 
-	"github.com/xladdp/xladdp/ddp/internal/procset"
 	"github.com/xladdp/xladdp/ddp/launch/internal/preflight"
 	"github.com/xladdp/xladdp/ddp/store"
 	"github.com/xladdp/xladdp/internal/workerenv"
 )
 
-// outcome is how one attempt of the workers ended.
+// outcomeKind is how one attempt of the workers ended. The agent's loop
+// decides on it in one switch (policy.decide), as torch's agent on its
+// workers' WorkerState.
+type outcomeKind int
+
+const (
+	// succeeded: every worker exited 0, and every other node's.
+	succeeded outcomeKind = iota
+	// workerFailed: a worker of this node failed (outcome.failure).
+	workerFailed
+	// remoteFailed: something else failed: another node's worker, a lost
+	// node, mpirun (outcome.why; outcome.code to exit with, 0 for 1).
+	remoteFailed
+	// storeLost: the rendezvous store stopped answering (outcome.err).
+	storeLost
+	// membershipChange: the round ended to admit outcome.admit nodes
+	// waiting to join an elastic job.
+	membershipChange
+	// preempted: every worker checkpointed and exited 75, on a SIGTERM
+	// that reached them, or on ddprun's own stop (outcome.signalled).
+	preempted
+	// stopped: ddprun was stopped before every worker checkpointed
+	// (outcome.err: what failed after).
+	stopped
+	// notStarted: the attempt could not start (outcome.err).
+	notStarted
+)
+
+// outcome is how one attempt of the workers ended, with what its kind
+// needs.
 type outcome struct {
-	ok        bool
-	failure   *exit  // a worker of this node failed
-	remote    string // else what failed: another node, a lost node, mpirun
-	code      int    // the status for remote (0: 1)
-	fatal     error  // the attempt could not start: no restart
-	cancelled bool   // ddprun was stopped
-	preempted bool   // ... and every worker checkpointed (workerenv.ExitPreempted)
-	admit     int    // the round ended to admit this many waiting nodes
+	kind      outcomeKind
+	failure   *exit  // workerFailed: the worker, named
+	why       string // remoteFailed
+	code      int    // remoteFailed: the status to exit with (0: 1)
+	err       error  // storeLost, stopped, notStarted
+	admit     int    // membershipChange: how many nodes wait
+	signalled bool   // preempted: ddprun itself was stopped
+	// storeErr is a store call that failed along the way, any kind: the
+	// other nodes may not have heard what this node saw.
+	storeErr error
 	// flight is the diagnosis of this node's workers' flight records
-	// after a failure, and flightDir where they are.
+	// after a failure or a stop, and flightDir where they are.
 	flight, flightDir string
 }
 
@@ -61,7 +88,8 @@ func checkProgram(program string) error {
 // failure policy and the restarts. It returns the status ddprun exits
 // with: 0, the failed worker's exit status (128+N for signal N; mpirun's
 // under --backend=mpi), 1 for a failure elsewhere or of the agent itself,
-// 75 when ctx ended and every worker checkpointed, or 130 when ctx ended.
+// 75 when every worker checkpointed on a preemption (ctx ended, or a
+// SIGTERM reached the workers), or 130 when ctx ended otherwise.
 func Run(ctx context.Context, c Config, environ []string, stdout, stderr io.Writer) int {
 	say := func(format string, a ...any) {
 		consoleMu.Lock()
@@ -86,57 +114,92 @@ func Run(ctx context.Context, c Config, environ []string, stdout, stderr io.Writ
 		return 1
 	}
 	defer starter.close()
-	restarts := 0 // after failures: --max_restarts counts these
+	p := &policy{maxRestarts: c.MaxRestarts, say: say}
 	for attempt := 0; ; attempt++ {
-		res := starter.attempt(ctx, attempt)
-		why := res.remote
-		switch {
-		case res.ok:
-			return 0
-		case res.admit > 0 && ctx.Err() == nil:
-			say("ddprun: %d node(s) waiting to join: every worker was stopped (a checkpointing worker saved its state); "+
-				"restarting with them (a membership change: not counted against --max_restarts)", res.admit)
-			continue
-		case res.preempted:
-			why := "SIGTERM reached the workers"
-			if res.cancelled {
-				why = context.Cause(ctx).Error()
-			}
-			say("ddprun: preempted (%s): every worker checkpointed and exited %d; run the same command again to resume",
-				why, workerenv.ExitPreempted)
-			return workerenv.ExitPreempted
-		case res.cancelled || res.fatal != nil && ctx.Err() != nil:
-			say("ddprun: stopped (%v); every worker on this node was stopped", context.Cause(ctx))
-			if res.fatal != nil {
-				say("ddprun: %v", res.fatal)
-			}
-			if res.flight != "" {
-				say("ddprun: flight record when stopped (%s): %s", res.flightDir, res.flight)
-			}
-			return 130
-		case res.fatal != nil:
-			say("ddprun: %v", res.fatal)
-			return 1
-		case res.failure != nil:
-			why = "worker failed: " + res.failure.String()
+		if code, again := p.decide(ctx, starter.attempt(ctx, attempt)); !again {
+			return code
 		}
-		if restarts < c.MaxRestarts {
-			restarts++
-			say("ddprun: %s; every worker was stopped; restarting (restart %d of %d)", why, restarts, c.MaxRestarts)
-			continue
-		}
-		say("ddprun: %s; every worker was stopped", why)
-		if res.flight != "" {
-			say("ddprun: flight record (%s): %s", res.flightDir, res.flight)
-		}
-		if res.failure != nil {
-			if res.failure.tail != "" {
-				say("ddprun: last output of rank %d:\n%s", res.failure.rank, indent(res.failure.tail))
-			}
-			return res.failure.code
-		}
-		return cmp.Or(res.code, 1)
 	}
+}
+
+// policy is the agent's failure policy: after each attempt, restart or
+// the status to exit with.
+type policy struct {
+	maxRestarts int
+	restarts    int // after failures: --max_restarts counts these
+	say         func(string, ...any)
+}
+
+// decide returns the status ddprun exits with after res, or again to
+// start the next attempt.
+func (p *policy) decide(ctx context.Context, res outcome) (code int, again bool) {
+	if res.storeErr != nil {
+		p.say("ddprun: the rendezvous store failed along the way (the other nodes may take this node for lost): %v", res.storeErr)
+	}
+	if ctx.Err() != nil && (res.kind == membershipChange || res.kind == notStarted) {
+		// ddprun was stopped meanwhile: no next round.
+		res = outcome{kind: stopped, err: res.err}
+	}
+	switch res.kind {
+	case succeeded:
+		return 0, false
+	case membershipChange:
+		p.say("ddprun: %d node(s) waiting to join: every worker was stopped (a checkpointing worker saved its state); "+
+			"restarting with them (a membership change: not counted against --max_restarts)", res.admit)
+		return 0, true
+	case preempted:
+		why := "SIGTERM reached the workers"
+		if res.signalled {
+			why = context.Cause(ctx).Error()
+		}
+		p.say("ddprun: preempted (%s): every worker checkpointed and exited %d; run the same command again to resume",
+			why, workerenv.ExitPreempted)
+		return workerenv.ExitPreempted, false
+	case stopped:
+		p.say("ddprun: stopped (%v); every worker on this node was stopped", context.Cause(ctx))
+		if res.err != nil {
+			p.say("ddprun: %v", res.err)
+		}
+		if res.flight != "" {
+			p.say("ddprun: flight record when stopped (%s): %s", res.flightDir, res.flight)
+		}
+		return 130, false
+	case notStarted:
+		p.say("ddprun: %v", res.err)
+		return 1, false
+	case workerFailed, remoteFailed, storeLost:
+		return p.failed(res)
+	}
+	p.say("ddprun: internal error: an attempt ended in no known way (kind %d)", res.kind)
+	return 1, false
+}
+
+// failed restarts after a failure while --max_restarts allows, else
+// names it and returns its status: the failed worker's, or 1.
+func (p *policy) failed(res outcome) (code int, again bool) {
+	why := res.why
+	switch res.kind {
+	case workerFailed:
+		why = "worker failed: " + res.failure.String()
+	case storeLost:
+		why = res.err.Error()
+	}
+	if p.restarts < p.maxRestarts {
+		p.restarts++
+		p.say("ddprun: %s; every worker was stopped; restarting (restart %d of %d)", why, p.restarts, p.maxRestarts)
+		return 0, true
+	}
+	p.say("ddprun: %s; every worker was stopped", why)
+	if res.flight != "" {
+		p.say("ddprun: flight record (%s): %s", res.flightDir, res.flight)
+	}
+	if res.kind == workerFailed {
+		if res.failure.tail != "" {
+			p.say("ddprun: last output of rank %d:\n%s", res.failure.rank, indent(res.failure.tail))
+		}
+		return res.failure.code, false
+	}
+	return cmp.Or(res.code, 1), false
 }
 
 // newStarter checks what the job needs before any rendezvous and returns
@@ -165,7 +228,8 @@ type localWorkers struct {
 	cfg     Config
 	meeting meeting
 	// ahead is how many rounds the job's rendezvous is ahead of this
-	// node's attempts (joinAtNextRestart).
+	// node's attempts: a node admitted at the job's restart
+	// (joinAtNextRestart) meets in the job's rounds.
 	ahead          int
 	environ        []string
 	stdout, stderr io.Writer
@@ -176,7 +240,7 @@ func (l *localWorkers) close() { l.meeting.close() }
 func (l *localWorkers) attempt(ctx context.Context, attempt int) outcome {
 	a, err := l.meeting.join(ctx, attempt+l.ahead)
 	if err != nil {
-		return outcome{fatal: err}
+		return outcome{kind: notStarted, err: err}
 	}
 	// A node that joined a running job at its restart meets in the
 	// job's rounds from then on.
@@ -186,152 +250,4 @@ func (l *localWorkers) attempt(ctx context.Context, attempt int) outcome {
 
 func indent(s string) string {
 	return "  " + strings.ReplaceAll(s, "\n", "\n  ")
-}
-
-// runAttempt starts the node's workers and watches them (and, with a
-// rendezvous, the other nodes) until all succeed or one thing fails, in
-// which case every worker here is stopped.
-func runAttempt(ctx context.Context, c Config, m meeting, a assignment, attempt int, environ []string,
-	stdout, stderr io.Writer) outcome {
-	dumps, ownDumps, err := flightDir(environ, attempt)
-	if err != nil {
-		return outcome{failure: &exit{node: a.node, rank: a.offset, code: 1, tail: "the flight record directory: " + err.Error()}}
-	}
-	keepDumps := false
-	defer func() {
-		if ownDumps && !keepDumps {
-			os.RemoveAll(dumps)
-		}
-	}()
-	set, err := startWorkers(workerSpec{cfg: c, node: a.node, offset: a.offset, world: a.world, master: a.master,
-		attempt: a.round, env: append(append([]string(nil), environ...), workerenv.FlightDir+"="+dumps), stdout: stdout, stderr: stderr})
-	if err != nil {
-		e := &exit{node: a.node, rank: a.offset, code: 1, tail: err.Error()}
-		m.fail(context.WithoutCancel(ctx), a.round, a.node, e.String()+": "+err.Error(), time.Now())
-		return outcome{failure: e}
-	}
-	w := m.watch(a.round, a)
-	ticker := time.NewTicker(c.MonitorInterval)
-	defer ticker.Stop()
-	stall := newStallWatch(c.StallWarn)
-	stallTicker := time.NewTicker(stall.every())
-	defer stallTicker.Stop()
-	var reaped []int // the ranks whose exit was received
-	for remaining := len(set.Processes); remaining > 0; {
-		select {
-		case wk := <-set.Exits:
-			remaining--
-			reaped = append(reaped, wk.Rank)
-			// A worker that checkpointed on its own SIGTERM (sent to every
-			// process of the job, not to ddprun) is no failure.
-			if e := describe(wk, a.node); e != nil && e.code != workerenv.ExitPreempted {
-				if n, ok := w.decided(ctx); ok {
-					// Another node's workers were stopped to admit a
-					// node, and ours failed for it.
-					set.Stop(procset.PreemptGrace)
-					return outcome{admit: n}
-				}
-				seen := time.Now()
-				// Tell the others first: their workers wait on ours.
-				m.fail(context.WithoutCancel(ctx), a.round, a.node, "worker failed: "+e.String(), seen)
-				root, failures, left := rootCause(set, a.node, e, remaining, reaped)
-				remaining = left
-				local, readErr := set.collectFlight(dumps)
-				root = preferBehind(root, failures, local)
-				if root != e {
-					m.fail(context.WithoutCancel(ctx), a.round, a.node, "worker failed: "+root.String(), seen)
-				}
-				e = root
-				diagnosis, behind := set.flightDiagnosis(ctx, m, a, a.round, local, readErr, dumps, true)
-				keepDumps = diagnosis != ""
-				set.stop()
-				if a.nnodes > 1 && !slices.Contains(behind, e.rank) {
-					// Our worker may have failed because another node's
-					// did: name the first failure. A loaded node may take
-					// most of a second to post its own (300 ms was short).
-					// When the records show a rank behind and it is not
-					// ours, another node's failure is the cause even if
-					// posted after ours.
-					since := seen
-					if len(behind) > 0 {
-						since = time.Now().Add(time.Hour)
-					}
-					if first := m.firstFailure(context.WithoutCancel(ctx), a.round, a.node, a.nnodes, since, time.Second); first != "" {
-						return outcome{remote: first + " (then here: " + e.String() + ")", flight: diagnosis, flightDir: dumps}
-					}
-				}
-				return outcome{failure: e, flight: diagnosis, flightDir: dumps}
-			}
-		case <-stallTicker.C:
-			if word := stall.check(set, dumps); word != "" {
-				keepDumps = true
-				consoleMu.Lock()
-				fmt.Fprintln(stderr, word)
-				consoleMu.Unlock()
-			}
-		case <-c.FlightRequests:
-			if set.answerFlightRequest(dumps, stderr) {
-				keepDumps = true
-			}
-		case <-ctx.Done():
-			if set.Succeeded() {
-				// Every worker had finished before the signal came (their
-				// exits not read yet): the job is done, nothing to resume.
-				if err := w.finish(context.WithoutCancel(ctx)); err != nil {
-					return outcome{cancelled: true, fatal: fmt.Errorf("after this node's workers finished: %w", err)}
-				}
-				return outcome{ok: true}
-			}
-			// The records first (a stopped worker is left stopped: it
-			// stands where it stopped), then the workers get SIGTERM and
-			// the time to checkpoint; a job whose every worker did is
-			// preempted, not failed, and needs no diagnosis.
-			local, readErr := set.collectFlight(dumps)
-			set.Stop(procset.PreemptGrace)
-			if set.Preempted() {
-				// The other nodes' workers checkpointed with ours and their
-				// agents, the store's host first, wait for this node's
-				// word: a notice that reached this node only (a Spot
-				// instance's) must not read to them as a lost node.
-				if err := w.finish(context.WithoutCancel(ctx)); err != nil {
-					return outcome{cancelled: true, fatal: fmt.Errorf("after this node's workers checkpointed: %w", err)}
-				}
-				return outcome{cancelled: true, preempted: true}
-			}
-
-			m.fail(context.WithoutCancel(ctx), a.round, a.node, fmt.Sprintf("node %d's agent was stopped", a.node), time.Now())
-			diagnosis := set.diagnose(local, readErr, dumps, set.ranks())
-			keepDumps = diagnosis != ""
-			return outcome{cancelled: true, flight: diagnosis, flightDir: dumps}
-		case <-ticker.C:
-			if why := w.tick(ctx); why != "" {
-				// Another node failed: this node's records complete the
-				// picture (the failing node's agent prints it).
-				local, readErr := set.collectFlight(dumps)
-				diagnosis, _ := set.flightDiagnosis(ctx, m, a, a.round, local, readErr, dumps, false)
-				keepDumps = diagnosis != ""
-				set.stop()
-				return outcome{remote: why, flight: diagnosis, flightDir: dumps}
-			}
-			if n, ok := w.admitting(ctx); ok {
-				// The time to checkpoint, as for a preemption.
-				set.Stop(procset.PreemptGrace)
-				return outcome{admit: n}
-			}
-		}
-	}
-	set.stop() // closes the log files
-	if set.Preempted() {
-		// Checkpointed for an admission another node's agent decided?
-		if n, ok := w.decided(ctx); ok {
-			return outcome{admit: n}
-		}
-	}
-	if err := w.finish(ctx); err != nil {
-		return outcome{remote: err.Error()}
-	}
-	if set.Preempted() {
-		return outcome{preempted: true}
-	}
-	return outcome{ok: true}
 }

@@ -12,7 +12,6 @@ package launch
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 )
 
@@ -22,72 +21,65 @@ const admitWait = time.Second
 
 // elastic reports whether nodes can join a running job: a c10d
 // rendezvous with --nnodes=MIN:MAX.
-func (c Config) elastic() bool { return c.RdzvBackend == "c10d" && c.NNodesMin < c.NNodesMax }
+func (c Config) elastic() bool { return c.rules().elastic() }
 
-// admitting reports whether round ends to admit waiting nodes, and how
-// many wait: node 0, seeing some while the job is below its largest
-// size, decides it for every agent; the others read the decision.
-func (w *watch) admitting(ctx context.Context) (int, bool) {
+// admitting is how many waiting nodes round ends to admit (0: none):
+// node 0, seeing some while the job is below its largest size, decides
+// it for every agent (rdzvState.admit); the others read the decision.
+func (w *watch) admitting(ctx context.Context) (int, error) {
 	r := w.r
 	if !r.cfg.elastic() || w.a.nnodes >= r.cfg.NNodesMax {
-		return 0, false
+		return 0, nil
 	}
+	change := func(s rdzvState) rdzvState { return s }
 	if w.a.node == 0 {
-		ctx, cancel := context.WithTimeout(ctx, admitWait)
-		n, err := r.client.Add(ctx, r.key(w.round, "waiting"), 0)
-		if err == nil && n > 0 {
-			_, _ = r.client.CompareSet(ctx, r.key(w.round, "admit"), nil, []byte(strconv.FormatInt(n, 10)))
-		}
-		cancel()
+		change = func(s rdzvState) rdzvState { return s.admit(w.round, r.cfg.rules()) }
 	}
-	return w.decided(ctx)
+	return w.admission(ctx, change)
 }
 
-// decided reports whether round already ends to admit waiting nodes
-// (and how many), without deciding it: what a worker that failed or
-// checkpointed may have seen.
-func (w *watch) decided(ctx context.Context) (int, bool) {
-	r := w.r
-	if !r.cfg.elastic() {
-		return 0, false
+// decided is how many waiting nodes round already ends to admit (0:
+// none), without deciding it: what a worker that failed or checkpointed
+// may have been stopped for.
+func (w *watch) decided(ctx context.Context) (int, error) {
+	if !w.r.cfg.elastic() {
+		return 0, nil
 	}
+	return w.admission(ctx, func(s rdzvState) rdzvState { return s })
+}
+
+// admission applies change to the rendezvous state and reads the
+// round's admission.
+func (w *watch) admission(ctx context.Context, change func(rdzvState) rdzvState) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, admitWait)
 	defer cancel()
-	ok, err := r.client.Check(ctx, r.key(w.round, "admit"))
-	if err != nil || !ok[0] {
-		return 0, false
+	s, err := w.r.update(ctx, change)
+	if err != nil {
+		return 0, fmt.Errorf("node %d asking whether round %d ends to admit waiting nodes: %w", w.a.node, w.round, err)
 	}
-	v, _ := r.client.Get(ctx, r.key(w.round, "admit"))
-	n, _ := strconv.Atoi(string(v))
-	return max(n, 1), true
-}
-
-// wait says that this node waits to join the job after round.
-func (r *rendezvous) wait(ctx context.Context, round int) error {
-	_, err := r.client.Add(ctx, r.key(round, "waiting"), 1)
-	return err
+	return s.decided(w.round), nil
 }
 
 // joinAtNextRestart is a node that arrived after round closed with
 // nnodes nodes, in an elastic job (--nnodes=MIN:MAX): it says it waits,
 // which makes the job's agents restart it to admit the node while the job
-// runs below its largest size (admit.go); it joins the next round, when a
-// node of the job opens it, within the rendezvous timeout. It never opens
-// a round itself, which would start a second job beside the running one.
+// runs below its largest size (watch.admitting); it joins the next round,
+// when a node of the job opens it, within the rendezvous timeout. It
+// never opens a round itself, which would start a second job beside the
+// running one.
 func (r *rendezvous) joinAtNextRestart(ctx context.Context, round, nnodes int) (assignment, error) {
 	r.say("ddprun: the job's rendezvous closed with %d nodes before this node arrived: waiting to join at its next restart "+
 		"(its agents restart it to admit this node within a monitor interval)", nnodes)
-	if err := r.wait(ctx, round); err != nil {
-		return assignment{}, fmt.Errorf("rendezvous: saying that this node waits to join: %w", err)
+	if _, err := r.update(ctx, func(s rdzvState) rdzvState { return s.wait(round, r.me) }); err != nil {
+		return assignment{}, fmt.Errorf("rendezvous: saying that this node waits to join after round %d: %w", round, err)
 	}
-	next := r.key(round+1, "joined")
 	for {
-		n, err := r.client.Add(ctx, next, 0)
+		s, err := r.read(ctx)
 		if err != nil {
 			return assignment{}, fmt.Errorf("rendezvous: the job ended or its store is gone before a restart admitted this node: %w", err)
 		}
-		if n > 0 {
-			return r.join(ctx, round+1)
+		if s.Round > round {
+			return r.join(ctx, s.Round)
 		}
 		select {
 		case <-ctx.Done():
@@ -102,12 +94,13 @@ func (r *rendezvous) joinAtNextRestart(ctx context.Context, round, nnodes int) (
 // to reach the store again: a network blip passes, a dead host does not.
 const storeLostWait = 10 * time.Second
 
-// gone is why a round ends when a call to the store failed with err.
-func (r *rendezvous) gone(err error) string {
+// gone is why a round ends when a call to the store failed with err;
+// the next round checks the store is back (storeBack).
+func (r *rendezvous) gone(err error) error {
 	if r.server == nil {
 		r.storeLost = true
 	}
-	return fmt.Sprintf("the rendezvous store at %s is gone (%v): the agent on --rdzv_endpoint's host died?", r.addr, err)
+	return fmt.Errorf("the rendezvous store at %s is gone (%w): the agent on --rdzv_endpoint's host died?", r.addr, err)
 }
 
 // storeBack fails at once, within storeLostWait, when the store a round
@@ -119,7 +112,7 @@ func (r *rendezvous) storeBack(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, storeLostWait)
 	defer cancel()
-	if _, err := r.client.Add(ctx, r.key(0, "joined"), 0); err != nil {
+	if _, err := r.read(ctx); err != nil {
 		return fmt.Errorf("rendezvous: the store at %s is still gone after %v (%w): the job cannot meet again; its host ran it "+
 			"(the agent there died, or the host); start ddprun again on the nodes that are left, with --rdzv_endpoint on one of them",
 			r.addr, storeLostWait, err)

@@ -45,18 +45,18 @@ func (f *FleetAgent) Join(ctx context.Context) error {
 }
 
 // Tick is one monitor tick of the joined round: why the round must end,
-// or "".
-func (f *FleetAgent) Tick(ctx context.Context) string { return f.w.tick(ctx) }
+// or "", or the error of a store that stopped answering.
+func (f *FleetAgent) Tick(ctx context.Context) (string, error) { return f.w.tick(ctx) }
 
 // Fail posts this node's failure of the joined round, seen at seen.
-func (f *FleetAgent) Fail(ctx context.Context, why string, seen time.Time) {
-	f.r.fail(ctx, f.a.round, f.a.node, why, seen)
+func (f *FleetAgent) Fail(ctx context.Context, why string, seen time.Time) error {
+	return f.r.fail(ctx, f.a.round, f.a.node, why, seen)
 }
 
 // ExchangeFlight posts this node's flight records and, when gather,
 // returns every node's (each other node's last collectives only).
-func (f *FleetAgent) ExchangeFlight(ctx context.Context, local []flight.Dump, gather bool) []flight.Dump {
-	return f.r.exchangeFlight(ctx, f.a.round, f.a, local, gather)
+func (f *FleetAgent) ExchangeFlight(ctx context.Context, local []flight.Dump, gather bool) ([]flight.Dump, error) {
+	return f.r.exchangeFlight(ctx, f.a, local, gather)
 }
 
 // Close leaves the store (draining it on its host).

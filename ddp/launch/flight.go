@@ -154,16 +154,19 @@ func (set workerSet) diagnose(dumps []flight.Dump, readErr error, dir string, ex
 // records made a failure cost the store nodes² transfers. "" when no
 // rank wrote a record. behind are the ranks the records show behind the
 // others.
-func (set workerSet) flightDiagnosis(ctx context.Context, m meeting, a assignment, attempt int, local []flight.Dump,
+func (set workerSet) flightDiagnosis(ctx context.Context, m meeting, a assignment, local []flight.Dump,
 	readErr error, dir string, whole bool) (diagnosis string, behind []int) {
 	if readErr != nil || a.nnodes == 1 {
 		return set.diagnose(local, readErr, dir, set.ranks()), flight.Behind(local)
 	}
 	whole = whole || a.node == 0
-	all := m.exchangeFlight(ctx, attempt, a, local, whole)
-	if !whole {
+	all, err := m.exchangeFlight(ctx, a, local, whole)
+	if !whole || err != nil {
 		d := set.diagnose(local, nil, dir, set.ranks())
-		if d != "" {
+		switch {
+		case d != "" && err != nil:
+			d += fmt.Sprintf(" (this node's ranks; the other nodes' records through the store: %v)", err)
+		case d != "":
 			d += " (this node's ranks; node 0's agent prints the whole job's)"
 		}
 		return d, flight.Behind(local)
@@ -224,21 +227,25 @@ const flightEntriesShared = 16
 const maxNodeFlight = 8 << 20
 
 // exchangeFlight posts this node's records (each rank's last collectives)
-// under attempt's key and returns them with, when gather, every other
+// under a's round and returns them with, when gather, every other
 // node's that arrive within flightWait.
-func (r *rendezvous) exchangeFlight(ctx context.Context, attempt int, a assignment, local []flight.Dump, gather bool) []flight.Dump {
+func (r *rendezvous) exchangeFlight(ctx context.Context, a assignment, local []flight.Dump, gather bool) ([]flight.Dump, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flightWait+time.Second)
 	defer cancel()
 	mine := make([]flight.Dump, len(local))
 	for i, d := range local {
 		mine[i] = d.Last(flightEntriesShared)
 	}
-	if raw, err := json.Marshal(mine); err == nil {
-		_ = r.client.Set(ctx, r.key(attempt, "flight", a.node), raw)
-	}
 	all := append([]flight.Dump(nil), local...)
+	raw, err := json.Marshal(mine)
+	if err == nil {
+		err = r.client.Set(ctx, r.key(a.round, "flight", a.node), raw)
+	}
+	if err != nil {
+		return all, fmt.Errorf("posting node %d's flight records: %w", a.node, err)
+	}
 	if !gather {
-		return all
+		return all, nil
 	}
 	got := map[int]bool{a.node: true}
 	for deadline := time.Now().Add(flightWait); len(got) < a.nnodes && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
@@ -246,24 +253,45 @@ func (r *rendezvous) exchangeFlight(ctx context.Context, attempt int, a assignme
 			if got[n] {
 				continue
 			}
-			key := r.key(attempt, "flight", n)
-			if ok, err := r.client.Check(ctx, key); err != nil || !ok[0] {
-				continue
+			theirs, posted, err := r.nodeFlight(ctx, a.round, n, a.world)
+			if err != nil {
+				return all, err
 			}
-			got[n] = true
-			raw, err := r.client.Get(ctx, key)
-			var theirs []flight.Dump
-			if err != nil || len(raw) > maxNodeFlight || json.Unmarshal(raw, &theirs) != nil {
-				continue
-			}
-			for _, d := range theirs {
-				if d.Rank >= 0 && d.Rank < a.world {
-					all = append(all, d)
-				}
+			if posted {
+				got[n] = true
+				all = append(all, theirs...)
 			}
 		}
 	}
-	return all
+	return all, nil
+}
+
+// nodeFlight is node's flight records of round, if it posted them:
+// records that do not parse, or too large, count as posted and empty
+// (the diagnosis names the ranks it misses).
+func (r *rendezvous) nodeFlight(ctx context.Context, round, node, world int) (_ []flight.Dump, posted bool, _ error) {
+	key := r.key(round, "flight", node)
+	ok, err := r.client.Check(ctx, key)
+	if err != nil {
+		return nil, false, fmt.Errorf("reading node %d's flight records: %w", node, err)
+	}
+	if !ok[0] {
+		return nil, false, nil
+	}
+	raw, err := r.client.Get(ctx, key)
+	if err != nil {
+		return nil, true, fmt.Errorf("reading node %d's flight records: %w", node, err)
+	}
+	var theirs, kept []flight.Dump
+	if len(raw) > maxNodeFlight || json.Unmarshal(raw, &theirs) != nil {
+		return nil, true, nil
+	}
+	for _, d := range theirs {
+		if d.Rank >= 0 && d.Rank < world {
+			kept = append(kept, d)
+		}
+	}
+	return kept, true, nil
 }
 
 // answerFlightRequest has the workers write their flight records, leaving

@@ -169,12 +169,12 @@ func (m *mpirunWorkers) attempt(ctx context.Context, attempt int) outcome {
 	args, added := mpirunCommand(c, environ, attempt)
 	dumps, ownDumps, err := flightDir(environ, attempt)
 	if err != nil {
-		return outcome{fatal: fmt.Errorf("the flight record directory: %w", err)}
+		return outcome{kind: notStarted, err: fmt.Errorf("the flight record directory: %w", err)}
 	}
 	added = append(added, workerenv.FlightDir+"="+dumps)
 	path, err := exec.LookPath(args[0])
 	if err != nil {
-		return outcome{fatal: fmt.Errorf("--backend=mpi needs Open MPI's mpirun: %w (apt-get install openmpi-bin; make deps does)", err)}
+		return outcome{kind: notStarted, err: fmt.Errorf("--backend=mpi needs Open MPI's mpirun: %w (apt-get install openmpi-bin; make deps does)", err)}
 	}
 	cmd := exec.Command(path, args[1:]...)
 	cmd.Env = mpirunEnv(environ, added)
@@ -182,19 +182,19 @@ func (m *mpirunWorkers) attempt(ctx context.Context, attempt int) outcome {
 	outTags, errTags := &mpiTagWriter{w: m.stdout}, &mpiTagWriter{w: m.stderr}
 	output, err := procset.StartWithOutput(cmd, outTags, errTags)
 	if err != nil {
-		return outcome{fatal: fmt.Errorf("starting mpirun: %w", err)}
+		return outcome{kind: notStarted, err: fmt.Errorf("starting mpirun: %w", err)}
 	}
 	done := make(chan struct{})
-	stopped := make(chan struct{})
+	stopperDone := make(chan struct{})
 	orphaned := make(chan struct{})
 	go func() {
-		defer close(stopped)
+		defer close(stopperDone)
 		stopMpirun(ctx, cmd, done, orphaned, say)
 	}()
 	go watchWorkersOf(cmd.Process.Pid, done, orphaned)
 	err = cmd.Wait()
 	close(done)
-	<-stopped
+	<-stopperDone
 	output.Drain()
 	_, _ = outTags.flush(), errTags.flush()
 	diagnosis := ""
@@ -206,12 +206,14 @@ func (m *mpirunWorkers) attempt(ctx context.Context, attempt int) outcome {
 	}
 	var ee *exec.ExitError
 	switch {
+	case ctx.Err() != nil && errors.As(err, &ee) && ee.ExitCode() == workerenv.ExitPreempted:
+		return outcome{kind: preempted, signalled: true}
 	case ctx.Err() != nil:
-		return outcome{cancelled: true, preempted: errors.As(err, &ee) && ee.ExitCode() == workerenv.ExitPreempted}
+		return outcome{kind: stopped}
 	case err == nil:
-		return outcome{ok: true}
+		return outcome{kind: succeeded}
 	}
-	res := outcome{remote: fmt.Sprintf("mpirun failed (%v)", err), code: 1, flight: diagnosis, flightDir: dumps}
+	res := outcome{kind: remoteFailed, why: fmt.Sprintf("mpirun failed (%v)", err), code: 1, flight: diagnosis, flightDir: dumps}
 	if errors.As(err, &ee) && ee.ExitCode() > 0 {
 		res.code = ee.ExitCode()
 	}

@@ -6,8 +6,8 @@ package launch
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -35,32 +35,52 @@ func (r *rendezvous) watch(round int, a assignment) nodeWatch {
 }
 
 // tick beats this node's heartbeat and returns why the round must end
-// (another node's failure or loss), or "". Node 0 watches every other
-// node's heartbeat and node 1 node 0's, each posting a lost node's
-// failure; the others only look for a failure posted (two calls a tick,
-// where each agent reading every other's heartbeat cost the store nodes²
-// calls a tick).
-func (w *watch) tick(ctx context.Context) string {
+// (another node's failure or loss), or "", or the error of a store that
+// stopped answering. Node 0 watches every other node's heartbeat and
+// node 1 node 0's, each posting a lost node's failure; the others only
+// look for a failure posted (two calls a tick, where each agent reading
+// every other's heartbeat cost the store nodes² calls a tick).
+func (w *watch) tick(ctx context.Context) (string, error) {
 	r := w.r
 	ctx, cancel := context.WithTimeout(ctx, heartbeatTimeout)
 	defer cancel()
 	w.beat++
 	if err := r.client.Set(ctx, r.key(w.round, "beat", w.a.node), []byte(strconv.FormatInt(w.beat, 10))); err != nil {
-		return r.gone(err)
+		return "", r.gone(err)
 	}
-	if ok, err := r.client.Check(ctx, r.key(w.round, "failed")); err == nil && ok[0] {
-		// Name the earliest failure any node saw.
-		if first := r.firstFailure(ctx, w.round, w.a.node, w.a.nnodes, time.Now(), 0); first != "" {
-			return first
-		}
-		v, _ := r.client.Get(ctx, r.key(w.round, "failed"))
-		return quote.Text(v)
+	failed, err := r.client.Check(ctx, r.key(w.round, "failed"))
+	if err != nil {
+		return "", r.gone(err)
 	}
-	if lost := w.lostNode(ctx, w.watched()); lost != "" {
-		r.fail(ctx, w.round, w.a.node, lost, time.Now())
-		return lost
+	if failed[0] {
+		return w.failedRound(ctx)
 	}
-	return ""
+	lost, err := w.lostNode(ctx, w.watched())
+	if err != nil || lost == "" {
+		return "", err
+	}
+	if err := r.fail(ctx, w.round, w.a.node, lost, time.Now()); err != nil {
+		return "", r.gone(fmt.Errorf("telling the other nodes that %s: %w", lost, err))
+	}
+	return lost, nil
+}
+
+// failedRound names the earliest failure any other node posted in the
+// round, else the first one posted.
+func (w *watch) failedRound(ctx context.Context) (string, error) {
+	r := w.r
+	first, err := r.firstFailure(ctx, w.round, w.a.node, w.a.nnodes, time.Now(), 0)
+	if err != nil {
+		return "", r.gone(err)
+	}
+	if first != "" {
+		return first, nil
+	}
+	v, err := r.client.Get(ctx, r.key(w.round, "failed"))
+	if err != nil {
+		return "", r.gone(err)
+	}
+	return quote.Text(v), nil
 }
 
 // watched are the nodes whose heartbeat this node watches.
@@ -80,44 +100,53 @@ func (w *watch) watched() []int {
 
 // lostNode scans the heartbeats of nodes: why one is taken for lost, or
 // "".
-func (w *watch) lostNode(ctx context.Context, nodes []int) string {
+func (w *watch) lostNode(ctx context.Context, nodes []int) (string, error) {
 	r := w.r
 	for _, n := range nodes {
-		if done, err := r.client.Check(ctx, r.key(w.round, "done", n)); err == nil && done[0] {
+		keys := []string{r.key(w.round, "done", n), r.key(w.round, "beat", n)}
+		have, err := r.client.Check(ctx, keys...)
+		if err != nil {
+			return "", r.gone(err)
+		}
+		if have[0] {
 			w.since[n] = time.Now()
 			continue
 		}
-		ok, err := r.client.Check(ctx, r.key(w.round, "beat", n))
-		if err != nil {
-			return r.gone(err)
-		}
 		v := ""
-		if ok[0] {
-			b, _ := r.client.Get(ctx, r.key(w.round, "beat", n))
+		if have[1] {
+			b, err := r.client.Get(ctx, keys[1])
+			if err != nil {
+				return "", r.gone(err)
+			}
 			v = string(b)
 		}
 		if v != w.seen[n] {
 			w.seen[n], w.since[n] = v, time.Now()
 		} else if time.Since(w.since[n]) > heartbeatTimeout {
-			return fmt.Sprintf("node %d's agent stopped responding (no heartbeat for %s): its host died or ddprun was killed", n, heartbeatTimeout)
+			return fmt.Sprintf("node %d's agent stopped responding (no heartbeat for %s): its host died or ddprun was killed", n, heartbeatTimeout), nil
 		}
 	}
-	return ""
+	return "", nil
 }
 
 // fail posts this node's failure for every agent of the round, with the
 // time it was seen, so the agents can name the first one.
-func (r *rendezvous) fail(ctx context.Context, round, node int, why string, seen time.Time) {
+func (r *rendezvous) fail(ctx context.Context, round, node int, why string, seen time.Time) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	stamped := []byte(strconv.FormatInt(seen.UnixNano(), 10) + " " + why)
-	_ = r.client.Set(ctx, r.key(round, "failure", node), stamped)
-	_, _ = r.client.CompareSet(ctx, r.key(round, "failed"), nil, []byte(why))
+	if err := r.client.Set(ctx, r.key(round, "failure", node), stamped); err != nil {
+		return fmt.Errorf("posting node %d's failure of round %d at %s: %w", node, round, r.addr, err)
+	}
+	if _, err := r.client.CompareSet(ctx, r.key(round, "failed"), nil, []byte(why)); err != nil {
+		return fmt.Errorf("marking round %d failed at %s: %w", round, r.addr, err)
+	}
+	return nil
 }
 
 // firstFailure returns the earliest failure another node than node
-// posted in round, waiting up to wait for one, or "".
-func (r *rendezvous) firstFailure(ctx context.Context, round, node, nnodes int, mine time.Time, wait time.Duration) string {
+// posted in round before mine, waiting up to wait for one, or "".
+func (r *rendezvous) firstFailure(ctx context.Context, round, node, nnodes int, mine time.Time, wait time.Duration) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, wait+time.Second)
 	defer cancel()
 	for deadline := time.Now().Add(wait); ; {
@@ -126,55 +155,88 @@ func (r *rendezvous) firstFailure(ctx context.Context, round, node, nnodes int, 
 			if n == node {
 				continue
 			}
-			ok, err := r.client.Check(ctx, r.key(round, "failure", n))
-			if err != nil || !ok[0] {
-				continue
-			}
-			v, err := r.client.Get(ctx, r.key(round, "failure", n))
+			msg, at, err := r.failure(ctx, round, n)
 			if err != nil {
-				continue
+				return "", err
 			}
-			at, msg, _ := strings.Cut(string(v), " ")
-			if t, err := strconv.ParseInt(at, 10, 64); err == nil && t < bestAt {
-				best, bestAt = quote.Text([]byte(msg)), t
+			if msg != "" && at < bestAt {
+				best, bestAt = msg, at
 			}
 		}
 		if best != "" || time.Now().After(deadline) {
-			return best
+			return best, nil
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
+// failure is node's failure of round as it posted it, and when it was
+// seen (Unix ns); "" when it posted none.
+func (r *rendezvous) failure(ctx context.Context, round, node int) (string, int64, error) {
+	key := r.key(round, "failure", node)
+	ok, err := r.client.Check(ctx, key)
+	if err != nil || !ok[0] {
+		return "", 0, wrapFailureRead(err, node, round)
+	}
+	v, err := r.client.Get(ctx, key)
+	if err != nil {
+		return "", 0, wrapFailureRead(err, node, round)
+	}
+	at, msg, _ := strings.Cut(string(v), " ")
+	t, err := strconv.ParseInt(at, 10, 64)
+	if err != nil {
+		// Not an agent's post: no time to order it by.
+		return "", 0, nil
+	}
+	return quote.Text([]byte(msg)), t, nil
+}
+
+func wrapFailureRead(err error, node, round int) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("reading node %d's failure of round %d: %w", node, round, err)
+}
+
 // finish marks this node's workers done and, on the store's host, waits
-// for the other nodes (their agents still use the store).
-func (w *watch) finish(ctx context.Context) error {
+// for the other nodes (their agents still use the store). It returns why
+// the round failed meanwhile (another node's failure or loss), or the
+// store's error.
+func (w *watch) finish(ctx context.Context) (string, error) {
 	r := w.r
 	ctx2, cancel := context.WithTimeout(ctx, 5*time.Second)
 	err := r.client.Set(ctx2, r.key(w.round, "done", w.a.node), []byte("1"))
 	cancel()
-	if err != nil || r.server == nil {
-		return err
+	if err != nil {
+		return "", r.gone(fmt.Errorf("marking node %d's workers done: %w", w.a.node, err))
+	}
+	if r.server == nil {
+		return "", nil
 	}
 	for {
-		all := true
-		for n := range w.a.nnodes {
-			ok, err := r.client.Check(ctx, r.key(w.round, "done", n))
-			if err != nil {
-				return err
-			}
-			all = all && ok[0]
+		if all, err := w.allDone(ctx); err != nil || all {
+			return "", err
 		}
-		if all {
-			return nil
-		}
-		if why := w.tick(ctx); why != "" {
-			return errors.New(why)
+		if why, err := w.tick(ctx); why != "" || err != nil {
+			return why, err
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return "", fmt.Errorf("node %d waiting for the other nodes' workers to finish round %d: %w", w.a.node, w.round, context.Cause(ctx))
 		case <-time.After(r.cfg.MonitorInterval):
 		}
 	}
+}
+
+// allDone reports whether every node marked its workers done.
+func (w *watch) allDone(ctx context.Context) (bool, error) {
+	keys := make([]string, w.a.nnodes)
+	for n := range keys {
+		keys[n] = w.r.key(w.round, "done", n)
+	}
+	done, err := w.r.client.Check(ctx, keys...)
+	if err != nil {
+		return false, w.r.gone(err)
+	}
+	return !slices.Contains(done, false), nil
 }

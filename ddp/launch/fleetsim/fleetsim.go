@@ -10,6 +10,7 @@ package fleetsim
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"runtime"
 	"slices"
@@ -106,8 +107,7 @@ func Simulate(ctx context.Context, o Options) (Report, error) {
 	if err := fleetFailure(ctx, agents, o, &rep); err != nil {
 		return rep, err
 	}
-	fleetFlight(ctx, agents, o, &rep)
-	return rep, nil
+	return rep, fleetFlight(ctx, agents, o, &rep)
 }
 
 // fleetAgents opens every agent's link to the store (node 0 hosts it)
@@ -261,13 +261,20 @@ func fleetFailure(ctx context.Context, agents []*launch.FleetAgent, o Options, r
 	}
 	time.Sleep(time.Until(w.healthy))
 	failedAt := time.Now()
-	agents[failing].Fail(ctx, "simulated: worker 0 exited with status 1", failedAt)
+	if err := agents[failing].Fail(ctx, "simulated: worker 0 exited with status 1", failedAt); err != nil {
+		cancel()
+		wg.Wait()
+		return fmt.Errorf("fleet: node %d posting its failure: %w", failing, err)
+	}
 	for deadline := failedAt.Add(30 * time.Second); time.Now().Before(deadline) && w.seen(failing) < o.Nodes-1; {
 		time.Sleep(5 * time.Millisecond)
 	}
 	cancel()
 	wg.Wait()
 	rep.Tick = w.tick
+	if w.err != nil {
+		return w.err
+	}
 	for n, t := range w.saw {
 		if n == failing {
 			continue
@@ -287,6 +294,7 @@ type watchers struct {
 	mu      sync.Mutex
 	tick    time.Duration
 	saw     []time.Time
+	err     error // the first tick that failed
 }
 
 // watch ticks node n's agent every interval until it sees a failure (the
@@ -294,9 +302,12 @@ type watchers struct {
 func (w *watchers) watch(ctx context.Context, a *launch.FleetAgent, n int, failing bool, interval time.Duration) {
 	for ctx.Err() == nil {
 		t := time.Now()
-		why := a.Tick(ctx)
+		why, err := a.Tick(ctx)
 		took := time.Since(t)
 		w.mu.Lock()
+		if err != nil && ctx.Err() == nil && w.err == nil {
+			w.err = fmt.Errorf("fleet: node %d's watch: %w", n, err)
+		}
 		if t.Before(w.healthy) {
 			w.tick = max(w.tick, took)
 		}
@@ -326,9 +337,10 @@ func (w *watchers) seen(failing int) int {
 // fleetFlight has every node share its ranks' flight records and node 0
 // gather them all, as after a failure on another node, then diagnoses
 // node 0's view.
-func fleetFlight(ctx context.Context, agents []*launch.FleetAgent, o Options, rep *Report) {
+func fleetFlight(ctx context.Context, agents []*launch.FleetAgent, o Options, rep *Report) error {
 	world := o.Nodes * o.RanksPerNode
 	views := make([][]flight.Dump, len(agents))
+	errs := make([]error, len(agents))
 	start := time.Now()
 	var wg sync.WaitGroup
 	for n, a := range agents {
@@ -336,10 +348,13 @@ func fleetFlight(ctx context.Context, agents []*launch.FleetAgent, o Options, re
 		for i := range local {
 			local[i] = fleetDump(n*o.RanksPerNode+i, world, o.FlightEntries, n == o.Nodes/2 && i == 0)
 		}
-		wg.Go(func() { views[n] = a.ExchangeFlight(ctx, local, n == 0) })
+		wg.Go(func() { views[n], errs[n] = a.ExchangeFlight(ctx, local, n == 0) })
 	}
 	wg.Wait()
 	rep.FlightExchange = time.Since(start)
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("fleet: the flight records' exchange: %w", err)
+	}
 	for _, d := range views[0] {
 		if d.Rank/o.RanksPerNode != 0 {
 			// As posted: each rank's last collectives only.
@@ -350,6 +365,7 @@ func fleetFlight(ctx context.Context, agents []*launch.FleetAgent, o Options, re
 	if len(views[0]) > 0 {
 		rep.Diagnosis = len(flight.Diagnose(views[0], flight.Ranks(world)))
 	}
+	return nil
 }
 
 // fleetDump is a rank's record of entries all-reduces; the laggard has
