@@ -247,7 +247,7 @@ func nilCompared(prefix, why string, names ...string) rule {
 					}
 				}
 			case *ast.CallExpr:
-				if len(n.Args) > 0 && isNil(n.Args[0]) && slices.Contains(names, "ctx") {
+				if len(n.Args) > 1 && isNil(n.Args[0]) && slices.Contains(names, "ctx") { // f(nil, …): a context left out
 					broken = append(broken, at(fset, path, n.Pos(), "passes a nil context: "+why))
 				}
 			}
