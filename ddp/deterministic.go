@@ -121,21 +121,9 @@ func randomKey(seed uint64, step, index int) int64 {
 // not another's (its loss, for a log line) would change how the compiler
 // fuses it, and with that its bits. Read the returned loss instead.
 func (m *DistributedDataParallel) BackwardMicroShards(ctx context.Context, step int, loss func(MicroShard) (*xla.Tensor, error)) (*xla.Tensor, error) {
-	d, err := m.mode.sums("BackwardMicroShards")
+	d, err := m.startMicroShards(step)
 	if err != nil {
 		return nil, err
-	}
-	if m.closed {
-		return nil, errors.New("ddp: BackwardMicroShards on a closed wrapper")
-	}
-	if step < 0 {
-		return nil, fmt.Errorf("ddp: BackwardMicroShards at step %d: steps count from 0", step)
-	}
-	for _, p := range m.params {
-		if p.Tensor.Grad() != nil {
-			return nil, fmt.Errorf("ddp: BackwardMicroShards: %s already has a gradient: call the optimizer's ZeroGrad first "+
-				"(a deterministic step computes the whole gradient itself)", p.Name)
-		}
 	}
 	// The micro-shards' program starts from materialized parameters,
 	// whatever made them (the last update, Wrap's broadcast, ZeRO's
@@ -153,23 +141,7 @@ func (m *DistributedDataParallel) BackwardMicroShards(ctx context.Context, step 
 	leaves := make([]*xla.Tensor, len(pl.Slots))
 	for j, s := range pl.Slots {
 		s.Step = step
-		if err := buffers.restore(); err != nil {
-			return nil, err
-		}
-		if err := m.dev.ManualSeed(randomKey(d.cfg.seed, step, s.Index)); err != nil {
-			return nil, err
-		}
-		l, err := loss(s)
-		if err != nil {
-			return nil, err
-		}
-		if l == nil {
-			return nil, fmt.Errorf("ddp: BackwardMicroShards: the loss of micro-shard %d of step %d is nil", s.Index, step)
-		}
-		if err := l.Backward(); err != nil {
-			return nil, fmt.Errorf("ddp: the backward pass of micro-shard %d of step %d: %w", s.Index, step, err)
-		}
-		if leaves[j], err = m.flatGradients(l, buffers); err != nil {
+		if leaves[j], err = m.microShard(d, s, buffers, loss); err != nil {
 			return nil, err
 		}
 	}
@@ -192,13 +164,53 @@ func (m *DistributedDataParallel) BackwardMicroShards(ctx context.Context, step 
 		}
 		sum = items[0]
 		d.times.Steps++
-	} else {
-		var err error
-		if sum, err = d.exchange(ctx, m.dev, pl, items); err != nil {
-			return nil, err
-		}
+	} else if sum, err = d.exchange(ctx, m.dev, pl, items); err != nil {
+		return nil, err
 	}
 	return m.setMeans(sum, buffers, d.shards.Count)
+}
+
+// startMicroShards refuses a step BackwardMicroShards cannot take.
+func (m *DistributedDataParallel) startMicroShards(step int) (*deterministic, error) {
+	d, err := m.mode.sums("BackwardMicroShards")
+	switch {
+	case err != nil:
+		return nil, err
+	case m.closed:
+		return nil, errors.New("ddp: BackwardMicroShards on a closed wrapper")
+	case step < 0:
+		return nil, fmt.Errorf("ddp: BackwardMicroShards at step %d: steps count from 0", step)
+	}
+	for _, p := range m.params {
+		if p.Tensor.Grad() != nil {
+			return nil, fmt.Errorf("ddp: BackwardMicroShards: %s already has a gradient: call the optimizer's ZeroGrad first "+
+				"(a deterministic step computes the whole gradient itself)", p.Name)
+		}
+	}
+	return d, nil
+}
+
+// microShard runs one micro-shard's forward and backward from the step's
+// buffers, its random state keyed by seed, step and index, and returns
+// its gradients laid end to end.
+func (m *DistributedDataParallel) microShard(d *deterministic, s MicroShard, buffers *stepBuffers, loss func(MicroShard) (*xla.Tensor, error)) (*xla.Tensor, error) {
+	if err := buffers.restore(); err != nil {
+		return nil, err
+	}
+	if err := m.dev.ManualSeed(randomKey(d.cfg.seed, s.Step, s.Index)); err != nil {
+		return nil, err
+	}
+	l, err := loss(s)
+	if err != nil {
+		return nil, err
+	}
+	if l == nil {
+		return nil, fmt.Errorf("ddp: BackwardMicroShards: the loss of micro-shard %d of step %d is nil", s.Index, s.Step)
+	}
+	if err := l.Backward(); err != nil {
+		return nil, fmt.Errorf("ddp: the backward pass of micro-shard %d of step %d: %w", s.Index, s.Step, err)
+	}
+	return m.flatGradients(l, buffers)
 }
 
 // flatGradients lays the parameters' gradients end to end in float32 (a

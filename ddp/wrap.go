@@ -150,53 +150,16 @@ func Wrap(ctx context.Context, module nn.Module, opts ...WrapOption) (*Distribut
 		return nil, fmt.Errorf("ddp: Wrap: the module failed to build: %w", err)
 	}
 	m := &DistributedDataParallel{module: module, cfg: cfg, ctx: ctx}
-	params, buffers := nn.NamedParameters(module), nn.NamedBuffers(module)
-	named := append(params, buffers...)
-	for i, n := range named {
-		if n.Tensor == nil {
-			return nil, fmt.Errorf("ddp: Wrap: %s is nil", n.Name)
-		}
-		switch {
-		case m.dev == nil:
-			m.dev = n.Tensor.Device()
-		case n.Tensor.Device() != m.dev:
-			return nil, fmt.Errorf("ddp: Wrap: %s is on %s but %s is on %s: move the module to one device first",
-				n.Name, n.Tensor.Device(), named[0].Name, m.dev)
-		}
-		if n.Tensor.Shape().Size() == 0 {
-			continue // no values to keep in step, and never a gradient
-		}
-		if i < len(params) {
-			m.params = append(m.params, n)
-		} else {
-			m.buffers = append(m.buffers, n)
-		}
+	if err := m.collect(); err != nil {
+		return nil, err
 	}
-	if m.dev == nil {
-		return nil, errors.New("ddp: Wrap: the module has no parameters or buffers to keep in step")
-	}
-	g := dist.Current()
-	m.collectives = cfg.collectives
-	switch m.collectives.(type) {
-	case InGraph, *InGraph:
-		if g.WorldSize() > 1 {
-			// Its all-reduce would average this process's replicas only:
-			// the ranks would drift apart without an error.
-			_, local := m.dev.Replica()
-			return nil, fmt.Errorf("ddp: Wrap on rank %d: WithCollectives(InGraph{}) averages over this process's %d local replica(s) only, "+
-				"but the job spans %d processes: leave the default (Wrap crosses processes on the host path)", g.Rank(), local, g.WorldSize())
-		}
-	}
-	if m.collectives == nil {
-		m.collectives = InGraph{}
-		if g.WorldSize() > 1 {
-			bucket := int(cfg.bucketCapMB * (1 << 20))
-			m.collectives = crossing.NewHostPath(g, min(firstBucketBytes, bucket), bucket, cfg.asView)
-		}
+	if err := m.chooseCrossing(dist.Current()); err != nil {
+		return nil, err
 	}
 	if err := m.collectives.BroadcastFromFirst(ctx, m.dev, append(append([]nn.Named(nil), m.params...), m.buffers...)); err != nil {
 		return nil, fmt.Errorf("ddp: Wrap: %w", err)
 	}
+	// The one place the step mode is chosen (stepMode).
 	m.mode = plainMode{}
 	if cfg.deterministic != nil {
 		d, err := newDeterministic(*cfg.deterministic, m.dev)
@@ -211,6 +174,61 @@ func Wrap(ctx context.Context, module nn.Module, opts ...WrapOption) (*Distribut
 	}
 	m.unhook = m.dev.RegisterBackwardHook(m.averageGradients)
 	return m, nil
+}
+
+// collect takes the module's parameters and buffers with values, all on
+// one device, which becomes the wrapper's.
+func (m *DistributedDataParallel) collect() error {
+	params, buffers := nn.NamedParameters(m.module), nn.NamedBuffers(m.module)
+	named := append(params, buffers...)
+	for i, n := range named {
+		if n.Tensor == nil {
+			return fmt.Errorf("ddp: Wrap: %s is nil", n.Name)
+		}
+		switch {
+		case m.dev == nil:
+			m.dev = n.Tensor.Device()
+		case n.Tensor.Device() != m.dev:
+			return fmt.Errorf("ddp: Wrap: %s is on %s but %s is on %s: move the module to one device first",
+				n.Name, n.Tensor.Device(), named[0].Name, m.dev)
+		}
+		if n.Tensor.Shape().Size() == 0 {
+			continue // no values to keep in step, and never a gradient
+		}
+		if i < len(params) {
+			m.params = append(m.params, n)
+		} else {
+			m.buffers = append(m.buffers, n)
+		}
+	}
+	if m.dev == nil {
+		return errors.New("ddp: Wrap: the module has no parameters or buffers to keep in step")
+	}
+	return nil
+}
+
+// chooseCrossing is how values cross replicas, chosen once: the one
+// given (WithCollectives), else in-graph for a job of one process and the
+// host path across processes.
+func (m *DistributedDataParallel) chooseCrossing(g *dist.ProcessGroup) error {
+	m.collectives = m.cfg.collectives
+	switch m.collectives.(type) {
+	case InGraph, *InGraph:
+		if g.WorldSize() > 1 {
+			// Its all-reduce would average this process's replicas only:
+			// the ranks would drift apart without an error.
+			_, local := m.dev.Replica()
+			return fmt.Errorf("ddp: Wrap on rank %d: WithCollectives(InGraph{}) averages over this process's %d local replica(s) only, "+
+				"but the job spans %d processes: leave the default (Wrap crosses processes on the host path)", g.Rank(), local, g.WorldSize())
+		}
+	case nil:
+		m.collectives = InGraph{}
+		if g.WorldSize() > 1 {
+			bucket := int(m.cfg.bucketCapMB * (1 << 20))
+			m.collectives = crossing.NewHostPath(g, min(firstBucketBytes, bucket), bucket, m.cfg.asView)
+		}
+	}
+	return nil
 }
 
 // averageGradients is the backward hook: after a Backward that gave the
