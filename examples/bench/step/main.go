@@ -172,98 +172,123 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	times := make([][]float64, c.replicas)
 	err = eng.RunReplicas(ctx, c.replicas, func(ctx context.Context, r xla.Replica) error {
-		rs, err := s.setUp(r.Device(), c.seed, dist.Current().Rank()*c.replicas+r.Index())
-		if err != nil {
-			return err
-		}
-		if c.ddp {
-			wrapped, err := ddp.Wrap(ctx, rs.model, ddp.GradientAsBucketView())
-			if err != nil {
-				return err
-			}
-			defer wrapped.Close()
-			rs.model = wrapped
-		}
-		nn.Eval(rs.model)
-		initial, err := s.loss(rs.model.Forward(rs.x), rs.y).Item(ctx)
-		if err != nil {
-			return err
-		}
-		if r.Index() == 0 {
-			res.InitialLoss = initial
-		}
-		nn.Train(rs.model)
-		compiled := xla.Compile(func(...*xla.Tensor) ([]*xla.Tensor, error) {
-			for range c.per {
-				if err := rs.step(s, c.replicas); err != nil {
-					return nil, err
-				}
-			}
-			return nil, nil
-		})
-		// steps runs n training steps, a MarkStep (or a compiled Run) every
-		// c.per, and waits until the last step's parameters are computed.
-		steps := func(n int) error {
-			for range n / c.per {
-				if c.compiled {
-					if _, err := compiled.Run(ctx, r.Device()); err != nil {
-						return err
-					}
-					continue
-				}
-				for range c.per {
-					if err := rs.step(s, c.replicas); err != nil {
-						return err
-					}
-				}
-				if err := r.MarkStep(ctx); err != nil {
-					return err
-				}
-			}
-			_, err := rs.params[0].Float32s(ctx)
-			return err
-		}
-		if err := steps(c.warmup); err != nil {
-			return err
-		}
-		if r.Index() == 0 {
-			resetPeakRSS()
-		}
-		// The split covers the timed steps only.
-		var before ddp.HostPathStats
-		if w, ok := rs.model.(*ddp.DistributedDataParallel); ok {
-			before = w.HostPathStats()
-		}
-		convBefore := backend.OneDNNCalls()
-		for range c.samples {
-			start := time.Now()
-			if err := steps(c.steps); err != nil {
-				return err
-			}
-			times[r.Index()] = append(times[r.Index()], float64(time.Since(start).Microseconds())/1000/float64(c.steps))
-		}
-		// Every replica reads its loss: a read is a MarkStep, which the
-		// replicas meet.
-		nn.Eval(rs.model)
-		final, err := s.loss(rs.model.Forward(rs.x), rs.y).Item(ctx)
-		if r.Index() == 0 {
-			res.FinalLoss = final
-			res.Convolutions = oneDNNShare(convBefore, backend.OneDNNCalls(), c.samples*c.steps*c.replicas)
-			if w, ok := rs.model.(*ddp.DistributedDataParallel); ok && c.processes > 1 {
-				st := w.HostPathStats()
-				steps := max(st.Steps-before.Steps, 1)
-				per := func(d, was time.Duration) float64 { return float64((d - was).Microseconds()) / 1000 / float64(steps) }
-				res.HostPath = &hostSplit{ExecuteMS: per(st.Execute, before.Execute), DownloadMS: per(st.Download, before.Download),
-					AllReduceMS: per(st.AllReduce, before.AllReduce), UploadMS: per(st.Upload, before.Upload)}
-			}
-		}
-		return err
+		return runReplica(ctx, r, s, c, &res, times)
 	})
 	if err != nil {
 		return err
 	}
-	res.StepMS = times[0]
-	res.MedianStepMS = stats.Median(times[0])
+	return report(out, res, times[0], s, c)
+}
+
+// runReplica sets up and trains replica r: the initial loss, the warm-up,
+// the timed samples (into times[r]) and the final loss, which replica 0
+// records in res.
+func runReplica(ctx context.Context, r xla.Replica, s spec, c config, res *Result, times [][]float64) error {
+	rs, err := s.setUp(r.Device(), c.seed, dist.Current().Rank()*c.replicas+r.Index())
+	if err != nil {
+		return err
+	}
+	if c.ddp {
+		wrapped, err := ddp.Wrap(ctx, rs.model, ddp.GradientAsBucketView())
+		if err != nil {
+			return err
+		}
+		defer wrapped.Close()
+		rs.model = wrapped
+	}
+	nn.Eval(rs.model)
+	initial, err := s.loss(rs.model.Forward(rs.x), rs.y).Item(ctx)
+	if err != nil {
+		return err
+	}
+	if r.Index() == 0 {
+		res.InitialLoss = initial
+	}
+	nn.Train(rs.model)
+	steps := stepper(ctx, r, rs, s, c)
+	if err := steps(c.warmup); err != nil {
+		return err
+	}
+	if r.Index() == 0 {
+		resetPeakRSS()
+	}
+	// The split covers the timed steps only.
+	var before ddp.HostPathStats
+	if w, ok := rs.model.(*ddp.DistributedDataParallel); ok {
+		before = w.HostPathStats()
+	}
+	convBefore := backend.OneDNNCalls()
+	for range c.samples {
+		start := time.Now()
+		if err := steps(c.steps); err != nil {
+			return err
+		}
+		times[r.Index()] = append(times[r.Index()], float64(time.Since(start).Microseconds())/1000/float64(c.steps))
+	}
+	// Every replica reads its loss: a read is a MarkStep, which the
+	// replicas meet.
+	nn.Eval(rs.model)
+	final, err := s.loss(rs.model.Forward(rs.x), rs.y).Item(ctx)
+	if r.Index() == 0 {
+		recordFinal(res, rs, c, final, before, convBefore)
+	}
+	return err
+}
+
+// stepper returns a function that runs n training steps, a MarkStep (or
+// a compiled Run) every c.per, and waits until the last step's parameters
+// are computed.
+func stepper(ctx context.Context, r xla.Replica, rs *replicaState, s spec, c config) func(n int) error {
+	compiled := xla.Compile(func(...*xla.Tensor) ([]*xla.Tensor, error) {
+		for range c.per {
+			if err := rs.step(s, c.replicas); err != nil {
+				return nil, err
+			}
+		}
+		return nil, nil
+	})
+	return func(n int) error {
+		for range n / c.per {
+			if c.compiled {
+				if _, err := compiled.Run(ctx, r.Device()); err != nil {
+					return err
+				}
+				continue
+			}
+			for range c.per {
+				if err := rs.step(s, c.replicas); err != nil {
+					return err
+				}
+			}
+			if err := r.MarkStep(ctx); err != nil {
+				return err
+			}
+		}
+		_, err := rs.params[0].Float32s(ctx)
+		return err
+	}
+}
+
+// recordFinal records replica 0's final loss, its convolutions in oneDNN
+// and, over processes, its host path's split of the timed steps (those
+// after the readings before and convBefore).
+func recordFinal(res *Result, rs *replicaState, c config, final float64, before ddp.HostPathStats, convBefore backend.OneDNNConvolutions) {
+	res.FinalLoss = final
+	res.Convolutions = oneDNNShare(convBefore, backend.OneDNNCalls(), c.samples*c.steps*c.replicas)
+	if w, ok := rs.model.(*ddp.DistributedDataParallel); ok && c.processes > 1 {
+		st := w.HostPathStats()
+		steps := max(st.Steps-before.Steps, 1)
+		per := func(d, was time.Duration) float64 { return float64((d - was).Microseconds()) / 1000 / float64(steps) }
+		res.HostPath = &hostSplit{ExecuteMS: per(st.Execute, before.Execute), DownloadMS: per(st.Download, before.Download),
+			AllReduceMS: per(st.AllReduce, before.AllReduce), UploadMS: per(st.Upload, before.Upload)}
+	}
+}
+
+// report completes res from replica 0's step times and the process's
+// metrics and, on rank 0, prints it.
+func report(out io.Writer, res Result, times []float64, s spec, c config) error {
+	res.StepMS = times
+	res.MedianStepMS = stats.Median(times)
 	res.SamplesPerS = float64(s.batch*c.replicas*c.processes) / (res.MedianStepMS / 1000)
 	res.Compilations = xla.GetMetrics().Compilations
 	res.PeakRSSMB = peakRSSMB()
