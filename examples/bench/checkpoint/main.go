@@ -81,62 +81,9 @@ func run(steps, every, width, rounds int) error {
 	}
 	e := xla.NewEngine(b)
 	defer e.Close()
-	d := e.Device(0)
-	layer, err := nn.NewLinear(d, nn.NewRand(1), width, width, true)
+	bn, err := newBench(ctx, e.Device(0), width, steps)
 	if err != nil {
 		return err
-	}
-	opt, err := optim.NewSGD(nn.Parameters(layer), optim.SGDConfig{LR: 1e-6})
-	if err != nil {
-		return err
-	}
-	x, err := xla.FromSlice(d, make([]float32, 16*width), 16, width)
-	if err != nil {
-		return err
-	}
-	train := func(...*xla.Tensor) ([]*xla.Tensor, error) {
-		opt.ZeroGrad()
-		if err := layer.Forward(x).Square().Mean().Backward(); err != nil {
-			return nil, err
-		}
-		return nil, opt.Step()
-	}
-	compiled := xla.Compile(train)
-	var step func() error
-	lazyStep := func() error {
-		if _, err := train(); err != nil {
-			return err
-		}
-		return d.MarkStep(ctx)
-	}
-	compiledStep := func() error {
-		_, err := compiled.Run(ctx, d)
-		return err
-	}
-	measure := func(dir string, every int) (runTimes, error) {
-		ck, err := checkpoint.New(checkpoint.Options{Dir: dir, Every: every})
-		if err != nil {
-			return runTimes{}, err
-		}
-		var t runTimes
-		start := time.Now()
-		for i := 1; i <= steps; i++ {
-			s := time.Now()
-			if err := step(); err != nil {
-				return t, err
-			}
-			c := time.Now()
-			if err := ck.Step(ctx, optim.Checkpoint{Model: layer, Optimizer: opt, Step: i}); err != nil {
-				return t, err
-			}
-			if every > 0 && i%every == 0 {
-				t.taking = append(t.taking, time.Since(c))
-			}
-			t.steps = append(t.steps, time.Since(s))
-		}
-		err = ck.Close()
-		t.total = time.Since(start)
-		return t, err
 	}
 	dir, err := os.MkdirTemp("", "ckbench-")
 	if err != nil {
@@ -148,29 +95,120 @@ func run(steps, every, width, rounds int) error {
 	for _, mode := range []struct {
 		name string
 		step func() error
-	}{{"lazy", lazyStep}, {"compiled", compiledStep}} {
-		step = mode.step
-		for range 3 { // compile and warm up
-			if err := step(); err != nil {
-				return err
-			}
-		}
-		for i := range rounds {
-			p, err := measure(dir+"/none", 0)
-			if err != nil {
-				return err
-			}
-			s, err := measure(dir+"/every", every)
-			if err != nil {
-				return err
-			}
-			saving, lost, base := checkpointCost(s, every)
-			fmt.Printf("%s run %d: median step %v without checkpoints, %v between them; saving step %v (Checkpointer.Step %v), lost per checkpoint %v over %d steps = %.1f%% of the %d steps between checkpoints; whole run %v without, %v with: %.3f×\n",
-				mode.name, i+1, median(p.steps), base, saving, median(s.taking), lost, window, 100*float64(lost)/float64(time.Duration(every)*base), every,
-				p.total.Round(time.Millisecond), s.total.Round(time.Millisecond), float64(s.total)/float64(p.total))
+	}{{"lazy", bn.lazyStep}, {"compiled", bn.compiledStep}} {
+		if err := bn.compare(mode.name, mode.step, dir, every, rounds); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// bench is the benchmark's model, its optimizer and batch, the training
+// step compiled, and how many steps a run measures.
+type bench struct {
+	ctx      context.Context
+	d        *xla.Device
+	layer    *nn.Linear
+	opt      *optim.SGD
+	x        *xla.Tensor
+	compiled *xla.CompiledStep
+	steps    int
+}
+
+// newBench builds the layer of width×width on d, its optimizer and a
+// batch of zeros, and compiles the training step.
+func newBench(ctx context.Context, d *xla.Device, width, steps int) (*bench, error) {
+	layer, err := nn.NewLinear(d, nn.NewRand(1), width, width, true)
+	if err != nil {
+		return nil, err
+	}
+	opt, err := optim.NewSGD(nn.Parameters(layer), optim.SGDConfig{LR: 1e-6})
+	if err != nil {
+		return nil, err
+	}
+	x, err := xla.FromSlice(d, make([]float32, 16*width), 16, width)
+	if err != nil {
+		return nil, err
+	}
+	bn := &bench{ctx: ctx, d: d, layer: layer, opt: opt, x: x, steps: steps}
+	bn.compiled = xla.Compile(bn.train)
+	return bn, nil
+}
+
+// train traces one training step.
+func (bn *bench) train(...*xla.Tensor) ([]*xla.Tensor, error) {
+	bn.opt.ZeroGrad()
+	if err := bn.layer.Forward(bn.x).Square().Mean().Backward(); err != nil {
+		return nil, err
+	}
+	return nil, bn.opt.Step()
+}
+
+// lazyStep traces a step and runs it with a MarkStep.
+func (bn *bench) lazyStep() error {
+	if _, err := bn.train(); err != nil {
+		return err
+	}
+	return bn.d.MarkStep(bn.ctx)
+}
+
+// compiledStep runs the compiled step.
+func (bn *bench) compiledStep() error {
+	_, err := bn.compiled.Run(bn.ctx, bn.d)
+	return err
+}
+
+// compare warms step up and prints rounds of a run without checkpoints
+// against one with a checkpoint every every steps, each under dir.
+func (bn *bench) compare(name string, step func() error, dir string, every, rounds int) error {
+	for range 3 { // compile and warm up
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	for i := range rounds {
+		p, err := bn.measure(step, dir+"/none", 0)
+		if err != nil {
+			return err
+		}
+		s, err := bn.measure(step, dir+"/every", every)
+		if err != nil {
+			return err
+		}
+		saving, lost, base := checkpointCost(s, every)
+		fmt.Printf("%s run %d: median step %v without checkpoints, %v between them; saving step %v (Checkpointer.Step %v), lost per checkpoint %v over %d steps = %.1f%% of the %d steps between checkpoints; whole run %v without, %v with: %.3f×\n",
+			name, i+1, median(p.steps), base, saving, median(s.taking), lost, window, 100*float64(lost)/float64(time.Duration(every)*base), every,
+			p.total.Round(time.Millisecond), s.total.Round(time.Millisecond), float64(s.total)/float64(p.total))
+	}
+	return nil
+}
+
+// measure times a run of bn.steps steps with a checkpoint into dir every
+// every steps (none at 0).
+func (bn *bench) measure(step func() error, dir string, every int) (runTimes, error) {
+	ck, err := checkpoint.New(checkpoint.Options{Dir: dir, Every: every})
+	if err != nil {
+		return runTimes{}, err
+	}
+	var t runTimes
+	start := time.Now()
+	for i := 1; i <= bn.steps; i++ {
+		s := time.Now()
+		if err := step(); err != nil {
+			return t, err
+		}
+		c := time.Now()
+		if err := ck.Step(bn.ctx, optim.Checkpoint{Model: bn.layer, Optimizer: bn.opt, Step: i}); err != nil {
+			return t, err
+		}
+		if every > 0 && i%every == 0 {
+			t.taking = append(t.taking, time.Since(c))
+		}
+		t.steps = append(t.steps, time.Since(s))
+	}
+	err = ck.Close()
+	t.total = time.Since(start)
+	return t, err
 }
 
 func median(ds []time.Duration) time.Duration {
