@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"container/list"
 	"crypto/hmac"
 	"crypto/rand"
@@ -9,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strconv"
 	"sync"
 	"time"
 )
@@ -303,103 +301,24 @@ func (s *Server) notifyLocked() {
 	s.changed = make(chan struct{})
 }
 
+// handle answers a request; the operations are in ops.go.
 func (s *Server) handle(req request) []byte {
-	ok := []byte{statusOK}
-	s.mu.Lock()
 	switch req.op {
 	case opSet:
-		s.data[req.keys[0]] = bytes.Clone(req.values[0])
-		s.notifyLocked()
-		s.mu.Unlock()
-		return ok
+		return s.set(req)
 	case opAdd:
-		current := int64(0)
-		if v, found := s.data[req.keys[0]]; found {
-			n, err := strconv.ParseInt(string(v), 10, 64)
-			if err != nil {
-				s.mu.Unlock()
-				return append([]byte{statusError}, fmt.Sprintf("store: Add on key %q holding non-integer %q", req.keys[0], v)...)
-			}
-			current = n
-		}
-		current += req.n
-		s.data[req.keys[0]] = []byte(strconv.FormatInt(current, 10))
-		s.notifyLocked()
-		s.mu.Unlock()
-		return (&encoder{buf: ok}).int64(current).buf
+		return s.add(req)
 	case opCompareSet:
-		key, expected, desired := req.keys[0], req.values[0], req.values[1]
-		current, found := s.data[key]
-		if (!found && len(expected) == 0) || (found && bytes.Equal(current, expected)) {
-			s.data[key] = bytes.Clone(desired)
-			current = s.data[key]
-			s.notifyLocked()
-		}
-		out := (&encoder{buf: ok}).bytes(current).buf
-		s.mu.Unlock()
-		return out
+		return s.compareSet(req)
 	case opDelete:
-		_, found := s.data[req.keys[0]]
-		delete(s.data, req.keys[0])
-		if found {
-			s.notifyLocked()
-		}
-		s.mu.Unlock()
-		n := int64(0)
-		if found {
-			n = 1
-		}
-		return (&encoder{buf: ok}).int64(n).buf
+		return s.deleteKey(req)
 	case opNumKeys:
-		n := int64(len(s.data))
-		s.mu.Unlock()
-		return (&encoder{buf: ok}).int64(n).buf
+		return s.numKeys()
 	case opCheck:
-		out := ok
-		for _, k := range req.keys {
-			_, found := s.data[k]
-			b := byte(0)
-			if found {
-				b = 1
-			}
-			out = append(out, b)
-		}
-		s.mu.Unlock()
-		return out
+		return s.check(req)
 	}
-	s.mu.Unlock()
 	// opGet and opWait block until their keys exist or the timeout passes.
-	timeout := time.Duration(req.n) * time.Millisecond
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	for {
-		s.mu.Lock()
-		missing := s.missingLocked(req.keys)
-		if s.closed {
-			s.mu.Unlock()
-			return append([]byte{statusError}, "store: server closed"...)
-		}
-		if len(missing) == 0 {
-			out := ok
-			if req.op == opGet {
-				out = (&encoder{buf: ok}).bytes(s.data[req.keys[0]]).buf
-			}
-			s.mu.Unlock()
-			return out
-		}
-		changed := s.changed
-		s.mu.Unlock()
-		select {
-		case <-changed:
-		case <-timer.C:
-			e := &encoder{buf: []byte{statusTimeout}}
-			e.int64(int64(len(missing)))
-			for _, k := range missing {
-				e.str(k)
-			}
-			return e.buf
-		}
-	}
+	return s.await(req)
 }
 
 func (s *Server) missingLocked(keys []string) []string {
