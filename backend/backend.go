@@ -91,26 +91,9 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	var path, source string
-	if spec.Bootstrap != nil && opts.PluginPath == "" && os.Getenv(EnvPluginPath) == "" {
-		if path, source, err = spec.Bootstrap(ctx, opts); err != nil {
-			err = fmt.Errorf("%w: %w", ErrTargetUnavailable, err)
-		}
-	} else {
-		path, source, err = locatePlugin(ctx, spec, opts.PluginPath)
-	}
+	path, source, err := findPlugin(ctx, spec, opts)
 	if err != nil {
 		return nil, err
-	}
-	if err := validatePlugin(path); err != nil {
-		return nil, err
-	}
-	if strings.Contains(path, ",") {
-		return nil, fmt.Errorf("%w: plugin path %q contains a comma, which GoMLX's backend config cannot carry: "+
-			"link the plugin to a path without one", ErrNotPlugin, path)
-	}
-	if _, _, err := pjrtx.ProbeAPI(path); err != nil {
-		return nil, fmt.Errorf("%w: %w: use a PJRT plugin built for this XLA (see docs/plugins.md, \"PJRT plugins\")", ErrNotPlugin, err)
 	}
 	if target == CUDA {
 		disableGoXLACUDACheck()
@@ -129,35 +112,72 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 		b.compiler = spec.CompilerIdentity()
 	}
 	b.idle.L = &b.life
-	if err := b.describe(); err != nil {
+	if err := b.setUp(spec, opts); err != nil {
 		gb.Finalize()
-		return nil, fmt.Errorf("%w: %s plugin %s: %w", ErrClient, target, path, err)
+		return nil, err
 	}
-	if target == CPU && det {
+	return b, nil
+}
+
+// findPlugin finds the target's plugin, bootstrapping it where the target
+// can and no path is given, and checks that it is a PJRT plugin this XLA
+// can load.
+func findPlugin(ctx context.Context, spec TargetSpec, opts Options) (path, source string, err error) {
+	if spec.Bootstrap != nil && opts.PluginPath == "" && os.Getenv(EnvPluginPath) == "" {
+		if path, source, err = spec.Bootstrap(ctx, opts); err != nil {
+			err = fmt.Errorf("%w: %w", ErrTargetUnavailable, err)
+		}
+	} else {
+		path, source, err = locatePlugin(ctx, spec, opts.PluginPath)
+	}
+	if err != nil {
+		return "", "", err
+	}
+	if err := validatePlugin(path); err != nil {
+		return "", "", err
+	}
+	if strings.Contains(path, ",") {
+		return "", "", fmt.Errorf("%w: plugin path %q contains a comma, which GoMLX's backend config cannot carry: "+
+			"link the plugin to a path without one", ErrNotPlugin, path)
+	}
+	if _, _, err := pjrtx.ProbeAPI(path); err != nil {
+		return "", "", fmt.Errorf("%w: %w: use a PJRT plugin built for this XLA (see docs/plugins.md, \"PJRT plugins\")", ErrNotPlugin, err)
+	}
+	return path, source, nil
+}
+
+// setUp reads the new client's devices (as many as asked for on a
+// deterministic CPU), loads the CPU's kernels, and checks the plugin's
+// platform and device count against the target and opts; Open finalizes
+// the client where it fails.
+func (b *Backend) setUp(spec TargetSpec, opts Options) error {
+	target, path, source := b.target, b.pluginPath, b.pluginSource
+	if err := b.describe(); err != nil {
+		return fmt.Errorf("%w: %s plugin %s: %w", ErrClient, target, path, err)
+	}
+	if target == CPU && b.deterministic {
 		// The client has DeterministicCPUDevices; the caller sees what it asked for.
 		if want, err := cpuDeviceCount(opts); err == nil && want < len(b.devices) {
 			b.devices = b.devices[:want]
 		}
 	}
 	if target == CPU {
+		var err error
 		if b.kernels, err = cpuKernels(b.client.Plugin()); err != nil {
-			gb.Finalize()
-			return nil, err
+			return err
 		}
 		shareConvolutionThreads(len(b.devices), b.deterministic)
 	}
 	if got := strings.ToLower(b.Platform()); spec.Platform != "" && got != spec.Platform {
-		gb.Finalize()
-		return nil, fmt.Errorf("%w: the target is %s but %s (from %s) is a %s plugin: point the plugin path "+
+		return fmt.Errorf("%w: the target is %s but %s (from %s) is a %s plugin: point the plugin path "+
 			"(--plugin, $XLADDP_PJRT_PLUGIN) at a %s plugin, or choose the %s target", ErrNotPlugin, target, path, source, got,
 			target, got)
 	}
 	if opts.Replicas > len(b.devices) {
-		gb.Finalize()
-		return nil, fmt.Errorf("%w: %d local replicas asked for but the %s plugin has %d addressable device(s)",
+		return fmt.Errorf("%w: %d local replicas asked for but the %s plugin has %d addressable device(s)",
 			ErrBadDeviceCount, opts.Replicas, target, len(b.devices))
 	}
-	return b, nil
+	return nil
 }
 
 // loadGoMLX creates the GoMLX XLA backend in a goroutine so ctx can end the wait.

@@ -97,72 +97,112 @@ func customCall(head []string, attrLines []string, tail []string, reversed map[s
 		attrs["window_reversal"] != "array<i1: false, false>" {
 		return "", ""
 	}
+	c, ok := parseConvolution(attrs, tail)
+	if !ok {
+		return "", ""
+	}
+	f, ok := c.forward(attrs["dimension_numbers"], head[4], reversed)
+	if !ok || !c.fits(&f) {
+		return "", ""
+	}
+	var b bytes.Buffer
+	fmt.Fprintf(&b, `%s%s = "stablehlo.custom_call"(%s, %s) {api_version = 4 : i32, backend_config = {pad_hi = %s, pad_lo = %s, stride = %s}, call_target_name = %q} : (%s, %s) -> %s`,
+		head[1], head[2], head[3], f.kernel, arrayI64(f.hi), arrayI64(f.lo), arrayI64(f.stride), f.target,
+		tail[1], tail[2], tail[3])
+	return b.String(), f.target
+}
+
+// convolution is a stablehlo.convolution's shapes (lhs, rhs, result) and
+// window.
+type convolution struct {
+	lhs, rhs, res           []int64
+	strides, lhsDil, rhsDil [2]int64
+	lo, hi                  [2]int64
+}
+
+// parseConvolution reads a convolution's shapes from its type (tail) and
+// its window from attrs; false where one is not the 2-D kind handled.
+func parseConvolution(attrs map[string]string, tail []string) (convolution, bool) {
 	lhs, rhs, res := dims4(tail[1]), dims4(tail[2]), dims4(tail[3])
 	strides, lhsDil, rhsDil := pair(attrs["window_strides"]), pair(attrs["lhs_dilation"]), pair(attrs["rhs_dilation"])
 	lo, hi, okPad := pads(attrs["padding"])
 	if lhs == nil || rhs == nil || res == nil || strides == nil || lhsDil == nil || rhsDil == nil || !okPad {
-		return "", ""
+		return convolution{}, false
 	}
+	return convolution{lhs: lhs, rhs: rhs, res: res, strides: *strides, lhsDil: *lhsDil, rhsDil: *rhsDil, lo: lo, hi: hi}, true
+}
+
+// forwardConv is the forward convolution that a custom call runs, or whose
+// gradient it runs: the call's target, its kernel operand, and the
+// forward's stride and padding.
+type forwardConv struct {
+	target, kernel string
+	stride, lo, hi [2]int64
+}
+
+// forward is the forward convolution behind c, whose dimension numbers are
+// dims and whose rhs is the value named rhs (reversed maps a reversed
+// kernel's name to the kernel's); false where oneDNN does not run c.
+func (c convolution) forward(dims, rhs string, reversed map[string]string) (forwardConv, bool) {
 	one := [2]int64{1, 1}
-	operands := [2]string{head[3], head[4]}
-	var target string
-	var fwdStride, fwdLo, fwdHi [2]int64
-	switch attrs["dimension_numbers"] {
+	f := forwardConv{kernel: rhs}
+	switch dims {
 	case "#stablehlo.conv<" + forwardDims + ">":
 		// x NHWC, w HWIO -> y NHWC.
-		if *lhsDil != one || *rhsDil != one {
-			return "", ""
+		if c.lhsDil != one || c.rhsDil != one {
+			return f, false
 		}
-		target, fwdStride, fwdLo, fwdHi = TargetForward, *strides, lo, hi
+		f.target, f.stride, f.lo, f.hi = TargetForward, c.strides, c.lo, c.hi
 	case "#stablehlo.conv<" + inputGradDims + ">":
 		// dy NHWC, reverse(w) HWIO -> dx NHWC: the forward's stride is
 		// the dilation of dy, its low padding k-1-lo.
-		kernel, ok := reversed[head[4]]
-		if !ok || *rhsDil != one || *strides != one {
-			return "", ""
+		kernel, ok := reversed[rhs]
+		if !ok || c.rhsDil != one || c.strides != one {
+			return f, false
 		}
-		operands[1] = kernel
-		target, fwdStride = TargetInputGrad, *lhsDil
+		f.kernel = kernel
+		f.target, f.stride = TargetInputGrad, c.lhsDil
 		for a := range 2 {
-			k, h, oh := rhs[a], res[1+a], lhs[1+a]
-			fwdLo[a] = k - 1 - lo[a]
-			fwdHi[a] = (oh-1)*fwdStride[a] + k - h - fwdLo[a]
+			k, h, oh := c.rhs[a], c.res[1+a], c.lhs[1+a]
+			f.lo[a] = k - 1 - c.lo[a]
+			f.hi[a] = (oh-1)*f.stride[a] + k - h - f.lo[a]
 		}
 	case "#stablehlo.conv<" + weightGradDims + ">":
 		// x NHWC, dy NHWC -> dw HWIO: the forward's stride is the
 		// dilation of dy.
-		if *lhsDil != one || *strides != one {
-			return "", ""
+		if c.lhsDil != one || c.strides != one {
+			return f, false
 		}
-		target, fwdStride, fwdLo = TargetWeightGrad, *rhsDil, lo
+		f.target, f.stride, f.lo = TargetWeightGrad, c.rhsDil, c.lo
 		for a := range 2 {
-			k, h, oh := res[a], lhs[1+a], rhs[1+a]
-			fwdHi[a] = (oh-1)*fwdStride[a] + k - h - fwdLo[a]
+			k, h, oh := c.res[a], c.lhs[1+a], c.rhs[1+a]
+			f.hi[a] = (oh-1)*f.stride[a] + k - h - f.lo[a]
 		}
 	default:
-		return "", ""
+		return f, false
 	}
-	// The forward convolution's geometry, as oneDNN checks it: rows past
-	// the last window (a stride that does not divide the input) are read
-	// by no window, so a high padding below 0 is 0 there.
-	x, y, k := lhs, res, rhs[:2]
-	switch target {
+	return f, true
+}
+
+// fits reports whether f's geometry is the one oneDNN checks, from c's
+// shapes: rows past the last window (a stride that does not divide the
+// input) are read by no window, so a high padding below 0 is 0 there,
+// which fits sets in f.
+func (c convolution) fits(f *forwardConv) bool {
+	x, y, k := c.lhs, c.res, c.rhs[:2]
+	switch f.target {
 	case TargetInputGrad:
-		x, y = res, lhs
+		x, y = c.res, c.lhs
 	case TargetWeightGrad:
-		y, k = rhs, res[:2]
+		y, k = c.rhs, c.res[:2]
 	}
 	for a := range 2 {
-		fwdHi[a] = max(fwdHi[a], 0)
-		if fwdStride[a] < 1 || fwdLo[a] < 0 || (x[1+a]+fwdLo[a]+fwdHi[a]-k[a])/fwdStride[a]+1 != y[1+a] {
-			return "", ""
+		f.hi[a] = max(f.hi[a], 0)
+		if f.stride[a] < 1 || f.lo[a] < 0 || (x[1+a]+f.lo[a]+f.hi[a]-k[a])/f.stride[a]+1 != y[1+a] {
+			return false
 		}
 	}
-	var b bytes.Buffer
-	fmt.Fprintf(&b, `%s%s = "stablehlo.custom_call"(%s, %s) {api_version = 4 : i32, backend_config = {pad_hi = %s, pad_lo = %s, stride = %s}, call_target_name = %q} : (%s, %s) -> %s`,
-		head[1], head[2], operands[0], operands[1], arrayI64(fwdHi), arrayI64(fwdLo), arrayI64(fwdStride), target,
-		tail[1], tail[2], tail[3])
-	return b.String(), target
+	return true
 }
 
 func dims4(tensor string) []int64 {

@@ -149,17 +149,9 @@ func Execute(e *pjrt.LoadedExecutable, numDevices int, inputs []*pjrt.Buffer, do
 	if donate != nil && len(donate) != numArgs {
 		return nil, nil, fmt.Errorf("executing: %d donation flags for %d arguments", len(donate), numArgs)
 	}
-	cExec, err := pointerField(e, "wrapper", "c")
+	cExec, api, client, err := executablePointers(e)
 	if err != nil {
-		return nil, nil, fmt.Errorf("executing: %w", err)
-	}
-	api, err := pointerField(e, "plugin", "api")
-	if err != nil {
-		return nil, nil, fmt.Errorf("executing: %w", err)
-	}
-	client, err := pointerField(e, "client")
-	if err != nil {
-		return nil, nil, fmt.Errorf("executing: %w", err)
+		return nil, nil, err
 	}
 	numOutputs := e.NumOutputs
 	n := numDevices * numOutputs
@@ -172,22 +164,12 @@ func Execute(e *pjrt.LoadedExecutable, numDevices int, inputs []*pjrt.Buffer, do
 	defer C.free(unsafe.Pointer(eventsMem))
 	keepMem := cArray[C.int64_t](numArgs)
 	defer C.free(unsafe.Pointer(keepMem))
-	kept := unsafe.Slice(keepMem, max(numArgs, 1))[:0]
-	for i := range numArgs {
-		if donate == nil || !donate[i] {
-			kept = append(kept, C.int64_t(i))
-		}
-	}
-	args := unsafe.Slice(argsMem, len(inputs))
-	for i, b := range inputs {
-		c, err := cBuffer(b, layout)
-		if err != nil {
-			return nil, nil, fmt.Errorf("executing: input %d: %w", i, err)
-		}
-		args[i] = (*C.PJRT_Buffer)(c)
+	kept := keptArgs(keepMem, numArgs, donate)
+	if err := fillArgs(argsMem, inputs, layout); err != nil {
+		return nil, nil, err
 	}
 	if msg := C.pjrtx_execute((*C.PJRT_Api)(api), (*C.PJRT_LoadedExecutable)(cExec), C.size_t(numDevices),
-		C.size_t(numArgs), argsMem, C.size_t(numOutputs), outsMem, eventsMem, keepMem, C.size_t(len(kept))); msg != nil {
+		C.size_t(numArgs), argsMem, C.size_t(numOutputs), outsMem, eventsMem, keepMem, C.size_t(kept)); msg != nil {
 		return nil, nil, fmt.Errorf("PJRT_LoadedExecutable_Execute: %s", takeCString(msg))
 	}
 	events := unsafe.Slice(eventsMem, numDevices)
@@ -198,6 +180,46 @@ func Execute(e *pjrt.LoadedExecutable, numDevices int, inputs []*pjrt.Buffer, do
 		out[i] = newBuffer((*pjrt.Client)(client), unsafe.Pointer(c))
 	}
 	return out, x, nil
+}
+
+// executablePointers reads e's C executable, its plugin's API table and
+// its client from go-xla's unexported fields.
+func executablePointers(e *pjrt.LoadedExecutable) (cExec, api, client unsafe.Pointer, err error) {
+	if cExec, err = pointerField(e, "wrapper", "c"); err != nil {
+		return nil, nil, nil, fmt.Errorf("executing: %w", err)
+	}
+	if api, err = pointerField(e, "plugin", "api"); err != nil {
+		return nil, nil, nil, fmt.Errorf("executing: %w", err)
+	}
+	if client, err = pointerField(e, "client"); err != nil {
+		return nil, nil, nil, fmt.Errorf("executing: %w", err)
+	}
+	return cExec, api, client, nil
+}
+
+// keptArgs writes into keepMem (numArgs long) the argument positions not
+// donated and returns how many it wrote.
+func keptArgs(keepMem *C.int64_t, numArgs int, donate []bool) int {
+	kept := unsafe.Slice(keepMem, max(numArgs, 1))[:0]
+	for i := range numArgs {
+		if donate == nil || !donate[i] {
+			kept = append(kept, C.int64_t(i))
+		}
+	}
+	return len(kept)
+}
+
+// fillArgs writes the inputs' C buffers into argsMem (len(inputs) long).
+func fillArgs(argsMem **C.PJRT_Buffer, inputs []*pjrt.Buffer, layout [2]uintptr) error {
+	args := unsafe.Slice(argsMem, len(inputs))
+	for i, b := range inputs {
+		c, err := cBuffer(b, layout)
+		if err != nil {
+			return fmt.Errorf("executing: input %d: %w", i, err)
+		}
+		args[i] = (*C.PJRT_Buffer)(c)
+	}
+	return nil
 }
 
 // Wait blocks until the execution finished on every device and returns
