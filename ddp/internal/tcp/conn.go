@@ -142,55 +142,34 @@ func (e *abortError) Error() string { return fmt.Sprintf("rank %d aborted: %s", 
 // frame's and whose operation must be desc; frames for other receives are
 // stashed.
 func (p *peer) recv(kind uint32, tag, desc uint64, dst []byte, deadline time.Time) error {
-	check := func(gotDesc uint64, n uint64) error {
-		switch {
-		case gotDesc != desc:
-			return p.mismatch("sent a frame of another operation")
-		case n != uint64(len(dst)):
-			return p.mismatch(fmt.Sprintf("sent %d bytes where this rank expects %d", n, len(dst)))
-		}
-		return nil
-	}
 	key := stashKey{kind, tag}
 	if frames := p.stash[key]; len(frames) > 0 {
 		p.stash[key] = frames[1:]
 		p.stashed--
-		if err := check(frames[0].desc, uint64(len(frames[0].payload))); err != nil {
+		if err := p.check(frames[0].desc, uint64(len(frames[0].payload)), desc, dst); err != nil {
 			return err
 		}
 		copy(dst, frames[0].payload)
 		return nil
 	}
 	_ = p.conn.SetReadDeadline(deadline)
-	var header [frameHeaderSize]byte
 	for {
-		if _, err := io.ReadFull(p.conn, header[:]); err != nil {
-			return p.wrapIOError(err)
+		h, err := p.readHeader()
+		if err != nil {
+			return err
 		}
-		if binary.BigEndian.Uint32(header[0:]) != frameMagic {
-			return fmt.Errorf("protocol: bad frame magic 0x%08x (not an xladdp peer, or a corrupted stream)", binary.BigEndian.Uint32(header[0:]))
-		}
-		k, t := binary.BigEndian.Uint32(header[4:]), binary.BigEndian.Uint64(header[8:])
-		d, n := binary.BigEndian.Uint64(header[16:]), binary.BigEndian.Uint64(header[24:])
-		if k == kindAbort {
-			msg := make([]byte, min(n, 1<<16))
+		if h.kind == kindAbort {
+			msg := make([]byte, min(h.n, 1<<16))
 			_, _ = io.ReadFull(p.conn, msg)
-			return &abortError{from: p.rank, culprit: int(t) - 1, msg: string(msg)}
+			return &abortError{from: p.rank, culprit: int(h.tag) - 1, msg: string(msg)}
 		}
-		if k == kindCollective && kind == kindCollective {
-			// A frame of this collective at another step must describe the
-			// same operation; one of an earlier collective means a rank
-			// ran a collective this rank finished without it.
-			frameSeq, seq := t>>32, tag>>32
-			switch {
-			case frameSeq == seq && d != desc:
-				return p.mismatch("sent a frame of another operation")
-			case frameSeq < seq:
-				return p.mismatch(fmt.Sprintf("sent a frame of collective #%d, which this rank finished without it", frameSeq))
+		if h.kind == kindCollective && kind == kindCollective {
+			if err := p.checkCollective(h, tag, desc); err != nil {
+				return err
 			}
 		}
-		if k == kind && t == tag {
-			if err := check(d, n); err != nil {
+		if h.kind == kind && h.tag == tag {
+			if err := p.check(h.desc, h.n, desc, dst); err != nil {
 				return err
 			}
 			if _, err := io.ReadFull(p.conn, dst); err != nil {
@@ -198,17 +177,74 @@ func (p *peer) recv(kind uint32, tag, desc uint64, dst []byte, deadline time.Tim
 			}
 			return nil
 		}
-		if p.stashed >= maxStashed || n > 1<<30 {
-			return fmt.Errorf("protocol: too many unexpected frames (kind %d tag %d): sends and receives do not match", k, t)
+		if err := p.stashFrame(h); err != nil {
+			return err
 		}
-		frame := make([]byte, n)
-		if _, err := io.ReadFull(p.conn, frame); err != nil {
-			return p.wrapIOError(err)
-		}
-		sk := stashKey{k, t}
-		p.stash[sk] = append(p.stash[sk], stashedFrame{desc: d, payload: frame})
-		p.stashed++
 	}
+}
+
+// check is the error of a frame describing gotDesc with n bytes, received
+// for an operation described by desc into dst, or nil where they match.
+func (p *peer) check(gotDesc, n, desc uint64, dst []byte) error {
+	switch {
+	case gotDesc != desc:
+		return p.mismatch("sent a frame of another operation")
+	case n != uint64(len(dst)):
+		return p.mismatch(fmt.Sprintf("sent %d bytes where this rank expects %d", n, len(dst)))
+	}
+	return nil
+}
+
+// frameHeader is a frame's header after its magic: its kind, tag,
+// descriptor and payload size.
+type frameHeader struct {
+	kind         uint32
+	tag, desc, n uint64
+}
+
+// readHeader reads the next frame's header.
+func (p *peer) readHeader() (frameHeader, error) {
+	var header [frameHeaderSize]byte
+	if _, err := io.ReadFull(p.conn, header[:]); err != nil {
+		return frameHeader{}, p.wrapIOError(err)
+	}
+	if binary.BigEndian.Uint32(header[0:]) != frameMagic {
+		return frameHeader{}, fmt.Errorf("protocol: bad frame magic 0x%08x (not an xladdp peer, or a corrupted stream)", binary.BigEndian.Uint32(header[0:]))
+	}
+	return frameHeader{kind: binary.BigEndian.Uint32(header[4:]), tag: binary.BigEndian.Uint64(header[8:]),
+		desc: binary.BigEndian.Uint64(header[16:]), n: binary.BigEndian.Uint64(header[24:])}, nil
+}
+
+// checkCollective checks a collective's frame h received while waiting
+// for the frame tag of the collective described by desc.
+func (p *peer) checkCollective(h frameHeader, tag, desc uint64) error {
+	// A frame of this collective at another step must describe the
+	// same operation; one of an earlier collective means a rank
+	// ran a collective this rank finished without it.
+	frameSeq, seq := h.tag>>32, tag>>32
+	switch {
+	case frameSeq == seq && h.desc != desc:
+		return p.mismatch("sent a frame of another operation")
+	case frameSeq < seq:
+		return p.mismatch(fmt.Sprintf("sent a frame of collective #%d, which this rank finished without it", frameSeq))
+	}
+	return nil
+}
+
+// stashFrame reads the payload of a frame not awaited yet and keeps it
+// for the recv that awaits it, within the stash's bounds.
+func (p *peer) stashFrame(h frameHeader) error {
+	if p.stashed >= maxStashed || h.n > 1<<30 {
+		return fmt.Errorf("protocol: too many unexpected frames (kind %d tag %d): sends and receives do not match", h.kind, h.tag)
+	}
+	frame := make([]byte, h.n)
+	if _, err := io.ReadFull(p.conn, frame); err != nil {
+		return p.wrapIOError(err)
+	}
+	sk := stashKey{h.kind, h.tag}
+	p.stash[sk] = append(p.stash[sk], stashedFrame{desc: h.desc, payload: frame})
+	p.stashed++
+	return nil
 }
 
 // abort tells the peer why this rank is leaving and which rank it blames

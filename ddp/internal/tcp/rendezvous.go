@@ -43,33 +43,16 @@ func openStore(ctx context.Context, o transport.Config) (store.Store, *store.Ser
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("ddp: init method %q: %w", o.InitMethod, err)
 	}
-	var host, port string
-	switch u.Scheme {
-	case "env":
-		env, err := workerenv.Parse(os.Getenv)
-		if err != nil {
-			return nil, nil, "", fmt.Errorf("ddp: %w", err)
-		}
-		host, port = env.MasterAddr, env.MasterPort
-		if host == "" && port == "" && env.OpenMPI.SingleHost() {
-			host, port = openMPISingleHost(env.OpenMPI.JobID)
-		}
-		if host == "" || port == "" {
-			return nil, nil, "", envNeedsMaster(env)
-		}
-	case "tcp":
-		host, port = u.Hostname(), u.Port()
-		if host == "" || port == "" {
-			return nil, nil, "", fmt.Errorf("ddp: init method %q: want tcp://host:port", o.InitMethod)
-		}
-	case "file":
+	if u.Scheme == "file" {
 		if u.Path == "" {
 			return nil, nil, "", fmt.Errorf("ddp: init method %q: want file:///absolute/path", o.InitMethod)
 		}
 		s, err := store.OpenFileStore(ctx, u.Path)
 		return s, nil, "", err
-	default:
-		return nil, nil, "", fmt.Errorf("ddp: init method %q: use env://, tcp://host:port or file:///path", o.InitMethod)
+	}
+	host, port, err := masterAddr(u, o.InitMethod)
+	if err != nil {
+		return nil, nil, "", err
 	}
 	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
 		return nil, nil, "", fmt.Errorf("ddp: master port %q is not a port number (1-65535)", port)
@@ -82,8 +65,46 @@ func openStore(ctx context.Context, o transport.Config) (store.Store, *store.Ser
 		c, err := store.DialTorch(ctx, addr, prefix)
 		return c, nil, host, err
 	}
+	c, srv, err := hostAndDial(ctx, o, port, addr)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	return c, srv, host, nil
+}
+
+// masterAddr is the store's host and port for an env:// or tcp:// init
+// method u (given as initMethod).
+func masterAddr(u *url.URL, initMethod string) (host, port string, err error) {
+	switch u.Scheme {
+	case "env":
+		env, err := workerenv.Parse(os.Getenv)
+		if err != nil {
+			return "", "", fmt.Errorf("ddp: %w", err)
+		}
+		host, port = env.MasterAddr, env.MasterPort
+		if host == "" && port == "" && env.OpenMPI.SingleHost() {
+			host, port = openMPISingleHost(env.OpenMPI.JobID)
+		}
+		if host == "" || port == "" {
+			return "", "", envNeedsMaster(env)
+		}
+	case "tcp":
+		host, port = u.Hostname(), u.Port()
+		if host == "" || port == "" {
+			return "", "", fmt.Errorf("ddp: init method %q: want tcp://host:port", initMethod)
+		}
+	default:
+		return "", "", fmt.Errorf("ddp: init method %q: use env://, tcp://host:port or file:///path", initMethod)
+	}
+	return host, port, nil
+}
+
+// hostAndDial hosts the store on port (rank 0) and connects to it at
+// addr; it returns the server it started, if any.
+func hostAndDial(ctx context.Context, o transport.Config, port, addr string) (store.Store, *store.Server, error) {
 	var srv *store.Server
 	if o.Rank == 0 {
+		var err error
 		if srv, err = store.Listen(net.JoinHostPort("", port), o.Token); err != nil {
 			// The port may be held by the store of another process that
 			// also claims rank 0: join it, so the rendezvous can tell both.
@@ -91,9 +112,9 @@ func openStore(ctx context.Context, o transport.Config) (store.Store, *store.Ser
 			c, dialErr := store.Dial(probe, addr, o.Token)
 			cancel()
 			if dialErr != nil {
-				return nil, nil, "", err
+				return nil, nil, err
 			}
-			return c, nil, host, nil
+			return c, nil, nil
 		}
 	}
 	c, err := store.Dial(ctx, addr, o.Token)
@@ -101,9 +122,9 @@ func openStore(ctx context.Context, o transport.Config) (store.Store, *store.Ser
 		if srv != nil {
 			srv.Close()
 		}
-		return nil, nil, "", err
+		return nil, nil, err
 	}
-	return c, srv, host, nil
+	return c, srv, nil
 }
 
 // EnvAdvertiseAddr sets the IP other ranks use to reach this one.
@@ -232,94 +253,124 @@ func hello(groupID []byte, rank int, token string) []byte {
 // connectMesh links every pair of ranks: each rank dials the lower ranks
 // and accepts the higher ones.
 func (g *group) connectMesh(ctx context.Context, ln net.Listener, addrs []string, groupID []byte, token string) error {
-	helloSize := len(hello(groupID, 0, token))
-	var (
-		mu     sync.Mutex
-		errs   []error
-		wg     sync.WaitGroup
-		expect = g.size - 1 - g.rank
-	)
-	record := func(err error) {
-		mu.Lock()
-		errs = append(errs, err)
-		mu.Unlock()
-	}
+	m := &mesh{g: g, groupID: groupID, token: token, helloSize: len(hello(groupID, 0, token))}
+	var wg sync.WaitGroup
 	// Cancelling ctx ends the accept loop at once, not at the deadline.
 	stop := context.AfterFunc(ctx, func() { _ = ln.(*net.TCPListener).SetDeadline(time.Now()) })
 	defer stop()
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		deadline, _ := ctx.Deadline()
-		for accepted := 0; accepted < expect; {
-			if ctx.Err() == nil {
-				_ = ln.(*net.TCPListener).SetDeadline(deadline)
-			}
-			conn, err := ln.Accept()
-			if err != nil {
-				if cause := context.Cause(ctx); cause != nil {
-					err = cause
-				}
-				record(fmt.Errorf("ddp: rank %d waiting for %d higher ranks to connect: %w", g.rank, expect-accepted, err))
-				return
-			}
-			// A stray connection that never says hello may hold the loop
-			// only briefly.
-			helloDeadline := time.Now().Add(helloTimeout)
-			if !deadline.IsZero() && deadline.Before(helloDeadline) {
-				helloDeadline = deadline
-			}
-			_ = conn.SetDeadline(helloDeadline)
-			msg := make([]byte, helloSize)
-			if _, err := io.ReadFull(conn, msg); err != nil {
-				conn.Close()
-				continue
-			}
-			r := int(binary.BigEndian.Uint32(msg[len(groupID):]))
-			if !hmac.Equal(msg, hello(groupID, r, token)) || r <= g.rank || r >= g.size {
-				conn.Close() // a stray or unauthenticated connection
-				continue
-			}
-			_ = conn.SetDeadline(time.Time{})
-			mu.Lock()
-			dup := g.peers[r] != nil
-			if !dup {
-				g.peers[r] = newPeer(r, conn)
-				accepted++
-			}
-			mu.Unlock()
-			if dup {
-				conn.Close()
-			}
-		}
+		m.acceptHigher(ctx, ln, g.size-1-g.rank)
 	}()
 	for r := range g.rank {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var d net.Dialer
-			for {
-				conn, err := d.DialContext(ctx, "tcp", addrs[r])
-				if err == nil {
-					if _, err = conn.Write(hello(groupID, g.rank, token)); err == nil {
-						mu.Lock()
-						g.peers[r] = newPeer(r, conn)
-						mu.Unlock()
-						return
-					}
-					conn.Close()
-				}
-				select {
-				case <-ctx.Done():
-					record(fmt.Errorf("ddp: rank %d cannot connect to rank %d at %s: %w", g.rank, r, addrs[r], err))
-					return
-				case <-time.After(50 * time.Millisecond):
-				}
-			}
+			m.dial(ctx, r, addrs[r])
 		}()
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	return errors.Join(m.errs...)
+}
+
+// mesh is what connectMesh's accepting and dialling goroutines share.
+type mesh struct {
+	g         *group
+	groupID   []byte
+	token     string
+	helloSize int
+	// mu guards errs and g.peers.
+	mu   sync.Mutex
+	errs []error
+}
+
+func (m *mesh) record(err error) {
+	m.mu.Lock()
+	m.errs = append(m.errs, err)
+	m.mu.Unlock()
+}
+
+// acceptHigher accepts connections until expect higher ranks have said
+// hello, or ctx ends or its deadline passes.
+func (m *mesh) acceptHigher(ctx context.Context, ln net.Listener, expect int) {
+	deadline, _ := ctx.Deadline()
+	for accepted := 0; accepted < expect; {
+		if ctx.Err() == nil {
+			_ = ln.(*net.TCPListener).SetDeadline(deadline)
+		}
+		conn, err := ln.Accept()
+		if err != nil {
+			if cause := context.Cause(ctx); cause != nil {
+				err = cause
+			}
+			m.record(fmt.Errorf("ddp: rank %d waiting for %d higher ranks to connect: %w", m.g.rank, expect-accepted, err))
+			return
+		}
+		if m.admit(conn, deadline) {
+			accepted++
+		}
+	}
+}
+
+// admit reads conn's hello, by deadline at the latest, and keeps conn as
+// the peer it names where that is a higher rank not connected yet; it
+// reports whether it kept conn, which it closes otherwise.
+func (m *mesh) admit(conn net.Conn, deadline time.Time) bool {
+	g := m.g
+	// A stray connection that never says hello may hold the loop only
+	// briefly.
+	helloDeadline := time.Now().Add(helloTimeout)
+	if !deadline.IsZero() && deadline.Before(helloDeadline) {
+		helloDeadline = deadline
+	}
+	_ = conn.SetDeadline(helloDeadline)
+	msg := make([]byte, m.helloSize)
+	if _, err := io.ReadFull(conn, msg); err != nil {
+		conn.Close()
+		return false
+	}
+	r := int(binary.BigEndian.Uint32(msg[len(m.groupID):]))
+	if !hmac.Equal(msg, hello(m.groupID, r, m.token)) || r <= g.rank || r >= g.size {
+		conn.Close() // a stray or unauthenticated connection
+		return false
+	}
+	_ = conn.SetDeadline(time.Time{})
+	m.mu.Lock()
+	dup := g.peers[r] != nil
+	if !dup {
+		g.peers[r] = newPeer(r, conn)
+	}
+	m.mu.Unlock()
+	if dup {
+		conn.Close()
+	}
+	return !dup
+}
+
+// dial connects to the lower rank r at addr and says hello, retrying
+// until ctx ends.
+func (m *mesh) dial(ctx context.Context, r int, addr string) {
+	g := m.g
+	var d net.Dialer
+	for {
+		conn, err := d.DialContext(ctx, "tcp", addr)
+		if err == nil {
+			if _, err = conn.Write(hello(m.groupID, g.rank, m.token)); err == nil {
+				m.mu.Lock()
+				g.peers[r] = newPeer(r, conn)
+				m.mu.Unlock()
+				return
+			}
+			conn.Close()
+		}
+		select {
+		case <-ctx.Done():
+			m.record(fmt.Errorf("ddp: rank %d cannot connect to rank %d at %s: %w", g.rank, r, addr, err))
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // openMPISingleHost gives an mpirun job whose ranks all run on this host

@@ -124,48 +124,24 @@ func (g *group) setupShm(ctx context.Context, hosts []string, groupID []byte) er
 	if !local || slot < 4<<20 {
 		return nil
 	}
-	name := SegmentPrefix + hex.EncodeToString(groupID)
-	verdict := func(ok bool) error {
-		v := "0"
-		if ok {
-			v = "1"
-		}
-		return g.store.Set(ctx, fmt.Sprintf("shm/ok/%d", g.rank), []byte(v))
-	}
 	if g.rank == 0 {
-		removeStaleSegments(SegmentDir)
-		path := filepath.Join(SegmentDir, fmt.Sprintf("%s%d-%s", SegmentPrefix, os.Getpid(), hex.EncodeToString(groupID)))
-		created := createSegment(path, g.size*slot) == nil
-		if created {
+		created, err := g.publishSegment(ctx, groupID, slot)
+		if created != "" {
 			// Unlinked on every way out; a kill before that leaves a
 			// segment the next job's removeStaleSegments deletes.
-			defer os.Remove(path)
-		} else {
-			path = ""
+			defer os.Remove(created)
 		}
-		if err := g.store.Set(ctx, "shm/path", []byte(path)); err != nil {
-			return err
-		}
-	}
-	pathValue, err := g.store.Get(ctx, "shm/path")
-	if err != nil {
-		return err
-	}
-	path := string(pathValue)
-	var mem []byte
-	if path != "" && filepath.Dir(path) == SegmentDir && strings.HasPrefix(filepath.Base(path), SegmentPrefix) && strings.HasSuffix(path, name[len(SegmentPrefix):]) {
-		mem, err = mapSegment(path, g.size*slot)
-	}
-	if err := verdict(mem != nil && err == nil); err != nil {
-		return err
-	}
-	all := true
-	for r := range g.size {
-		v, err := g.store.Get(ctx, fmt.Sprintf("shm/ok/%d", r))
 		if err != nil {
 			return err
 		}
-		all = all && string(v) == "1"
+	}
+	mem, path, err := g.mapPublished(ctx, groupID, slot)
+	if err != nil {
+		return err
+	}
+	all, err := g.allMapped(ctx)
+	if err != nil {
+		return err
 	}
 	// Every rank has mapped (or given up on) the segment: unlink its name
 	// so it disappears with the last process, even one that crashes.
@@ -184,6 +160,56 @@ func (g *group) setupShm(ctx context.Context, hosts []string, groupID []byte) er
 	staging := (slot - shmHeaderBytes) / stagingFraction
 	g.shm = &shmState{mem: mem, slot: slot, staging: staging, arenaTop: shmHeaderBytes + staging, path: path}
 	return nil
+}
+
+// publishSegment (rank 0) removes the segments of dead jobs, creates the
+// group's, and publishes its path, "" where it could not create it. It
+// returns the path it created, for the caller to unlink, even with an
+// error.
+func (g *group) publishSegment(ctx context.Context, groupID []byte, slot int) (created string, err error) {
+	removeStaleSegments(SegmentDir)
+	path := filepath.Join(SegmentDir, fmt.Sprintf("%s%d-%s", SegmentPrefix, os.Getpid(), hex.EncodeToString(groupID)))
+	if createSegment(path, g.size*slot) == nil {
+		created = path
+	} else {
+		path = ""
+	}
+	return created, g.store.Set(ctx, "shm/path", []byte(path))
+}
+
+// mapPublished maps the segment rank 0 published, where it is one of this
+// group's, and tells the other ranks whether it could.
+func (g *group) mapPublished(ctx context.Context, groupID []byte, slot int) (mem []byte, path string, err error) {
+	name := SegmentPrefix + hex.EncodeToString(groupID)
+	pathValue, err := g.store.Get(ctx, "shm/path")
+	if err != nil {
+		return nil, "", err
+	}
+	path = string(pathValue)
+	if path != "" && filepath.Dir(path) == SegmentDir && strings.HasPrefix(filepath.Base(path), SegmentPrefix) && strings.HasSuffix(path, name[len(SegmentPrefix):]) {
+		mem, err = mapSegment(path, g.size*slot)
+	}
+	v := "0"
+	if mem != nil && err == nil {
+		v = "1"
+	}
+	if err := g.store.Set(ctx, fmt.Sprintf("shm/ok/%d", g.rank), []byte(v)); err != nil {
+		return nil, "", err
+	}
+	return mem, path, nil
+}
+
+// allMapped reports whether every rank mapped the segment.
+func (g *group) allMapped(ctx context.Context) (bool, error) {
+	all := true
+	for r := range g.size {
+		v, err := g.store.Get(ctx, fmt.Sprintf("shm/ok/%d", r))
+		if err != nil {
+			return false, err
+		}
+		all = all && string(v) == "1"
+	}
+	return all, nil
 }
 
 // storeBarrier waits for every rank through the store (before the executor runs).
