@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/xladdp/xladdp/ddp/dist"
 	"github.com/xladdp/xladdp/ddp/internal/exchange"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/nn"
@@ -115,7 +116,7 @@ func (z *ZeroRedundancyOptimizer) save(ctx context.Context, dir string, c optim.
 	if err := z.dev.MarkStep(ctx); err != nil {
 		return err
 	}
-	timeout := exchange.Timeout(z.cross.group())
+	timeout := exchange.Timeout(z.pg)
 	id, err := exchange.HostOnce(ctx, z.dev, timeout, "starting the checkpoint", func() (string, error) {
 		return z.startVersion(ctx, dir, c.Step)
 	})
@@ -144,7 +145,7 @@ func (z *ZeroRedundancyOptimizer) save(ctx context.Context, dir string, c optim.
 				err = z.commit(dir, id, c, model, all)
 			}
 		}
-		return struct{}{}, exchange.AgreeOnRankZero(ctx, z.cross.group(), err, "committing "+dir)
+		return struct{}{}, exchange.AgreeOnRankZero(ctx, z.pg, err, "committing "+dir)
 	})
 	return err
 }
@@ -154,17 +155,17 @@ func (z *ZeroRedundancyOptimizer) save(ctx context.Context, dir string, c optim.
 func (z *ZeroRedundancyOptimizer) startVersion(ctx context.Context, dir string, step int) (string, error) {
 	var nonce [8]byte
 	var err error
-	if z.cross.rank() == 0 {
+	if z.pg.Rank() == 0 {
 		_, err = rand.Read(nonce[:])
 	}
 	words := []int64{int64(step), 0}
 	for i, b := range nonce {
 		words[1] |= int64(b) << (8 * i)
 	}
-	if err := exchange.AgreeOnRankZero(ctx, z.cross.group(), err, "naming the checkpoint"); err != nil {
+	if err := exchange.AgreeOnRankZero(ctx, z.pg, err, "naming the checkpoint"); err != nil {
 		return "", err
 	}
-	if err := z.cross.broadcastWords(ctx, words); err != nil {
+	if err := z.pg.Broadcast(ctx, dist.Int64s(words), 0); err != nil {
 		return "", err
 	}
 	id := fmt.Sprintf("step-%d-%016x", words[0], uint64(words[1]))
@@ -225,7 +226,7 @@ func (z *ZeroRedundancyOptimizer) gatherRecords(ctx context.Context, local []sha
 	if err != nil {
 		return nil, err
 	}
-	blobs, err := z.cross.allGatherBytes(ctx, mine)
+	blobs, err := exchange.AllGatherBytes(ctx, z.pg, mine)
 	if err != nil {
 		return nil, err
 	}
@@ -296,7 +297,7 @@ func (z *ZeroRedundancyOptimizer) agree(ctx context.Context, what string, err er
 	if err != nil {
 		msg = err.Error()
 	}
-	timeout := exchange.Timeout(z.cross.group())
+	timeout := exchange.Timeout(z.pg)
 	msgs, gerr := exchange.GatherLocal(ctx, z.dev, timeout, what, msg)
 	if gerr != nil {
 		return errors.Join(err, gerr)
@@ -310,13 +311,13 @@ func (z *ZeroRedundancyOptimizer) agree(ctx context.Context, what string, err er
 		if localFailed {
 			status = 1
 		}
-		all, err := z.cross.allGatherFlags(ctx, status)
+		all, err := z.allGatherFlags(ctx, status)
 		if err != nil {
 			return nil, err
 		}
 		var ranks []int
 		for r, s := range all {
-			if s != 0 && r != z.cross.rank() {
+			if s != 0 && r != z.pg.Rank() {
 				ranks = append(ranks, r)
 			}
 		}

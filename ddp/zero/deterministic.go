@@ -28,7 +28,7 @@ func (z *ZeroRedundancyOptimizer) deterministicStep(ctx context.Context, clip *c
 		// the replicas hold equal values, so their largest is each
 		// one's own, exactly, and the program is the same on all.
 		n := z.buckets[b].shardLen(z.replicas)
-		shard := z.flatGradients(z.buckets[b]).Narrow(0, z.cross.rank()*z.local*n, z.local*n)
+		shard := z.flatGradients(z.buckets[b]).Narrow(0, z.pg.Rank()*z.local*n, z.local*n)
 		if z.local > 1 {
 			shard = xla.ReduceScatter(shard, xla.ReduceMax, 0)
 		}

@@ -53,6 +53,7 @@ type ZeroRedundancyOptimizer struct {
 	// The job: replica is this replica's global index among replicas;
 	// local is the replicas per process; cross how values cross them.
 	replica, replicas, local int
+	pg                       *dist.ProcessGroup // the job's processes (dist.Current)
 	cross                    crossing
 	layout                   string
 	clip                     *clipRequest
@@ -134,11 +135,11 @@ func newZero(ctx context.Context, module *ddp.DistributedDataParallel, params []
 	for i, g := range groups {
 		z.groups[i].WeightDecay = g.WeightDecay
 	}
-	if g := dist.Current(); g.WorldSize() > 1 {
-		z.cross = &zeroHost{pg: g}
+	if z.pg = dist.Current(); z.pg.WorldSize() > 1 {
+		z.cross = &zeroHost{pg: z.pg}
 	}
 	index, local := dev.Replica()
-	z.replica, z.replicas, z.local = z.cross.rank()*local+index, z.cross.processes()*local, local
+	z.replica, z.replicas, z.local = z.pg.Rank()*local+index, z.pg.WorldSize()*local, local
 	z.buckets = planZeroBuckets(z.params, groupOf, len(groups), z.capBytes, z.replicas)
 	if err := z.initMasters(ctx); err != nil {
 		return nil, err
@@ -198,7 +199,7 @@ func (z *ZeroRedundancyOptimizer) initMasters(ctx context.Context) error {
 // agreeOnLayout compares the layout (parameters, groups, optimizer) with
 // every local replica and every rank.
 func (z *ZeroRedundancyOptimizer) agreeOnLayout(ctx context.Context) error {
-	timeout := exchange.Timeout(z.cross.group())
+	timeout := exchange.Timeout(z.pg)
 	texts, err := exchange.GatherLocal(ctx, z.dev, timeout, "comparing the optimizer layout", z.layout)
 	if err != nil {
 		return err
@@ -211,7 +212,7 @@ func (z *ZeroRedundancyOptimizer) agreeOnLayout(ctx context.Context) error {
 		}
 	}
 	_, err = exchange.HostOnce(ctx, z.dev, timeout, "comparing the optimizer layout", func() (struct{}, error) {
-		_, err := z.cross.checkLayout(ctx, z.layout, z.local)
+		_, err := z.checkLayout(ctx)
 		return struct{}{}, err
 	})
 	return err

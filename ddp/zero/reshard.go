@@ -177,7 +177,7 @@ func (z *ZeroRedundancyOptimizer) LoadSharded(ctx context.Context, dir string, c
 }
 
 func (z *ZeroRedundancyOptimizer) load(ctx context.Context, dir string, c *optim.Checkpoint) error {
-	timeout := exchange.Timeout(z.cross.group())
+	timeout := exchange.Timeout(z.pg)
 	ck, err := exchange.HostOnce(ctx, z.dev, timeout, "reading the checkpoint", func() (*shardedCheckpoint, error) {
 		ck, err := readShardedCheckpoint(dir)
 		var digest [32]byte
@@ -187,7 +187,7 @@ func (z *ZeroRedundancyOptimizer) load(ctx context.Context, dir string, c *optim
 		if agreed := z.agreeProcesses(ctx, "reading "+dir, err); agreed != nil {
 			return nil, agreed
 		}
-		return ck, exchange.SameOnEveryRank(ctx, z.cross.group(), digest, filepath.Join(dir, latestName))
+		return ck, exchange.SameOnEveryRank(ctx, z.pg, digest, filepath.Join(dir, latestName))
 	})
 	if err != nil {
 		return err
@@ -212,7 +212,7 @@ func (z *ZeroRedundancyOptimizer) agreeProcesses(ctx context.Context, what strin
 	if err != nil {
 		status = 1
 	}
-	all, gerr := z.cross.allGatherFlags(ctx, status)
+	all, gerr := z.allGatherFlags(ctx, status)
 	if gerr != nil {
 		return errors.Join(err, gerr)
 	}
