@@ -27,11 +27,48 @@ const EquivalenceSteps = 20
 // reports local replica 0's parameters and a hash of every replica's.
 func equivalenceScenario(rep *Report) {
 	ctx := context.Background()
-	kind := os.Getenv("XLADDP_TEST_MODEL")
-	devices, _ := strconv.Atoi(os.Getenv("XLADDP_TEST_DEVICES"))
-	micro, _ := strconv.Atoi(os.Getenv("XLADDP_TEST_MICRO"))
-	var opts []ddp.WrapOption
-	compiled, sharded := false, false
+	q := &equivalence{kind: os.Getenv("XLADDP_TEST_MODEL")}
+	q.devices, _ = strconv.Atoi(os.Getenv("XLADDP_TEST_DEVICES"))
+	q.micro, _ = strconv.Atoi(os.Getenv("XLADDP_TEST_MICRO"))
+	q.opts, q.compiled, q.sharded = wrapFromEnv()
+	e, done, err := JoinJob(ctx, q.devices)
+	if err != nil {
+		rep.Error = err.Error()
+		return
+	}
+	defer done()
+	q.steps = EquivalenceSteps
+	if s, err := strconv.Atoi(os.Getenv("XLADDP_TEST_STEPS")); err == nil {
+		q.steps = s
+	}
+	q.params = make([][][]float32, q.devices)
+	q.syncs = make([]int, q.devices)
+	q.losses = make([][]float32, q.devices)
+	collectivesBefore := dist.Current().Collectives()
+	writtenBefore := bytesWritten()
+	xla.ResetMetrics()
+	if err := e.RunReplicas(ctx, q.devices, q.train); err != nil {
+		rep.Error = err.Error()
+		return
+	}
+	q.report(rep, collectivesBefore, writtenBefore)
+}
+
+// equivalence is the equivalence scenario's setting and what each local
+// replica trained.
+type equivalence struct {
+	kind                  string
+	devices, micro, steps int
+	opts                  []ddp.WrapOption
+	compiled, sharded     bool
+	params                [][][]float32
+	syncs                 []int
+	losses                [][]float32
+}
+
+// wrapFromEnv reads $XLADDP_TEST_WRAP: the wrapper's options, and whether
+// the steps are compiled and the optimizer sharded.
+func wrapFromEnv() (opts []ddp.WrapOption, compiled, sharded bool) {
 	for _, o := range strings.Split(os.Getenv("XLADDP_TEST_WRAP"), ",") {
 		switch {
 		case o == "view":
@@ -45,55 +82,43 @@ func equivalenceScenario(rep *Report) {
 			opts = append(opts, ddp.BucketCapMB(mb))
 		}
 	}
-	e, done, err := JoinJob(ctx, devices)
-	if err != nil {
-		rep.Error = err.Error()
-		return
+	return opts, compiled, sharded
+}
+
+// train trains local replica r on its share of the global batch.
+func (q *equivalence) train(ctx context.Context, r xla.Replica) error {
+	replica, replicas := dist.Current().Rank()*q.devices+r.Index(), dist.Current().WorldSize()*q.devices
+	rows := GlobalRows / replicas
+	var err error
+	run := Run{
+		Kind: q.kind, Seed: 100 + uint64(replica), Steps: q.steps,
+		Shards: Split(replica*rows, (replica+1)*rows, q.micro), Wrap: true, Opts: q.opts, Compiled: q.compiled,
+		Mark: func() error { return r.MarkStep(ctx) }, Syncs: &q.syncs[r.Index()],
+		Optimizer: os.Getenv("XLADDP_TEST_OPTIM"), Zero: q.sharded,
 	}
-	defer done()
-	steps := EquivalenceSteps
-	if s, err := strconv.Atoi(os.Getenv("XLADDP_TEST_STEPS")); err == nil {
-		steps = s
+	if os.Getenv("XLADDP_TEST_LOSSES") != "" {
+		// Every replica keeps its losses (they are outputs of the
+		// programs every replica must trace alike); replica 0's are
+		// reported.
+		run.Losses = &q.losses[r.Index()]
 	}
-	params := make([][][]float32, devices)
-	syncs := make([]int, devices)
-	losses := make([][]float32, devices)
-	collectivesBefore := dist.Current().Collectives()
-	writtenBefore := bytesWritten()
-	xla.ResetMetrics()
-	err = e.RunReplicas(ctx, devices, func(ctx context.Context, r xla.Replica) error {
-		replica, replicas := dist.Current().Rank()*devices+r.Index(), dist.Current().WorldSize()*devices
-		rows := GlobalRows / replicas
-		var err error
-		run := Run{
-			Kind: kind, Seed: 100 + uint64(replica), Steps: steps,
-			Shards: Split(replica*rows, (replica+1)*rows, micro), Wrap: true, Opts: opts, Compiled: compiled,
-			Mark: func() error { return r.MarkStep(ctx) }, Syncs: &syncs[r.Index()],
-			Optimizer: os.Getenv("XLADDP_TEST_OPTIM"), Zero: sharded,
-		}
-		if os.Getenv("XLADDP_TEST_LOSSES") != "" {
-			// Every replica keeps its losses (they are outputs of the
-			// programs every replica must trace alike); replica 0's are
-			// reported.
-			run.Losses = &losses[r.Index()]
-		}
-		params[r.Index()], err = TrainModel(ctx, r.Device(), run)
-		return err
-	})
-	if err != nil {
-		rep.Error = err.Error()
-		return
-	}
-	rep.Params = params[0]
-	rep.Losses = losses[0]
+	q.params[r.Index()], err = TrainModel(ctx, r.Device(), run)
+	return err
+}
+
+// report fills rep with local replica 0's parameters and losses, the
+// counters since the readings before training, and every replica's hash.
+func (q *equivalence) report(rep *Report, collectivesBefore uint64, writtenBefore int64) {
+	rep.Params = q.params[0]
+	rep.Losses = q.losses[0]
 	rep.BytesToHost = xla.GetMetrics().BytesToHost
-	rep.Counters = map[string]int64{"gradient syncs": int64(syncs[0]),
+	rep.Counters = map[string]int64{"gradient syncs": int64(q.syncs[0]),
 		"collectives": int64(dist.Current().Collectives() - collectivesBefore), "in-graph all-reduces": xla.GetMetrics().AllReduces,
 		"bytes written": bytesWritten() - writtenBefore}
 	rep.Hashes["step traces"] = strconv.FormatInt(xla.GetMetrics().StepTraces, 10)
 	rep.SharedMemoryAllReduces = dist.Current().SharedMemoryAllReduces()
-	for i, p := range params {
-		rep.Hashes[fmt.Sprintf("replica %d", dist.Current().Rank()*devices+i)] = HashParams(p)
+	for i, p := range q.params {
+		rep.Hashes[fmt.Sprintf("replica %d", dist.Current().Rank()*q.devices+i)] = HashParams(p)
 	}
 }
 

@@ -97,14 +97,7 @@ func TrainModel(ctx context.Context, d *xla.Device, run Run) ([][]float32, error
 	}
 	var wrapped *ddp.DistributedDataParallel
 	if run.Wrap {
-		opts := run.Opts
-		if run.Kind == "branch" {
-			opts = append(opts, ddp.FindUnusedParameters())
-		}
-		if run.Compiled {
-			opts = append(opts, ddp.ManualSync())
-		}
-		if wrapped, err = ddp.Wrap(ctx, model, opts...); err != nil {
+		if wrapped, err = ddp.Wrap(ctx, model, wrapOptions(run)...); err != nil {
 			return nil, err
 		}
 		defer wrapped.Close()
@@ -139,40 +132,62 @@ func TrainModel(ctx context.Context, d *xla.Device, run Run) ([][]float32, error
 	if run.Compiled {
 		return trainCompiled(ctx, d, run, model, wrapped, opt, backward)
 	}
+	// "branch" reads step through the pointer NewModel was given.
 	for ; step < run.Steps; step++ {
-		opt.ZeroGrad()
-		last := len(run.Shards) - 1
-		accumulate := func() error {
-			for _, s := range run.Shards[:last] {
-				if err := backward(s); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-		if wrapped != nil {
-			err = wrapped.NoSync(accumulate)
-		} else {
-			err = accumulate()
-		}
-		if err != nil {
-			return nil, err
-		}
-		if err := backward(run.Shards[last]); err != nil {
-			return nil, err
-		}
-		if err := beforeStep(); err != nil {
-			return nil, err
-		}
-		if err := opt.Step(); err != nil {
-			return nil, err
-		}
-		afterStep()
-		if err := run.Mark(); err != nil {
+		if err := trainStep(run, wrapped, opt, backward, beforeStep, afterStep); err != nil {
 			return nil, err
 		}
 	}
 	return ParameterValues(ctx, model)
+}
+
+// wrapOptions are run's wrapper options, with what its kind and mode need.
+func wrapOptions(run Run) []ddp.WrapOption {
+	opts := run.Opts
+	if run.Kind == "branch" {
+		opts = append(opts, ddp.FindUnusedParameters())
+	}
+	if run.Compiled {
+		opts = append(opts, ddp.ManualSync())
+	}
+	return opts
+}
+
+// trainStep is one step of TrainModel's loop: the shards but the last
+// accumulated (under NoSync when wrapped), the last one's Backward, the
+// update and run's Mark.
+func trainStep(run Run, wrapped *ddp.DistributedDataParallel, opt optim.Optimizer, backward func([2]int) error,
+	beforeStep func() error, afterStep func()) error {
+	opt.ZeroGrad()
+	last := len(run.Shards) - 1
+	accumulate := func() error {
+		for _, s := range run.Shards[:last] {
+			if err := backward(s); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var err error
+	if wrapped != nil {
+		err = wrapped.NoSync(accumulate)
+	} else {
+		err = accumulate()
+	}
+	if err != nil {
+		return err
+	}
+	if err := backward(run.Shards[last]); err != nil {
+		return err
+	}
+	if err := beforeStep(); err != nil {
+		return err
+	}
+	if err := opt.Step(); err != nil {
+		return err
+	}
+	afterStep()
+	return run.Mark()
 }
 
 // buildOptimizer makes run's optimizer for model (sharded over the
