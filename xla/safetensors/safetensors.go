@@ -171,90 +171,126 @@ func encodeHeader(meta map[string]string, layout []Layout, sizes []int) ([]byte,
 // Decode parses and validates a safetensors file held in data; name is used
 // in error messages.
 func Decode(name string, data []byte) (File, error) {
-	fail := func(format string, args ...any) (File, error) {
-		return File{}, fmt.Errorf("safetensors: %s: %s", name, fmt.Sprintf(format, args...))
+	f, err := decode(name, data)
+	if err != nil {
+		return File{}, fmt.Errorf("safetensors: %s: %s", name, err)
 	}
-	if len(data) < 8 {
-		return fail("truncated: %d bytes, the header length alone needs 8", len(data))
+	return f, nil
+}
+
+// decode is Decode, its errors without the file's name.
+func decode(name string, data []byte) (File, error) {
+	raw, body, err := decodeHeader(name, data)
+	if err != nil {
+		return File{}, err
 	}
-	n := binary.LittleEndian.Uint64(data)
-	if (n > MaxHeaderSize || uint64(len(data)-8) < n) && isTorchPickle(data) {
-		return fail("%s", torchConversionHint(name))
-	}
-	if n > MaxHeaderSize {
-		return fail("header length %d exceeds the %d-byte limit (not a safetensors file?)", n, MaxHeaderSize)
-	}
-	if uint64(len(data)-8) < n {
-		return fail("truncated: header says %d bytes but only %d follow at offset 8", n, len(data)-8)
-	}
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(data[8:8+n], &raw); err != nil {
-		return fail("header at offset 8 is not valid JSON: %v", err)
-	}
-	body := data[8+n:]
 	f := File{}
-	type span struct {
-		tensor     Tensor
-		begin, end int
-	}
 	var spans []span
 	for key, value := range raw {
 		if key == "__metadata__" {
 			if err := json.Unmarshal(value, &f.Metadata); err != nil {
-				return fail("__metadata__ must map strings to strings: %v", err)
+				return File{}, fmt.Errorf("__metadata__ must map strings to strings: %v", err)
 			}
 			continue
 		}
-		var e headerEntry
-		if err := json.Unmarshal(value, &e); err != nil {
-			return fail("tensor %q: bad header entry: %v", key, err)
+		s, err := decodeEntry(key, value, body, len(data)-len(body))
+		if err != nil {
+			return File{}, err
 		}
-		size, ok := dtypeSizes[e.DType]
-		if !ok {
-			return fail("tensor %q: unknown dtype %q", key, e.DType)
-		}
-		for _, d := range e.Shape {
-			if d < 0 {
-				return fail("tensor %q: negative dimension in shape %v", key, e.Shape)
-			}
-		}
-		begin, end := e.DataOffsets[0], e.DataOffsets[1]
-		if begin < 0 || end < begin || end > len(body) {
-			return fail("tensor %q: data offsets [%d, %d) outside the %d data bytes (file offset %d)",
-				key, begin, end, len(body), 8+n)
-		}
-		want, ok := byteSize(e.Shape, size)
-		if !ok {
-			return fail("tensor %q: shape %v of %s has more bytes than any file", key, e.Shape, e.DType)
-		}
-		if end-begin != want {
-			return fail("tensor %q: %d data bytes for shape %v of %s (want %d)",
-				key, end-begin, e.Shape, e.DType, want)
-		}
-		t := Tensor{Name: key, DType: e.DType, Shape: slices.Clone(e.Shape), Data: body[begin:end]}
-		spans = append(spans, span{t, begin, end})
+		spans = append(spans, s)
 	}
+	if f.Tensors, err = inDataOrder(spans, len(body)); err != nil {
+		return File{}, err
+	}
+	return f, nil
+}
+
+// decodeHeader checks the header's length and parses it, and returns the
+// data bytes after it.
+func decodeHeader(name string, data []byte) (raw map[string]json.RawMessage, body []byte, err error) {
+	if len(data) < 8 {
+		return nil, nil, fmt.Errorf("truncated: %d bytes, the header length alone needs 8", len(data))
+	}
+	n := binary.LittleEndian.Uint64(data)
+	if (n > MaxHeaderSize || uint64(len(data)-8) < n) && isTorchPickle(data) {
+		return nil, nil, fmt.Errorf("%s", torchConversionHint(name))
+	}
+	if n > MaxHeaderSize {
+		return nil, nil, fmt.Errorf("header length %d exceeds the %d-byte limit (not a safetensors file?)", n, MaxHeaderSize)
+	}
+	if uint64(len(data)-8) < n {
+		return nil, nil, fmt.Errorf("truncated: header says %d bytes but only %d follow at offset 8", n, len(data)-8)
+	}
+	if err := json.Unmarshal(data[8:8+n], &raw); err != nil {
+		return nil, nil, fmt.Errorf("header at offset 8 is not valid JSON: %v", err)
+	}
+	return raw, data[8+n:], nil
+}
+
+// span is a tensor and where its data lies in the data bytes.
+type span struct {
+	tensor     Tensor
+	begin, end int
+}
+
+// decodeEntry checks the header entry of tensor key against the data
+// bytes (body, at file offset bodyOffset) and returns the tensor.
+func decodeEntry(key string, value json.RawMessage, body []byte, bodyOffset int) (span, error) {
+	var e headerEntry
+	if err := json.Unmarshal(value, &e); err != nil {
+		return span{}, fmt.Errorf("tensor %q: bad header entry: %v", key, err)
+	}
+	size, ok := dtypeSizes[e.DType]
+	if !ok {
+		return span{}, fmt.Errorf("tensor %q: unknown dtype %q", key, e.DType)
+	}
+	for _, d := range e.Shape {
+		if d < 0 {
+			return span{}, fmt.Errorf("tensor %q: negative dimension in shape %v", key, e.Shape)
+		}
+	}
+	begin, end := e.DataOffsets[0], e.DataOffsets[1]
+	if begin < 0 || end < begin || end > len(body) {
+		return span{}, fmt.Errorf("tensor %q: data offsets [%d, %d) outside the %d data bytes (file offset %d)",
+			key, begin, end, len(body), bodyOffset)
+	}
+	want, ok := byteSize(e.Shape, size)
+	if !ok {
+		return span{}, fmt.Errorf("tensor %q: shape %v of %s has more bytes than any file", key, e.Shape, e.DType)
+	}
+	if end-begin != want {
+		return span{}, fmt.Errorf("tensor %q: %d data bytes for shape %v of %s (want %d)",
+			key, end-begin, e.Shape, e.DType, want)
+	}
+	t := Tensor{Name: key, DType: e.DType, Shape: slices.Clone(e.Shape), Data: body[begin:end]}
+	return span{t, begin, end}, nil
+}
+
+// inDataOrder sorts the tensors by where their data lies and checks that
+// they cover the size data bytes without a gap or an overlap.
+func inDataOrder(spans []span, size int) ([]Tensor, error) {
 	sort.Slice(spans, func(i, j int) bool {
 		if spans[i].begin != spans[j].begin {
 			return spans[i].begin < spans[j].begin
 		}
 		return spans[i].end < spans[j].end
 	})
+	var tensors []Tensor
 	covered := 0
 	for _, s := range spans {
 		if s.begin != covered {
 			if s.begin < covered {
-				return fail("tensor %q: data [%d, %d) overlaps the previous tensor", s.tensor.Name, s.begin, s.end)
+				return nil, fmt.Errorf("tensor %q: data [%d, %d) overlaps the previous tensor", s.tensor.Name, s.begin, s.end)
 			}
-			return fail("data bytes [%d, %d) belong to no tensor (before %q)", covered, s.begin, s.tensor.Name)
+			return nil, fmt.Errorf("data bytes [%d, %d) belong to no tensor (before %q)", covered, s.begin, s.tensor.Name)
 		}
 		covered = s.end
-		f.Tensors = append(f.Tensors, s.tensor)
+		tensors = append(tensors, s.tensor)
 	}
-	if covered != len(body) {
-		return fail("data bytes [%d, %d) belong to no tensor", covered, len(body))
+	if covered != size {
+		return nil, fmt.Errorf("data bytes [%d, %d) belong to no tensor", covered, size)
 	}
-	return f, nil
+	return tensors, nil
 }
 
 // ReadFile reads and validates path.
