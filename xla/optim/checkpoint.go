@@ -122,58 +122,13 @@ func ReadCheckpointFile(path string, c *Checkpoint) error {
 // RestoreCheckpoint is ReadCheckpointFile from a decoded file; path names it
 // in errors.
 func RestoreCheckpoint(file safetensors.File, path string, c *Checkpoint) error {
-	var err error
-	step, errStep := strconv.Atoi(file.Metadata["step"])
-	epoch, errEpoch := strconv.Atoi(file.Metadata["epoch"])
-	if errStep != nil || errEpoch != nil {
-		return fmt.Errorf("optim: %s is not a training checkpoint (no step/epoch metadata; for a model-only file use nn.LoadStateDict)", path)
-	}
-	if step < 0 || epoch < 0 {
-		return fmt.Errorf("optim: %s: negative step %d or epoch %d", path, step, epoch)
-	}
-	if err := CheckConfig(c.Model, file.Metadata, path); err != nil {
-		return err
-	}
-	var lr float64
-	if c.Optimizer != nil {
-		if _, ok := file.Metadata["optimizer"]; !ok {
-			return fmt.Errorf("optim: %s holds no optimizer state", path)
-		}
-		lr, err = strconv.ParseFloat(file.Metadata["lr"], 64)
-		if err != nil || lr < 0 || math.IsInf(lr, 0) || math.IsNaN(lr) {
-			return fmt.Errorf("optim: %s: learning rate metadata %q is not a non-negative number", path, file.Metadata["lr"])
-		}
-	}
-	// Check both parts before uploading either, so one error lists both.
-	modelTensors := nn.StateDict(c.Model)
-	if err := nn.CheckTensors(modelTensors, file, modelPrefix, path); err != nil {
-		return err
-	}
-	var optTensors []nn.Named
-	if c.Optimizer != nil {
-		optTensors = c.Optimizer.State()
-		if err := nn.CheckTensors(optTensors, file, optimizerPrefix, path); err != nil {
-			return err
-		}
-	}
-	var rng *nn.Staged
-	if c.RNG != nil {
-		if _, ok := file.Lookup(rngPrefix + "device"); !ok {
-			return fmt.Errorf("optim: %s holds no random state (saved without Checkpoint.RNG): load it without RNG", path)
-		}
-		if rng, err = nn.StageTensors(c.rngState(), file, rngPrefix, path); err != nil {
-			return err
-		}
-	}
-	model, err := nn.StageTensors(modelTensors, file, modelPrefix, path)
+	step, epoch, lr, err := checkpointMetadata(file, path, c)
 	if err != nil {
 		return err
 	}
-	var opt *nn.Staged
-	if c.Optimizer != nil {
-		if opt, err = nn.StageTensors(optTensors, file, optimizerPrefix, path); err != nil {
-			return err
-		}
+	model, rng, opt, err := stageCheckpoint(file, path, c)
+	if err != nil {
+		return err
 	}
 	model.Commit()
 	if rng != nil {
@@ -186,4 +141,65 @@ func RestoreCheckpoint(file safetensors.File, path string, c *Checkpoint) error 
 	c.Step, c.Epoch = step, epoch
 	c.Metadata = file.Metadata
 	return nil
+}
+
+// checkpointMetadata reads the file's step, epoch and (for c's optimizer)
+// learning rate, and checks its configuration against c's model.
+func checkpointMetadata(file safetensors.File, path string, c *Checkpoint) (step, epoch int, lr float64, err error) {
+	step, errStep := strconv.Atoi(file.Metadata["step"])
+	epoch, errEpoch := strconv.Atoi(file.Metadata["epoch"])
+	if errStep != nil || errEpoch != nil {
+		return 0, 0, 0, fmt.Errorf("optim: %s is not a training checkpoint (no step/epoch metadata; for a model-only file use nn.LoadStateDict)", path)
+	}
+	if step < 0 || epoch < 0 {
+		return 0, 0, 0, fmt.Errorf("optim: %s: negative step %d or epoch %d", path, step, epoch)
+	}
+	if err := CheckConfig(c.Model, file.Metadata, path); err != nil {
+		return 0, 0, 0, err
+	}
+	if c.Optimizer != nil {
+		if _, ok := file.Metadata["optimizer"]; !ok {
+			return 0, 0, 0, fmt.Errorf("optim: %s holds no optimizer state", path)
+		}
+		lr, err = strconv.ParseFloat(file.Metadata["lr"], 64)
+		if err != nil || lr < 0 || math.IsInf(lr, 0) || math.IsNaN(lr) {
+			return 0, 0, 0, fmt.Errorf("optim: %s: learning rate metadata %q is not a non-negative number", path, file.Metadata["lr"])
+		}
+	}
+	return step, epoch, lr, nil
+}
+
+// stageCheckpoint checks the file's tensors against c's model, random
+// state and optimizer, and uploads them, for the caller to commit; rng
+// and opt are nil where c has none.
+func stageCheckpoint(file safetensors.File, path string, c *Checkpoint) (model, rng, opt *nn.Staged, err error) {
+	// Check both parts before uploading either, so one error lists both.
+	modelTensors := nn.StateDict(c.Model)
+	if err := nn.CheckTensors(modelTensors, file, modelPrefix, path); err != nil {
+		return nil, nil, nil, err
+	}
+	var optTensors []nn.Named
+	if c.Optimizer != nil {
+		optTensors = c.Optimizer.State()
+		if err := nn.CheckTensors(optTensors, file, optimizerPrefix, path); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	if c.RNG != nil {
+		if _, ok := file.Lookup(rngPrefix + "device"); !ok {
+			return nil, nil, nil, fmt.Errorf("optim: %s holds no random state (saved without Checkpoint.RNG): load it without RNG", path)
+		}
+		if rng, err = nn.StageTensors(c.rngState(), file, rngPrefix, path); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	if model, err = nn.StageTensors(modelTensors, file, modelPrefix, path); err != nil {
+		return nil, nil, nil, err
+	}
+	if c.Optimizer != nil {
+		if opt, err = nn.StageTensors(optTensors, file, optimizerPrefix, path); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	return model, rng, opt, nil
 }

@@ -42,6 +42,47 @@ func ClipGradNormAcross(params []*xla.Tensor, maxNorm, normType float64,
 	if !(normType > 0) {
 		return nil, fmt.Errorf("optim: ClipGradNorm norm type %g: must be > 0 (2, or math.Inf(1) for the max norm)", normType)
 	}
+	grads, err := gradsOf(params)
+	if err != nil {
+		return nil, err
+	}
+	if len(grads) == 0 {
+		if len(params) == 0 {
+			return nil, fmt.Errorf("optim: ClipGradNorm: no parameters")
+		}
+		return params[0].Device().Zeros(xla.Float32), nil
+	}
+	d := grads[0].Device()
+	dt := xla.OpMathDType(grads[0].DType())
+	total, err := partialNorm(grads, normType)
+	if err != nil {
+		return nil, err
+	}
+	if across != nil {
+		if total, err = across(total, math.IsInf(normType, 1)); err != nil {
+			return nil, err
+		}
+	}
+	total = total.Cast(dt)
+	switch {
+	case normType == 2:
+		total = total.Sqrt()
+	case !math.IsInf(normType, 1):
+		total = total.PowScalar(1 / normType)
+	}
+	coef := d.Hyperparameter(maxNorm, dt).Div(total.AddScalar(1e-6)).Minimum(d.Ones(dt))
+	for _, p := range params {
+		if g := p.Grad(); g != nil {
+			if err := p.SetGrad(g.Mul(coef.Cast(g.DType()))); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return total, total.Err()
+}
+
+// gradsOf is the parameters' gradients, skipping those without one.
+func gradsOf(params []*xla.Tensor) ([]*xla.Tensor, error) {
 	var grads []*xla.Tensor
 	for i, p := range params {
 		if p == nil {
@@ -54,12 +95,13 @@ func ClipGradNormAcross(params []*xla.Tensor, maxNorm, normType float64,
 			grads = append(grads, g)
 		}
 	}
-	if len(grads) == 0 {
-		if len(params) == 0 {
-			return nil, fmt.Errorf("optim: ClipGradNorm: no parameters")
-		}
-		return params[0].Device().Zeros(xla.Float32), nil
-	}
+	return grads, nil
+}
+
+// partialNorm is the norm of grads (all on one device) before its root:
+// the sum of the normType-th powers of the magnitudes, or their max for
+// the infinity norm.
+func partialNorm(grads []*xla.Tensor, normType float64) (*xla.Tensor, error) {
 	d := grads[0].Device()
 	dt := xla.OpMathDType(grads[0].DType())
 	// The 2-norm sums the squares in float64 where the device has it (a
@@ -96,26 +138,5 @@ func ClipGradNormAcross(params []*xla.Tensor, maxNorm, normType float64,
 			total = total.Add(part)
 		}
 	}
-	if across != nil {
-		var err error
-		if total, err = across(total, math.IsInf(normType, 1)); err != nil {
-			return nil, err
-		}
-	}
-	total = total.Cast(dt)
-	switch {
-	case normType == 2:
-		total = total.Sqrt()
-	case !math.IsInf(normType, 1):
-		total = total.PowScalar(1 / normType)
-	}
-	coef := d.Hyperparameter(maxNorm, dt).Div(total.AddScalar(1e-6)).Minimum(d.Ones(dt))
-	for _, p := range params {
-		if g := p.Grad(); g != nil {
-			if err := p.SetGrad(g.Mul(coef.Cast(g.DType()))); err != nil {
-				return nil, err
-			}
-		}
-	}
-	return total, total.Err()
+	return total, nil
 }
