@@ -55,13 +55,7 @@ func compare(rawC, procList, sizeList string, rounds int, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	mpirunArgs := func(n int, prog ...string) []string {
-		args := []string{"--oversubscribe", "-np", strconv.Itoa(n)}
-		if os.Geteuid() == 0 {
-			args = append(args, "--allow-run-as-root")
-		}
-		return append(args, prog...)
-	}
+	c := comparison{rawC: rawC, mpirun: mpirun, self: self, sizeList: sizeList, szs: szs}
 	for _, p := range strings.Split(procList, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(p))
 		if err != nil || n < 2 {
@@ -70,56 +64,86 @@ func compare(rawC, procList, sizeList string, rounds int, out io.Writer) error {
 		times := map[string]map[int][]float64{"tcp": {}, "mpi": {}, "c": {}, "c-single": {}}
 		inJob := map[int][]float64{} // ddp / raw C time, alternated in one job
 		for range rounds {
-			tcp, err := launch(n, sizesEnv+"="+sizeList)
-			if err != nil {
-				return fmt.Errorf("tcp backend: %w", err)
-			}
-			viaMPI, err := timed(exec.Command(mpirun, mpirunArgs(n, self)...), childEnv+"=1", dist.EnvTransport+"=mpi",
-				sizesEnv+"="+sizeList, dist.EnvRank+"=", dist.EnvWorldSize+"=", inJobEnv+"=3")
-			if err != nil {
-				return fmt.Errorf("mpi backend (is this binary built with -tags mpi?): %w", err)
-			}
-			args := mpirunArgs(n, rawC)
-			for _, s := range szs {
-				args = append(args, strconv.Itoa(s))
-			}
-			raw, err := timed(exec.Command(mpirun, args...), "XLADDP_BENCH_MPI_THREADS=multiple")
-			if err != nil {
-				return fmt.Errorf("raw C MPI_Allreduce: %w", err)
-			}
-			rawSingle, err := timed(exec.Command(mpirun, args...), "XLADDP_BENCH_MPI_THREADS=")
-			if err != nil {
-				return fmt.Errorf("raw C MPI_Allreduce: %w", err)
-			}
-			for name, rs := range map[string][]result{"tcp": tcp, "mpi": viaMPI, "c": raw, "c-single": rawSingle} {
-				for _, r := range rs {
-					times[name][r.Bytes] = append(times[name][r.Bytes], r.Seconds)
-				}
-			}
-			for _, r := range viaMPI {
-				for _, pair := range r.InJob {
-					inJob[r.Bytes] = append(inJob[r.Bytes], pair[0]/pair[1])
-				}
+			if err := c.round(n, times, inJob); err != nil {
+				return err
 			}
 		}
-		fmt.Fprintf(out, "\n%d processes, median of %d alternated rounds (bus GB/s, time per all-reduce)\n", n, rounds)
-		fmt.Fprintf(out, "%10s | %22s | %22s | %22s | %22s | %s | %s\n", "size", "ddp tcp/shm", "ddp mpi",
-			"raw C, THREAD_MULTIPLE", "raw C, MPI_Init", "ddp mpi / raw C (multiple)", "same job: ddp / raw C (median of pairs)")
-		for _, s := range szs {
-			cell := func(name string) (string, float64) {
-				sec := stats.Median(times[name][s])
-				bus := 2 * float64(n-1) / float64(n) * float64(s) / sec
-				return fmt.Sprintf("%8.3f GB/s %10s", bus/1e9, time.Duration(sec*1e9).Round(100*time.Nanosecond)), sec
-			}
-			tcp, _ := cell("tcp")
-			mpi, mpiSec := cell("mpi")
-			raw, rawSec := cell("c")
-			single, _ := cell("c-single")
-			fmt.Fprintf(out, "%10s | %s | %s | %s | %s | %26.3f | %.3f (%d pairs)\n", human(s), tcp, mpi, raw, single, mpiSec/rawSec,
-				stats.Median(inJob[s]), len(inJob[s]))
+		c.print(out, n, rounds, times, inJob)
+	}
+	return nil
+}
+
+// comparison is what --compare-mpi runs: the raw C benchmark, mpirun,
+// this binary, and the sizes (as listed and parsed).
+type comparison struct {
+	rawC, mpirun, self, sizeList string
+	szs                          []int
+}
+
+// mpirunArgs is mpirun's command line for prog on n processes.
+func mpirunArgs(n int, prog ...string) []string {
+	args := []string{"--oversubscribe", "-np", strconv.Itoa(n)}
+	if os.Geteuid() == 0 {
+		args = append(args, "--allow-run-as-root")
+	}
+	return append(args, prog...)
+}
+
+// round runs each contender once on n processes, adding their times per
+// size to times and the in-job ratios to inJob.
+func (c comparison) round(n int, times map[string]map[int][]float64, inJob map[int][]float64) error {
+	tcp, err := launch(n, sizesEnv+"="+c.sizeList)
+	if err != nil {
+		return fmt.Errorf("tcp backend: %w", err)
+	}
+	viaMPI, err := timed(exec.Command(c.mpirun, mpirunArgs(n, c.self)...), childEnv+"=1", dist.EnvTransport+"=mpi",
+		sizesEnv+"="+c.sizeList, dist.EnvRank+"=", dist.EnvWorldSize+"=", inJobEnv+"=3")
+	if err != nil {
+		return fmt.Errorf("mpi backend (is this binary built with -tags mpi?): %w", err)
+	}
+	args := mpirunArgs(n, c.rawC)
+	for _, s := range c.szs {
+		args = append(args, strconv.Itoa(s))
+	}
+	raw, err := timed(exec.Command(c.mpirun, args...), "XLADDP_BENCH_MPI_THREADS=multiple")
+	if err != nil {
+		return fmt.Errorf("raw C MPI_Allreduce: %w", err)
+	}
+	rawSingle, err := timed(exec.Command(c.mpirun, args...), "XLADDP_BENCH_MPI_THREADS=")
+	if err != nil {
+		return fmt.Errorf("raw C MPI_Allreduce: %w", err)
+	}
+	for name, rs := range map[string][]result{"tcp": tcp, "mpi": viaMPI, "c": raw, "c-single": rawSingle} {
+		for _, r := range rs {
+			times[name][r.Bytes] = append(times[name][r.Bytes], r.Seconds)
+		}
+	}
+	for _, r := range viaMPI {
+		for _, pair := range r.InJob {
+			inJob[r.Bytes] = append(inJob[r.Bytes], pair[0]/pair[1])
 		}
 	}
 	return nil
+}
+
+// print writes the table of n processes' medians over rounds.
+func (c comparison) print(out io.Writer, n, rounds int, times map[string]map[int][]float64, inJob map[int][]float64) {
+	fmt.Fprintf(out, "\n%d processes, median of %d alternated rounds (bus GB/s, time per all-reduce)\n", n, rounds)
+	fmt.Fprintf(out, "%10s | %22s | %22s | %22s | %22s | %s | %s\n", "size", "ddp tcp/shm", "ddp mpi",
+		"raw C, THREAD_MULTIPLE", "raw C, MPI_Init", "ddp mpi / raw C (multiple)", "same job: ddp / raw C (median of pairs)")
+	for _, s := range c.szs {
+		cell := func(name string) (string, float64) {
+			sec := stats.Median(times[name][s])
+			bus := 2 * float64(n-1) / float64(n) * float64(s) / sec
+			return fmt.Sprintf("%8.3f GB/s %10s", bus/1e9, time.Duration(sec*1e9).Round(100*time.Nanosecond)), sec
+		}
+		tcp, _ := cell("tcp")
+		mpi, mpiSec := cell("mpi")
+		raw, rawSec := cell("c")
+		single, _ := cell("c-single")
+		fmt.Fprintf(out, "%10s | %s | %s | %s | %s | %26.3f | %.3f (%d pairs)\n", human(s), tcp, mpi, raw, single, mpiSec/rawSec,
+			stats.Median(inJob[s]), len(inJob[s]))
+	}
 }
 
 // timed runs cmd (a whole job under mpirun) and reads rank 0's results.
