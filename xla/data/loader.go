@@ -152,63 +152,77 @@ func (l *Loader) Epoch(ctx context.Context, epoch int) iter.Seq2[Batch, error] {
 		go func() {
 			defer wg.Done()
 			defer close(pending)
-			for i, indices := range plan {
-				out := make(chan batchResult, 1)
-				select {
-				case pending <- out:
-				case <-ctx.Done():
-					return
-				}
-				select {
-				case workers <- struct{}{}:
-				case <-ctx.Done():
-					return
-				}
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					defer func() { <-workers }()
-					if err := ctx.Err(); err != nil {
-						out <- batchResult{err: err}
-						return
-					}
-					start := time.Now()
-					b, err := l.assemble(i, indices)
-					out <- batchResult{b, err, time.Since(start)}
-				}()
-			}
+			l.produce(ctx, &wg, plan, pending, workers)
 		}()
-		start := time.Now()
-		var stats Stats
-		defer func() {
-			stats.Elapsed = time.Since(start)
-			l.mu.Lock()
-			l.stats = stats
-			l.mu.Unlock()
+		l.deliver(ctx, epoch, len(plan), pending, yield)
+	}
+}
+
+// produce starts assembling the plan's batches in order, one worker a
+// batch holding a slot of workers, and queues each one's result channel
+// on pending, until ctx ends; wg counts the workers.
+func (l *Loader) produce(ctx context.Context, wg *sync.WaitGroup, plan [][]int, pending chan<- chan batchResult, workers chan struct{}) {
+	for i, indices := range plan {
+		out := make(chan batchResult, 1)
+		select {
+		case pending <- out:
+		case <-ctx.Done():
+			return
+		}
+		select {
+		case workers <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-workers }()
+			if err := ctx.Err(); err != nil {
+				out <- batchResult{err: err}
+				return
+			}
+			start := time.Now()
+			b, err := l.assemble(i, indices)
+			out <- batchResult{b, err, time.Since(start)}
 		}()
-		for out := range pending {
-			waitStart := time.Now()
-			var r batchResult
-			select {
-			case r = <-out:
-			case <-ctx.Done():
-				yield(Batch{}, fmt.Errorf("data: waiting for batch: %w", ctx.Err()))
-				return
-			}
-			stats.Wait += time.Since(waitStart)
-			if r.err != nil {
-				yield(Batch{}, r.err)
-				return
-			}
-			stats.Batches++
-			stats.Assemble += r.took
-			if !yield(r.batch, nil) {
-				return
-			}
+	}
+}
+
+// deliver yields the batches in order as their results come in on
+// pending, until one fails, the loop stops, or ctx ends before all
+// batches (of planned) came; then it records the epoch's stats.
+func (l *Loader) deliver(ctx context.Context, epoch, planned int, pending <-chan chan batchResult, yield func(Batch, error) bool) {
+	start := time.Now()
+	var stats Stats
+	defer func() {
+		stats.Elapsed = time.Since(start)
+		l.mu.Lock()
+		l.stats = stats
+		l.mu.Unlock()
+	}()
+	for out := range pending {
+		waitStart := time.Now()
+		var r batchResult
+		select {
+		case r = <-out:
+		case <-ctx.Done():
+			yield(Batch{}, fmt.Errorf("data: waiting for batch: %w", ctx.Err()))
+			return
 		}
-		if err := ctx.Err(); err != nil && stats.Batches < len(plan) {
-			yield(Batch{}, fmt.Errorf("data: epoch %d stopped after %d of %d batches: %w", epoch, stats.Batches, len(plan), err))
+		stats.Wait += time.Since(waitStart)
+		if r.err != nil {
+			yield(Batch{}, r.err)
+			return
 		}
+		stats.Batches++
+		stats.Assemble += r.took
+		if !yield(r.batch, nil) {
+			return
+		}
+	}
+	if err := ctx.Err(); err != nil && stats.Batches < planned {
+		yield(Batch{}, fmt.Errorf("data: epoch %d stopped after %d of %d batches: %w", epoch, stats.Batches, planned, err))
 	}
 }
 
