@@ -71,41 +71,11 @@ func (t *Tensor) Backward() error {
 	if t.shape.Rank() != 0 || !t.DType().IsFloat() {
 		return fmt.Errorf("xla: Backward of %s: needs a float scalar (reduce the loss with Mean or Sum)", t.shape)
 	}
-	t.settle()
-	var root *node
-	switch {
-	case t.node != nil:
-		root = t.node
-	case t.data.history != nil:
-		root = t.data.history
-	case t.data.historyLost:
-		return errLostHistory("the loss")
-	default:
-		return fmt.Errorf("xla: Backward of a materialized tensor with no gradient path: it does not depend on a RequiresGrad tensor")
+	root, err := t.gradientRoot()
+	if err != nil {
+		return err
 	}
-	if !root.needsGrad {
-		return fmt.Errorf("xla: Backward: the loss does not depend on any RequiresGrad tensor (or was Detached), so it has no gradient")
-	}
-	rw := &historyRewriter{dev: t.dev, done: map[*node]*node{}}
-	root = rw.rewrite(root)
-	if rw.err != nil {
-		return rw.err
-	}
-	// Leaves reachable through ops a gradient flows through.
-	reachable := map[*node]bool{}
-	stack := []*node{root}
-	for len(stack) > 0 {
-		n := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if reachable[n] {
-			continue
-		}
-		reachable[n] = true
-		if n.needsGrad {
-			n.differentiated = true
-			stack = append(stack, n.inputs...)
-		}
-	}
+	reachable := markDifferentiated(root)
 	var updated []*Tensor
 	for _, leaf := range t.dev.liveGradLeaves() {
 		if !leaf.requiresGrad || leaf.err != nil {
@@ -129,6 +99,53 @@ func (t *Tensor) Backward() error {
 		updated = append(updated, leaf)
 	}
 	return t.dev.runBackwardHooks(updated)
+}
+
+// gradientRoot is the node the loss t's gradients start from: its
+// pending node or its materialized value's history, rebuilt for
+// differentiation (historyRewriter).
+func (t *Tensor) gradientRoot() (*node, error) {
+	t.settle()
+	var root *node
+	switch {
+	case t.node != nil:
+		root = t.node
+	case t.data.history != nil:
+		root = t.data.history
+	case t.data.historyLost:
+		return nil, errLostHistory("the loss")
+	default:
+		return nil, fmt.Errorf("xla: Backward of a materialized tensor with no gradient path: it does not depend on a RequiresGrad tensor")
+	}
+	if !root.needsGrad {
+		return nil, fmt.Errorf("xla: Backward: the loss does not depend on any RequiresGrad tensor (or was Detached), so it has no gradient")
+	}
+	rw := &historyRewriter{dev: t.dev, done: map[*node]*node{}}
+	root = rw.rewrite(root)
+	if rw.err != nil {
+		return nil, rw.err
+	}
+	return root, nil
+}
+
+// markDifferentiated marks the nodes a gradient flows through from root
+// and returns the nodes reachable through them, leaves included.
+func markDifferentiated(root *node) map[*node]bool {
+	reachable := map[*node]bool{}
+	stack := []*node{root}
+	for len(stack) > 0 {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if reachable[n] {
+			continue
+		}
+		reachable[n] = true
+		if n.needsGrad {
+			n.differentiated = true
+			stack = append(stack, n.inputs...)
+		}
+	}
+	return reachable
 }
 
 func errLostHistory(what string) error {

@@ -70,19 +70,8 @@ func Compile(fn StepFunc) *CompiledStep {
 // results, materialized or in flight (reading them waits). Called while
 // another compiled step traces on d, fn runs inline in that trace.
 func (s *CompiledStep) Run(ctx context.Context, d *Device, args ...*Tensor) ([]*Tensor, error) {
-	if d == nil {
-		return nil, errors.New("xla: CompiledStep.Run: nil device")
-	}
-	for i, a := range args {
-		if a == nil {
-			return nil, fmt.Errorf("xla: CompiledStep.Run: argument %d is nil", i)
-		}
-		if a.err != nil {
-			return nil, fmt.Errorf("xla: CompiledStep.Run: argument %d: %w", i, a.err)
-		}
-		if a.dev != d {
-			return nil, fmt.Errorf("xla: CompiledStep.Run on %s: argument %d is on %s; copy it with Tensor.To", d, i, a.dev)
-		}
+	if err := checkRunArgs(d, args); err != nil {
+		return nil, err
 	}
 	if _, capturing := d.observer.(*capture); capturing {
 		return s.fn(args...)
@@ -100,15 +89,7 @@ func (s *CompiledStep) Run(ctx context.Context, d *Device, args ...*Tensor) ([]*
 	g := d.currentGroup()
 	place := planPlace{device: d, group: g}
 	sig := signature(args)
-	s.mu.Lock()
-	var plan *stepPlan
-	for _, p := range s.plans[place][string(sig)] {
-		if p.guardHolds() {
-			plan = p
-			break
-		}
-	}
-	s.mu.Unlock()
+	plan := s.lookup(place, string(sig))
 	stale := plan
 	if plan != nil {
 		outs, err, ok := plan.replay(ctx, g, args)
@@ -120,11 +101,52 @@ func (s *CompiledStep) Run(ctx context.Context, d *Device, args ...*Tensor) ([]*
 	if err != nil {
 		return nil, err
 	}
+	s.keep(place, string(sig), stale, plan)
+	metrics.stepTraced()
+	return outs, nil
+}
+
+// checkRunArgs checks Run's device and arguments.
+func checkRunArgs(d *Device, args []*Tensor) error {
+	if d == nil {
+		return errors.New("xla: CompiledStep.Run: nil device")
+	}
+	for i, a := range args {
+		if a == nil {
+			return fmt.Errorf("xla: CompiledStep.Run: argument %d is nil", i)
+		}
+		if a.err != nil {
+			return fmt.Errorf("xla: CompiledStep.Run: argument %d: %w", i, a.err)
+		}
+		if a.dev != d {
+			return fmt.Errorf("xla: CompiledStep.Run on %s: argument %d is on %s; copy it with Tensor.To", d, i, a.dev)
+		}
+	}
+	return nil
+}
+
+// lookup is the first plan at place for the signature sig whose guard
+// holds, nil where none does.
+func (s *CompiledStep) lookup(place planPlace, sig string) *stepPlan {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.plans[place][sig] {
+		if p.guardHolds() {
+			return p
+		}
+	}
+	return nil
+}
+
+// keep stores plan, traced at place for the signature sig, in place of
+// stale (the plan found that no longer fits, or nil).
+func (s *CompiledStep) keep(place planPlace, sig string, stale, plan *stepPlan) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	// A device is in one group at a time, and a group that ended never
 	// meets again: its plans (and the tensors they hold) go.
 	for other := range s.plans {
-		if other.device == d && other.group != g {
+		if other.device == place.device && other.group != place.group {
 			delete(s.plans, other)
 		}
 	}
@@ -134,14 +156,11 @@ func (s *CompiledStep) Run(ctx context.Context, d *Device, args ...*Tensor) ([]*
 		s.plans[place] = byPlace
 	}
 	// A plan whose inputs no longer fit is replaced, not kept first in line.
-	variants := slices.DeleteFunc(byPlace[string(sig)], func(p *stepPlan) bool { return p == stale })
+	variants := slices.DeleteFunc(byPlace[sig], func(p *stepPlan) bool { return p == stale })
 	if len(variants) >= maxGuardVariants {
 		variants = nil
 	}
-	byPlace[string(sig)] = append(variants, plan)
-	s.mu.Unlock()
-	metrics.stepTraced()
-	return outs, nil
+	byPlace[sig] = append(variants, plan)
 }
 
 // signature is what decides a plan besides its place and its gradient

@@ -231,6 +231,28 @@ func lowerTrace(b *backend.Backend, devices []*Device, tr *trace) (lt *loweredTr
 			rc.releaseOwnGradients()
 		}
 	}()
+	g, err := newReplicaGraph(b, devices)
+	if err != nil {
+		return nil, err
+	}
+	rc.graph = g
+	params := rc.declareParams(tr)
+	rc.replayNodes(tr)
+	outs := make([]*graph.Node, len(tr.outputs))
+	for i, o := range tr.outputs {
+		outs[i] = rc.values[o]
+	}
+	if err := declareAliases(params, tr.aliases); err != nil {
+		return nil, err
+	}
+	// The compilation reads none of the trace: drop it from the replay.
+	rc.trace, rc.values, rc.randomStates = nil, nil, nil
+	return &loweredTrace{graph: g, outputs: outs, rc: rc, description: tr.describe(), aliases: tr.aliases,
+		devices: deviceSetKey(devices)}, nil
+}
+
+// newReplicaGraph is an SPMD graph over devices, one replica each.
+func newReplicaGraph(b *backend.Backend, devices []*Device) (*graph.Graph, error) {
 	mesh, err := distributed.NewDeviceMesh([]int{len(devices)}, []string{"replica"})
 	if err != nil {
 		return nil, err
@@ -246,15 +268,26 @@ func lowerTrace(b *backend.Backend, devices []*Device, tr *trace) (lt *loweredTr
 	if err := g.SetDeviceAssignment(assignment); err != nil {
 		return nil, err
 	}
-	rc.graph = g
+	return g, nil
+}
+
+// declareParams declares the graph's parameters, one per parameter node
+// of tr, and returns them.
+func (rc *replayContext) declareParams(tr *trace) []*graph.Node {
 	params := make([]*graph.Node, len(tr.params))
 	for i, pn := range tr.params {
-		params[i] = graph.Parameter(g, fmt.Sprintf("p%d", i), pn.shape)
+		params[i] = graph.Parameter(rc.graph, fmt.Sprintf("p%d", i), pn.shape)
 		rc.values[pn] = params[i]
 		if pn.shape.IsZeroSize() {
-			rc.values[pn] = graph.Zeros(g, pn.shape) // see replayEmpty
+			rc.values[pn] = graph.Zeros(rc.graph, pn.shape) // see replayEmpty
 		}
 	}
+	return params
+}
+
+// replayNodes replays tr's operations into the graph in order, with
+// rc.current the one replaying (for lowerTrace's panic message).
+func (rc *replayContext) replayNodes(tr *trace) {
 	for _, n := range tr.nodes {
 		if n.isInput() {
 			continue
@@ -275,17 +308,6 @@ func lowerTrace(b *backend.Backend, devices []*Device, tr *trace) (lt *loweredTr
 		rc.values[n] = n.op.replay(rc, n, ins)
 	}
 	rc.current = nil
-	outs := make([]*graph.Node, len(tr.outputs))
-	for i, o := range tr.outputs {
-		outs[i] = rc.values[o]
-	}
-	if err := declareAliases(params, tr.aliases); err != nil {
-		return nil, err
-	}
-	// The compilation reads none of the trace: drop it from the replay.
-	rc.trace, rc.values, rc.randomStates = nil, nil, nil
-	return &loweredTrace{graph: g, outputs: outs, rc: rc, description: tr.describe(), aliases: tr.aliases,
-		devices: deviceSetKey(devices)}, nil
 }
 
 // compile has XLA compile the lowered graph.

@@ -72,29 +72,46 @@ func (e *Engine) RunReplicas(ctx context.Context, n int, fn func(ctx context.Con
 	devices := e.devices[:n]
 	g := newGroup(e, devices)
 	g.replicated = true
+	if err := e.claimReplicas(devices, g); err != nil {
+		return err
+	}
+	if n > 1 {
+		replicatedRuns.Add(1)
+		defer replicatedRuns.Add(-1)
+	}
+	defer e.releaseReplicas(devices)
+	return runGroup(ctx, g, devices, fn)
+}
+
+// claimReplicas puts devices in the group g, unless replicas already run
+// on the engine.
+func (e *Engine) claimReplicas(devices []*Device, g *group) error {
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	if e.replicasOn {
-		e.mu.Unlock()
 		return errors.New("xla: RunReplicas is already running on this engine")
 	}
 	e.replicasOn = true
 	for _, d := range devices {
 		d.group = g
 	}
-	e.mu.Unlock()
-	if n > 1 {
-		replicatedRuns.Add(1)
-		defer replicatedRuns.Add(-1)
-	}
-	defer func() {
-		e.mu.Lock()
-		for _, d := range devices {
-			d.group = nil
-		}
-		e.replicasOn = false
-		e.mu.Unlock()
-	}()
+	return nil
+}
 
+// releaseReplicas takes devices out of their group once the replicas end.
+func (e *Engine) releaseReplicas(devices []*Device) {
+	e.mu.Lock()
+	for _, d := range devices {
+		d.group = nil
+	}
+	e.replicasOn = false
+	e.mu.Unlock()
+}
+
+// runGroup runs fn on each of g's devices, each in its goroutine, and
+// returns the first error (which breaks the group and cancels the
+// others' ctx) or the group's.
+func runGroup(ctx context.Context, g *group, devices []*Device, fn func(ctx context.Context, r Replica) error) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var (
@@ -115,7 +132,7 @@ func (e *Engine) RunReplicas(ctx context.Context, n int, fn func(ctx context.Con
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := runReplica(ctx, fn, Replica{index: i, count: n, device: d})
+			err := runReplica(ctx, fn, Replica{index: i, count: len(devices), device: d})
 			if err != nil {
 				fail(err)
 				return

@@ -89,43 +89,12 @@ func (c *capture) stepAliases(d *Device, tr *trace) []int {
 
 // trace runs fn on d as in lazy mode, runs its MarkStep, and makes the plan.
 func (s *CompiledStep) trace(ctx context.Context, d *Device, args []*Tensor) (*stepPlan, []*Tensor, error) {
-	c := &capture{args: args, start: map[*deviceData]ref{}, sources: map[*deviceData]ref{},
-		created: map[*Tensor]bool{}, assigned: map[*Tensor]bool{}, aliases: map[*Tensor]*Tensor{}, rngStart: d.rng, grads: map[*Tensor]*Tensor{},
-		gradSeen: map[*Tensor]bool{}, gradSet: map[*Tensor]bool{}}
-	for i, a := range args {
-		if _, dup := c.start[a.data]; !dup {
-			c.start[a.data] = ref{kind: refArg, arg: i}
-		}
-	}
-	if d.rng.data != nil {
-		c.start[d.rng.data] = ref{kind: refRNG}
-	}
-	for _, l := range d.liveGradLeaves() {
-		c.grads[l] = l.grad
-		if l.grad == nil {
-			continue
-		}
-		l.grad.settle()
-		if l.grad.data != nil && l.grad.node == nil {
-			if _, dup := c.start[l.grad.data]; !dup {
-				c.start[l.grad.data] = ref{kind: refGrad, leaf: l}
-			}
-		}
-	}
+	c := newCapture(d, args)
 	results, err := s.runTraced(d, c, args)
 	if err != nil {
 		return nil, nil, err
 	}
-	// Fresh handles hold the results, so a result fn does not keep is
-	// not mistaken for state it updates in place.
-	returned := make([]*Tensor, len(results))
-	retNodes := make([]*node, len(results))
-	for i, r := range results {
-		returned[i] = d.newPending(r.node)
-		retNodes[i] = r.node
-	}
-	clear(results)
-	results = nil
+	returned, retNodes := pendingResults(d, results)
 	slots := c.slotChanges(d)
 	c.finishing = true
 	d.observer = c
@@ -150,6 +119,56 @@ func (s *CompiledStep) trace(ctx context.Context, d *Device, args []*Tensor) (*s
 		// materialized ones), so there are none either.
 		return plan, returned, nil
 	}
+	plan.wire(c, tr, retNodes, returned)
+	return plan, returned, nil
+}
+
+// newCapture starts a capture on d, naming the buffers known at the
+// call's start: the arguments', the RNG state's and the gradients'.
+func newCapture(d *Device, args []*Tensor) *capture {
+	c := &capture{args: args, start: map[*deviceData]ref{}, sources: map[*deviceData]ref{},
+		created: map[*Tensor]bool{}, assigned: map[*Tensor]bool{}, aliases: map[*Tensor]*Tensor{}, rngStart: d.rng, grads: map[*Tensor]*Tensor{},
+		gradSeen: map[*Tensor]bool{}, gradSet: map[*Tensor]bool{}}
+	for i, a := range args {
+		if _, dup := c.start[a.data]; !dup {
+			c.start[a.data] = ref{kind: refArg, arg: i}
+		}
+	}
+	if d.rng.data != nil {
+		c.start[d.rng.data] = ref{kind: refRNG}
+	}
+	for _, l := range d.liveGradLeaves() {
+		c.grads[l] = l.grad
+		if l.grad == nil {
+			continue
+		}
+		l.grad.settle()
+		if l.grad.data != nil && l.grad.node == nil {
+			if _, dup := c.start[l.grad.data]; !dup {
+				c.start[l.grad.data] = ref{kind: refGrad, leaf: l}
+			}
+		}
+	}
+	return c
+}
+
+// pendingResults moves the step's results to fresh handles, so a result
+// fn does not keep is not mistaken for state it updates in place, and
+// returns them with their nodes; it clears results.
+func pendingResults(d *Device, results []*Tensor) (returned []*Tensor, retNodes []*node) {
+	returned = make([]*Tensor, len(results))
+	retNodes = make([]*node, len(results))
+	for i, r := range results {
+		returned[i] = d.newPending(r.node)
+		retNodes[i] = r.node
+	}
+	clear(results)
+	return returned, retNodes
+}
+
+// wire fills in where the plan's results, writes and inputs come from in
+// the trace tr of its MarkStep.
+func (plan *stepPlan) wire(c *capture, tr *trace, retNodes []*node, returned []*Tensor) {
 	outIndex := make(map[*node]int, len(tr.outputs))
 	for j, o := range tr.outputs {
 		outIndex[o] = j
@@ -157,7 +176,7 @@ func (s *CompiledStep) trace(ctx context.Context, d *Device, args []*Tensor) (*s
 	for i, n := range retNodes {
 		plan.returns[i] = outIndex[n]
 	}
-	plan.writes = c.writeTargets(d, tr, returned)
+	plan.writes = c.writeTargets(plan.device, tr, returned)
 	plan.inputs = make([]planInput, len(tr.params))
 	for i, pn := range tr.params {
 		in := planInput{shape: pn.shape}
@@ -168,7 +187,6 @@ func (s *CompiledStep) trace(ctx context.Context, d *Device, args []*Tensor) (*s
 		}
 		plan.inputs[i] = in
 	}
-	return plan, returned, nil
 }
 
 // runTraced runs fn with d capturing; every result becomes a pending value

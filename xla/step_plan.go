@@ -100,7 +100,29 @@ type replayRequest struct {
 func (p *stepPlan) replay(ctx context.Context, g *group, args []*Tensor) (outs []*Tensor, err error, ok bool) {
 	d := p.device
 	req := &replayRequest{plan: p, inputs: make([]*deviceData, len(p.inputs))}
-	sources := make([]*Tensor, len(p.inputs))
+	sources, err, ok := p.gatherInputs(ctx, args, req)
+	if err != nil || !ok {
+		return nil, err, ok
+	}
+	targets, overwritten := p.resolveWrites(args)
+	req.donate = p.donations(req.inputs, sources, overwritten)
+	if p.program != nil {
+		d.replay = req
+		err = g.markStep(ctx, g.position(d))
+		d.replay = nil
+		if err != nil {
+			return nil, err, true
+		}
+	}
+	return p.install(req, targets), nil, true
+}
+
+// gatherInputs fills req's inputs from args and the state the plan reads,
+// and returns the tensors they came from (nil for constants); ok is false
+// where that state no longer fits the plan.
+func (p *stepPlan) gatherInputs(ctx context.Context, args []*Tensor, req *replayRequest) (sources []*Tensor, err error, ok bool) {
+	d := p.device
+	sources = make([]*Tensor, len(p.inputs))
 	for i, in := range p.inputs {
 		if in.constant != nil {
 			req.inputs[i] = in.constant
@@ -119,24 +141,28 @@ func (p *stepPlan) replay(ctx context.Context, g *group, args []*Tensor) (outs [
 		}
 		req.inputs[i] = t.data
 	}
-	targets := make([][]*Tensor, len(p.writes))
-	overwritten := map[*Tensor]bool{}
+	return sources, nil, true
+}
+
+// resolveWrites is the tensors each output is written to, and the set of
+// them.
+func (p *stepPlan) resolveWrites(args []*Tensor) (targets [][]*Tensor, overwritten map[*Tensor]bool) {
+	targets = make([][]*Tensor, len(p.writes))
+	overwritten = map[*Tensor]bool{}
 	for j, refs := range p.writes {
 		targets[j] = make([]*Tensor, len(refs))
 		for k, r := range refs {
-			targets[j][k] = r.resolve(d, args)
+			targets[j][k] = r.resolve(p.device, args)
 			overwritten[targets[j][k]] = true
 		}
 	}
-	req.donate = p.donations(req.inputs, sources, overwritten)
-	if p.program != nil {
-		d.replay = req
-		err = g.markStep(ctx, g.position(d))
-		d.replay = nil
-		if err != nil {
-			return nil, err, true
-		}
-	}
+	return targets, overwritten
+}
+
+// install assigns the replayed outputs of req to their targets and the
+// RNG and gradient slots, and returns the step's results.
+func (p *stepPlan) install(req *replayRequest, targets [][]*Tensor) []*Tensor {
+	d := p.device
 	for j, ts := range targets {
 		for _, t := range ts {
 			if t != nil {
@@ -152,11 +178,11 @@ func (p *stepPlan) replay(ctx context.Context, g *group, args []*Tensor) (outs [
 			s.leaf.grad = s.end
 		}
 	}
-	outs = make([]*Tensor, len(p.returns))
+	outs := make([]*Tensor, len(p.returns))
 	for i, j := range p.returns {
 		outs[i] = &Tensor{dev: d, shape: req.outputs[j].shape, data: req.outputs[j]}
 	}
-	return outs, nil, true
+	return outs
 }
 
 // donations says which inputs the program may take over: a buffer that
