@@ -19,6 +19,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/spf13/pflag"
 
 	"github.com/xladdp/xladdp/backend"
@@ -37,64 +38,30 @@ func run(args []string, out io.Writer) (err error) {
 			err = fmt.Errorf("building or running the graph: %v", p)
 		}
 	}()
-	flags := pflag.NewFlagSet("devicecollectives", pflag.ContinueOnError)
-	numDevices := flags.Int("devices", 4, "number of local devices to all-reduce across")
-	device := flags.String("device", "cpu", "target: cpu, cuda or neuron")
-	if err := flags.Parse(args); err != nil {
-		return err
-	}
-	if *numDevices < 1 {
-		return fmt.Errorf("--devices=%d: give at least 1", *numDevices)
-	}
-	target, err := backend.ParseTarget(*device)
+	numDevices, target, err := parseFlags(args)
 	if err != nil {
-		return fmt.Errorf("--device: %w", err)
+		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	b, err := backend.Open(ctx, backend.Options{Target: target, Replicas: *numDevices})
+	b, err := backend.Open(ctx, backend.Options{Target: target, Replicas: numDevices})
 	if err != nil {
 		return err
 	}
 	defer b.Close()
 
-	const width = 3
-	inputs := make([]any, *numDevices)
-	wantSum := make([]float32, width)
-	wantMax := make([]float32, width)
-	for d := range *numDevices {
-		v := []float32{float32(d + 1), float32(10 * (d + 1)), float32(100 * (d + 1))}
-		inputs[d] = v
-		for i := range v {
-			wantSum[i] += v[i]
-			wantMax[i] = max(wantMax[i], v[i])
-		}
-	}
-
-	mesh, err := distributed.NewDeviceMesh([]int{*numDevices}, []string{"replica"})
+	inputs, wantSum, wantMax := replicaInputs(numDevices)
+	outputs, err := allReduce(b, numDevices, inputs)
 	if err != nil {
 		return err
 	}
-	g := graph.NewGraph(b.GoMLX(), "devicecollectives")
-	if err := g.SetSPMD(mesh); err != nil {
-		return err
-	}
-	// GoMLX only assigns devices by default when there are several; an SPMD
-	// program with a collective is not portable, so assign even one.
-	if err := g.SetDeviceAssignment(deviceNums(*numDevices)); err != nil {
-		return err
-	}
-	x := graph.Parameter(g, "x", shapes.Make(dtypes.Float32, width))
-	dist := g.Distributed()
-	g.Compile(dist.AllReduceOne(x, backends.ReduceOpSum), dist.AllReduceOne(x, backends.ReduceOpMax))
-	outputs := g.Run(inputs...)
 
 	major, minor := b.APIVersion()
 	fmt.Fprintf(out, "%s plugin %s (PJRT C API v%d.%d), %d devices, one SPMD program\n",
 		b.Target(), b.PluginPath(), major, minor, b.NumDevices())
 	fmt.Fprintf(out, "expected: sum=%v max=%v\n", wantSum, wantMax)
 	wrong := 0
-	for d := range *numDevices {
+	for d := range numDevices {
 		sum := outputs[2*d].Value().([]float32)
 		maxv := outputs[2*d+1].Value().([]float32)
 		status := "ok"
@@ -105,10 +72,69 @@ func run(args []string, out io.Writer) (err error) {
 		fmt.Fprintf(out, "device %d: input=%v sum=%v max=%v %s\n", d, inputs[d], sum, maxv, status)
 	}
 	if wrong > 0 {
-		return fmt.Errorf("%d of %d devices got a wrong all-reduce result", wrong, *numDevices)
+		return fmt.Errorf("%d of %d devices got a wrong all-reduce result", wrong, numDevices)
 	}
 	fmt.Fprintln(out, "all devices agree: in-graph all-reduce works")
 	return nil
+}
+
+// parseFlags reads the device count and target.
+func parseFlags(args []string) (numDevices int, target backend.Target, err error) {
+	flags := pflag.NewFlagSet("devicecollectives", pflag.ContinueOnError)
+	n := flags.Int("devices", 4, "number of local devices to all-reduce across")
+	device := flags.String("device", "cpu", "target: cpu, cuda or neuron")
+	if err := flags.Parse(args); err != nil {
+		return 0, "", err
+	}
+	if *n < 1 {
+		return 0, "", fmt.Errorf("--devices=%d: give at least 1", *n)
+	}
+	if target, err = backend.ParseTarget(*device); err != nil {
+		return 0, "", fmt.Errorf("--device: %w", err)
+	}
+	return *n, target, nil
+}
+
+// width is the length of each device's vector.
+const width = 3
+
+// replicaInputs is each device's vector, and their sum and maximum.
+func replicaInputs(numDevices int) (inputs []any, wantSum, wantMax []float32) {
+	inputs = make([]any, numDevices)
+	wantSum = make([]float32, width)
+	wantMax = make([]float32, width)
+	for d := range numDevices {
+		v := []float32{float32(d + 1), float32(10 * (d + 1)), float32(100 * (d + 1))}
+		inputs[d] = v
+		for i := range v {
+			wantSum[i] += v[i]
+			wantMax[i] = max(wantMax[i], v[i])
+		}
+	}
+	return inputs, wantSum, wantMax
+}
+
+// allReduce compiles one SPMD program that all-reduces its input with SUM
+// and with MAX, and runs it on inputs: every device's two results, in
+// device order.
+func allReduce(b *backend.Backend, numDevices int, inputs []any) ([]*tensors.Tensor, error) {
+	mesh, err := distributed.NewDeviceMesh([]int{numDevices}, []string{"replica"})
+	if err != nil {
+		return nil, err
+	}
+	g := graph.NewGraph(b.GoMLX(), "devicecollectives")
+	if err := g.SetSPMD(mesh); err != nil {
+		return nil, err
+	}
+	// GoMLX only assigns devices by default when there are several; an SPMD
+	// program with a collective is not portable, so assign even one.
+	if err := g.SetDeviceAssignment(deviceNums(numDevices)); err != nil {
+		return nil, err
+	}
+	x := graph.Parameter(g, "x", shapes.Make(dtypes.Float32, width))
+	dist := g.Distributed()
+	g.Compile(dist.AllReduceOne(x, backends.ReduceOpSum), dist.AllReduceOne(x, backends.ReduceOpMax))
+	return g.Run(inputs...), nil
 }
 
 func deviceNums(n int) []backends.DeviceNum {

@@ -55,47 +55,16 @@ func (c *Curves) WritePNG(path string) error {
 	if len(c.Loss) == 0 {
 		return errors.New("nothing to plot: no step finished")
 	}
-	lossPlot := plot.New()
-	lossPlot.Title.Text = c.Title + ": training loss"
-	lossPlot.X.Label.Text = "step"
-	lossPlot.Y.Label.Text = "loss"
-	line, err := plotter.NewLine(c.Loss)
+	lossPlot, err := c.lossPlot()
 	if err != nil {
 		return err
 	}
-	lossPlot.Add(line, plotter.NewGrid())
-	if len(c.ValLoss) > 0 {
-		lossPlot.Title.Text = c.Title + ": loss"
-		val, points, err := plotter.NewLinePoints(c.ValLoss)
-		if err != nil {
-			return err
-		}
-		val.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
-		lossPlot.Add(val, points)
-		lossPlot.Legend.Add("train", line)
-		lossPlot.Legend.Add("val", val, points)
-		lossPlot.Legend.Top = true
-	}
 	plots := []*plot.Plot{lossPlot}
 	if len(c.Accuracy) > 0 {
-		accPlot := plot.New()
-		of := c.AccuracyOf
-		if of == "" {
-			of = "test"
-		}
-		accPlot.Title.Text = c.Title + ": " + of + " accuracy"
-		accPlot.X.Label.Text = "epoch"
-		accPlot.X.Tick.Marker = wholeTicks
-		accPlot.Y.Label.Text = "accuracy (%)"
-		pts := make(plotter.XYs, len(c.Accuracy))
-		for i, p := range c.Accuracy {
-			pts[i] = plotter.XY{X: p.X, Y: 100 * p.Y}
-		}
-		line, points, err := plotter.NewLinePoints(pts)
+		accPlot, err := c.accuracyPlot()
 		if err != nil {
 			return err
 		}
-		accPlot.Add(line, points, plotter.NewGrid())
 		plots = append(plots, accPlot)
 	}
 	const w, h = 6 * vg.Inch, 4 * vg.Inch
@@ -106,6 +75,62 @@ func (c *Curves) WritePNG(path string) error {
 	for i, p := range plots {
 		p.Draw(canvases[0][i])
 	}
+	return writePNGFile(path, img)
+}
+
+// lossPlot is the training loss by step, with the validation loss where
+// there is one.
+func (c *Curves) lossPlot() (*plot.Plot, error) {
+	lossPlot := plot.New()
+	lossPlot.Title.Text = c.Title + ": training loss"
+	lossPlot.X.Label.Text = "step"
+	lossPlot.Y.Label.Text = "loss"
+	line, err := plotter.NewLine(c.Loss)
+	if err != nil {
+		return nil, err
+	}
+	lossPlot.Add(line, plotter.NewGrid())
+	if len(c.ValLoss) > 0 {
+		lossPlot.Title.Text = c.Title + ": loss"
+		val, points, err := plotter.NewLinePoints(c.ValLoss)
+		if err != nil {
+			return nil, err
+		}
+		val.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
+		lossPlot.Add(val, points)
+		lossPlot.Legend.Add("train", line)
+		lossPlot.Legend.Add("val", val, points)
+		lossPlot.Legend.Top = true
+	}
+	return lossPlot, nil
+}
+
+// accuracyPlot is the accuracy by epoch, in percent.
+func (c *Curves) accuracyPlot() (*plot.Plot, error) {
+	accPlot := plot.New()
+	of := c.AccuracyOf
+	if of == "" {
+		of = "test"
+	}
+	accPlot.Title.Text = c.Title + ": " + of + " accuracy"
+	accPlot.X.Label.Text = "epoch"
+	accPlot.X.Tick.Marker = wholeTicks
+	accPlot.Y.Label.Text = "accuracy (%)"
+	pts := make(plotter.XYs, len(c.Accuracy))
+	for i, p := range c.Accuracy {
+		pts[i] = plotter.XY{X: p.X, Y: 100 * p.Y}
+	}
+	line, points, err := plotter.NewLinePoints(pts)
+	if err != nil {
+		return nil, err
+	}
+	accPlot.Add(line, points, plotter.NewGrid())
+	return accPlot, nil
+}
+
+// writePNGFile writes img to path as a PNG, through a temporary file
+// renamed into place, so path is written whole or not at all.
+func writePNGFile(path string, img *vgimg.Canvas) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".plot-*.png")
 	if err != nil {
 		return fmt.Errorf("--plot %s: %w", path, err)
