@@ -144,6 +144,26 @@ func (o *Options) resolve() error {
 		// The engine's launcher gives the ranks (checkEngineWorld).
 		return nil
 	}
+	if err := o.resolveWorld(); err != nil {
+		return err
+	}
+	switch {
+	case o.WorldSize < 1:
+		return fmt.Errorf("ddp: WORLD_SIZE=%d: need at least 1 process", o.WorldSize)
+	case o.Rank < 0 || o.Rank >= o.WorldSize:
+		return fmt.Errorf("ddp: RANK=%d but WORLD_SIZE=%d: ranks run from 0 to %d", o.Rank, o.WorldSize, o.WorldSize-1)
+	case o.LocalRank != -1 && o.LocalWorldSize != -1 && (o.LocalRank < 0 || o.LocalRank >= o.LocalWorldSize):
+		return fmt.Errorf("ddp: LOCAL_RANK=%d but LOCAL_WORLD_SIZE=%d", o.LocalRank, o.LocalWorldSize)
+	}
+	if o.InitMethod == "" {
+		o.InitMethod = "env://"
+	}
+	return nil
+}
+
+// resolveWorld fills the ranks and sizes left at -1 from the environment;
+// the rank and world size must be there.
+func (o *Options) resolveWorld() error {
 	var env workerenv.World
 	if o.Rank == -1 || o.WorldSize == -1 || o.LocalRank == -1 || o.LocalWorldSize == -1 {
 		var err error
@@ -172,17 +192,6 @@ func (o *Options) resolve() error {
 		if ok {
 			*f.field = f.value
 		}
-	}
-	switch {
-	case o.WorldSize < 1:
-		return fmt.Errorf("ddp: WORLD_SIZE=%d: need at least 1 process", o.WorldSize)
-	case o.Rank < 0 || o.Rank >= o.WorldSize:
-		return fmt.Errorf("ddp: RANK=%d but WORLD_SIZE=%d: ranks run from 0 to %d", o.Rank, o.WorldSize, o.WorldSize-1)
-	case o.LocalRank != -1 && o.LocalWorldSize != -1 && (o.LocalRank < 0 || o.LocalRank >= o.LocalWorldSize):
-		return fmt.Errorf("ddp: LOCAL_RANK=%d but LOCAL_WORLD_SIZE=%d", o.LocalRank, o.LocalWorldSize)
-	}
-	if o.InitMethod == "" {
-		o.InitMethod = "env://"
 	}
 	return nil
 }
