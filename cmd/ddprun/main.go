@@ -28,15 +28,7 @@ func main() {
 
 func run(args []string) int {
 	if len(args) > 0 && args[0] == "flight" {
-		if len(args) != 2 || args[1] == "-h" || args[1] == "--help" {
-			fmt.Fprintln(os.Stderr, "usage: ddprun flight DIR   (the diagnosis of the flight records under DIR)")
-			return 2
-		}
-		if err := launch.FlightSummary(os.Stdout, args[1]); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		return 0
+		return flight(args)
 	}
 	c, err := launch.ParseArgs(args, os.Getenv, os.Stderr)
 	if errors.Is(err, pflag.ErrHelp) {
@@ -58,6 +50,25 @@ func run(args []string) int {
 		launch.DryRun(os.Stdout, c, os.Environ())
 		return 0
 	}
+	return runJob(c)
+}
+
+// flight is `ddprun flight DIR`: the diagnosis of the flight records.
+func flight(args []string) int {
+	if len(args) != 2 || args[1] == "-h" || args[1] == "--help" {
+		fmt.Fprintln(os.Stderr, "usage: ddprun flight DIR   (the diagnosis of the flight records under DIR)")
+		return 2
+	}
+	if err := launch.FlightSummary(os.Stdout, args[1]); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// runJob runs the job c until it ends or a signal stops it, and returns
+// its exit code.
+func runJob(c launch.Config) int {
 	// SIGINT and SIGTERM stop the workers (they are in their own process
 	// groups, so the terminal's SIGINT reaches only ddprun).
 	ctx, cancel := context.WithCancelCause(context.Background())
