@@ -14,7 +14,9 @@ type configured struct {
 	mode string
 }
 
-func (c configured) CheckpointConfig() map[string]string { return map[string]string{"ddp.mode": c.mode} }
+func (c configured) CheckpointConfig() map[string]string {
+	return map[string]string{"ddp.mode": c.mode}
+}
 
 // TestCheckpointConfig: a Configured model's entries ride in the metadata,
 // and a checkpoint that recorded another value is refused naming both; a
