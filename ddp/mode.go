@@ -86,7 +86,7 @@ func (m Mode) CheckBatch(b Batch) error {
 		return fmt.Errorf("ddp: --deterministic: no micro-shard size: give --micro-shard, or Batch.MicroShard as the program's default")
 	}
 	if _, err := NewMicroShards(b.Global, micro); err != nil {
-		return fmt.Errorf("ddp: --deterministic: --micro-shard %d, global batch %d: %w", micro, b.Global, err)
+		return fmt.Errorf("--deterministic with --micro-shard %d: %w", micro, err) // err: "ddp: … the global batch of N"
 	}
 	return nil
 }

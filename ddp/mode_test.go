@@ -25,7 +25,7 @@ func TestModeFlags(t *testing.T) {
 		{args: []string{"--deterministic"}, want: Mode{Deterministic: true}, microShard: 16},
 		{args: []string{"--deterministic", "--micro-shard", "8"}, want: Mode{Deterministic: true, MicroShard: 8}, microShard: 8},
 		{args: []string{"--deterministic", "--micro-shard", "7"}, want: Mode{Deterministic: true, MicroShard: 7}, microShard: 7,
-			checkErr: "--micro-shard 7, global batch 64"},
+			checkErr: "--deterministic with --micro-shard 7: ddp: a micro-shard of 7 samples does not divide the global batch of 64"},
 		{args: []string{"--micro-shard", "8"}, want: Mode{MicroShard: 8}, microShard: 8, checkErr: "--micro-shard 8 without --deterministic"},
 		{args: []string{"--deterministic", "--micro-shard", "0"}, parseErr: "want a sample count of at least 1"},
 		{args: []string{"--deterministic", "--micro-shard", "x"}, parseErr: "want a sample count of at least 1"},

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
+	"sync/atomic"
 
 	"github.com/spf13/pflag"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/xladdp/xladdp/ddp/dist"
 	"github.com/xladdp/xladdp/ddp/internal/termination"
 	"github.com/xladdp/xladdp/internal/cli"
+	"github.com/xladdp/xladdp/xla"
 )
 
 // Options chooses how Run runs a training function: the launch mode,
@@ -102,7 +105,7 @@ func Run(ctx context.Context, fn func(ctx context.Context, w Worker) error, o Op
 	if err := dist.Init(ctx, opts); err != nil {
 		if errors.Is(err, dist.ErrNoLauncher) {
 			return fmt.Errorf("ddp: RANK is not set: %w: use --spawn (one process, a replica per local device), "+
-				"or start it with ddprun, torchrun or mpirun (e.g. %s)", dist.ErrNoLauncher, launcherExample())
+				"or start it with ddprun, torchrun or mpirun (e.g. %s)", dist.ErrNoLauncher, "ddprun --nproc_per_node=2 "+filepath.Base(os.Args[0]))
 		}
 		return err
 	}
@@ -116,17 +119,46 @@ func withJob(fn func(ctx context.Context, w Worker) error, o checkpoint.Options,
 	return func(ctx context.Context, w Worker) error {
 		w.Checkpoints, w.Mode = o, mode
 		before := termination.Holds()
+		job := &replicaJob{mode: mode}
+		replicaJobs.Store(w.Device, job)
+		defer replicaJobs.Delete(w.Device)
 		err := fn(ctx, w)
-		if err == nil && o.Dir != "" && termination.Holds() == before {
+		switch {
+		case err == nil && o.Dir != "" && termination.Holds() == before:
 			return fmt.Errorf("ddp: --checkpoint-dir %s: this program opened no checkpointer there, so nothing was kept: "+
 				"train with checkpoint.Steps(ctx, w.Checkpoints, …) or checkpoint.New(w.Checkpoints), or drop the flag", o.Dir)
+		case err == nil && mode.Deterministic && !job.wrapped.Load():
+			return errors.New("ddp: --deterministic: this program made no deterministic wrapper, so the flag changed nothing: " +
+				"wrap the model with w.Wrap(ctx, model, ddp.Batch{…}), or drop the flag")
 		}
 		return err
 	}
 }
 
-// launcherExample is the ddprun command line that starts this program.
-func launcherExample() string { return "ddprun --nproc_per_node=2 " + filepath.Base(os.Args[0]) }
+// replicaJob is Run's job on a replica's device: its mode, and whether a
+// wrapper of that mode was made there.
+type replicaJob struct {
+	mode    Mode
+	wrapped atomic.Bool
+}
+
+var replicaJobs sync.Map
+
+// checkJobMode refuses a plain wrapper on a replica of a deterministic
+// job: it would train without the mode the flag asked for, in silence.
+func checkJobMode(dev *xla.Device, deterministic bool) error {
+	v, ok := replicaJobs.Load(dev)
+	if !ok {
+		return nil
+	}
+	job := v.(*replicaJob)
+	if job.mode.Deterministic && !deterministic {
+		return errors.New("ddp: Wrap: the job runs --deterministic, but this wrapper was made without it: " +
+			"wrap with w.Wrap(ctx, model, ddp.Batch{…}) (or ddp.Deterministic), or drop the flag")
+	}
+	job.wrapped.Store(true)
+	return nil
+}
 
 // Flags registers Run's flags on fs: --spawn, --init-method, --backend
 // (the transport; default $XLADDP_BACKEND, else tcp), --cpu-devices,

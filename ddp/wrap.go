@@ -153,6 +153,9 @@ func Wrap(ctx context.Context, module nn.Module, opts ...WrapOption) (*Distribut
 	if err := m.collect(); err != nil {
 		return nil, err
 	}
+	if err := checkJobMode(m.dev, cfg.deterministic != nil); err != nil {
+		return nil, err
+	}
 	if err := m.chooseCrossing(dist.Current()); err != nil {
 		return nil, err
 	}

@@ -18,6 +18,7 @@ import (
 // exits 75, and the same command resumed at another world size ends with
 // the same digest. The plain mode's digest differs (it is not the mode's
 // rounding), and the flags the guide promises to refuse are refused.
+// After the end, the same command has nothing left to train.
 func TestDeterministicGuideProgram(t *testing.T) {
 	exampletest.CleanEnv(t)
 	ddprun := exampletest.Ddprun(t)
@@ -45,6 +46,10 @@ func TestDeterministicGuideProgram(t *testing.T) {
 	require.Equal(t, 0, again.code, again.out)
 	assert.Contains(t, again.out, "resumed from "+dir)
 	assert.Equal(t, want, weightsLine(again.out), "stopped on 2 replicas, resumed on 3 ranks")
+	after := runToEnd(t, []string{bin, "--spawn", "--deterministic", "--epochs", epochs, "--checkpoint-dir", dir})
+	require.Equal(t, 0, after.code, after.out)
+	assert.Contains(t, after.out, "at step 2000", "the last step was committed")
+	assert.NotContains(t, after.out, "loss ", "nothing left to train")
 
 	for _, tc := range []struct {
 		args []string
@@ -58,4 +63,10 @@ func TestDeterministicGuideProgram(t *testing.T) {
 		assert.Equal(t, 1, res.code, "%v: %s", tc.args, res.out)
 		assert.Contains(t, res.out, tc.want, "%v", tc.args)
 	}
+	// own-module.md's program wraps with a plain ddp.Wrap: the flag,
+	// which every program on ddp.Main takes, is refused there, not
+	// ignored.
+	plain := runToEnd(t, []string{buildOwnModule(t, ""), "--spawn", "--deterministic", "--steps", "2", "--checkpoint-dir", t.TempDir()})
+	assert.Equal(t, 1, plain.code, plain.out)
+	assert.Contains(t, plain.out, "the job runs --deterministic, but this wrapper was made without it")
 }

@@ -75,6 +75,15 @@ func New(o Options) (*Checkpointer, error) {
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("checkpoint: making the checkpoint directory: %w", err)
 	}
+	// A directory that takes no file is found now, not at the first
+	// checkpoint or at the preemption notice, whose save would fail.
+	probe, err := os.CreateTemp(o.Dir, ".xladdp-write-check-*")
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: the checkpoint directory %s takes no file: %w", o.Dir, err)
+	}
+	if err := errors.Join(probe.Close(), os.Remove(probe.Name())); err != nil {
+		return nil, fmt.Errorf("checkpoint: the checkpoint directory %s: %w", o.Dir, err)
+	}
 	ck := &Checkpointer{opts: o, signals: make(chan os.Signal, 1), release: termination.Hold()}
 	signal.Notify(ck.signals, syscall.SIGTERM)
 	ck.wg.Add(1)
@@ -163,6 +172,12 @@ func (ck *Checkpointer) Restore(ctx context.Context, c *optim.Checkpoint) (bool,
 // gets the same answer.
 func (ck *Checkpointer) Step(ctx context.Context, c optim.Checkpoint) error {
 	return ck.step(ctx, c, false)
+}
+
+// Last is Step for a loop's last step: its checkpoint is written whatever
+// Every says, so the same command run again finds nothing left to train.
+func (ck *Checkpointer) Last(ctx context.Context, c optim.Checkpoint) error {
+	return ck.step(ctx, c, true)
 }
 
 // step is Step, with a checkpoint due whatever Every says when commit.

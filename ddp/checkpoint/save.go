@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 
 	"github.com/xladdp/xladdp/ddp/dist"
@@ -30,6 +31,9 @@ func Save(ctx context.Context, path string, c optim.Checkpoint) error {
 	if s, ok := c.Optimizer.(optim.ShardedOptimizer); ok {
 		return s.SaveSharded(ctx, path, c)
 	}
+	if err := CheckFileTarget(path); err != nil {
+		return err
+	}
 	return saveOnRankZero(ctx, path, c, func(take func() (optim.Snapshot, error)) error {
 		snap, err := take()
 		if err != nil {
@@ -38,6 +42,27 @@ func Save(ctx context.Context, path string, c optim.Checkpoint) error {
 		var s safetensors.Streamer
 		return snap.WriteFile(path, &s)
 	})
+}
+
+// CheckFileTarget refuses a path a checkpoint file would replace but
+// must not: a device, a FIFO, a socket, a directory or a symbolic link
+// (the atomic rename puts a new file where it was: /dev/null would become
+// a file). A missing path, or a regular file to overwrite, passes.
+func CheckFileTarget(path string) error {
+	info, err := os.Lstat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("checkpoint: %s: %w", path, err)
+	case info.Mode().IsRegular():
+		return nil
+	case info.IsDir():
+		return fmt.Errorf("checkpoint: %s is a directory: name a file for the checkpoint (or a directory's new file in it)", path)
+	case info.Mode()&fs.ModeSymlink != 0:
+		return fmt.Errorf("checkpoint: %s is a symbolic link, which the atomic write would replace: name the file it points to", path)
+	}
+	return fmt.Errorf("checkpoint: %s is not a regular file (%s): a checkpoint would replace it; name a file", path, info.Mode().Type())
 }
 
 // checkpointOnce runs save once for this process's replicas, after a

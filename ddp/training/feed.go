@@ -99,9 +99,9 @@ func shareOf(w ddp.Worker, n int, b ddp.Batch) (*Feed, error) {
 	return f, nil
 }
 
-// StepSamples is a step's samples over the job and on this replica (a
-// micro-shard's in deterministic mode): the feed as a Loop's Order.
-func (f *Feed) StepSamples() (global, perReplica int) { return f.Global, f.Batch }
+// GlobalBatch is a step's samples over the job: the feed as a Loop's
+// Order.
+func (f *Feed) GlobalBatch() int { return f.Global }
 
 // Deterministic reports whether the feed cuts micro-shards.
 func (f *Feed) Deterministic() bool { return f.det != nil }

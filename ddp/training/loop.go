@@ -16,11 +16,11 @@ import (
 
 // The metadata a loop's checkpoints carry beside optim.Checkpoint's epoch
 // and step: where in the epoch's global sample order the run stood, and
-// the replica count and per-replica batch that wrote it.
+// the replica count and global batch that wrote it.
 const (
-	metaPosition   = "training.epoch_position"
-	metaReplicas   = "training.replicas"
-	metaPerReplica = "training.per_replica_batch"
+	metaPosition = "training.epoch_position"
+	metaReplicas = "training.replicas"
+	metaGlobal   = "training.global_batch"
 )
 
 // Position is where a run stands: the epoch, the samples of the epoch's
@@ -35,10 +35,8 @@ type Order interface {
 	// ResumeAt says that the first samples of epoch's order were used
 	// before.
 	ResumeAt(epoch, samples int) error
-	// StepSamples is a step's samples over the job and on one replica
-	// (a deterministic step's micro-shard): what a checkpoint records of
-	// the layout that wrote it.
-	StepSamples() (global, perReplica int)
+	// GlobalBatch is a step's samples over the job.
+	GlobalBatch() int
 }
 
 // Loop is a replica's training run over an Order's epochs, kept in the
@@ -50,13 +48,16 @@ type Order interface {
 // (SIGTERM), after which Steps yields checkpoint.ErrPreempted. Without a
 // checkpoint directory it only counts.
 type Loop struct {
-	order                Order
-	global               int
-	ck                   *checkpoint.Checkpointer
-	state                optim.Checkpoint
-	at                   Position
-	resumed              string
-	replicas, perReplica int
+	order    Order
+	global   int
+	ck       *checkpoint.Checkpointer
+	state    optim.Checkpoint
+	at       Position
+	resumed  string
+	replicas int
+	// wasReplicas and wasGlobal are the resumed checkpoint's layout.
+	wasReplicas, wasGlobal int
+	err                    error // the last step's commit's
 }
 
 // Open starts replica w's loop over order (a Feed), restoring the latest
@@ -64,8 +65,7 @@ type Loop struct {
 // position with it. state names what a checkpoint holds (model,
 // optimizer, random state, metadata). Close the loop when training ends.
 func Open(ctx context.Context, w ddp.Worker, order Order, state optim.Checkpoint) (*Loop, error) {
-	global, perReplica := order.StepSamples()
-	l := &Loop{order: order, global: global, state: state, replicas: w.WorldSize, perReplica: perReplica}
+	l := &Loop{order: order, global: order.GlobalBatch(), state: state, replicas: w.WorldSize}
 	if w.Checkpoints.Dir == "" {
 		return l, nil
 	}
@@ -85,28 +85,50 @@ func (l *Loop) restore(ctx context.Context, dir string) error {
 	if err != nil || !resumed {
 		return err
 	}
-	meta := l.state.Metadata
-	samples, err1 := metaCount(meta, metaPosition, 0)
-	wasReplicas, err2 := metaCount(meta, metaReplicas, 1)
-	wasPerReplica, err3 := metaCount(meta, metaPerReplica, 1)
-	if err := cmp.Or(err1, err2, err3); err != nil {
+	at, ok, err := l.position()
+	if err == nil && !ok {
+		err = fmt.Errorf("the latest checkpoint's %s is \"\", not a count", metaPosition)
+	}
+	if err != nil {
 		return fmt.Errorf("--checkpoint-dir %s: %w: a checkpoint no training loop wrote; move it away to start afresh", dir, err)
 	}
-	l.at = Position{Epoch: l.state.Epoch, Samples: samples, Step: l.state.Step}
-	if err := l.order.ResumeAt(l.at.Epoch, l.at.Samples); err != nil {
+	return l.resumeAt(dir, at)
+}
+
+// position is where the restored checkpoint stood, and whether it says
+// (a loop's checkpoints do; an export does not).
+func (l *Loop) position() (Position, bool, error) {
+	meta := l.state.Metadata
+	if _, ok := meta[metaPosition]; !ok {
+		return Position{}, false, nil
+	}
+	samples, err1 := metaCount(meta, metaPosition, 0)
+	replicas, err2 := metaCount(meta, metaReplicas, 1)
+	global, err3 := metaCount(meta, metaGlobal, 1)
+	if err := cmp.Or(err1, err2, err3); err != nil {
+		return Position{}, false, err
+	}
+	l.wasReplicas, l.wasGlobal = replicas, global
+	return Position{Epoch: l.state.Epoch, Samples: samples, Step: l.state.Step}, true, nil
+}
+
+// resumeAt moves the loop and its order to at, from the checkpoint from.
+func (l *Loop) resumeAt(from string, at Position) error {
+	l.at = at
+	if err := l.order.ResumeAt(at.Epoch, at.Samples); err != nil {
 		return err
 	}
 	// A copy (the local replicas may share the map Restore read), without
 	// the position: commit writes it afresh, and an export never holds a
 	// stale one.
-	l.state.Metadata = maps.Clone(meta)
-	for _, name := range []string{metaPosition, metaReplicas, metaPerReplica} {
+	l.state.Metadata = maps.Clone(l.state.Metadata)
+	for _, name := range []string{metaPosition, metaReplicas, metaGlobal} {
 		delete(l.state.Metadata, name)
 	}
-	l.resumed = fmt.Sprintf("resumed from %s at step %d (epoch %d, sample %d of its order)", dir, l.at.Step, l.at.Epoch+1, l.at.Samples)
-	if wasReplicas != l.replicas || wasPerReplica != l.perReplica {
-		l.resumed += fmt.Sprintf("; written by %d replicas of %d samples a step, now %d of %d: the epoch goes on from the same sample",
-			wasReplicas, wasPerReplica, l.replicas, l.perReplica)
+	l.resumed = fmt.Sprintf("resumed from %s at step %d (epoch %d, sample %d of its order)", from, at.Step, at.Epoch+1, at.Samples)
+	if l.wasReplicas != l.replicas || l.wasGlobal != l.global {
+		l.resumed += fmt.Sprintf("; written by %d replicas (a global batch of %d), now %d (%d): the epoch goes on from the same sample",
+			l.wasReplicas, l.wasGlobal, l.replicas, l.global)
 	}
 	return nil
 }
@@ -120,16 +142,24 @@ func metaCount(meta map[string]string, name string, least int) (int, error) {
 	return n, nil
 }
 
-// LoadFile starts the loop from a checkpoint file instead (checkpoint.Load:
-// an export such as the examples' --checkpoint), at its epoch's start:
-// the order is left at its start (a program whose steps cross epochs
-// moves it itself).
+// LoadFile starts the loop from a checkpoint file instead (checkpoint.Load):
+// where it stood when it is a loop's own (a step-N file of a checkpoint
+// directory), else at its epoch's start with the order left as it is (an
+// export such as the examples' --checkpoint; a program whose steps cross
+// epochs moves its order itself).
 func (l *Loop) LoadFile(ctx context.Context, path string) error {
 	if l.resumed != "" {
 		return fmt.Errorf("training: loading %s: the loop already resumed from its checkpoint directory", path)
 	}
 	if err := checkpoint.Load(ctx, path, &l.state); err != nil {
 		return err
+	}
+	at, ok, err := l.position()
+	switch {
+	case err != nil:
+		return fmt.Errorf("training: %s: %w", path, err)
+	case ok:
+		return l.resumeAt(path, at)
 	}
 	l.at = Position{Epoch: l.state.Epoch, Step: l.state.Step}
 	l.resumed = fmt.Sprintf("resumed from %s at epoch %d", path, l.at.Epoch+1)
@@ -147,14 +177,18 @@ func (l *Loop) Position() Position { return l.at }
 // program's own).
 func (l *Loop) State() optim.Checkpoint { return l.state }
 
-// Epochs yields the epochs left of n.
-func (l *Loop) Epochs(n int) iter.Seq[int] {
+// Epochs yields the epochs left of n. When the last one ends, the loop's
+// last step is committed whatever --checkpoint-every says, so the same
+// command run again finds nothing left to train; an error there is
+// Close's.
+func (l *Loop) Epochs(ctx context.Context, n int) iter.Seq[int] {
 	return func(yield func(int) bool) {
 		for epoch := l.at.Epoch; epoch < n; epoch++ {
 			if !yield(epoch) {
 				return
 			}
 		}
+		l.err = l.commit(ctx, l.at, true)
 	}
 }
 
@@ -203,6 +237,11 @@ func (l *Loop) usedOf(epoch int) int {
 // (then it returns checkpoint.ErrPreempted). Every replica calls it after
 // every step; Steps does.
 func (l *Loop) Commit(ctx context.Context, at Position) error {
+	return l.commit(ctx, at, false)
+}
+
+// commit is Commit; last writes the checkpoint whatever Every says.
+func (l *Loop) commit(ctx context.Context, at Position, last bool) error {
 	l.at = at
 	if l.ck == nil {
 		return nil
@@ -215,15 +254,19 @@ func (l *Loop) Commit(ctx context.Context, at Position) error {
 	}
 	meta[metaPosition] = strconv.Itoa(l.at.Samples)
 	meta[metaReplicas] = strconv.Itoa(l.replicas)
-	meta[metaPerReplica] = strconv.Itoa(l.perReplica)
+	meta[metaGlobal] = strconv.Itoa(l.global)
 	state.Metadata = meta
+	if last {
+		return l.ck.Last(ctx, state)
+	}
 	return l.ck.Step(ctx, state)
 }
 
-// Close waits for the checkpoint being written and returns its error.
+// Close waits for the checkpoint being written and returns its error,
+// or the last step's commit's.
 func (l *Loop) Close() error {
 	if l.ck == nil {
-		return nil
+		return l.err
 	}
-	return l.ck.Close()
+	return errors.Join(l.err, l.ck.Close())
 }

@@ -1,6 +1,7 @@
 package training_test
 
 import (
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -84,7 +85,7 @@ func run(t *testing.T, o checkpoint.Options, stop int) (samples [][]int, at trai
 	loop, err := training.Open(ctx, w, feed, optim.Checkpoint{Model: model, Optimizer: opt, RNG: d})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, loop.Close()) }()
-	for epoch := range loop.Epochs(2) {
+	for epoch := range loop.Epochs(ctx, 2) {
 		for st, err := range loop.Steps(ctx, epoch, feed.Steps(loader.Epoch(ctx, epoch)), 0) {
 			require.NoError(t, err)
 			_, err := feed.TrainStep(ctx, opt, st, loop.Position().Step, func(b data.Batch) *xla.Tensor {
@@ -117,6 +118,44 @@ func TestLoopResumesWhereItStood(t *testing.T) {
 	assert.Contains(t, resumed, "resumed from "+o.Dir+" at step 9 (epoch 2, sample 5 of its order)")
 	assert.Equal(t, training.Position{Epoch: 1, Samples: 40, Step: 16}, at)
 	assert.Equal(t, whole[9:], rest, "the resumed run's samples are the uninterrupted run's from step 10 on")
+	assert.FileExists(t, filepath.Join(o.Dir, "step-000000000016.safetensors"), "the last step is committed whatever Every says")
+	again, at, resumed := run(t, o, 0)
+	assert.Empty(t, again, "the same command after the end has nothing left to train")
+	assert.Contains(t, resumed, "at step 16")
+	assert.Equal(t, 16, at.Step)
+}
+
+// TestLoopLoadsAStepFileWhereItStood: a step file of a checkpoint
+// directory given as a file (the examples' --resume --checkpoint) resumes
+// where it stood, not at its epoch's start.
+func TestLoopLoadsAStepFileWhereItStood(t *testing.T) {
+	whole, _, _ := run(t, checkpoint.Options{}, 0)
+	o := checkpoint.Options{Dir: t.TempDir(), Every: 3}
+	run(t, o, 10)
+	ctx := xlatest.Context(t)
+	d := xlatest.NewEngine(t, 1).Device(0)
+	w := ddp.Worker{WorldSize: 1, Device: d}
+	model, err := w.Wrap(ctx, nn.Dense(d, nn.NewRand(1), 4, 1), ddp.Batch{Global: 5, Seed: 3})
+	require.NoError(t, err)
+	defer model.Close()
+	opt, err := optim.NewSGD(nn.Parameters(model), optim.SGDConfig{LR: 0.01})
+	require.NoError(t, err)
+	feed, err := training.NewFeed(w, model, 40)
+	require.NoError(t, err)
+	loop, err := training.Open(ctx, w, feed, optim.Checkpoint{Model: model, Optimizer: opt, RNG: d})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, loop.Close()) }()
+	require.NoError(t, loop.LoadFile(ctx, filepath.Join(o.Dir, "step-000000000009.safetensors")))
+	assert.Equal(t, training.Position{Epoch: 1, Samples: 5, Step: 9}, loop.Position())
+	set, err := data.NewRandom(40, []int{4}, []int{1}, 0, 1)
+	require.NoError(t, err)
+	loader, err := data.NewLoader(set, d, data.LoaderConfig{BatchSize: feed.Batch, DropLast: true, Sampler: feed.Sampler})
+	require.NoError(t, err)
+	for st, err := range loop.Steps(ctx, 1, feed.Steps(loader.Epoch(ctx, 1)), 0) {
+		require.NoError(t, err)
+		assert.Equal(t, whole[9], st.Batches[0].Samples, "the step after the file's is the uninterrupted run's")
+		break
+	}
 }
 
 // TestLoopRefusesForeignCheckpoints: a checkpoint directory another

@@ -95,6 +95,9 @@ func parse(args []string, out io.Writer) (config, error) {
 	if err := c.launch.Mode.CheckBatch(c.batch(1)); err != nil {
 		return c, err
 	}
+	if err := c.CheckCheckpointKind(false); err != nil {
+		return c, err
+	}
 	return c, c.Check(c.launch)
 }
 

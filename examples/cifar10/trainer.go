@@ -82,7 +82,7 @@ func (t *Trainer) train(ctx context.Context) (res result, err error) {
 	res.ResumedAt = t.loop.Position().Epoch
 	curves := report.Curves{Title: "ResNet-18 on CIFAR-10"}
 	start := time.Now()
-	for epoch := range t.loop.Epochs(t.cfg.epochs) {
+	for epoch := range t.loop.Epochs(ctx, t.cfg.epochs) {
 		total := t.feed.StepsPerEpoch
 		if t.cfg.MaxSteps > 0 {
 			total = min(total, t.cfg.MaxSteps)

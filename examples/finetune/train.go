@@ -105,7 +105,7 @@ func (j *job) run(ctx context.Context) (res result, err error) {
 		fmt.Fprintf(j.out, "fine-tuning ResNet-18 on %d %s images of %d classes on %d replicas (%s), %d steps an epoch, %s, %d×%d crops, SGD lr %.4g\n",
 			j.train.Len(), j.cfg.trainDir, len(j.train.Classes()), w.WorldSize, d, steps, feed, c.imageSize, c.imageSize, opt.LR())
 	}
-	for epoch := range loop.Epochs(c.epochs) {
+	for epoch := range loop.Epochs(ctx, c.epochs) {
 		nn.Train(model)
 		r.startEpoch(epoch, steps)
 		for st, err := range loop.Steps(ctx, epoch, feed.Steps(loader.Epoch(ctx, epoch)), c.MaxSteps) {

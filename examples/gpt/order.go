@@ -23,7 +23,6 @@ type order struct {
 	mine         []int // this replica's indices of the epoch, from the position resumed at
 	next         int
 	stepsInEpoch int // of a whole epoch
-	recorded     int // a replica's samples a step, as checkpoints record it
 }
 
 func newOrder(tokens, block int, seed uint64, replicas, rank, perReplica int) (*order, error) {
@@ -47,9 +46,9 @@ func (o *order) ResumeAt(epoch, samples int) error {
 	return o.sampler.ResumeAt(epoch, samples)
 }
 
-// StepSamples is a step's samples over the job, and what a checkpoint
-// records of a replica's: the order as a training.Loop's.
-func (o *order) StepSamples() (global, perReplica int) { return o.global, o.recorded }
+// GlobalBatch is a step's samples over the job: the order as a
+// training.Loop's.
+func (o *order) GlobalBatch() int { return o.global }
 
 // afterSteps is the position after steps whole steps at this global
 // batch: a --resume checkpoint's, which holds the step alone.

@@ -57,7 +57,6 @@ func newTrainer(ctx context.Context, c config, w ddp.Worker, text *corpus, out i
 	if err != nil {
 		return nil, err
 	}
-	t.order.recorded = t.global / w.WorldSize
 	if t.net, err = nn.NewGPT(w.Device, nn.NewRand(c.seed), c.model); err != nil {
 		return nil, err
 	}

@@ -97,6 +97,9 @@ func parse(args []string, out io.Writer) (config, error) {
 	if err := c.launch.Mode.CheckBatch(c.batch()); err != nil {
 		return c, err
 	}
+	if err := c.CheckCheckpointKind(false); err != nil {
+		return c, err
+	}
 	return c, c.Check(c.launch)
 }
 
@@ -190,7 +193,7 @@ func train(ctx context.Context, c config, w ddp.Worker, dataset *data.Random, ou
 		return nn.MSELoss(output, b.Target, nn.ReductionMean)
 	}
 	curves := report.Curves{Title: "linear model"}
-	for epoch := range loop.Epochs(c.epochs) {
+	for epoch := range loop.Epochs(ctx, c.epochs) {
 		var mean epochMean
 		for st, err := range loop.Steps(ctx, epoch, feed.Steps(loader.Epoch(ctx, epoch)), c.MaxSteps) {
 			if err != nil {
@@ -237,6 +240,12 @@ func (m *epochMean) add(ctx context.Context, loss *xla.Tensor, feed *training.Fe
 // report prints the epoch's mean on rank 0 and returns it.
 func (m epochMean) report(out io.Writer, rank, epoch int, feed *training.Feed) float64 {
 	mean := m.sum / float64(m.n)
+	if m.n == 0 {
+		if rank == 0 {
+			fmt.Fprintf(out, "epoch %d: no step left to train (resumed at its end)\n", epoch+1)
+		}
+		return 0
+	}
 	if rank == 0 {
 		whose := "rank 0's"
 		if feed.Deterministic() {

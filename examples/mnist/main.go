@@ -163,7 +163,7 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 			w.WorldSize, d, feed, opt.LR(), c.gamma)
 	}
 	run := newRunReport(rank0, out, feed, loader)
-	for epoch := range loop.Epochs(c.epochs) {
+	for epoch := range loop.Epochs(ctx, c.epochs) {
 		nn.Train(model)
 		run.startEpoch(epoch, c, feed)
 		for st, err := range loop.Steps(ctx, epoch, feed.Steps(loader.Epoch(ctx, epoch)), c.MaxSteps) {

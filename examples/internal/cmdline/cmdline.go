@@ -87,10 +87,10 @@ func (r Run) Check(launch ddp.Options) error {
 	switch {
 	case r.MaxSteps < 0:
 		return fmt.Errorf("--max-steps=%d: cannot be negative", r.MaxSteps)
-	case r.Resume && r.Checkpoint == "":
-		return errors.New("--resume needs --checkpoint FILE")
 	case r.Resume && launch.Checkpoints.Dir != "":
 		return errors.New("--resume with --checkpoint-dir: the latter resumes by itself from its latest checkpoint; drop --resume")
+	case r.Resume && r.Checkpoint == "":
+		return errors.New("--resume needs --checkpoint FILE")
 	case r.Plot != "" && !strings.EqualFold(filepath.Ext(r.Plot), ".png"):
 		return fmt.Errorf("--plot %s: the plot is a PNG: name a .png file", r.Plot)
 	}
@@ -108,22 +108,28 @@ func (r Run) Check(launch ddp.Options) error {
 	return nil
 }
 
-// CheckCheckpointKind refuses an existing --checkpoint of the other kind
-// before training: a sharded optimizer's (--zero) is a directory, a plain
+// CheckCheckpointKind refuses an existing --checkpoint of the other kind,
+// or one a save would wrongly replace (a device, a FIFO, a link), before
+// training: a sharded optimizer's (--zero) is a directory, a plain
 // one's a file, and finding out at the first save or at --resume would
 // cost the run.
 func (r Run) CheckCheckpointKind(sharded bool) error {
 	if r.Checkpoint == "" {
 		return nil
 	}
-	info, err := os.Stat(r.Checkpoint)
+	info, err := os.Lstat(r.Checkpoint)
 	switch {
 	case err != nil:
 		return nil // created by the first save; --resume says it is missing
-	case sharded && !info.IsDir():
-		return fmt.Errorf("--checkpoint %s is a file, a checkpoint saved without --zero: resume it without --zero, or name a directory for --zero's", r.Checkpoint)
-	case !sharded && info.IsDir():
+	case info.IsDir() && !sharded:
 		return fmt.Errorf("--checkpoint %s is a directory, as --zero saves them: resume it with --zero, or name a file", r.Checkpoint)
+	case info.IsDir():
+		return nil
+	case sharded && info.Mode().IsRegular():
+		return fmt.Errorf("--checkpoint %s is a file, a checkpoint saved without --zero: resume it without --zero, or name a directory for --zero's", r.Checkpoint)
+	}
+	if err := checkpoint.CheckFileTarget(r.Checkpoint); err != nil {
+		return fmt.Errorf("--checkpoint: %w", err)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package ddp
+package progshare
 
 import (
 	"testing"
@@ -8,10 +8,10 @@ import (
 
 func TestSharePrograms(t *testing.T) {
 	for v, want := range map[string]bool{"": true, "on": true, " TRUE ": true, "1": true, "off": false, "0": false, "False": false} {
-		got, err := sharePrograms(v)
+		got, err := Enabled(v)
 		assert.NoError(t, err, v)
 		assert.Equal(t, want, got, v)
 	}
-	_, err := sharePrograms("maybe")
+	_, err := Enabled("maybe")
 	assert.ErrorContains(t, err, `$XLADDP_SHARE_PROGRAMS="maybe": want on or off`)
 }
