@@ -292,3 +292,39 @@ func TestFitnessRules(t *testing.T) {
 		})
 	}
 }
+
+// longFunctions are the functions allowed past 60 lines, each for its
+// reason: ddprun's flag table and cluster detection read as one list;
+// the consolidation is one pass over a manifest; the three examples'
+// training loops are their tutorials' whole loop on one page (at most 80).
+var longFunctions = map[string]bool{
+	"ddp/launch/config.go:ParseArgs":                true,
+	"ddp/launch/detect.go:Detect":                   true,
+	"ddp/zero/consolidate.go:ConsolidateCheckpoint": true,
+	"examples/mnist/main.go:train":                  true,
+	"examples/finetune/train.go:run":                true,
+	"examples/linear/main.go:train":                 true,
+}
+
+// TestFunctionsFitAScreen: no function over 60 lines but the few above,
+// and none of those over 80.
+func TestFunctionsFitAScreen(t *testing.T) {
+	var long []string
+	nonTestSources(t, func(path, src string) {
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, path, src, 0)
+		require.NoError(t, err, path)
+		for _, d := range f.Decls {
+			fd, ok := d.(*ast.FuncDecl)
+			if !ok || fd.Body == nil {
+				continue
+			}
+			lines := fset.Position(fd.End()).Line - fset.Position(fd.Pos()).Line + 1
+			name := path + ":" + fd.Name.Name
+			if lines > 80 && !strings.HasPrefix(path, "ddp/launch/") || lines > 60 && !longFunctions[name] {
+				long = append(long, fmt.Sprintf("%s (%d lines)", name, lines))
+			}
+		}
+	})
+	assert.Empty(t, long, "split them by what they do")
+}

@@ -75,7 +75,7 @@ func GainANode(t *testing.T, name string, args []string, steps []int) string {
 	assert.Contains(t, late, "waiting to join at its next restart")
 	assert.Contains(t, out, "1 node(s) waiting to join")
 	assert.Contains(t, out, "resumed from "+ckdir, "the job at two nodes goes on from the checkpoint")
-	assert.Regexp(t, `written by 1 replicas of \d+ samples a step, now 2 of`, out, "the job grew to two replicas")
+	assert.Regexp(t, `written by 1 replicas \(a global batch of \d+\), now 2 \(`, out, "the job grew to two replicas")
 	return out
 }
 

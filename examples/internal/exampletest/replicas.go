@@ -24,8 +24,8 @@ func ResumeOnAnotherReplicaCount(t *testing.T, name string, args []string, n int
 		extra         []string
 		changed       string
 	}{
-		{"4 to 3", nil, []string{"--nproc_per_node=3"}, nil, "written by 4 replicas of 6 samples a step, now 3 of 8"},
-		{"2 to 4 with ZeRO", []string{"--nproc_per_node=2"}, nil, []string{"--zero"}, "written by 2 replicas of 12 samples a step, now 4 of 6"},
+		{"4 to 3", nil, []string{"--nproc_per_node=3"}, nil, "written by 4 replicas (a global batch of 24), now 3 (24)"},
+		{"2 to 4 with ZeRO", []string{"--nproc_per_node=2"}, nil, []string{"--zero"}, "written by 2 replicas (a global batch of 24), now 4 (24)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			logs, ckdir := t.TempDir(), filepath.Join(t.TempDir(), "ck")
