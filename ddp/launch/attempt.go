@@ -160,10 +160,15 @@ func (r *attemptRun) failed(e *exit) outcome {
 	return res
 }
 
+// elsewhereWait is how long a node whose worker failed waits for another
+// node's earlier failure (a SIGKILL there closes this node's connections
+// first): on a loaded host the other agent takes more than a second to
+// record it, and the job would name the wrong worker.
+const elsewhereWait = 3 * time.Second
+
 // firstElsewhere names another node's failure when it, not root, is
 // likely the cause: root's node may have failed because another node's
-// did. A loaded node may take most of a second to post its own (300 ms
-// was short). When the records show a rank behind and it is not ours,
+// did, and posts its record late (elsewhereWait). When the records show a rank behind and it is not ours,
 // another node's failure is the cause even if posted after ours.
 func (r *attemptRun) firstElsewhere(root *exit, seen time.Time, behind []int) (string, error) {
 	if r.a.nnodes == 1 || slices.Contains(behind, root.rank) {
@@ -173,7 +178,7 @@ func (r *attemptRun) firstElsewhere(root *exit, seen time.Time, behind []int) (s
 	if len(behind) > 0 {
 		since = time.Now().Add(time.Hour)
 	}
-	return r.m.firstFailure(context.WithoutCancel(r.ctx), r.a.round, r.a.node, r.a.nnodes, since, time.Second)
+	return r.m.firstFailure(context.WithoutCancel(r.ctx), r.a.round, r.a.node, r.a.nnodes, since, elsewhereWait)
 }
 
 // stopped ends the attempt on ddprun's stop. The records first (a
