@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/xladdp/xladdp/ddp/internal/tcp"
+	"github.com/xladdp/xladdp/ddp/internal/transport"
 
 	"github.com/xladdp/xladdp/ddp/launch/internal/preflight"
 )
@@ -74,7 +74,7 @@ func localFindings(ctx context.Context, c Config, environ []string, h preflight.
 // when the path is off; the default when the variable is malformed,
 // which the workers refuse themselves).
 func shmMiB(getenv func(string) string) int {
-	n, _ := tcp.SlotMiB(getenv)
+	n, _ := transport.SlotMiB(getenv)
 	return n
 }
 

@@ -149,6 +149,10 @@ func TestLauncherKnowsTrainiumWithoutCgo(t *testing.T) {
 		linked := deps(t, pkg)
 		assert.Contains(t, linked, module+"/neuron/trn", pkg)
 		assert.NotContains(t, linked, module+"/neuron", pkg)
+		// The launcher supervises workers; it carries no collectives and
+		// shares no programs (the fleet simulator that did is fleetsim).
+		assert.NotContains(t, linked, module+"/ddp/internal/tcp", pkg)
+		assert.NotContains(t, linked, module+"/ddp/internal/progshare", pkg)
 	}
 	assert.NotContains(t, deps(t, module+"/ddp"), module+"/ddp/launch")
 	out, err := exec.Command("go", "list", "-f", `{{join .Deps "\n"}}`, module+"/neuron/trn").Output()

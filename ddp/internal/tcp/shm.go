@@ -32,10 +32,9 @@ const (
 	// shmMinBytes: smaller all-reduces use the direct or ring paths.
 	shmMinBytes = 256 << 10
 	// EnvShmMiB sets each rank's shared-memory slot in MiB (0 disables the
-	// shared-memory path); default defaultShmMiB.
-	EnvShmMiB     = "XLADDP_SHM_MIB"
-	defaultShmMiB = 128
-	SegmentDir    = "/dev/shm"
+	// shared-memory path): transport.SlotMiB reads it.
+	EnvShmMiB  = transport.EnvShmMiB
+	SegmentDir = "/dev/shm"
 	// stagingFraction of a slot is kept for staging ordinary buffers.
 	stagingFraction = 4
 )
@@ -59,28 +58,9 @@ func (s *shmState) Released() bool { return s.released.Load() }
 // slotOf returns rank q's slot.
 func (s *shmState) slotOf(q int) []byte { return s.mem[q*s.slot : (q+1)*s.slot] }
 
-// maxShmMiB bounds a slot (a typo must not reserve all of /dev/shm).
-const maxShmMiB = 1 << 16
-
 func shmSlotBytes() (int, error) {
-	n, err := SlotMiB(os.Getenv)
+	n, err := transport.SlotMiB(os.Getenv)
 	return n << 20, err
-}
-
-// SlotMiB is each rank's shared-memory slot in MiB as $XLADDP_SHM_MIB
-// (read through getenv) sets it: 0 turns the path off. A malformed value
-// is an error, with the default.
-func SlotMiB(getenv func(string) string) (int, error) {
-	v := getenv(EnvShmMiB)
-	if v == "" {
-		return defaultShmMiB, nil
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(v))
-	if err != nil || n < 0 || n > maxShmMiB {
-		return defaultShmMiB, fmt.Errorf("ddp: $%s=%q: give a slot size in MiB from 0 (no shared memory) to %d (default %d)",
-			EnvShmMiB, v, maxShmMiB, defaultShmMiB)
-	}
-	return n, nil
 }
 
 // SegmentPrefix names this package's segments in /dev/shm; the creator's
