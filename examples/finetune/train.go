@@ -141,7 +141,7 @@ func (j *job) openLoop(ctx context.Context, feed *training.Feed, state optim.Che
 		return nil, err
 	}
 	if was := loop.State().Metadata["classes"]; loop.Resumed() != "" && was != j.classes {
-		return nil, errors.Join(fmt.Errorf("%s: trained on the classes %s, not this folder's %s", loop.Resumed(), was, j.classes), loop.Close())
+		return nil, errors.Join(fmt.Errorf("the checkpoint (%s) was trained on the classes %s, not this folder's %s", loop.Resumed(), was, j.classes), loop.Close())
 	}
 	return loop, nil
 }
