@@ -10,6 +10,7 @@ import (
 
 	"github.com/xladdp/xladdp/ddp/dist"
 	"github.com/xladdp/xladdp/ddp/internal/exchange"
+	"github.com/xladdp/xladdp/internal/readlimit"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/nn"
 	"github.com/xladdp/xladdp/xla/optim"
@@ -42,6 +43,20 @@ func Save(ctx context.Context, path string, c optim.Checkpoint) error {
 		var s safetensors.Streamer
 		return snap.WriteFile(path, &s)
 	})
+}
+
+// readCheckpointFile reads a checkpoint file: a regular file, read to
+// the size it has (a device, a FIFO, a directory or a symlink loop is
+// refused by name before anything is read or waited for).
+func readCheckpointFile(ctx context.Context, path string) ([]byte, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file (%s): name a checkpoint file", path, info.Mode().Type())
+	}
+	return readlimit.ReadFile(ctx, path, info.Size(), nil)
 }
 
 // CheckFileTarget refuses a path a checkpoint file would replace but
@@ -144,7 +159,7 @@ func Load(ctx context.Context, path string, c *optim.Checkpoint) error {
 	}
 	g := dist.Current()
 	file, err := exchange.HostOnce(ctx, dev, exchange.Timeout(g), "reading the checkpoint", func() (safetensors.File, error) {
-		data, err := os.ReadFile(path)
+		data, err := readCheckpointFile(ctx, path)
 		if err != nil {
 			return safetensors.File{}, fmt.Errorf("checkpoint: Load on rank %d: %w", g.Rank(), err)
 		}
