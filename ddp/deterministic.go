@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/xladdp/xladdp/ddp/internal/canonical"
 
 	"github.com/xladdp/xladdp/backend"
 	"github.com/xladdp/xladdp/ddp/dist"
+	"github.com/xladdp/xladdp/ddp/internal/canonical"
+	"github.com/xladdp/xladdp/ddp/internal/crossing"
 	"github.com/xladdp/xladdp/xla"
 )
 
@@ -37,17 +38,22 @@ type deterministicConfig struct {
 type deterministic struct {
 	cfg    deterministicConfig
 	shards MicroShards
-	// replica is this replica's global index, replicas the job's count,
-	// processes and local the processes and local replicas per process.
-	replica, replicas, process, processes, local int
-	group                                        *dist.ProcessGroup
-	host                                         *deterministicHost
-	times                                        DeterministicStats
-	// mine is this replica's plan, sent every process's items: fixed by
-	// the layout, made once.
-	mine   canonical.Plan
-	layout canonical.Layout
-	sent   [][]canonical.Node
+	// replica is this replica's global index, replicas the job's count.
+	replica, replicas int
+	// mine is this replica's plan, fixed by the layout, made once.
+	mine canonical.Plan
+	sum  *crossing.CanonicalSum
+}
+
+// DeterministicStats is where a deterministic step's time goes on this
+// replica: Execute the program that forms this replica's sums, Download
+// their copies to the host, Exchange the sums across replicas (waits
+// included), Upload the mean back.
+type DeterministicStats = crossing.CanonicalStats
+
+// DeterministicStats returns this replica's deterministic step times.
+func (m *DistributedDataParallel) DeterministicStats() DeterministicStats {
+	return m.mode.stats()
 }
 
 func newDeterministic(cfg deterministicConfig, dev *xla.Device) (*deterministic, error) {
@@ -57,16 +63,13 @@ func newDeterministic(cfg deterministicConfig, dev *xla.Device) (*deterministic,
 	}
 	index, local := dev.Replica()
 	rank, size := processRank()
-	d := &deterministic{cfg: cfg, shards: shards, replica: rank*local + index, replicas: size * local,
-		process: rank, processes: size, local: local, group: dist.Current(), host: &deterministicHost{}}
+	d := &deterministic{cfg: cfg, shards: shards, replica: rank*local + index, replicas: size * local}
 	if err := shards.CheckReplicas(d.replicas); err != nil {
 		return nil, err
 	}
-	d.layout = canonical.Layout{Shards: shards, Replicas: d.replicas, Local: local}
-	d.mine = d.layout.PlanOf(d.replica)
-	for q := range d.processes {
-		d.sent = append(d.sent, d.layout.ProcessNodes(q))
-	}
+	layout := canonical.Layout{Shards: shards, Replicas: d.replicas, Local: local}
+	d.mine = layout.PlanOf(d.replica)
+	d.sum = crossing.NewCanonicalSum(layout, dist.Current(), d.replica)
 	if b, most := dev.Engine().Backend(), backend.DeterministicCPUDevices(); b.Target() == backend.CPU && local > most {
 		return nil, fmt.Errorf("ddp: Deterministic with %d local replicas in one process: at most %d on the cpu target of this "+
 			"machine (a deterministic client has %d devices, whose thread pool sets how XLA splits its sums); run more processes",
@@ -130,7 +133,7 @@ func (m *DistributedDataParallel) BackwardMicroShards(ctx context.Context, step 
 	// gather, a checkpoint): a parameter computed inside it would change
 	// how the compiler fuses the backward pass, and with it the bits of
 	// its sums (a bias gradient's, measured).
-	if err := d.materialize(ctx, m.dev); err != nil {
+	if err := d.sum.Materialize(ctx, m.dev); err != nil {
 		return nil, err
 	}
 	buffers, err := m.startBuffers(ctx)
@@ -154,17 +157,8 @@ func (m *DistributedDataParallel) BackwardMicroShards(ctx context.Context, step 
 		first := pl.Slots[0].Index
 		items[i] = canonical.SumOver(n, func(k int) *xla.Tensor { return leaves[k-first] }, (*xla.Tensor).Add)
 	}
-	var sum *xla.Tensor
-	if d.replicas == 1 {
-		// Materialized here, the sum enters the program that divides it
-		// and updates the weights as the host's sum does at any other
-		// world size: one program's fusions never differ between them.
-		if err := d.materialize(ctx, m.dev); err != nil {
-			return nil, err
-		}
-		sum = items[0]
-		d.times.Steps++
-	} else if sum, err = d.exchange(ctx, m.dev, pl, items); err != nil {
+	sum, err := d.sum.Sum(ctx, m.dev, pl, items)
+	if err != nil {
 		return nil, err
 	}
 	return m.setMeans(sum, buffers, d.shards.Count)

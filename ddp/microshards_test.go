@@ -59,16 +59,15 @@ func TestEveryLayoutSumsInOneOrder(t *testing.T) {
 				if w%local != 0 {
 					continue
 				}
-				d := &deterministic{shards: s, replicas: w, processes: w / local, local: local,
-					layout: canonical.Layout{Shards: s, Replicas: w, Local: local}}
+				layout := canonical.Layout{Shards: s, Replicas: w, Local: local}
 				name := fmt.Sprintf("count %d, %d processes × %d local", count, w/local, local)
 				values := map[canonical.Node]string{}
 				var sent []canonical.Node
-				for q := range d.processes {
-					sent = append(sent, d.layout.ProcessNodes(q)...)
+				for q := range w / local {
+					sent = append(sent, layout.ProcessNodes(q)...)
 				}
 				for r := range w {
-					p := d.layout.PlanOf(r)
+					p := layout.PlanOf(r)
 					first, end := s.Range(r, w)
 					real := 0
 					for j, sl := range p.Slots {
@@ -109,12 +108,11 @@ func TestLocalReplicasRunOneProgram(t *testing.T) {
 				if w%local != 0 {
 					continue
 				}
-				d := &deterministic{shards: s, replicas: w, processes: w / local, local: local,
-					layout: canonical.Layout{Shards: s, Replicas: w, Local: local}}
-				for q := range d.processes {
+				layout := canonical.Layout{Shards: s, Replicas: w, Local: local}
+				for q := range w / local {
 					var shapes []string
 					for r := q * local; r < (q+1)*local; r++ {
-						p := d.layout.PlanOf(r)
+						p := layout.PlanOf(r)
 						var b strings.Builder
 						fmt.Fprint(&b, len(p.Slots), p.Leaves)
 						for _, n := range p.Items {

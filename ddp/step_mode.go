@@ -51,7 +51,7 @@ func (d *deterministic) microShards() (MicroShards, int, int, bool) {
 	return d.shards, first, end, true
 }
 func (d *deterministic) sums(string) (*deterministic, error) { return d, nil }
-func (d *deterministic) stats() DeterministicStats           { return d.times }
+func (d *deterministic) stats() DeterministicStats           { return d.sum.Stats() }
 func (d *deterministic) checkpointed() string {
 	return fmt.Sprintf("deterministic: global batch %d, micro-shard %d", d.cfg.globalBatch, d.cfg.microShard)
 }

@@ -390,6 +390,10 @@ func (m *DistributedDataParallel) Children() []nn.NamedModule {
 	return m.module.Children()
 }
 
+// Collectives is how this wrapper's values cross replicas, chosen once in
+// Wrap: a sharded optimizer over the module crosses through it too.
+func (m *DistributedDataParallel) Collectives() ReplicaCollectives { return m.collectives }
+
 // HostPathStats returns where the cross-process gradient averaging spent
 // its time on this replica so far; zero when the job is one process.
 func (m *DistributedDataParallel) HostPathStats() HostPathStats {

@@ -258,9 +258,9 @@ func (z *ZeroRedundancyOptimizer) commit(dir, id string, c optim.Checkpoint, mod
 		m.Params = append(m.Params, manifestParam{Name: p.Name, DType: p.Tensor.DType().String(), Dims: p.Tensor.Dims(), Group: z.groupOf[i]})
 	}
 	for _, b := range z.buckets {
-		mb := manifestBucket{Group: b.group, DType: b.dtype.String(), Length: b.length, Padded: b.padded}
-		for _, mem := range b.members {
-			mb.Members = append(mb.Members, manifestMember{Param: mem.param, Offset: mem.offset})
+		mb := manifestBucket{Group: b.group, DType: b.DType.String(), Length: b.Length, Padded: b.Padded}
+		for _, mem := range b.Members {
+			mb.Members = append(mb.Members, manifestMember{Param: mem.Param, Offset: mem.Offset})
 		}
 		m.Buckets = append(m.Buckets, mb)
 	}

@@ -6,61 +6,40 @@ import (
 
 	"github.com/xladdp/xladdp/ddp"
 	"github.com/xladdp/xladdp/ddp/dist"
+	"github.com/xladdp/xladdp/ddp/internal/crossing"
 	"github.com/xladdp/xladdp/ddp/internal/exchange"
 	"github.com/xladdp/xladdp/xla"
 )
 
-// crossing is how a ZeroRedundancyOptimizer's gradients and parameters
-// cross the replicas of its job, chosen once in New as ddp.Wrap chooses
-// its crossing: in-graph over the local replicas when the job is one
-// process (inGraph), and through the host process group as well when it
-// spans processes (*zeroHost). Every replica calls each method at the
-// same point. What ranks agree on (layouts, checkpoint names, flags) goes
-// through the job's group itself, a group of one in a job of one process.
-type crossing interface {
-	// reduceScatter gives each replica its shard of every bucket's mean
-	// gradient.
-	reduceScatter(ctx context.Context, z *ZeroRedundancyOptimizer) ([]*xla.Tensor, error)
-	// allGather assigns every replica's updated shards to the module.
-	allGather(ctx context.Context, z *ZeroRedundancyOptimizer) error
-	// combineScalar combines a scalar already combined over the local
-	// replicas across the processes.
-	combineScalar(ctx context.Context, dev *xla.Device, partial *xla.Tensor, op xla.ReduceOp) (*xla.Tensor, error)
-	// stats is where the host path's time went (zero in-graph).
-	stats() ddp.HostPathStats
-}
-
-// inGraph is the crossing of a job of one process: every collective is
-// recorded into the step's program.
-type inGraph struct{}
-
-func (inGraph) reduceScatter(_ context.Context, z *ZeroRedundancyOptimizer) ([]*xla.Tensor, error) {
-	return z.reduceScatterInGraph()
-}
-
-func (inGraph) allGather(_ context.Context, z *ZeroRedundancyOptimizer) error {
-	return z.allGatherInGraph()
-}
-
-func (inGraph) combineScalar(_ context.Context, _ *xla.Device, partial *xla.Tensor, _ xla.ReduceOp) (*xla.Tensor, error) {
-	return partial, partial.Err()
-}
-
-func (inGraph) stats() ddp.HostPathStats { return ddp.HostPathStats{} }
-
-func (h *zeroHost) reduceScatter(ctx context.Context, z *ZeroRedundancyOptimizer) ([]*xla.Tensor, error) {
-	return z.reduceScatterOnHost(ctx, h)
-}
-
-func (h *zeroHost) allGather(ctx context.Context, z *ZeroRedundancyOptimizer) error {
-	if err := z.allGatherOnHost(ctx, h); err != nil {
-		return err
+// HostPathStats is where Step's host path spent its time on this replica
+// (Download and Upload the copies, AllReduce the reduce-scatter and
+// all-gather waits); zero when the job is one process. The optimizer
+// crosses replicas through its wrapper's crossing, so these are the
+// wrapper's HostPathStats.
+func (z *ZeroRedundancyOptimizer) HostPathStats() ddp.HostPathStats {
+	if h, ok := z.cross.(*crossing.HostPath); ok {
+		return h.Stats()
 	}
-	h.hostStats.Steps++
-	return nil
+	return ddp.HostPathStats{}
 }
 
-func (h *zeroHost) stats() ddp.HostPathStats { return h.hostStats }
+// flats is the buckets' runs, as the crossing takes them.
+func (z *ZeroRedundancyOptimizer) flats() []*crossing.Flat {
+	out := make([]*crossing.Flat, len(z.buckets))
+	for i, b := range z.buckets {
+		out[i] = &b.Flat
+	}
+	return out
+}
+
+// gather assigns every replica's updated shards to the module.
+func (z *ZeroRedundancyOptimizer) gather(ctx context.Context) error {
+	shards := make([]*xla.Tensor, len(z.masters))
+	for i, m := range z.masters {
+		shards[i] = m.Detach()
+	}
+	return z.cross.AllGather(ctx, z.dev, z.params, z.flats(), shards)
+}
 
 // allGatherFlags gives every process each rank's flag, in rank order.
 func (z *ZeroRedundancyOptimizer) allGatherFlags(ctx context.Context, mine int32) ([]int32, error) {

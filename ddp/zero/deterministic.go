@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/xladdp/xladdp/ddp/internal/crossing"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/nn"
 	"github.com/xladdp/xladdp/xla/optim"
@@ -24,14 +25,8 @@ func (z *ZeroRedundancyOptimizer) deterministicStep(ctx context.Context, clip *c
 		}
 	}
 	for b, m := range z.masters {
-		// This process's block, then the local replica's piece of it:
-		// the replicas hold equal values, so their largest is each
-		// one's own, exactly, and the program is the same on all.
-		n := z.buckets[b].shardLen(z.replicas)
-		shard := z.flatGradients(z.buckets[b]).Narrow(0, z.pg.Rank()*z.local*n, z.local*n)
-		if z.local > 1 {
-			shard = xla.ReduceScatter(shard, xla.ReduceMax, 0)
-		}
+		flat := crossing.FlatGradients(z.dev, z.params, &z.buckets[b].Flat)
+		shard := crossing.OwnShard(z.dev, z.pg.Rank(), flat, z.buckets[b].ShardLen(z.replicas))
 		if err := m.SetGrad(shard.Cast(m.DType())); err != nil {
 			return err
 		}
@@ -39,7 +34,7 @@ func (z *ZeroRedundancyOptimizer) deterministicStep(ctx context.Context, clip *c
 	if err := z.inner.Step(); err != nil {
 		return err
 	}
-	if err := z.cross.allGather(ctx, z); err != nil {
+	if err := z.gather(ctx); err != nil {
 		return fmt.Errorf("zero: ZeroRedundancyOptimizer.Step on replica %d: %w", z.replica, err)
 	}
 	return nil

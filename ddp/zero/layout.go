@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/xladdp/xladdp/ddp/internal/crossing"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/nn"
 	"github.com/xladdp/xladdp/xla/optim"
@@ -17,27 +18,15 @@ import (
 // depends on the parameters and the bucket cap only, never on the world
 // size: a checkpoint's buckets are the same at any world size, only their
 // padding and cuts differ.
-// member is one parameter's place in its bucket, in elements.
-type member struct {
-	param, offset, length int
-	dims                  []int
-}
-
 type zeroBucket struct {
-	group   int
-	dtype   xla.DType
-	members []member // offsets in elements from the bucket's start
-	length  int      // elements of the parameters
-	padded  int      // length rounded up to a multiple of the replica count
+	group int
+	crossing.Flat
 }
-
-// shardLen is each replica's share of b's elements.
-func (b *zeroBucket) shardLen(replicas int) int { return b.padded / replicas }
 
 // masterDType is the dtype of b's master shard and optimizer state:
 // float32 for bfloat16 parameters (fp32 master weights), else the
 // parameters' own.
-func (b *zeroBucket) masterDType() xla.DType { return xla.OpMathDType(b.dtype) }
+func (b *zeroBucket) masterDType() xla.DType { return xla.OpMathDType(b.DType) }
 
 // planZeroBuckets lays params out group by group, in the module's order,
 // starting a bucket when the dtype changes or the cap would be exceeded.
@@ -51,16 +40,16 @@ func planZeroBuckets(params []nn.Named, groupOf []int, groups, capBytes, replica
 			}
 			t := p.Tensor
 			n := t.Shape().Size()
-			if open == nil || open.dtype != t.DType() || (open.length > 0 && (open.length+n)*t.DType().Size() > capBytes) {
-				open = &zeroBucket{group: g, dtype: t.DType()}
+			if open == nil || open.DType != t.DType() || (open.Length > 0 && (open.Length+n)*t.DType().Size() > capBytes) {
+				open = &zeroBucket{group: g, Flat: crossing.Flat{DType: t.DType()}}
 				buckets = append(buckets, open)
 			}
-			open.members = append(open.members, member{param: i, offset: open.length, length: n, dims: t.Dims()})
-			open.length += n
+			open.Members = append(open.Members, crossing.Member{Param: i, Offset: open.Length, Length: n, Dims: t.Dims()})
+			open.Length += n
 		}
 	}
 	for _, b := range buckets {
-		b.padded = (b.length + replicas - 1) / replicas * replicas
+		b.Padded = (b.Length + replicas - 1) / replicas * replicas
 	}
 	return buckets
 }
@@ -126,18 +115,18 @@ func optimizerDescription(opt optim.Optimizer) string {
 // parameter values (the host bytes of each member, in b's dtype) and
 // converts it to the master dtype.
 func shardBytes(b *zeroBucket, values [][]byte, replica, replicas int) []byte {
-	n := b.shardLen(replicas)
+	n := b.ShardLen(replicas)
 	lo, hi := replica*n, (replica+1)*n
-	size := b.dtype.Size()
+	size := b.DType.Size()
 	out := make([]byte, n*size)
-	for _, m := range b.members {
-		from, to := max(lo, m.offset), min(hi, m.offset+m.length)
+	for _, m := range b.Members {
+		from, to := max(lo, m.Offset), min(hi, m.Offset+m.Length)
 		if from >= to {
 			continue
 		}
-		copy(out[(from-lo)*size:(to-lo)*size], values[m.param][(from-m.offset)*size:(to-m.offset)*size])
+		copy(out[(from-lo)*size:(to-lo)*size], values[m.Param][(from-m.Offset)*size:(to-m.Offset)*size])
 	}
-	if b.masterDType() == b.dtype {
+	if b.masterDType() == b.DType {
 		return out
 	}
 	return widenBFloat16(out)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/xladdp/xladdp/ddp"
 	"github.com/xladdp/xladdp/ddp/dist"
+	"github.com/xladdp/xladdp/ddp/internal/crossing"
 	"github.com/xladdp/xladdp/ddp/internal/exchange"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/nn"
@@ -54,7 +55,7 @@ type ZeroRedundancyOptimizer struct {
 	// local is the replicas per process; cross how values cross them.
 	replica, replicas, local int
 	pg                       *dist.ProcessGroup // the job's processes (dist.Current)
-	cross                    crossing
+	cross                    crossing.Crossing  // the wrapper's
 	layout                   string
 	clip                     *clipRequest
 	lastNorm                 *xla.Tensor
@@ -130,14 +131,12 @@ func newZero(ctx context.Context, module *ddp.DistributedDataParallel, params []
 		return nil, errors.New("called inside a compiled step: create the optimizer before compiling")
 	}
 	z := &ZeroRedundancyOptimizer{ctx: ctx, dev: dev, params: params, groupOf: groupOf,
-		capBytes: module.BucketBytes(), cross: inGraph{}, deterministic: module.Deterministic()}
+		capBytes: module.BucketBytes(), cross: module.Collectives(), deterministic: module.Deterministic()}
 	z.groups = make([]optim.ParamGroup, len(groups))
 	for i, g := range groups {
 		z.groups[i].WeightDecay = g.WeightDecay
 	}
-	if z.pg = dist.Current(); z.pg.WorldSize() > 1 {
-		z.cross = &zeroHost{pg: z.pg}
-	}
+	z.pg = dist.Current()
 	index, local := dev.Replica()
 	z.replica, z.replicas, z.local = z.pg.Rank()*local+index, z.pg.WorldSize()*local, local
 	z.buckets = planZeroBuckets(z.params, groupOf, len(groups), z.capBytes, z.replicas)
@@ -183,7 +182,7 @@ func (z *ZeroRedundancyOptimizer) initMasters(ctx context.Context) error {
 	}
 	z.masters = make([]*xla.Tensor, len(z.buckets))
 	for b, bucket := range z.buckets {
-		m, err := xla.FromBytes(z.dev, bucket.masterDType(), []int{bucket.shardLen(z.replicas)},
+		m, err := xla.FromBytes(z.dev, bucket.masterDType(), []int{bucket.ShardLen(z.replicas)},
 			shardBytes(bucket, values, z.replica, z.replicas))
 		if err != nil {
 			return fmt.Errorf("uploading the master shard of bucket %d: %w", b, err)
@@ -269,7 +268,7 @@ func (z *ZeroRedundancyOptimizer) Step() error {
 	if z.deterministic {
 		return z.deterministicStep(ctx, clip)
 	}
-	shards, err := z.cross.reduceScatter(ctx, z)
+	shards, err := z.cross.ReduceScatter(ctx, z.dev, z.params, z.flats())
 	if err != nil {
 		return fmt.Errorf("zero: ZeroRedundancyOptimizer.Step on replica %d: %w", z.replica, err)
 	}
@@ -286,7 +285,7 @@ func (z *ZeroRedundancyOptimizer) Step() error {
 	if err := z.inner.Step(); err != nil {
 		return err
 	}
-	if err := z.cross.allGather(ctx, z); err != nil {
+	if err := z.gather(ctx); err != nil {
 		return fmt.Errorf("zero: ZeroRedundancyOptimizer.Step on replica %d: %w", z.replica, err)
 	}
 	return nil
@@ -315,48 +314,6 @@ func (z *ZeroRedundancyOptimizer) gradientsPresent() (bool, error) {
 	return true, nil
 }
 
-// flatGradients lays bucket b's gradients end to end, zero-padded.
-func (z *ZeroRedundancyOptimizer) flatGradients(b *zeroBucket) *xla.Tensor {
-	parts := make([]*xla.Tensor, 0, len(b.members)+1)
-	for _, m := range b.members {
-		parts = append(parts, z.params[m.param].Tensor.Grad().Reshape(m.length))
-	}
-	if b.padded > b.length {
-		parts = append(parts, z.dev.Zeros(b.dtype, b.padded-b.length))
-	}
-	if len(parts) == 1 {
-		return parts[0]
-	}
-	return xla.Concat(0, parts...)
-}
-
-// reduceScatterInGraph gives each local replica the mean of its shard.
-func (z *ZeroRedundancyOptimizer) reduceScatterInGraph() ([]*xla.Tensor, error) {
-	out := make([]*xla.Tensor, len(z.buckets))
-	for i, b := range z.buckets {
-		// Divided before the sum, as the plain wrapper does.
-		out[i] = xla.ReduceScatter(z.flatGradients(b).DivScalar(float64(z.local)), xla.ReduceSum, 0)
-		if err := out[i].Err(); err != nil {
-			return nil, fmt.Errorf("reduce-scattering bucket %d: %w", i, err)
-		}
-	}
-	return out, nil
-}
-
-// allGatherInGraph sets every parameter from the local replicas' shards.
-func (z *ZeroRedundancyOptimizer) allGatherInGraph() error {
-	for i, b := range z.buckets {
-		whole := xla.AllGather(z.masters[i].Detach().Cast(b.dtype), 0)
-		for _, m := range b.members {
-			p := z.params[m.param]
-			if err := p.Tensor.Assign(whole.Narrow(0, m.offset, m.length).Reshape(m.dims...)); err != nil {
-				return fmt.Errorf("gathering %s: %w", p.Name, err)
-			}
-		}
-	}
-	return nil
-}
-
 // combineNorm sums (or takes the largest of) every replica's partial
 // gradient norm.
 func (z *ZeroRedundancyOptimizer) combineNorm(partial *xla.Tensor, largest bool) (*xla.Tensor, error) {
@@ -364,10 +321,7 @@ func (z *ZeroRedundancyOptimizer) combineNorm(partial *xla.Tensor, largest bool)
 	if largest {
 		op = xla.ReduceMax
 	}
-	if z.local > 1 {
-		partial = xla.AllReduce(partial, op)
-	}
-	return z.cross.combineScalar(z.ctx, z.dev, partial, op)
+	return z.cross.CombineScalar(z.ctx, z.dev, partial, op)
 }
 
 // ZeroGrad drops the module's gradients and the shards'.

@@ -310,14 +310,14 @@ func (ck *shardedCheckpoint) shardValue(name string, like *xla.Tensor, buckets [
 	}
 	bucket := buckets[b]
 	size := like.DType().Size()
-	n := bucket.shardLen(replicas)
+	n := bucket.ShardLen(replicas)
 	out := make([]byte, n*size)
 	lo, hi := replica*n, (replica+1)*n
-	for _, mem := range bucket.members {
-		from, to := max(lo, mem.offset), min(hi, mem.offset+mem.length)
+	for _, mem := range bucket.Members {
+		from, to := max(lo, mem.Offset), min(hi, mem.Offset+mem.Length)
 		for from < to {
-			at := ck.where[mem.param]
-			saved := at.offset + from - mem.offset // in the saved bucket
+			at := ck.where[mem.Param]
+			saved := at.offset + from - mem.Offset // in the saved bucket
 			savedLen := ck.manifest.Buckets[at.bucket].Padded / ck.manifest.Replicas
 			q, within := saved/savedLen, saved%savedLen
 			run := min(to-from, savedLen-within)

@@ -177,6 +177,49 @@ func oneModeChoice(fset *token.FileSet, path string, f *ast.File) []string {
 	return broken
 }
 
+// crossingCalls are the calls that move a job's values between replicas:
+// XLA's collectives, and the process group's bucketed and all-to-all
+// forms (its AllGather and AllReduce also carry what ranks agree on).
+var crossingCalls = map[string]bool{
+	"xla.AllReduce": true, "xla.ReduceScatter": true, "xla.AllGather": true, "xla.Broadcast": true, "xla.AllToAll": true,
+	"ReduceScatterAsync": true, "AllGatherAsync": true, "AllReduceAsync": true, "AllToAllSingle": true,
+}
+
+// oneCrossing: in the data-parallel layer every way values cross
+// replicas lives in ddp/internal/crossing (and below it, the process
+// group and its transports); the wrapper, ZeRO and the checkpoints call
+// the seam.
+func oneCrossing(fset *token.FileSet, path string, f *ast.File) []string {
+	if !strings.HasPrefix(path, "ddp/") {
+		return nil
+	}
+	for _, below := range []string{"ddp/internal/crossing/", "ddp/dist/", "ddp/internal/transport/", "ddp/mpi/"} {
+		if strings.HasPrefix(path, below) {
+			return nil
+		}
+	}
+	var broken []string
+	ast.Inspect(f, func(n ast.Node) bool {
+		call, ok := n.(*ast.CallExpr)
+		if !ok {
+			return true
+		}
+		sel, ok := call.Fun.(*ast.SelectorExpr)
+		if !ok {
+			return true
+		}
+		name := sel.Sel.Name
+		if id, ok := sel.X.(*ast.Ident); ok && id.Name == "xla" {
+			name = "xla." + name
+		}
+		if crossingCalls[name] {
+			broken = append(broken, at(fset, path, n.Pos(), "crosses replicas by "+name+": add it to the crossing seam (ddp/internal/crossing)"))
+		}
+		return true
+	})
+	return broken
+}
+
 func exprString(e ast.Expr) string {
 	switch e := e.(type) {
 	case *ast.Ident:
@@ -277,6 +320,10 @@ func TestFitnessRules(t *testing.T) {
 			"package ddp\nfunc f(m *DistributedDataParallel) bool { _, ok := m.mode.(*deterministic); return ok }\n", "asks the mode's type"},
 		{"one mode choice (made elsewhere)", oneModeChoice, "ddp/planted.go",
 			"package ddp\nfunc f(m *DistributedDataParallel) { m.mode = plainMode{} }\n", "makes a step mode outside Wrap"},
+		{"one crossing", oneCrossing, "ddp/zero/planted.go",
+			"package zero\nfunc f(t *xla.Tensor) *xla.Tensor { return xla.ReduceScatter(t, xla.ReduceSum, 0) }\n", "crosses replicas by xla.ReduceScatter"},
+		{"one crossing (the host)", oneCrossing, "ddp/planted.go",
+			"package ddp\nfunc f(g *dist.ProcessGroup) { g.AllToAllSingle(nil, nil, nil, nil, nil) }\n", "crosses replicas by AllToAllSingle"},
 		{"no nil context in the process group", nilCompared("ddp/dist/", "the Async forms queue a checked call", "ctx"), "ddp/dist/planted.go",
 			"package dist\nfunc f() { run(nil, 1) }\n", "passes a nil context"},
 		{"no nil rendezvous", nilCompared("ddp/launch/", "a single node is a standalone meeting", "r", "rdzv", "rendezvous"), "ddp/launch/planted.go",

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/xladdp/xladdp/ddp/internal/exchange"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/nn"
 )
@@ -23,6 +22,15 @@ type Crossing interface {
 	MeanGradients(ctx context.Context, dev *xla.Device, params []nn.Named) error
 	// BroadcastFromFirst assigns global replica 0's value to every tensor.
 	BroadcastFromFirst(ctx context.Context, dev *xla.Device, tensors []nn.Named) error
+	// ReduceScatter gives this replica its shard of every run's mean
+	// gradient (a sharded optimizer's Step). The runs are laid out alike
+	// on every replica.
+	ReduceScatter(ctx context.Context, dev *xla.Device, params []nn.Named, flats []*Flat) ([]*xla.Tensor, error)
+	// AllGather assigns every parameter of the runs from every replica's
+	// shard of it (shards[i] is this replica's shard of flats[i]).
+	AllGather(ctx context.Context, dev *xla.Device, params []nn.Named, flats []*Flat, shards []*xla.Tensor) error
+	// CombineScalar combines a scalar over every replica of the job by op.
+	CombineScalar(ctx context.Context, dev *xla.Device, partial *xla.Tensor, op xla.ReduceOp) (*xla.Tensor, error)
 }
 
 // InGraph crosses replicas with XLA collectives over the device's replica
@@ -38,7 +46,7 @@ func (InGraph) MeanGradients(_ context.Context, dev *xla.Device, params []nn.Nam
 	if count == 1 {
 		return nil
 	}
-	return exchange.DivideAndSumLocally(params, count, count)
+	return divideAndSumLocally(params, count, count)
 }
 
 // BroadcastFromFirst records a broadcast from replica 0 of each tensor.

@@ -37,6 +37,9 @@ type HostPath struct {
 	// broadcastLayout is the layout of the tensors last broadcast from
 	// rank 0, checked with every rank.
 	broadcastLayout string
+	// sharded is local replica 0's buffers for ReduceScatter and
+	// AllGather, allocated on first use.
+	sharded []shardedBuffer
 }
 
 // Stats is where the host path's time goes, summed over its
@@ -104,7 +107,7 @@ func (h *HostPath) MeanGradients(ctx context.Context, dev *xla.Device, params []
 	if h.replicas == 0 {
 		return errors.New("ddp: the host path averages only after Wrap's broadcast from rank 0 learned the job's replica count")
 	}
-	if err := exchange.DivideAndSumLocally(params, h.replicas, count); err != nil {
+	if err := divideAndSumLocally(params, h.replicas, count); err != nil {
 		return err
 	}
 	start := time.Now()

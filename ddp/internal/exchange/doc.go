@@ -4,6 +4,6 @@
 // (xla.Engine.RunReplicas), which talk to other processes through local
 // replica 0 only; and, across ranks, AllGatherBytes, CheckLayout (one
 // fingerprint per rank, and on a mismatch the first line that differs)
-// and AgreeOnRankZero; and DivideAndSumLocally, the first half of every
-// gradient average.
+// and AgreeOnRankZero. How gradients themselves cross is package
+// crossing's.
 package exchange

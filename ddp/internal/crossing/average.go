@@ -1,4 +1,4 @@
-package exchange
+package crossing
 
 import (
 	"fmt"
@@ -7,13 +7,13 @@ import (
 	"github.com/xladdp/xladdp/xla/nn"
 )
 
-// DivideAndSumLocally replaces each gradient by its sum over the local
+// divideAndSumLocally replaces each gradient by its sum over the local
 // replicas (local of them, in-graph) after dividing it by the job's
 // replica count (replicas). Dividing first, as torch's DDP does, sums the
 // same terms on every path (in-graph, host, sharded or not), and leaves
 // the compiler no product with the optimizer's learning rate to
 // reassociate: the one place plain and sharded updates could round apart.
-func DivideAndSumLocally(params []nn.Named, replicas, local int) error {
+func divideAndSumLocally(params []nn.Named, replicas, local int) error {
 	for _, p := range params {
 		g := p.Tensor.Grad().DivScalar(float64(replicas))
 		if local > 1 {
