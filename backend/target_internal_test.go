@@ -47,13 +47,7 @@ func TestResolveTarget(t *testing.T) {
 			t.Setenv(EnvDevice, tt.xladdpEnv)
 			t.Setenv(EnvPJRTDevice, tt.pjrtEnv)
 			got, err := ResolveTarget(tt.explicit)
-			if tt.wantErrMsg != "" {
-				assert.ErrorIs(t, err, ErrUnknownTarget)
-				assert.ErrorContains(t, err, tt.wantErrMsg)
-				return
-			}
-			require.NoError(t, err)
-			assert.Equal(t, tt.want, got)
+			checkResult(t, got, err, tt.want, ErrUnknownTarget, tt.wantErrMsg)
 		})
 	}
 }
@@ -84,13 +78,7 @@ func TestCPUDeviceCount(t *testing.T) {
 			t.Setenv(EnvCPUDevices, tt.xladdpEnv)
 			t.Setenv(EnvTorchXLACPUDevices, tt.torchEnv)
 			got, err := cpuDeviceCount(tt.opts)
-			if tt.wantErrMsg != "" {
-				assert.ErrorIs(t, err, ErrBadDeviceCount)
-				assert.ErrorContains(t, err, tt.wantErrMsg)
-				return
-			}
-			require.NoError(t, err)
-			assert.Equal(t, tt.want, got)
+			checkResult(t, got, err, tt.want, ErrBadDeviceCount, tt.wantErrMsg)
 		})
 	}
 }
@@ -116,13 +104,7 @@ func TestCPUExecution(t *testing.T) {
 			clearTargetEnv(t)
 			t.Setenv(EnvCPUExecution, tt.env)
 			got, err := cpuExecution(tt.opts)
-			if tt.wantErrMsg != "" {
-				assert.ErrorIs(t, err, ErrBadOption)
-				assert.ErrorContains(t, err, tt.wantErrMsg)
-				return
-			}
-			require.NoError(t, err)
-			assert.Equal(t, tt.want, got)
+			checkResult(t, got, err, tt.want, ErrBadOption, tt.wantErrMsg)
 		})
 	}
 }
@@ -170,4 +152,17 @@ func TestRegisterTarget(t *testing.T) {
 	_, err = ParseTarget("other")
 	assert.ErrorIs(t, err, ErrUnknownTarget, "a refused registration leaves nothing behind")
 	assert.Panics(t, func() { RegisterTarget(TargetSpec{Target: "noclient"}) })
+}
+
+// checkResult: with wantErrMsg, err is sentinel and says it; without,
+// got is want.
+func checkResult[T any](t *testing.T, got T, err error, want T, sentinel error, wantErrMsg string) {
+	t.Helper()
+	if wantErrMsg != "" {
+		assert.ErrorIs(t, err, sentinel)
+		assert.ErrorContains(t, err, wantErrMsg)
+		return
+	}
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
 }

@@ -80,15 +80,25 @@ func (g *ProcessGroup) GatherAsync(out, in Buffer, root int) *Work {
 
 // gatherCall checks Gather's arguments and makes its call.
 func (g *ProcessGroup) gatherCall(out, in Buffer, root int) (transport.Call, error) {
-	const op = "Gather"
-	err := firstError(in.Check(op), g.checkRank(op, "root", root))
+	return g.rootedCall(transport.Gather, "Gather", out, in, root)
+}
+
+// rootedCall checks a Gather's or Scatter's arguments and makes its call:
+// the block every rank has (Gather's in, Scatter's out) and root's whole,
+// WorldSize blocks long (Gather's out, Scatter's in).
+func (g *ProcessGroup) rootedCall(kind transport.Kind, op string, out, in Buffer, root int) (transport.Call, error) {
+	block, whole, wholeName := in, out, "out"
+	if kind == transport.Scatter {
+		block, whole, wholeName = out, in, "in"
+	}
+	err := firstError(block.Check(op), g.checkRank(op, "root", root))
 	if err == nil && g.rank == root {
-		err = checkLen(op, "out", out, g.size*in.Len())
+		err = checkLen(op, wholeName, whole, g.size*block.Len())
 	}
 	if err != nil {
-		return transport.Call{Kind: transport.Gather}, err
+		return transport.Call{Kind: kind}, err
 	}
-	return transport.Call{Kind: transport.Gather, In: in, Out: out, Root: root}, nil
+	return transport.Call{Kind: kind, In: in, Out: out, Root: root}, nil
 }
 
 // Scatter gives rank r the r-th block of root's in (in.Len() = WorldSize ×
@@ -106,13 +116,5 @@ func (g *ProcessGroup) ScatterAsync(out, in Buffer, root int) *Work {
 
 // scatterCall checks Scatter's arguments and makes its call.
 func (g *ProcessGroup) scatterCall(out, in Buffer, root int) (transport.Call, error) {
-	const op = "Scatter"
-	err := firstError(out.Check(op), g.checkRank(op, "root", root))
-	if err == nil && g.rank == root {
-		err = checkLen(op, "in", in, g.size*out.Len())
-	}
-	if err != nil {
-		return transport.Call{Kind: transport.Scatter}, err
-	}
-	return transport.Call{Kind: transport.Scatter, In: in, Out: out, Root: root}, nil
+	return g.rootedCall(transport.Scatter, "Scatter", out, in, root)
 }

@@ -7,22 +7,15 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/xladdp/xladdp/internal/procfs/procfstest"
 )
 
-// lockHolder starts util-linux's flock holding an flock on path (-o:
-// the lock stays with flock itself, not the sleep it runs) and waits
-// until the lock is taken.
 func lockHolder(t *testing.T, path string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command("flock", "-o", path, "sleep", "60")
-	require.NoError(t, cmd.Start(), "util-linux's flock (Debian essential)")
-	t.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGCONT); _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	require.Eventually(t, func() bool { _, ok := FlockHolder("/proc", path); return ok }, 10*time.Second, 10*time.Millisecond)
-	return cmd
+	return procfstest.HoldFlock(t, path, func() bool { _, ok := FlockHolder("/proc", path); return ok })
 }
 
 // TestFlockHolderAndState: the process holding an flock on a file is

@@ -14,18 +14,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/xladdp/xladdp/internal/procfs"
+	"github.com/xladdp/xladdp/internal/procfs/procfstest"
 )
 
-// holdLock starts util-linux's flock holding the flock at path, as
-// another rank compiling the program does (-o: the lock stays with flock
-// itself, not the sleep it runs), and waits until the lock is taken.
 func holdLock(t *testing.T, path string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command("flock", "-o", path, "sleep", "60")
-	require.NoError(t, cmd.Start(), "util-linux's flock (Debian essential)")
-	t.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGCONT); _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	require.Eventually(t, func() bool { _, ok := procfs.FlockHolder("/proc", path); return ok }, 10*time.Second, 10*time.Millisecond)
-	return cmd
+	return procfstest.HoldFlock(t, path, func() bool { _, ok := procfs.FlockHolder("/proc", path); return ok })
 }
 
 // words collects what Lock says.
