@@ -215,17 +215,18 @@ vet:
 		$(GO) mod tidy -diff >/dev/null || { echo "go mod tidy -diff failed (above)" >&2; exit 1; }
 	fi
 
-# Fuzz targets of the decoders that read untrusted bytes; test runs each briefly.
-# Fuzz budgets are execution counts (2 to 4 s each here), not durations:
+# Fuzz targets of the decoders that read untrusted bytes; test-long runs
+# each for its budget (make test runs their seed corpora as tests).
+# Fuzz budgets are execution counts (about 5 s each here), not durations:
 # Go 1.26's coordinator can report a spurious "context deadline exceeded"
 # when a -fuzztime duration ends under load (go.dev/issue/75804).
-FUZZ_TARGETS := FuzzDecodeRequest:./ddp/store:60000x FuzzDecode:./xla/safetensors:40000x FuzzExpand:./ddp/launch/internal/nodelist:50000x
+FUZZ_TARGETS := FuzzDecodeRequest:./ddp/store:150000x FuzzDecode:./xla/safetensors:90000x FuzzExpand:./ddp/launch/internal/nodelist:100000x
 
 # The engine's tests run a second time with the CPU client asynchronous,
 # the way the GPU and Neuron plugins always execute: its execution,
 # cancellation and caching tests and the optimizers; the op table's
 # numerics (the same programs, read back alike) and the layers run once.
-ASYNC_SKIP := AgainstFloat64Reference|ThroughScalarOps|GradientTiesAndNaN|GradientAnyAxes|ScalarOperandsNeverTruncate|BroadcastEveryDType|Convolutions|IndexOp|BFloat16MatMul|UniformDraws|DeviceRNG|RNGState|FormatPrints|HyperparameterHostile
+ASYNC_SKIP := AgainstFloat64Reference|ThroughScalarOps|GradientTiesAndNaN|GradientAnyAxes|ScalarOperandsNeverTruncate|BroadcastEveryDType|Convolutions|IndexOp|BFloat16MatMul|UniformDraws|DeviceRNG|RNGState|FormatPrints|HyperparameterHostile|CompileOnly|CompileConcurrently
 test: deps vet
 	# With Open MPI the whole suite is built once with the mpi backend
 	# (its binding, collective suite, DDP, hostile and fault cases,
@@ -240,7 +241,6 @@ test: deps vet
 	$(GO) test -p 3 -tags "$$tags" -skip '^TestLong' -timeout 9m ./...
 	if [[ -n "$$tags" ]]; then $(GO) test -run '^TestMPIBackendNotBuiltIn$$' ./ddp/dist/; fi
 	XLADDP_CPU_EXECUTION=async $(GO) test -timeout 5m -skip '$(ASYNC_SKIP)' ./xla ./xla/optim
-	$(MAKE) --no-print-directory fuzz
 
 # The long tests: ResNet-18 trainings and the examples' full learning runs
 # (TestLong*); make test leaves them out to stay under 5 minutes.
@@ -249,6 +249,7 @@ test-long: deps
 	if pkg-config --exists ompi-c 2>/dev/null; then
 		$(GO) test -tags mpi -run '^TestLongMPI' -timeout 10m ./ddp/... ./examples/linear/ ./examples/mnist/ ./examples/gpt/
 	fi
+	$(MAKE) --no-print-directory fuzz
 
 # go-xla's arena pool is unsynchronized unless built with race_mu; with
 # the tag the race detector reports only real races.
