@@ -238,7 +238,7 @@ test: deps vet
 	else
 		echo "test: libopenmpi-dev is missing, so the mpi backend's tests do not run (make deps installs it as root)" >&2
 	fi
-	$(GO) test -p 3 -tags "$$tags" -skip '^TestLong' -timeout 9m ./...
+	$(GO) test -p 4 -tags "$$tags" -skip '^TestLong' -timeout 9m ./...
 	if [[ -n "$$tags" ]]; then $(GO) test -run '^TestMPIBackendNotBuiltIn$$' ./ddp/dist/; fi
 	XLADDP_CPU_EXECUTION=async $(GO) test -timeout 5m -skip '$(ASYNC_SKIP)' ./xla ./xla/optim
 
