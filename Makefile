@@ -37,8 +37,8 @@ FASHION_MNIST_DIR := /usr/share/datasets/fashion-mnist
 
 help:
 	@echo "make demo            set up (deps), build, and train MNIST on 2 CPU replicas"
-	echo "make test            set up (deps), gofmt and go vet, every test but the long ones, the mpi backend's tests, 5 s of each fuzz target (under 5 minutes)"
-	echo "make test-long       the long tests (TestLong*: ResNet-18 trainings, the examples' full learning runs); CI runs it after make test"
+	echo "make test            set up (deps), gofmt and go vet, every test but the long ones, with the mpi backend where Open MPI is (about 5 minutes)"
+	echo "make test-long       the long tests (TestLong*: ResNet-18 trainings, the examples' full learning runs) and the fuzz budgets; CI runs it after make test"
 	echo "make race            go test -race (with go-xla's race_mu tag, which serializes its arena pool)"
 	echo "make fuzz            each fuzz target ($(foreach t,$(FUZZ_TARGETS),$(firstword $(subst :, ,$(t))))) for its execution budget"
 	echo "make vet             gofmt, go vet (also with -tags mpi), the vendored PJRT header, go mod tidy"
