@@ -55,13 +55,18 @@ type Checkpointer struct {
 	writing  sync.WaitGroup
 	written  error
 	streamer safetensors.Streamer
-	// release gives SIGTERM back to the process group's handling.
-	release func()
+	// release gives SIGTERM back to the process group's handling;
+	// unclaim gives the directory up (owner.go).
+	release, unclaim func()
+	// unclaimOnce gives the directory up after the last write.
+	unclaimOnce sync.Once
 }
 
 // New returns a checkpointer writing into o.Dir; from now on
 // SIGTERM asks it to checkpoint and stop instead of ending the process.
-// Close it when training ends.
+// The directory is this job's until Close: another job running on it is
+// refused, naming it; one that died is taken over. Close it when
+// training ends.
 func New(o Options) (*Checkpointer, error) {
 	if o.Dir == "" {
 		return nil, errors.New("checkpoint: a checkpointer needs a directory (Options.Dir; --checkpoint-dir under ddp.Main)")
@@ -84,7 +89,11 @@ func New(o Options) (*Checkpointer, error) {
 	if err := errors.Join(probe.Close(), os.Remove(probe.Name())); err != nil {
 		return nil, fmt.Errorf("checkpoint: the checkpoint directory %s: %w", o.Dir, err)
 	}
-	ck := &Checkpointer{opts: o, signals: make(chan os.Signal, 1), release: termination.Hold()}
+	unclaim, err := claimDir(o.Dir)
+	if err != nil {
+		return nil, err
+	}
+	ck := &Checkpointer{opts: o, signals: make(chan os.Signal, 1), release: termination.Hold(), unclaim: unclaim}
 	signal.Notify(ck.signals, syscall.SIGTERM)
 	ck.wg.Add(1)
 	go func() {
@@ -112,6 +121,7 @@ func (ck *Checkpointer) Close() error {
 		ck.release()
 	})
 	err := ck.finishWrite()
+	ck.unclaimOnce.Do(ck.unclaim)
 	ck.streamer.Release()
 	return err
 }

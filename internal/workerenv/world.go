@@ -129,6 +129,21 @@ func (w World) IsRankZero() bool {
 	return p.Rank == Unset || p.Rank == 0
 }
 
+// JobKey names the job this process belongs to: the same in each of its
+// processes and different for two jobs that run at once. A launched job
+// is its rendezvous address (MASTER_ADDR:MASTER_PORT, which one job binds
+// at a time) and run id, or Open MPI's job id; a process started alone is
+// itself (host and pid).
+func (w World) JobKey(host string, pid int) string {
+	switch {
+	case w.MasterAddr != "" && w.MasterPort != "" && w.Launched():
+		return fmt.Sprintf("job at %s:%s (run id %q)", w.MasterAddr, w.MasterPort, w.RunID)
+	case w.OpenMPI.JobID != "":
+		return fmt.Sprintf("mpirun job %s", w.OpenMPI.JobID)
+	}
+	return fmt.Sprintf("process %d on %s", pid, host)
+}
+
 // SingleHost reports whether an mpirun job runs all its processes on
 // this host (its world is its local world).
 func (o OpenMPIWorld) SingleHost() bool {

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/xladdp/xladdp/examples/internal/exampletest"
+	"github.com/xladdp/xladdp/xla"
+)
+
+// TestOneJobPerCheckpointDir: a second job started on the checkpoint
+// directory of a running one (here under ddprun, the first spawned) is
+// refused, naming the first job's process and host; after a kill -9 of
+// the first, the same command takes the directory over, says so, and
+// resumes from the dead job's checkpoint.
+func TestOneJobPerCheckpointDir(t *testing.T) {
+	exampletest.CleanEnv(t)
+	ck, cache := t.TempDir(), t.TempDir()
+	args := []string{"--epochs", "1000000", "--checkpoint-dir", ck, "--checkpoint-every", "20"}
+	command := func(launcher []string, extra ...string) *exec.Cmd {
+		argv := append(launcher, exampletest.Self()...)
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Env = append(append(os.Environ(), exampletest.Env("linear", append(extra, args...)...)...), xla.EnvCacheDir+"="+cache)
+		return cmd
+	}
+	spawned := command(nil, "--spawn", "--cpu-devices", "2")
+	first := exampletest.Start(t, spawned)
+	require.Eventually(t, func() bool {
+		_, err := os.Stat(filepath.Join(ck, "step-000000000020.safetensors"))
+		return err == nil
+	}, time.Minute, 20*time.Millisecond, "the first job's checkpoint: %s", first.Output())
+
+	ddprun := []string{exampletest.Ddprun(t), "--nproc_per_node=2"}
+	refused := command(ddprun)
+	refused.WaitDelay = time.Second
+	timer := time.AfterFunc(time.Minute, func() { _ = refused.Process.Kill() }) // a second job that runs on is the failure
+	out, err := refused.CombinedOutput()
+	timer.Stop()
+	require.Error(t, err, "%s", out)
+	host, _ := os.Hostname()
+	assert.Contains(t, string(out), "belongs to a running job, process "+fmt.Sprint(spawned.Process.Pid)+" on "+host)
+	assert.Contains(t, string(out), "give this job another --checkpoint-dir")
+
+	_, _ = first.Signal(t, syscall.SIGKILL)
+	second := exampletest.Start(t, command(ddprun))
+	require.Eventually(t, func() bool {
+		return strings.Contains(second.Output(), "resumed from "+ck)
+	}, time.Minute, 20*time.Millisecond, "the second job resumes")
+	assert.Contains(t, second.Output(), "took over the checkpoint directory from a job that is no longer running")
+	assert.Contains(t, second.Output(), fmt.Sprintf("pid %d on %s", spawned.Process.Pid, host))
+	res, _ := second.Signal(t, syscall.SIGTERM)
+	assert.NotContains(t, res, "belongs to a running job")
+}
