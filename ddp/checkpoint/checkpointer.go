@@ -33,6 +33,15 @@ type Options struct {
 	// Keep is how many checkpoints stay (default 2); older ones are
 	// removed once a newer one is committed.
 	Keep int
+	// Settings are the program's values that change what training
+	// computes, by flag name ("lr": "0.1"; Record fills them from the
+	// flags): every checkpoint records them, and resuming from one that
+	// recorded other values is refused, naming each, unless Override
+	// names the flag; then the change is logged.
+	Settings map[string]string
+	// Override names the settings a resume may change
+	// (--resume-override).
+	Override []string
 }
 
 // Checkpointer saves a training job so that it can stop at any time and
@@ -76,6 +85,9 @@ func New(o Options) (*Checkpointer, error) {
 	}
 	if o.Keep == 0 {
 		o.Keep = 2
+	}
+	if err := o.checkOverride(); err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("checkpoint: making the checkpoint directory: %w", err)
@@ -173,7 +185,11 @@ func (ck *Checkpointer) Restore(ctx context.Context, c *optim.Checkpoint) (bool,
 	if len(mine) == 0 {
 		return false, nil
 	}
-	return true, Load(ctx, ck.path(mine[len(mine)-1], k), c)
+	path := ck.path(mine[len(mine)-1], k)
+	if err := Load(ctx, path, c); err != nil {
+		return true, err
+	}
+	return true, ck.opts.checkSettings(path, c.Metadata)
 }
 
 // Step is called by every replica after each training step, with c.Step
@@ -192,6 +208,7 @@ func (ck *Checkpointer) Last(ctx context.Context, c optim.Checkpoint) error {
 
 // step is Step, with a checkpoint due whatever Every says when commit.
 func (ck *Checkpointer) step(ctx context.Context, c optim.Checkpoint, commit bool) error {
+	c.Metadata = ck.opts.withSettings(c.Metadata)
 	dev, err := checkpointDevice(c.Model)
 	if err != nil {
 		return err

@@ -27,6 +27,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		o.Every = n
 		return nil
 	})
+	fs.StringSliceVar(&o.Override, "resume-override", nil, "settings a resume from --checkpoint-dir may change (their flag names, "+
+		"comma-separated, e.g. lr); without it a changed setting is refused")
 }
 
 // Steps is a training loop's steps, 1 to last, kept in o.Dir (with no

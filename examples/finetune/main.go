@@ -95,6 +95,11 @@ func parse(args []string, out io.Writer) (config, error) {
 	if err := cmdline.Parse(fs, args); err != nil {
 		return c, err
 	}
+	// The settings a resume from --checkpoint-dir must keep (or name
+	// in --resume-override).
+	if err := launch.Checkpoints.Record(fs, "image-size", "batch-size", "lr", "momentum", "step-size", "gamma", "seed"); err != nil {
+		return c, err
+	}
 	c.launch = *launch
 	if c.trainDir == "" {
 		c.trainDir = filepath.Join(c.dataDir, "train")

@@ -103,6 +103,11 @@ func parse(args []string, out io.Writer) (config, error) {
 	if err := cmdline.Parse(fs, args); err != nil {
 		return c, err
 	}
+	// The settings a resume from --checkpoint-dir must keep (or name
+	// in --resume-override).
+	if err := launch.Checkpoints.Record(fs, "size", "layers", "heads", "width", "block", "dropout", "batch-size", "grad-accum", "precision", "lr", "min-lr", "warmup", "weight-decay", "clip", "seed"); err != nil {
+		return c, err
+	}
 	c.launch = *launch
 	if err := c.applyPreset(); err != nil {
 		return c, err

@@ -83,6 +83,11 @@ func parse(args []string, out io.Writer) (config, error) {
 	if err := cmdline.Parse(fs, args); err != nil {
 		return c, err
 	}
+	// The settings a resume from --checkpoint-dir must keep (or name
+	// in --resume-override).
+	if err := launch.Checkpoints.Record(fs, "lr", "batch-size", "seed"); err != nil {
+		return c, err
+	}
 	c.launch = *launch
 	switch {
 	case c.epochs < 1 || c.batchSize < 1:

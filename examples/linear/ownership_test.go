@@ -60,3 +60,48 @@ func TestOneJobPerCheckpointDir(t *testing.T) {
 	res, _ := second.Signal(t, syscall.SIGTERM)
 	assert.NotContains(t, res, "belongs to a running job")
 }
+
+// TestResumeKeepsTheSettings: a run resumed from --checkpoint-dir with
+// another --lr is refused, naming the flag and both values; with
+// --resume-override lr it trains on, saying what changed; an override
+// naming no setting is refused.
+func TestResumeKeepsTheSettings(t *testing.T) {
+	exampletest.CleanEnv(t)
+	ck, cache := t.TempDir(), t.TempDir()
+	linear := func(args ...string) (string, error) {
+		cmd := exec.Command(exampletest.Self()[0], exampletest.Self()[1:]...)
+		cmd.Env = append(append(os.Environ(), exampletest.Env("linear", append([]string{"--spawn", "--cpu-devices", "2",
+			"--checkpoint-dir", ck}, args...)...)...), xla.EnvCacheDir+"="+cache)
+		cmd.WaitDelay = time.Second
+		timer := time.AfterFunc(2*time.Minute, func() { _ = cmd.Process.Kill() })
+		defer timer.Stop()
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	out, err := linear("--epochs", "2")
+	require.NoError(t, err, out)
+
+	out, err = linear("--epochs", "4", "--lr", "0.5")
+	require.Error(t, err, out)
+	assert.Contains(t, out, "was written with other settings: --lr 0.1 → 0.5")
+	assert.Contains(t, out, "say --resume-override lr")
+	assert.NotContains(t, out, "epoch 3", "nothing trained")
+
+	out, err = linear("--epochs", "4", "--lr", "0.5", "--seed", "2")
+	require.Error(t, err, out)
+	assert.Contains(t, out, "--lr 0.1 → 0.5, --seed 1 → 2")
+
+	out, err = linear("--epochs", "4", "--lr", "0.5", "--resume-override", "lrr")
+	require.Error(t, err, out)
+	assert.Contains(t, out, "--resume-override lrr: not a setting this program's checkpoints record (it records batch-size, lr, seed)")
+
+	out, err = linear("--epochs", "4", "--lr", "0.5", "--resume-override", "lr")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "resuming with changed settings")
+	assert.Contains(t, out, "--lr 0.1 → 0.5")
+	assert.Contains(t, out, "resumed from "+ck)
+
+	out, err = linear("--epochs", "6", "--lr", "0.5")
+	require.NoError(t, err, out)
+	assert.NotContains(t, out, "changed settings", "the overridden value is the checkpoint's from then on")
+}
