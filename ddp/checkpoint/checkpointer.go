@@ -178,6 +178,9 @@ func (ck *Checkpointer) saved(k kind) []int {
 // never taken for an empty one.
 func (ck *Checkpointer) Restore(ctx context.Context, c *optim.Checkpoint) (bool, error) {
 	k := kindOf(c.Optimizer)
+	if err := ck.newestUsable(); err != nil {
+		return false, err
+	}
 	mine, other := ck.saved(k), ck.saved(!k)
 	if len(other) > 0 && (len(mine) == 0 || other[len(other)-1] > mine[len(mine)-1]) {
 		return false, k.refuse(ck.path(other[len(other)-1], !k))

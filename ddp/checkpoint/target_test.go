@@ -67,3 +67,41 @@ func TestLoadRefusesWhatIsNoFile(t *testing.T) {
 		assert.ErrorContains(t, err, tc.want, tc.path)
 	}
 }
+
+// TestRestoreNamesAnUnusableNewestCheckpoint: when the newest
+// step-N.safetensors of a checkpoint directory is a FIFO, a link to
+// /dev/zero, a directory, a link loop or a dangling link, Restore
+// refuses at once, naming it and what it is, instead of hanging, filling
+// the memory, or resuming from the older step in silence.
+func TestRestoreNamesAnUnusableNewestCheckpoint(t *testing.T) {
+	ctx := xlatest.Context(t)
+	d := xlatest.NewEngine(t, 1).Device(0)
+	model := nn.Dense(d, nn.NewRand(1), 2, 1)
+	opt, err := optim.NewSGD(nn.Parameters(model), optim.SGDConfig{LR: 0.1})
+	require.NoError(t, err)
+	newest := "step-000000000002.safetensors"
+	for _, tc := range []struct {
+		name, want string
+		make       func(path string) error
+	}{
+		{"fifo", "is a FIFO", func(p string) error { return syscall.Mkfifo(p, 0o644) }},
+		{"dev-zero", "is a device", func(p string) error { return os.Symlink("/dev/zero", p) }},
+		{"directory", "is a directory, where a checkpoint file belongs", func(p string) error { return os.Mkdir(p, 0o755) }},
+		{"loop", "is a link that leads nowhere", func(p string) error { return os.Symlink(p, p) }},
+		{"dangling", "is a link that leads nowhere", func(p string) error { return os.Symlink(p+".gone", p) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			state := optim.Checkpoint{Model: model, Optimizer: opt, Step: 1}
+			require.NoError(t, checkpoint.Save(ctx, filepath.Join(dir, "step-000000000001.safetensors"), state))
+			require.NoError(t, tc.make(filepath.Join(dir, newest)))
+			ck, err := checkpoint.New(checkpoint.Options{Dir: dir})
+			require.NoError(t, err)
+			defer ck.Close()
+			resumed, err := ck.Restore(ctx, &state)
+			assert.False(t, resumed)
+			assert.ErrorContains(t, err, "the newest checkpoint, "+filepath.Join(dir, newest)+", "+tc.want)
+			assert.ErrorContains(t, err, "move it away")
+		})
+	}
+}
