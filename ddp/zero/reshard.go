@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -34,7 +33,7 @@ type shardedCheckpoint struct {
 
 // readShardedCheckpoint reads the version LATEST names in dir.
 func readShardedCheckpoint(dir string) (*shardedCheckpoint, error) {
-	latest, err := os.ReadFile(filepath.Join(dir, latestName))
+	latest, err := readRegular(filepath.Join(dir, latestName), latestMaxBytes)
 	if err != nil {
 		return nil, fmt.Errorf("%s is not a sharded checkpoint (no %s: was it saved with checkpoint.Save and a sharded optimizer?): %w", dir, latestName, err)
 	}
@@ -43,7 +42,7 @@ func readShardedCheckpoint(dir string) (*shardedCheckpoint, error) {
 		return nil, fmt.Errorf("%s: %s names %q, not a version of this checkpoint", dir, latestName, id)
 	}
 	version := filepath.Join(dir, id)
-	data, err := os.ReadFile(filepath.Join(version, manifestName))
+	data, err := readRegular(filepath.Join(version, manifestName), manifestMaxBytes)
 	if err != nil {
 		return nil, fmt.Errorf("reading the manifest: %w", err)
 	}
@@ -82,9 +81,12 @@ func readVerified(dir string, f manifestFile) (safetensors.File, error) {
 		return safetensors.File{}, fmt.Errorf("the manifest names a file %q outside its directory", f.Name)
 	}
 	path := filepath.Join(dir, f.Name)
-	data, err := os.ReadFile(path)
+	if f.Bytes < 0 {
+		return safetensors.File{}, fmt.Errorf("the manifest gives %s %d bytes", f.Name, f.Bytes)
+	}
+	data, err := readRegular(path, f.Bytes)
 	if err != nil {
-		return safetensors.File{}, fmt.Errorf("a file of the checkpoint is missing: %w", err)
+		return safetensors.File{}, fmt.Errorf("a file of the checkpoint is missing or not the manifest's: %w", err)
 	}
 	sum := sha256.Sum256(data)
 	if int64(len(data)) != f.Bytes || hex.EncodeToString(sum[:]) != f.SHA256 {
