@@ -238,18 +238,38 @@ test: deps vet
 	else
 		echo "test: libopenmpi-dev is missing, so the mpi backend's tests do not run (make deps installs it as root)" >&2
 	fi
-	$(GO) test -p 4 -tags "$$tags" -skip '^TestLong' -timeout 9m ./...
-	if [[ -n "$$tags" ]]; then $(GO) test -run '^TestMPIBackendNotBuiltIn$$' ./ddp/dist/; fi
-	XLADDP_CPU_EXECUTION=async $(GO) test -timeout 5m -skip '$(ASYNC_SKIP)' ./xla ./xla/optim
+	# Every part runs whatever an earlier one did; the failures are
+	# listed at the end.
+	log="$$(mktemp)"; trap 'rm -f "$$log"' EXIT
+	failed=()
+	$(GO) test -p 4 -tags "$$tags" -skip '^TestLong' -timeout 9m ./... 2>&1 | tee -a "$$log" || failed+=("go test ./...")
+	if [[ -n "$$tags" ]]; then
+		$(GO) test -run '^TestMPIBackendNotBuiltIn$$' ./ddp/dist/ 2>&1 | tee -a "$$log" || failed+=("the build without mpi")
+	fi
+	XLADDP_CPU_EXECUTION=async $(GO) test -timeout 5m -skip '$(ASYNC_SKIP)' ./xla ./xla/optim 2>&1 | tee -a "$$log" \
+		|| failed+=("the async engine pass")
+	if (( $${#failed[@]} )); then
+		echo "make test failed in: $$(IFS=,; echo "$${failed[*]}"); the failing tests and packages:" >&2
+		grep -E '^(--- FAIL|FAIL)' "$$log" >&2 || true
+		exit 1
+	fi
 
 # The long tests: ResNet-18 trainings and the examples' full learning runs
 # (TestLong*); make test leaves them out to stay under 5 minutes.
 test-long: deps
-	$(GO) test -run '^TestLong' -timeout 30m ./...
+	log="$$(mktemp)"; trap 'rm -f "$$log"' EXIT
+	failed=()
+	$(GO) test -run '^TestLong' -timeout 30m ./... 2>&1 | tee -a "$$log" || failed+=("go test -run ^TestLong ./...")
 	if pkg-config --exists ompi-c 2>/dev/null; then
-		$(GO) test -tags mpi -run '^TestLongMPI' -timeout 10m ./ddp/... ./examples/linear/ ./examples/mnist/ ./examples/gpt/
+		$(GO) test -tags mpi -run '^TestLongMPI' -timeout 10m ./ddp/... ./examples/linear/ ./examples/mnist/ ./examples/gpt/ 2>&1 \
+			| tee -a "$$log" || failed+=("the mpi long tests")
 	fi
-	$(MAKE) --no-print-directory fuzz
+	$(MAKE) --no-print-directory fuzz 2>&1 | tee -a "$$log" || failed+=("fuzz")
+	if (( $${#failed[@]} )); then
+		echo "make test-long failed in: $$(IFS=,; echo "$${failed[*]}"); the failing tests and packages:" >&2
+		grep -E '^(--- FAIL|FAIL)' "$$log" >&2 || true
+		exit 1
+	fi
 
 # go-xla's arena pool is unsynchronized unless built with race_mu; with
 # the tag the race detector reports only real races.
