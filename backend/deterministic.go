@@ -60,11 +60,12 @@ func deterministicFlags(target Target, plugin string, det bool) (bool, error) {
 	if !modeSet {
 		modeSet = true
 		if det {
-			var err error
-			switch target {
-			case CPU:
+			err := checkDeterministicXLAFlags()
+			switch {
+			case err != nil:
+			case target == CPU:
 				err = keepCPUReductionsInXLA(plugin)
-			case CUDA:
+			case target == CUDA:
 				err = addXLAFlag(plugin, gpuDeterministicFlag, "true")
 			}
 			if err != nil {

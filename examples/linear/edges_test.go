@@ -105,3 +105,18 @@ func TestResumeKeepsTheSettings(t *testing.T) {
 	require.NoError(t, err, out)
 	assert.NotContains(t, out, "changed settings", "the overridden value is the checkpoint's from then on")
 }
+
+// TestDeterministicRefusesFastMath: with XLA_FLAGS turning on fast math
+// (which gave other weights on 1 replica than on 2), --deterministic is
+// refused at start, naming the flag.
+func TestDeterministicRefusesFastMath(t *testing.T) {
+	exampletest.CleanEnv(t)
+	cmd := exec.Command(exampletest.Self()[0], exampletest.Self()[1:]...)
+	cmd.Env = append(append(os.Environ(), exampletest.Env("linear", "--spawn", "--deterministic")...),
+		"XLA_FLAGS=--xla_cpu_enable_fast_math=true", xla.EnvCacheDir+"="+t.TempDir())
+	cmd.WaitDelay = time.Second
+	out, err := cmd.CombinedOutput()
+	require.Error(t, err, "%s", out)
+	assert.Contains(t, string(out), "XLA_FLAGS sets --xla_cpu_enable_fast_math=true")
+	assert.NotContains(t, string(out), "weights sha256")
+}
