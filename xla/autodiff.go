@@ -13,6 +13,9 @@ func (t *Tensor) SetRequiresGrad(on bool) error {
 	}
 	if on && !t.requiresGrad {
 		t.dev.gradLeaves = append(t.dev.gradLeaves, weak.Make(t))
+		if t.node != nil && t.node.op == opStopGradient {
+			t.node = &node{op: opLeaf, inputs: []*node{t.node}, shape: t.shape}
+		}
 	}
 	t.requiresGrad = on
 	return nil

@@ -31,6 +31,14 @@ var opStopGradient = &opDef{name: "stop_gradient", elementwise: true, replay: fu
 	return graph.StopGradient(in[0])
 }}
 
+// opLeaf passes its input's value as a node of its own: a detached
+// tensor made RequiresGrad (torch's x.detach().requires_grad_()) takes
+// its gradient there, past the stop, which GoMLX's autodiff gives no
+// adjoint.
+var opLeaf = &opDef{name: "leaf", elementwise: true, replay: func(_ *replayContext, _ *node, in []*graph.Node) *graph.Node {
+	return graph.Identity(in[0])
+}}
+
 // differentiable reports whether a gradient flows through op's inputs.
 func (op *opDef) differentiable() bool { return op != opStopGradient && op != opGradient }
 
