@@ -77,3 +77,22 @@ func Children(proc string, pid int) []int {
 	}
 	return pids
 }
+
+// CreateMode is the mode a new file gets from os.Create in this process
+// (0666 less the umask, read from proc's status): what a file written
+// through a temporary one and renamed into place should end with, since
+// os.CreateTemp makes it 0600. 0644 when the umask cannot be read.
+func CreateMode(proc string) os.FileMode {
+	b, err := os.ReadFile(filepath.Join(proc, "self", "status"))
+	if err != nil {
+		return 0o644
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Umask:"); ok {
+			if mask, err := strconv.ParseUint(strings.TrimSpace(v), 8, 32); err == nil {
+				return 0o666 &^ os.FileMode(mask)
+			}
+		}
+	}
+	return 0o644
+}

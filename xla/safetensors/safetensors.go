@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+
+	"github.com/xladdp/xladdp/internal/procfs"
 )
 
 // MaxHeaderSize bounds the JSON header, as the reference implementation does.
@@ -331,6 +333,10 @@ func writeAtomic(path string, write func(w io.Writer) error) error {
 	}
 	defer os.Remove(tmp.Name())
 	if err := write(tmp); err != nil {
+		tmp.Close()
+		return fmt.Errorf("safetensors: writing %s: %w", path, err)
+	}
+	if err := tmp.Chmod(procfs.CreateMode("/proc")); err != nil { // os.CreateTemp's 0600 is no checkpoint's mode
 		tmp.Close()
 		return fmt.Errorf("safetensors: writing %s: %w", path, err)
 	}

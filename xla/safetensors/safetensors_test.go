@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/xladdp/xladdp/internal/procfs"
 )
 
 func f32s(data []byte) []float32 {
@@ -75,6 +77,9 @@ func TestRoundTripAndAtomicWrite(t *testing.T) {
 	entries, err := os.ReadDir(filepath.Dir(path))
 	require.NoError(t, err)
 	assert.Len(t, entries, 1, "no temporary file left behind")
+	info, err := os.Stat(path)
+	require.NoError(t, err)
+	assert.Equal(t, procfs.CreateMode("/proc"), info.Mode().Perm(), "the mode os.Create gives (umask), not os.CreateTemp's 0600")
 }
 
 func TestRejectsBadFiles(t *testing.T) {

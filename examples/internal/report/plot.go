@@ -14,6 +14,8 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/xladdp/xladdp/internal/procfs"
 )
 
 // Curves are what a run plots: the training loss by step, and test
@@ -140,7 +142,7 @@ func writePNGFile(path string, img *vgimg.Canvas) error {
 		tmp.Close()
 		return fmt.Errorf("--plot %s: %w", path, err)
 	}
-	if err := tmp.Close(); err != nil {
+	if err := errors.Join(tmp.Chmod(procfs.CreateMode("/proc")), tmp.Close()); err != nil { // not os.CreateTemp's 0600
 		return fmt.Errorf("--plot %s: %w", path, err)
 	}
 	return os.Rename(tmp.Name(), path)

@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/xladdp/xladdp/internal/procfs"
 	"gonum.org/v1/plot"
 )
 
@@ -56,4 +58,7 @@ func TestWritePNG(t *testing.T) {
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	assert.Len(t, entries, 1, "no temporary file left")
+	info, err := os.Stat(path)
+	require.NoError(t, err)
+	assert.Equal(t, procfs.CreateMode("/proc"), info.Mode().Perm(), "the mode os.Create gives (umask), not os.CreateTemp's 0600")
 }
