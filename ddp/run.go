@@ -213,6 +213,9 @@ func TransportFlag(fs *pflag.FlagSet, transport *string) {
 // else 1 with the error on stderr.
 func Main(fn func(ctx context.Context, w Worker) error) {
 	o := Flags(pflag.CommandLine)
+	if err := cli.MisplacedLauncherOption(os.Args[1:], func(name string) bool { return pflag.Lookup(name) != nil }); err != nil {
+		exit(err)
+	}
 	pflag.Parse()
 	ctx, stop := NotifyContext(context.Background())
 	err := Run(ctx, fn, *o)

@@ -35,6 +35,9 @@ func FlagSet(name string, out io.Writer) (*pflag.FlagSet, *ddp.Options) {
 
 // Parse parses args; the examples take flags only.
 func Parse(fs *pflag.FlagSet, args []string) error {
+	if err := cli.MisplacedLauncherOption(args, func(name string) bool { return fs.Lookup(name) != nil }); err != nil {
+		return err
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
