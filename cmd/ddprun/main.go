@@ -73,13 +73,9 @@ func runJob(c launch.Config) int {
 	// groups, so the terminal's SIGINT reaches only ddprun).
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
-	sigs := make(chan os.Signal, 1)
+	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	go func() {
-		if s, ok := <-sigs; ok {
-			cancel(fmt.Errorf("received %v", s))
-		}
-	}()
+	go stopOnSignals(sigs, cancel)
 	// SIGUSR1 asks the workers for their flight records, as a hang's
 	// first aid; the job goes on.
 	usr1 := make(chan os.Signal, 1)
@@ -100,4 +96,26 @@ func runJob(c launch.Config) int {
 	signal.Stop(sigs)
 	close(sigs)
 	return code
+}
+
+// stopOnSignals is ddprun's interrupt rule, the workers' own: the first
+// signal stops the job (the workers get SIGTERM and PreemptGrace to
+// commit their step); a second Ctrl-C stops them at once (they die with
+// ddprun), losing the steps since the last checkpoint.
+func stopOnSignals(sigs <-chan os.Signal, cancel context.CancelCauseFunc) {
+	first, ok := <-sigs
+	if !ok {
+		return
+	}
+	if first == syscall.SIGINT {
+		fmt.Fprintln(os.Stderr, "ddprun: interrupt: the workers commit their step's checkpoint and stop "+
+			"(the same command resumes); interrupt again to stop them at once, losing the steps since the last checkpoint")
+	}
+	cancel(fmt.Errorf("received %v", first))
+	for s := range sigs {
+		if s == syscall.SIGINT {
+			fmt.Fprintln(os.Stderr, "ddprun: stopping the workers at once")
+			os.Exit(130)
+		}
+	}
 }

@@ -106,7 +106,7 @@ func New(o Options) (*Checkpointer, error) {
 		return nil, err
 	}
 	ck := &Checkpointer{opts: o, signals: make(chan os.Signal, 1), release: termination.Hold(), unclaim: unclaim}
-	signal.Notify(ck.signals, syscall.SIGTERM)
+	signal.Notify(ck.signals, syscall.SIGTERM, os.Interrupt) // Ctrl-C is a notice too (termination.Context says so)
 	ck.wg.Add(1)
 	go func() {
 		defer ck.wg.Done()
@@ -234,7 +234,7 @@ func (ck *Checkpointer) step(ctx context.Context, c optim.Checkpoint, commit boo
 	}
 	if err == nil && stop {
 		ck.preempted.Store(true)
-		return ErrPreempted
+		return fmt.Errorf("checkpoint: step %d is committed in %s; the same command resumes from it: %w", c.Step, ck.opts.Dir, ErrPreempted)
 	}
 	return err
 }

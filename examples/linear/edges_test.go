@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -119,4 +120,71 @@ func TestDeterministicRefusesFastMath(t *testing.T) {
 	require.Error(t, err, "%s", out)
 	assert.Contains(t, string(out), "XLA_FLAGS sets --xla_cpu_enable_fast_math=true")
 	assert.NotContains(t, string(out), "weights sha256")
+}
+
+// TestCtrlCKeepsTheSteps: Ctrl-C (SIGINT) to a --spawn run with a
+// checkpoint directory commits the step it stands at and exits 75,
+// saying so and that the same command resumes (before, it exited 1 and
+// the steps since the last periodic checkpoint were lost in silence); the
+// same command then resumes past the periodic checkpoint.
+func TestCtrlCKeepsTheSteps(t *testing.T) {
+	exampletest.CleanEnv(t)
+	ck := t.TempDir()
+	cmd := exec.Command(exampletest.Self()[0], exampletest.Self()[1:]...)
+	cmd.Env = append(append(os.Environ(), exampletest.Env("linear", "--spawn", "--cpu-devices", "2", "--epochs", "1000000",
+		"--checkpoint-every", "1000000", "--checkpoint-dir", ck)...), xla.EnvCacheDir+"="+t.TempDir())
+	run := exampletest.Start(t, cmd)
+	require.Eventually(t, func() bool { return strings.Contains(run.Output(), "epoch 3:") }, time.Minute, 20*time.Millisecond,
+		"three epochs: %s", run.Output())
+	out, err := run.Signal(t, syscall.SIGINT)
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, out)
+	assert.Equal(t, 75, exit.ExitCode(), out)
+	assert.Contains(t, out, "interrupt: committing this step's checkpoint, then stopping")
+	assert.Regexp(t, `step \d+ is committed in `+regexp.QuoteMeta(ck)+`; the same command resumes from it`, out)
+	steps, err := filepath.Glob(filepath.Join(ck, "step-*.safetensors"))
+	require.NoError(t, err)
+	assert.Len(t, steps, 1, "the step Ctrl-C came at")
+}
+
+// TestCtrlCUnderDdprun: under ddprun the first Ctrl-C is the same notice
+// (the workers commit their step and the job exits 75, saying so); a
+// second, while the workers have not stopped (here they are SIGSTOPped),
+// stops them at once (exit 130), none left running.
+func TestCtrlCUnderDdprun(t *testing.T) {
+	exampletest.CleanEnv(t)
+	for _, twice := range []bool{false, true} {
+		ck := t.TempDir()
+		argv := append([]string{exampletest.Ddprun(t), "--nproc_per_node=2"}, exampletest.Self()...)
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Env = append(append(os.Environ(), exampletest.Env("linear", "--epochs", "1000000", "--checkpoint-every", "1000000",
+			"--checkpoint-dir", ck)...), xla.EnvCacheDir+"="+t.TempDir())
+		run := exampletest.Start(t, cmd)
+		require.Eventually(t, func() bool { return strings.Contains(run.Output(), "epoch 3:") }, time.Minute, 20*time.Millisecond,
+			"three epochs: %s", run.Output())
+		workers := run.Workers()
+		require.NotEmpty(t, workers)
+		if twice {
+			for _, pid := range workers { // stopped, they cannot commit before the second Ctrl-C
+				require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
+			}
+			require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+			require.Eventually(t, func() bool { return strings.Contains(run.Output(), "interrupt again") }, time.Minute, 10*time.Millisecond)
+		}
+		out, err := run.Signal(t, syscall.SIGINT)
+		var exit *exec.ExitError
+		require.ErrorAs(t, err, &exit, out)
+		if !twice {
+			assert.Equal(t, 75, exit.ExitCode(), out)
+			assert.Contains(t, out, "ddprun: interrupt: the workers commit their step's checkpoint and stop")
+			assert.Contains(t, out, "the same command resumes from it")
+			continue
+		}
+		assert.Equal(t, 130, exit.ExitCode(), out)
+		assert.Contains(t, out, "ddprun: stopping the workers at once")
+		for _, pid := range workers {
+			assert.Eventually(t, func() bool { return syscall.Kill(pid, 0) != nil }, 10*time.Second, 20*time.Millisecond,
+				"worker %d ended with ddprun", pid)
+		}
+	}
 }

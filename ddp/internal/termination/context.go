@@ -3,6 +3,7 @@ package termination
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/signal"
 	"sync"
@@ -16,10 +17,12 @@ var (
 	ErrTerminated  = errors.New("terminated signal received")
 )
 
-// Context returns a copy of parent that SIGINT cancels, and SIGTERM too
-// unless termination is held when it arrives: a holder (a checkpointer)
-// then acts on it and the program ends by itself, its context intact for
-// the save. stop releases the signals and returns once the goroutine
+// Context returns a copy of parent that SIGTERM cancels unless
+// termination is held when it arrives: a holder (a checkpointer) then
+// acts on it and the program ends by itself, its context intact for the
+// save. SIGINT (Ctrl-C) is the same notice the first time while held,
+// said on stderr; a second SIGINT, or one while nothing is held, cancels
+// at once. stop releases the signals and returns once the goroutine
 // watching them has ended; call it when the program is done.
 func Context(parent context.Context) (ctx context.Context, stop func()) {
 	ctx, cancel := context.WithCancelCause(parent)
@@ -30,16 +33,21 @@ func Context(parent context.Context) (ctx context.Context, stop func()) {
 	watching.Add(1)
 	go func() {
 		defer watching.Done()
+		interrupted := false
 		for {
 			select {
 			case sig := <-signals:
-				if sig == syscall.SIGTERM {
-					if !Held() {
-						cancel(ErrTerminated)
-					}
-					continue
+				switch {
+				case sig == syscall.SIGTERM && !Held():
+					cancel(ErrTerminated)
+				case sig == syscall.SIGTERM:
+				case Held() && !interrupted:
+					interrupted = true
+					fmt.Fprintln(os.Stderr, "interrupt: committing this step's checkpoint, then stopping (the same command resumes); "+
+						"interrupt again to stop at once, losing the steps since the last checkpoint")
+				default:
+					cancel(ErrInterrupted)
 				}
-				cancel(ErrInterrupted)
 			case <-done:
 				return
 			}
