@@ -178,7 +178,39 @@ func (r *attemptRun) firstElsewhere(root *exit, seen time.Time, behind []int) (s
 	if len(behind) > 0 {
 		since = time.Now().Add(time.Hour)
 	}
-	return r.m.firstFailure(context.WithoutCancel(r.ctx), r.a.round, r.a.node, r.a.nnodes, since, elsewhereWait)
+	bg := context.WithoutCancel(r.ctx)
+	why, err := r.m.firstFailure(bg, r.a.round, r.a.node, r.a.nnodes, since, elsewhereWait)
+	if rz, watches := r.m.(*rendezvous); watches && why == "" && err == nil {
+		return r.lostDuring(bg, rz)
+	}
+	return why, err
+}
+
+// lostDuring names a node whose agent's heartbeat stands still (kill -9
+// of its agent, its host gone) once this node waited elsewhereWait for
+// another's failure: its workers died with it, and this node's failed for
+// that. Its agent posts nothing, and the watch would call it lost only
+// after heartbeatTimeout, when this node had already blamed its own
+// worker.
+func (r *attemptRun) lostDuring(ctx context.Context, rz *rendezvous) (string, error) {
+	before, err := rz.heartbeats(ctx, r.a.round, r.a.nnodes, r.a.node)
+	if err != nil {
+		return "", err
+	}
+	start := time.Now()
+	time.Sleep(max(time.Second, 3*r.cfg.MonitorInterval)) // every live agent beats in it
+	after, err := rz.heartbeats(ctx, r.a.round, r.a.nnodes, r.a.node)
+	if err != nil {
+		return "", err
+	}
+	for n := range r.a.nnodes {
+		if n != r.a.node && after[n] != doneBeat && before[n] == after[n] {
+			return fmt.Sprintf("node %d was lost: its agent, %s, beat no heartbeat from %s on, %s after this node's worker failed "+
+				"(its host died or ddprun was killed there, its workers with it; this node's failed for that)",
+				n, r.a.agents[n], start.Format("15:04:05"), elsewhereWait), nil
+		}
+	}
+	return "", nil
 }
 
 // stopped ends the attempt on ddprun's stop. The records first (a

@@ -191,8 +191,9 @@ func (s rdzvState) assignment(id string) (assignment, bool) {
 		return assignment{}, false
 	}
 	me := s.Nodes[i]
-	a := assignment{round: s.Round, node: me.Rank, nnodes: len(s.Nodes), master: s.Master}
+	a := assignment{round: s.Round, node: me.Rank, nnodes: len(s.Nodes), master: s.Master, agents: map[int]string{}}
 	for _, m := range s.Nodes {
+		a.agents[m.Rank] = m.ID
 		if m.Rank < me.Rank {
 			a.offset += m.NProc
 		}

@@ -25,6 +25,9 @@ type assignment struct {
 	offset       int // global rank of this node's local rank 0
 	world        int
 	master       string // host:port where worker rank 0 hosts its store
+	// agents are the round's agents by node rank (nodeID: host, pid),
+	// for naming a lost node.
+	agents map[int]string
 }
 
 // rendezvous is this agent's link to the other nodes' agents: a store

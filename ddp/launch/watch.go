@@ -240,3 +240,36 @@ func (w *watch) allDone(ctx context.Context) (bool, error) {
 	}
 	return !slices.Contains(done, false), nil
 }
+
+// doneBeat stands for the heartbeat of a node whose workers finished.
+const doneBeat = "done"
+
+// heartbeats reads every node's heartbeat counter of round but skip's
+// (doneBeat for a node whose workers finished).
+func (r *rendezvous) heartbeats(ctx context.Context, round, nnodes, skip int) (map[int]string, error) {
+	out := map[int]string{}
+	for n := range nnodes {
+		if n == skip {
+			continue
+		}
+		keys := []string{r.key(round, "done", n), r.key(round, "beat", n)}
+		have, err := r.client.Check(ctx, keys...)
+		if err != nil {
+			return nil, r.gone(err)
+		}
+		switch {
+		case have[0]:
+			out[n] = doneBeat
+			continue
+		case !have[1]:
+			out[n] = ""
+			continue
+		}
+		b, err := r.client.Get(ctx, keys[1])
+		if err != nil {
+			return nil, r.gone(err)
+		}
+		out[n] = string(b)
+	}
+	return out, nil
+}

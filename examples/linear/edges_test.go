@@ -188,3 +188,13 @@ func TestCtrlCUnderDdprun(t *testing.T) {
 		}
 	}
 }
+
+// TestLongLostNodeIsNamed: in an elastic job of two nodes (--nnodes=1:2),
+// kill -9 of node 1 (its ddprun and worker) makes node 0 restart alone
+// saying that node 1 was lost, naming its agent (host, pid), not blaming
+// its own worker, which failed for that (LoseANode checks the line).
+func TestLongLostNodeIsNamed(t *testing.T) {
+	exampletest.CleanEnv(t)
+	out := exampletest.LoseANode(t, "linear", []string{"--epochs", "300", "--checkpoint-every", "20"}, []int{40, 60})
+	assert.NotContains(t, out, "worker failed: node 0")
+}
