@@ -242,12 +242,15 @@ func TestCheckpointerRefusesTheOtherKind(t *testing.T) {
 	err = job(filepath.Join(t.TempDir(), "fresh"), true, 1)
 	assert.NoError(t, err, "an empty directory is a fresh start of either kind")
 
-	// Names of a kind that are not of it (a directory with a file's name,
-	// a file with a directory's) are neither restored nor refused.
+	// A newest name that is not of its kind (a directory with a file's
+	// name, a file with a directory's) is refused, naming it, whatever
+	// the job's kind: never skipped for an older step.
 	for _, sharded := range []bool{false, true} {
 		odd := t.TempDir()
 		require.NoError(t, os.Mkdir(filepath.Join(odd, "step-000000000009.safetensors"), 0o755))
 		require.NoError(t, os.WriteFile(filepath.Join(odd, "step-000000000008"), []byte("x"), 0o644))
-		require.NoError(t, job(odd, sharded, 1), "sharded %v", sharded)
+		assert.ErrorContains(t, job(odd, sharded, 1), "step-000000000009.safetensors, is a directory, where a checkpoint file belongs")
+		require.NoError(t, os.Remove(filepath.Join(odd, "step-000000000009.safetensors")))
+		assert.ErrorContains(t, job(odd, sharded, 1), "step-000000000008, is a file, where a sharded checkpoint's directory belongs")
 	}
 }

@@ -51,6 +51,8 @@ func unusableAs(path string, k kind) string {
 		return ""
 	case mode.IsDir():
 		return "a directory, where a checkpoint file belongs"
+	case mode.IsRegular():
+		return "a file, where a sharded checkpoint's directory belongs"
 	case mode&os.ModeNamedPipe != 0:
 		return "a FIFO"
 	case mode&os.ModeDevice != 0:
