@@ -13,6 +13,7 @@ import (
 	gomlxxla "github.com/gomlx/gomlx/backends/xla"
 
 	"github.com/xladdp/xladdp/backend/internal/pjrtx"
+	"github.com/xladdp/xladdp/internal/readlimit"
 )
 
 func init() {
@@ -132,6 +133,9 @@ func findPlugin(ctx context.Context, spec TargetSpec, opts Options) (path, sourc
 	}
 	if err != nil {
 		return "", "", err
+	}
+	if err := readlimit.CheckRegular(path); err != nil { // its reads (and dlopen) would wait forever on a FIFO
+		return "", "", fmt.Errorf("%w: the plugin (%s): %w", ErrNotPlugin, source, err)
 	}
 	if err := validatePlugin(path); err != nil {
 		return "", "", err

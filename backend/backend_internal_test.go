@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -69,6 +70,8 @@ func TestOpenBadInput(t *testing.T) {
 	dir := t.TempDir()
 	plain := buildSharedLibrary(t, dir, "libplain.so", plainLibrary)
 	nilAPI := buildSharedLibrary(t, dir, "pjrt_c_api_broken_plugin.so", fakePluginNilAPI)
+	fifo := filepath.Join(dir, "fifo.so")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o644))
 
 	tests := []struct {
 		name    string
@@ -84,6 +87,9 @@ func TestOpenBadInput(t *testing.T) {
 		{"missing plugin path", Options{PluginPath: filepath.Join(dir, "nope.so")}, nil, ErrPluginNotFound,
 			"does not exist: check the path, or run `make deps`"},
 		{"directory as plugin", Options{PluginPath: dir}, nil, ErrNotPlugin, "is a directory"},
+		// dlopen would wait for a writer forever.
+		{"FIFO as plugin", Options{PluginPath: fifo}, nil, ErrNotPlugin, fifo + " is a FIFO, not a regular file"},
+		{"FIFO as plugin from env", Options{}, map[string]string{EnvPluginPath: fifo}, ErrNotPlugin, "is a FIFO"},
 		{"library that is not a plugin", Options{PluginPath: plain}, nil, ErrNotPlugin,
 			"does not export GetPjrtApi"},
 		{"plugin that returns no API", Options{PluginPath: nilAPI}, nil, ErrNotPlugin,

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/xladdp/xladdp/backend/internal/onednn"
 	"github.com/xladdp/xladdp/backend/internal/pjrtx"
+	"github.com/xladdp/xladdp/internal/readlimit"
 	"github.com/xladdp/xladdp/internal/workerenv"
 )
 
@@ -53,7 +55,14 @@ func setUpCPUKernels(plugin *pjrt.Plugin) (string, error) {
 	if err != nil || choice == "xla" {
 		return choice, err
 	}
-	version, err := onednn.Load(os.Getenv(EnvOneDNNLibrary))
+	library := os.Getenv(EnvOneDNNLibrary)
+	var version string
+	if strings.Contains(library, "/") { // a path: dlopen would wait forever on a FIFO
+		err = readlimit.CheckRegular(library)
+	}
+	if err == nil {
+		version, err = onednn.Load(library)
+	}
 	if err == nil {
 		for _, h := range onednn.Handlers() {
 			if err = pjrtx.RegisterFFIHandler(plugin, h.Target, "Host", h.Fn); err != nil {

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/xladdp/xladdp/internal/readlimit"
 )
 
 // EnvXLAFlags is XLA's own flag variable, which the plugin reads once a
@@ -187,7 +189,7 @@ func addXLAFlag(plugin, name, value string) error {
 
 // fileContains reports whether the file at path holds needle.
 func fileContains(path string, needle []byte) (bool, error) {
-	f, err := os.Open(path)
+	f, err := readlimit.OpenRegular(path)
 	if err != nil {
 		return false, err
 	}

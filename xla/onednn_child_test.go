@@ -8,7 +8,9 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -128,6 +130,13 @@ func TestConvolutionsWhereOneDNNIsMissing(t *testing.T) {
 	assert.Contains(t, stderr, "XLADDP_CPU_KERNELS=onednn")
 	assert.Contains(t, stderr, "/nonexistent/libdnnl.so.2")
 	assert.Contains(t, stderr, "make deps")
+
+	// A FIFO named as the library: dlopen would wait for a writer forever.
+	fifo := filepath.Join(t.TempDir(), "libdnnl.so.2")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o644))
+	_, stderr, err = runConvolutionChild(t, backend.EnvCPUKernels+"=onednn", backend.EnvOneDNNLibrary+"="+fifo)
+	require.Error(t, err)
+	assert.Contains(t, stderr, fifo+" is a FIFO, not a regular file")
 
 	chosen, stderr, err := runConvolutionChild(t, backend.EnvCPUKernels+"=xla")
 	require.NoError(t, err, stderr)

@@ -179,35 +179,42 @@ func (r *attemptRun) firstElsewhere(root *exit, seen time.Time, behind []int) (s
 		since = time.Now().Add(time.Hour)
 	}
 	bg := context.WithoutCancel(r.ctx)
-	why, err := r.m.firstFailure(bg, r.a.round, r.a.node, r.a.nnodes, since, elsewhereWait)
-	if rz, watches := r.m.(*rendezvous); watches && why == "" && err == nil {
-		return r.lostDuring(bg, rz)
+	rz, watches := r.m.(*rendezvous)
+	var before map[int]string
+	if watches {
+		var err error
+		if before, err = rz.heartbeats(bg, r.a.round, r.a.nnodes, r.a.node); err != nil {
+			return "", err
+		}
 	}
-	return why, err
+	start := time.Now()
+	why, err := r.m.firstFailure(bg, r.a.round, r.a.node, r.a.nnodes, since, elsewhereWait)
+	if why != "" || err != nil || !watches || root.signal != "" {
+		// A worker killed here by a signal is this node's own failure.
+		return why, err
+	}
+	return r.lostDuring(bg, rz, before, start)
 }
 
-// lostDuring names a node whose agent's heartbeat stands still (kill -9
-// of its agent, its host gone) once this node waited elsewhereWait for
-// another's failure: its workers died with it, and this node's failed for
+// lostDuring names a node whose agent's heartbeat did not move while this
+// node waited for another's failure (from start: kill -9 of its agent,
+// its host gone): its workers died with it, and this node's failed for
 // that. Its agent posts nothing, and the watch would call it lost only
 // after heartbeatTimeout, when this node had already blamed its own
 // worker.
-func (r *attemptRun) lostDuring(ctx context.Context, rz *rendezvous) (string, error) {
-	before, err := rz.heartbeats(ctx, r.a.round, r.a.nnodes, r.a.node)
-	if err != nil {
-		return "", err
+func (r *attemptRun) lostDuring(ctx context.Context, rz *rendezvous, before map[int]string, start time.Time) (string, error) {
+	if rest := 3*r.cfg.MonitorInterval - time.Since(start); rest > 0 {
+		time.Sleep(rest) // every live agent beats in the window
 	}
-	start := time.Now()
-	time.Sleep(max(time.Second, 3*r.cfg.MonitorInterval)) // every live agent beats in it
 	after, err := rz.heartbeats(ctx, r.a.round, r.a.nnodes, r.a.node)
 	if err != nil {
 		return "", err
 	}
 	for n := range r.a.nnodes {
 		if n != r.a.node && after[n] != doneBeat && before[n] == after[n] {
-			return fmt.Sprintf("node %d was lost: its agent, %s, beat no heartbeat from %s on, %s after this node's worker failed "+
-				"(its host died or ddprun was killed there, its workers with it; this node's failed for that)",
-				n, r.a.agents[n], start.Format("15:04:05"), elsewhereWait), nil
+			return fmt.Sprintf("node %d was lost: its agent, %s, beat no heartbeat in the %s after this node's worker failed "+
+				"at %s (its host died or ddprun was killed there, its workers with it; this node's failed for that)",
+				n, r.a.agents[n], time.Since(start).Round(time.Second), start.Format("15:04:05")), nil
 		}
 	}
 	return "", nil

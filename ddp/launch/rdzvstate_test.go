@@ -120,8 +120,8 @@ func TestRendezvousStateAnswers(t *testing.T) {
 		ok       bool
 		admitted int
 	}{
-		{"node 1 after node 0's workers", met, "b", assignment{round: 2, node: 1, nnodes: 2, offset: 2, world: 6, master: "h:1"}, true, 1},
-		{"node 0", met, "a", assignment{round: 2, node: 0, nnodes: 2, offset: 0, world: 6, master: "h:1"}, true, 1},
+		{"node 1 after node 0's workers", met, "b", assignment{round: 2, node: 1, nnodes: 2, offset: 2, world: 6, master: "h:1", agents: map[int]string{0: "a", 1: "b"}}, true, 1},
+		{"node 0", met, "a", assignment{round: 2, node: 0, nnodes: 2, offset: 0, world: 6, master: "h:1", agents: map[int]string{0: "a", 1: "b"}}, true, 1},
 		{"not a member", met, "c", assignment{}, false, 1},
 		{"no workers' store yet", rdzvState{Round: 2, Nodes: met.Nodes, Closed: true}, "a", assignment{}, false, 0},
 		{"an admission of an earlier round", rdzvState{Round: 3, Admitted: admission{Round: 2, Nodes: 1}}, "a", assignment{}, false, 0},

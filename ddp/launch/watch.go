@@ -149,7 +149,16 @@ func (r *rendezvous) fail(ctx context.Context, round, node int, why string, seen
 func (r *rendezvous) firstFailure(ctx context.Context, round, node, nnodes int, mine time.Time, wait time.Duration) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, wait+time.Second)
 	defer cancel()
+	beaten := time.Now()
 	for deadline := time.Now().Add(wait); ; {
+		if time.Since(beaten) >= r.cfg.MonitorInterval {
+			// Still alive while it waits: another node's agent, in the same
+			// wait, must not take this one for lost (lostDuring).
+			beaten = time.Now()
+			if err := r.client.Set(ctx, r.key(round, "beat", node), []byte(strconv.FormatInt(beaten.UnixNano(), 10))); err != nil {
+				return "", r.gone(err)
+			}
+		}
 		best, bestAt := "", mine.UnixNano()
 		for n := range nnodes {
 			if n == node {

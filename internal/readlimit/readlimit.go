@@ -104,3 +104,50 @@ func open(ctx context.Context, path string) (*os.File, error) {
 		}
 	}
 }
+
+// OpenRegular opens path for reading if it is a regular file (a link to
+// one included), and refuses anything else by name and kind before
+// anything could block or stream: a FIFO (whose open waits for a
+// writer), a device (/dev/zero never ends), a socket, a directory.
+func OpenRegular(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	info, err := f.Stat()
+	if err == nil && !info.Mode().IsRegular() {
+		err = fmt.Errorf("%s is %s, not a regular file", path, kindOf(info.Mode()))
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// CheckRegular refuses path unless it is a regular file, as OpenRegular
+// does: for a file another library opens (dlopen blocks on a FIFO).
+func CheckRegular(path string) error {
+	f, err := OpenRegular(path)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// kindOf names a file mode's kind.
+func kindOf(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	}
+	return "of mode " + m.Type().String()
+}

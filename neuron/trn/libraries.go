@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/xladdp/xladdp/internal/readlimit"
 )
 
 // MissingLibraries lists the shared libraries lib needs (its DT_NEEDED
@@ -68,7 +70,7 @@ func ldSoConfDirs(path string, depth int) []string {
 	if depth > 4 {
 		return nil
 	}
-	f, err := os.Open(path)
+	f, err := readlimit.OpenRegular(path)
 	if err != nil {
 		return nil
 	}

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/xladdp/xladdp/internal/readlimit"
 )
 
 // SDK is an installed libneuronxla (the Neuron PJRT plugin's package) and
@@ -188,7 +190,7 @@ func distVersion(dir, dist string) (string, error) {
 			dir, len(infos), dist, strings.Join(baseNames(infos), ", "), strings.ReplaceAll(dist, "_", "-"))
 	}
 	path := filepath.Join(infos[0], "METADATA")
-	f, err := os.Open(path)
+	f, err := readlimit.OpenRegular(path) // a FIFO there would hang the doctor
 	if err != nil {
 		return "", fmt.Errorf("neuron: %s: %w: reinstall %s", path, err, strings.ReplaceAll(dist, "_", "-"))
 	}

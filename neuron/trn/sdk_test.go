@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -104,6 +105,12 @@ func TestFindSDKRefusesBrokenInstalls(t *testing.T) {
 		{"no version in a huge header", func(t *testing.T, site string) {
 			writeMetadata(t, site, "libneuronxla", "3.0.1", strings.Repeat("Classifier: x\n", 1<<16))
 		}, "names no Version in its first 64 KiB"},
+		// Its open would wait for a writer: ddprun doctor hung for good.
+		{"METADATA a FIFO", func(t *testing.T, site string) {
+			info := filepath.Join(site, "libneuronxla-3.0.1.dist-info")
+			require.NoError(t, os.MkdirAll(info, 0o755))
+			require.NoError(t, syscall.Mkfifo(filepath.Join(info, "METADATA"), 0o644))
+		}, "METADATA is a FIFO, not a regular file"},
 		{"a broken neuronx_cc", func(t *testing.T, site string) {
 			writeMetadata(t, site, "libneuronxla", "3.0.1", "Version: 3.0.1\n")
 			writeMetadata(t, site, "neuronx_cc", "2.1", "Summary: none\n")

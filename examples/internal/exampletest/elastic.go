@@ -45,7 +45,7 @@ func LoseANode(t *testing.T, name string, args []string, steps []int) string {
 	require.NoError(t, err, "%s", out)
 	t.Logf("node 1 killed after the checkpoint of step %d: %s", at, LineWith(out, "restarting"))
 	assert.Contains(t, out, "restarting (restart 1 of 1)")
-	assert.Regexp(t, `node 1 was lost: its agent, \S+ \(pid \d+, agent [0-9a-f]+\), beat no heartbeat .*; every worker was stopped; restarting`, out,
+	assert.Regexp(t, `node 1 was lost: its agent, \S+ \(pid \d+, agent [0-9a-f]+\), beat no heartbeat in the .*; every worker was stopped; restarting`, out,
 		"the lost node named, not the survivor's worker")
 	assert.Contains(t, out, "resumed from "+ckdir)
 	return out
