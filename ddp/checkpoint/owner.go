@@ -39,6 +39,11 @@ type owner struct {
 	Host  string    `json:"host"`
 	PID   int       `json:"pid"`
 	Since time.Time `json:"since"`
+	// RunID is the launcher's run id (TORCHELASTIC_RUN_ID), and restart
+	// its restart count: a restarted round of one elastic job meets at a
+	// new port, so its key differs, yet it takes over its own directory.
+	RunID   string `json:"run_id,omitempty"`
+	restart int
 }
 
 func (o owner) String() string {
@@ -62,7 +67,8 @@ type claim struct {
 func thisOwner() owner {
 	host, _ := os.Hostname()
 	world, _ := workerenv.Parse(os.Getenv) // a bad variable is the launch's error, reported there
-	return owner{Job: world.JobKey(host, os.Getpid()), Host: host, PID: os.Getpid(), Since: time.Now().UTC()}
+	return owner{Job: world.JobKey(host, os.Getpid()), Host: host, PID: os.Getpid(), Since: time.Now().UTC(),
+		RunID: world.RunID, restart: world.RestartCount}
 }
 
 // claimDir makes dir this job's, or says which running job holds it. It
@@ -130,7 +136,7 @@ func takeDir(dir string, me owner) (*os.File, error) {
 		live.Close()
 		return nil, err
 	}
-	if had {
+	if had && !(me.restart > 0 && me.RunID != "" && prev.RunID == me.RunID) {
 		slog.Warn("checkpoint: took over the checkpoint directory from a job that is no longer running",
 			"dir", dir, "previous", prev.String())
 	}
