@@ -97,7 +97,12 @@ func releaseClaim(abs string) {
 	defer claims.Unlock()
 	c := claims.byDir[abs]
 	if c.count--; c.count == 0 {
-		_ = c.live.Close() // drops the shared flock
+		// The job's last process to leave clears its name: the next job
+		// finds a directory no one holds, not one to take over.
+		if syscall.Flock(int(c.live.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
+			_ = c.live.Truncate(0)
+		}
+		_ = c.live.Close() // drops the flock
 		delete(claims.byDir, abs)
 	}
 }
