@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/xladdp/xladdp/internal/readlimit"
 )
 
 // newestUsable refuses a directory whose newest checkpoint by name is
@@ -53,13 +55,7 @@ func unusableAs(path string, k kind) string {
 		return "a directory, where a checkpoint file belongs"
 	case mode.IsRegular():
 		return "a file, where a sharded checkpoint's directory belongs"
-	case mode&os.ModeNamedPipe != 0:
-		return "a FIFO"
-	case mode&os.ModeDevice != 0:
-		return "a device"
-	case mode&os.ModeSocket != 0:
-		return "a socket"
 	default:
-		return fmt.Sprintf("not a %s (%s)", map[kind]string{plain: "regular file", sharded: "directory"}[k], mode.Type())
+		return readlimit.KindOf(mode)
 	}
 }

@@ -85,7 +85,7 @@ func TestRestoreNamesAnUnusableNewestCheckpoint(t *testing.T) {
 		make       func(path string) error
 	}{
 		{"fifo", "is a FIFO", func(p string) error { return syscall.Mkfifo(p, 0o644) }},
-		{"dev-zero", "is a device", func(p string) error { return os.Symlink("/dev/zero", p) }},
+		{"dev-zero", "is a character device", func(p string) error { return os.Symlink("/dev/zero", p) }},
 		{"directory", "is a directory, where a checkpoint file belongs", func(p string) error { return os.Mkdir(p, 0o755) }},
 		{"loop", "is a link that leads nowhere", func(p string) error { return os.Symlink(p, p) }},
 		{"dangling", "is a link that leads nowhere", func(p string) error { return os.Symlink(p+".gone", p) }},

@@ -3,8 +3,8 @@ package zero
 import (
 	"fmt"
 	"io"
-	"os"
-	"syscall"
+
+	"github.com/xladdp/xladdp/internal/readlimit"
 )
 
 // The most a sharded checkpoint's small files hold: LATEST names a
@@ -20,7 +20,7 @@ const (
 // anything is read: a link to /dev/zero would otherwise fill the memory,
 // a FIFO hang the resume.
 func readRegular(path string, limit int64) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, err := readlimit.OpenRegular(path)
 	if err != nil {
 		return nil, err
 	}
@@ -29,10 +29,7 @@ func readRegular(path string, limit int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case !info.Mode().IsRegular():
-		return nil, fmt.Errorf("%s is not a regular file (%s)", path, info.Mode().Type())
-	case info.Size() > limit:
+	if info.Size() > limit {
 		return nil, fmt.Errorf("%s holds %d bytes, more than the %d such a file can hold", path, info.Size(), limit)
 	}
 	b, err := io.ReadAll(io.LimitReader(f, limit+1))

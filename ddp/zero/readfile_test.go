@@ -19,19 +19,19 @@ func TestShardedCheckpointFilesAreBounded(t *testing.T) {
 		name, want string
 		make       func(dir string) error
 	}{
-		{"LATEST to /dev/zero", "LATEST is not a regular file", func(dir string) error {
+		{"LATEST to /dev/zero", "LATEST is a character device, not a regular file", func(dir string) error {
 			return os.Symlink("/dev/zero", filepath.Join(dir, latestName))
 		}},
-		{"LATEST a FIFO", "LATEST is not a regular file", func(dir string) error {
+		{"LATEST a FIFO", "LATEST is a FIFO, not a regular file", func(dir string) error {
 			return syscall.Mkfifo(filepath.Join(dir, latestName), 0o644)
 		}},
 		{"LATEST too large", "more than the 4096 such a file can hold", func(dir string) error {
 			return os.WriteFile(filepath.Join(dir, latestName), make([]byte, 5000), 0o644)
 		}},
-		{"manifest to /dev/urandom", "manifest.json is not a regular file", func(dir string) error {
+		{"manifest to /dev/urandom", "manifest.json is a character device, not a regular file", func(dir string) error {
 			return manifestAs(dir, func(p string) error { return os.Symlink("/dev/urandom", p) })
 		}},
-		{"manifest a FIFO", "manifest.json is not a regular file", func(dir string) error {
+		{"manifest a FIFO", "manifest.json is a FIFO, not a regular file", func(dir string) error {
 			return manifestAs(dir, func(p string) error { return syscall.Mkfifo(p, 0o644) })
 		}},
 	} {

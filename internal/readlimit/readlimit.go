@@ -116,7 +116,7 @@ func OpenRegular(path string) (*os.File, error) {
 	}
 	info, err := f.Stat()
 	if err == nil && !info.Mode().IsRegular() {
-		err = fmt.Errorf("%s is %s, not a regular file", path, kindOf(info.Mode()))
+		err = fmt.Errorf("%s is %s, not a regular file", path, KindOf(info.Mode()))
 	}
 	if err != nil {
 		f.Close()
@@ -135,8 +135,8 @@ func CheckRegular(path string) error {
 	return f.Close()
 }
 
-// kindOf names a file mode's kind.
-func kindOf(m fs.FileMode) string {
+// KindOf names a file mode's kind: "a FIFO", "a directory", ….
+func KindOf(m fs.FileMode) string {
 	switch {
 	case m.IsDir():
 		return "a directory"
