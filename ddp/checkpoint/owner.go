@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/xladdp/xladdp/internal/readlimit"
 	"github.com/xladdp/xladdp/internal/workerenv"
 )
 
@@ -188,7 +189,11 @@ func openOwnerFile(path string) (*os.File, error) {
 	}
 	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
 		f.Close()
-		return nil, fmt.Errorf("checkpoint: the checkpoint directory's owner file %s is not a regular file: remove it", path)
+		kind := "unreadable"
+		if err == nil {
+			kind = readlimit.KindOf(st.Mode())
+		}
+		return nil, fmt.Errorf("checkpoint: the checkpoint directory's owner file %s is %s, not a regular file: remove it", path, kind)
 	}
 	return f, nil
 }
