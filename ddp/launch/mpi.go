@@ -31,6 +31,14 @@ const (
 // SIGTERM before it is killed.
 const mpirunStopGrace = 5 * time.Second
 
+// mpirunSigkillTimeout is Open MPI's odls_base_sigkill_timeout under
+// ddprun, unless $OMPI_MCA_odls_base_sigkill_timeout sets it: the time a
+// failed job's other ranks get to dump their flight records.
+const mpirunSigkillTimeout = 2 * time.Second
+
+// sigkillTimeoutEnv is how a user sets odls_base_sigkill_timeout.
+const sigkillTimeoutEnv = "OMPI_MCA_odls_base_sigkill_timeout"
+
 // mpirunOrphanGrace is how long mpirun may outlive all its workers.
 const mpirunOrphanGrace = 5 * time.Second
 
@@ -127,6 +135,14 @@ func mpirunCommand(c Config, environ []string, attempt int) (args, added []strin
 		// Each line tagged with its rank, which mpiOutput turns into
 		// ddprun's own [rankN]: prefix.
 		"--tag-output"}
+	if !hasEnv(environ, sigkillTimeoutEnv) {
+		// When a rank fails, mpirun continues the others, SIGTERMs them
+		// a timeout later and SIGKILLs them a timeout after that. Its
+		// default, 1 s, is too short for a loaded node's ranks to write
+		// their flight records (a continued SIGSTOPped rank left none
+		// under make test's load).
+		args = append(args, "--mca", "odls_base_sigkill_timeout", strconv.Itoa(int(mpirunSigkillTimeout/time.Second)))
+	}
 	if os.Geteuid() == 0 {
 		args = append(args, "--allow-run-as-root")
 	}

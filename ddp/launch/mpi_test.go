@@ -69,9 +69,13 @@ func TestMPIDryRun(t *testing.T) {
 	DryRun(&out, c, nil)
 	s := out.String()
 	assert.Contains(t, s, `"mpirun" "-np" "3" "--oversubscribe" "--bind-to" "none"`)
+	assert.Contains(t, s, `"--mca" "odls_base_sigkill_timeout" "2"`, "a failed job's ranks get 2 s to dump")
 	assert.Contains(t, s, `"./train" "--lr" "1"]`)
 	assert.Contains(t, s, "XLADDP_BACKEND=mpi")
 	assert.Contains(t, s, "OMP_NUM_THREADS=1")
+
+	args, _ := mpirunCommand(c, []string{"OMPI_MCA_odls_base_sigkill_timeout=9"}, 0)
+	assert.NotContains(t, args, "odls_base_sigkill_timeout", "the user's own setting stays")
 
 	_, added := mpirunCommand(c, nil, 2)
 	env := mpirunEnv([]string{"RANK=5", "WORLD_SIZE=9", "LOCAL_RANK=1", "XLADDP_BACKEND=tcp", "HOME=/root", "PATH=/bin"}, added)
