@@ -112,7 +112,8 @@ func (set workerSet) stopped() map[int][2]string {
 // stand that a stopped worker never reached (its record, if any, is
 // older than its stop): "rank 1 is stopped (pid 4242; kill -CONT 4242
 // resumes it) and has not finished AllReduce #3; ranks 0,2 wait in
-// AllReduce #3 at train.go:61".
+// AllReduce #3 at train.go:61". Where the others finished their last
+// collective the stopped worker had joined it too, and is said past it.
 func (set workerSet) diagnose(dumps []flight.Dump, readErr error, dir string, expected []int) string {
 	stopped := set.stopped()
 	if readErr != nil || len(stopped) == 0 {
@@ -125,6 +126,7 @@ func (set workerSet) diagnose(dumps []flight.Dump, readErr error, dir string, ex
 		written[d.Rank] = true
 	}
 	name, front, ok := flight.Front(dumps)
+	othersInFront := flight.WaitingIn(dumps, front)
 	for _, r := range expected {
 		s, isStopped := stopped[r]
 		if !isStopped {
@@ -132,10 +134,15 @@ func (set workerSet) diagnose(dumps []flight.Dump, readErr error, dir string, ex
 			continue
 		}
 		note := fmt.Sprintf("rank %d is %s (pid %s; kill -CONT %s resumes it)", r, s[1], s[0], s[0])
-		if ok && !written[r] {
+		switch {
+		case ok && !written[r] && othersInFront:
 			// Short of the others' collective or stopped inside it: its
 			// record cannot tell, since it can write none.
 			note += fmt.Sprintf(" and has not finished %s #%d", name, front)
+		case ok && !written[r]:
+			// The others finished it, so it joined it: it stopped outside
+			// the collectives (compiling, loading, a program exchange).
+			note += fmt.Sprintf(" after %s #%d, which the others finished", name, front)
 		}
 		notes = append(notes, note)
 	}

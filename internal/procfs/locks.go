@@ -61,13 +61,7 @@ func FlockHolder(proc, path string) (pid int, ok bool) {
 // "waiting on disk", "stopped" (SIGSTOP, Ctrl-Z), "stopped by a debugger",
 // "zombie"; "" when unknown.
 func State(proc string, pid int) string {
-	raw, err := os.ReadFile(filepath.Join(proc, strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return ""
-	}
-	// "PID (COMM) S ...": COMM may hold spaces and parentheses.
-	rest := string(raw[strings.LastIndexByte(string(raw), ')')+1:])
-	fields := strings.Fields(rest)
+	fields := statFields(proc, pid)
 	if len(fields) == 0 {
 		return ""
 	}
@@ -86,6 +80,29 @@ func State(proc string, pid int) string {
 		return "zombie"
 	}
 	return ""
+}
+
+// statFields are the fields of pid's stat after its command name, the
+// state first; nil when unknown.
+func statFields(proc string, pid int) []string {
+	raw, err := os.ReadFile(filepath.Join(proc, strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return nil
+	}
+	// "PID (COMM) S ...": COMM may hold spaces and parentheses.
+	return strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+1:]))
+}
+
+// StartTime is when pid started, in clock ticks since boot: with the pid
+// it names one process, where a pid alone may have been reused.
+func StartTime(proc string, pid int) (ticks uint64, ok bool) {
+	const startTimeField = 22 - 3 // stat's 22nd field; the fields start at the 3rd
+	fields := statFields(proc, pid)
+	if len(fields) <= startTimeField {
+		return 0, false
+	}
+	ticks, err := strconv.ParseUint(fields[startTimeField], 10, 64)
+	return ticks, err == nil
 }
 
 // Stopped reports whether a State is a stop (SIGSTOP, ^Z, a debugger):

@@ -77,3 +77,31 @@ func TestCommandLineIsOneLine(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "sh -c echo ready : ' [2J' while :; do sleep 1; done", CommandLine("/proc", cmd.Process.Pid))
 }
+
+// TestStartTime: a process's start time is read from its stat, even with
+// a command name holding spaces and parentheses; it tells a process from
+// a later one with the same pid; an unknown pid has none.
+func TestStartTime(t *testing.T) {
+	proc := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(proc, "7"), 0o755))
+	stat := "7 (a (b) c) S 1 7 7 0 -1 4194560 100 0 0 0 5 6 0 0 20 0 1 0 123456 1000 20 18446744073709551615"
+	require.NoError(t, os.WriteFile(filepath.Join(proc, "7", "stat"), []byte(stat), 0o644))
+	ticks, ok := StartTime(proc, 7)
+	require.True(t, ok)
+	assert.Equal(t, uint64(123456), ticks)
+
+	self, ok := StartTime("/proc", os.Getpid())
+	require.True(t, ok)
+	child := exec.Command("sleep", "5")
+	require.NoError(t, child.Start())
+	t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
+	later, ok := StartTime("/proc", child.Process.Pid)
+	require.True(t, ok)
+	assert.GreaterOrEqual(t, later, self)
+
+	_, ok = StartTime("/proc", 1<<30)
+	assert.False(t, ok)
+	require.NoError(t, os.WriteFile(filepath.Join(proc, "7", "stat"), []byte("7 (x) S 1"), 0o644))
+	_, ok = StartTime(proc, 7)
+	assert.False(t, ok, "a short stat")
+}

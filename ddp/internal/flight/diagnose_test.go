@@ -50,7 +50,7 @@ func TestDiagnose(t *testing.T) {
 			"ranks 0,1 failed in AllGather #7 at a.go:3"},
 		{"all finished", []flight.Dump{{Rank: 0, Entries: []flight.Entry{at(3, "Barrier", flight.Done, "a.go:3")}},
 			{Rank: 1, Entries: []flight.Entry{at(3, "Barrier", flight.Done, "a.go:3")}}}, 2,
-			"every rank finished collective #3: none is behind"},
+			"ranks 0,1 finished Barrier #3 and are in no collective"},
 		{"a rank that never issued one", []flight.Dump{waiting(0), {Rank: 1}}, 2,
 			"rank 1 never joined collective #1; rank 0 waits in AllReduce #183 at train.go:61"},
 		{"a rank that panicked", []flight.Dump{waiting(0), panicked(lagging, "assertion failed: NaN"), waiting(1)}, 3,
@@ -59,6 +59,19 @@ func TestDiagnose(t *testing.T) {
 		{"a huge panic is cut", []flight.Dump{waiting(0), panicked(lagging, strings.Repeat("x", 5000))}, 3,
 			"rank 1 left no flight dump (killed, stopped, or never started); rank 2 finished AllReduce #182 but never joined #183; " +
 				`its last call was train.go:57 (then it panicked: "` + strings.Repeat("x", 200) + `…"); rank 0 waits in AllReduce #183 at train.go:61`},
+		{"an all-to-all's counts differ between ranks", []flight.Dump{
+			{Rank: 0, Entries: []flight.Entry{{Op: flight.Op{Seq: 5, Name: "AllToAllSingle", DType: "float32", Count: 12, Peer: -1},
+				State: flight.Started, Caller: "canonical.go:9"}}},
+			{Rank: 1, Entries: []flight.Entry{{Op: flight.Op{Seq: 5, Name: "AllToAllSingle", DType: "float32", Count: 7, Peer: -1},
+				State: flight.Started, Caller: "canonical.go:9"}}}}, 3,
+			"rank 2 left no flight dump (killed, stopped, or never started); ranks 0,1 wait in AllToAllSingle #5 at canonical.go:9"},
+		{"an all-to-all of another dtype differs", []flight.Dump{
+			{Rank: 0, Entries: []flight.Entry{{Op: flight.Op{Seq: 5, Name: "AllToAllSingle", DType: "float32", Count: 12, Peer: -1},
+				State: flight.Started, Caller: "a.go:9"}}},
+			{Rank: 1, Entries: []flight.Entry{{Op: flight.Op{Seq: 5, Name: "AllToAllSingle", DType: "float64", Count: 12, Peer: -1},
+				State: flight.Started, Caller: "a.go:9"}}}}, 2,
+			"collective #5 differs between ranks: rank 0 called AllToAllSingle float32 at a.go:9; rank 1 called AllToAllSingle float64 at a.go:9; " +
+				"ranks 0,1 wait in AllToAllSingle #5 at a.go:9"},
 		{"no dumps", nil, 2, "ranks 0,1 left no flight dump (killed, stopped, or never started)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -74,6 +74,11 @@ func (x *Exchange) Claim(ctx context.Context, name string) (bool, func([]byte), 
 	if err != nil || n != 1 {
 		return false, nil, err
 	}
+	if raw, err := json.Marshal(thisProcess(x.rank)); err == nil {
+		// Only a word for those who wait: a lost record makes them name
+		// "the process compiling it".
+		_ = x.st.Set(ctx, programKey(name, "claimant"), raw)
+	}
 	beatCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -144,9 +149,12 @@ func chunksOf(size int64) int { return int((size + programChunk - 1) / programCh
 
 // Fetch waits, while the compiling process beats, for the manifest (in
 // the store's own waits of a second, so it sees the manifest the moment
-// it is set), then takes the chunks it names.
+// it is set), then takes the chunks it names. A claimant silent for two
+// beats is named every notice while it stays so; one seen stopped on
+// this host is passed at once, and any after x.stall of silence: this
+// process then compiles the program itself.
 func (x *Exchange) Fetch(ctx context.Context, name string) ([]byte, error) {
-	last, heard := int64(-1), time.Now()
+	last, heard, said := int64(-1), time.Now(), time.Time{}
 	for {
 		slice, cancel := context.WithTimeout(ctx, fetchSlice)
 		err := x.st.Wait(slice, programKey(name, "manifest"))
@@ -164,12 +172,39 @@ func (x *Exchange) Fetch(ctx context.Context, name string) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
+		now := time.Now()
 		if beats != last {
-			last, heard = beats, time.Now()
-		} else if time.Since(heard) > x.stall {
-			return nil, fmt.Errorf("the process compiling it has not been heard from for %v", x.stall.Round(time.Second))
+			last, heard = beats, now
+			continue
+		}
+		silent := now.Sub(heard)
+		if silent < 2*x.beat {
+			continue
+		}
+		who, stopped := x.describeClaimant(ctx, name)
+		switch {
+		case stopped:
+			return nil, fmt.Errorf("%s, which compiles it, is stopped", who)
+		case silent > x.stall:
+			return nil, fmt.Errorf("%s, which compiles it, has not been heard from for %v", who, silent.Round(time.Second))
+		case now.Sub(said) >= x.notice():
+			said = now
+			slog.Warn(fmt.Sprintf("xladdp: waiting for %s to compile a program; not heard from for %v; compiling it here after %v",
+				who, silent.Round(time.Second), x.stall.Round(time.Second)), "rank", x.rank, "program", short(name))
 		}
 	}
+}
+
+// notice is how often a wait on a silent claimant is said.
+func (x *Exchange) notice() time.Duration { return 2 * x.beat }
+
+// describeClaimant names the claimant of name (see claimant.describe).
+func (x *Exchange) describeClaimant(ctx context.Context, name string) (who string, stopped bool) {
+	c, ok := x.claimantOf(ctx, name)
+	if !ok {
+		return "the process compiling it", false
+	}
+	return c.describe()
 }
 
 // fetchSlice is one wait for the manifest between looks at the beat.
@@ -197,9 +232,14 @@ func (x *Exchange) take(ctx context.Context, name string) ([]byte, error) {
 	case m.Size <= 0 || m.Size > maxSharedProgram || m.Chunks != chunksOf(m.Size) || len(m.SHA256) != sha256.Size:
 		return nil, fmt.Errorf("its manifest is not one a process publishes (%d bytes in %d chunks)", m.Size, m.Chunks)
 	}
-	file := make([]byte, 0, m.Size)
+	if err := x.checkChunks(ctx, name, m); err != nil {
+		return nil, err
+	}
+	// Grown as the chunks arrive: what is allocated is what the store
+	// gave, whatever the manifest says.
+	var file []byte
 	for i := range m.Chunks {
-		chunk, err := x.st.Get(ctx, programKey(name, "chunk/"+strconv.Itoa(i)))
+		chunk, err := x.getChunk(ctx, name, i)
 		if err != nil {
 			return nil, fmt.Errorf("chunk %d: %w", i, err)
 		}
@@ -213,6 +253,41 @@ func (x *Exchange) take(ctx context.Context, name string) ([]byte, error) {
 	}
 	x.count(ctx, name)
 	return file, nil
+}
+
+// checkChunks makes sure the chunks m names are in the store before any
+// is read (a Get of a missing key waits for it).
+func (x *Exchange) checkChunks(ctx context.Context, name string, m manifest) error {
+	keys := make([]string, m.Chunks)
+	for i := range keys {
+		keys[i] = programKey(name, "chunk/"+strconv.Itoa(i))
+	}
+	found, err := x.st.Check(ctx, keys...)
+	if err != nil {
+		return fmt.Errorf("looking for its chunks: %w", err)
+	}
+	var missing []int
+	for i, ok := range found {
+		if !ok {
+			missing = append(missing, i)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("its manifest names %d chunks (%d bytes), and the store lacks %d of them (the first: %d)",
+			m.Chunks, m.Size, len(missing), missing[0])
+	}
+	return nil
+}
+
+// chunkWait bounds the read of one chunk that was there when checked
+// (freed since, it would be waited for forever).
+const chunkWait = time.Minute
+
+// getChunk reads the program's chunk i.
+func (x *Exchange) getChunk(ctx context.Context, name string, i int) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, chunkWait)
+	defer cancel()
+	return x.st.Get(ctx, programKey(name, "chunk/"+strconv.Itoa(i)))
 }
 
 // Have says this process has the program name without the exchange
@@ -235,7 +310,7 @@ func (x *Exchange) count(ctx context.Context, name string) {
 }
 
 // free marks a published program gone, then deletes the chunks its
-// manifest names: every process has it, so nobody fetches them. The
+// manifest names and its claimant's record: every process has it, so nobody fetches them. The
 // publisher counts itself after publishing, so the last count finds the
 // manifest set if the program was ever published.
 func (x *Exchange) free(ctx context.Context, name string) {
@@ -251,6 +326,7 @@ func (x *Exchange) free(ctx context.Context, name string) {
 	gone, _ := json.Marshal(manifest{Rank: m.Rank, Gone: true})
 	if x.st.Set(ctx, programKey(name, "manifest"), gone) == nil {
 		x.deleteChunks(ctx, name, m.Chunks)
+		_, _ = x.st.Delete(ctx, programKey(name, "claimant"))
 	}
 }
 

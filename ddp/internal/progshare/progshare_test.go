@@ -15,8 +15,15 @@ import (
 )
 
 // exchanges are world Exchanges, each over its own connection to
-// one real store on loopback.
+// one real store on loopback, beating every 20 ms and passing a silent
+// claimant after 300 ms.
 func exchanges(t *testing.T, world int) []*Exchange {
+	return exchangesPassingAfter(t, world, 300*time.Millisecond)
+}
+
+// exchangesPassingAfter are exchanges passing a silent claimant after
+// stall.
+func exchangesPassingAfter(t *testing.T, world int, stall time.Duration) []*Exchange {
 	t.Helper()
 	srv, err := store.Listen("127.0.0.1:0", "")
 	require.NoError(t, err)
@@ -26,7 +33,7 @@ func exchanges(t *testing.T, world int) []*Exchange {
 		c, err := store.Dial(t.Context(), srv.Addr(), "")
 		require.NoError(t, err)
 		t.Cleanup(func() { c.Close() })
-		out[r] = &Exchange{st: c, rank: r, world: world, beat: 20 * time.Millisecond, stall: 300 * time.Millisecond}
+		out[r] = &Exchange{st: c, rank: r, world: world, beat: 20 * time.Millisecond, stall: stall}
 	}
 	return out
 }
@@ -42,9 +49,10 @@ func program(size int) []byte {
 // TestStoreExchangeSharesOneCompilation: of 8 processes claiming a
 // program at once, exactly one compiles; the others wait for it while it
 // compiles, then take its 20 MiB (two chunks) byte for byte; the last
-// of them frees the chunks from the store.
+// of them frees the chunks from the store. The others wait a minute for
+// a silent compiler, as a job does: a loaded machine delays the beats.
 func TestStoreExchangeSharesOneCompilation(t *testing.T) {
-	xs := exchanges(t, 8)
+	xs := exchangesPassingAfter(t, 8, time.Minute)
 	file := program(20 << 20)
 	var firsts int
 	var mu sync.Mutex
@@ -112,6 +120,14 @@ func TestStoreExchangeRefusesWhatWasNotPublished(t *testing.T) {
 		{"the wrong chunk count", func(t *testing.T, xs []*Exchange) {
 			setManifest(t, xs[0], manifest{Size: 100, Chunks: 3, SHA256: make([]byte, 32)})
 		}, "not one a process publishes"},
+		{"a size with no chunks behind it", func(t *testing.T, xs []*Exchange) {
+			setManifest(t, xs[0], manifest{Size: maxSharedProgram, Chunks: chunksOf(maxSharedProgram), SHA256: make([]byte, 32)})
+		}, "names 128 chunks (2147483648 bytes), and the store lacks 128 of them (the first: 0)"},
+		{"one chunk missing", func(t *testing.T, xs []*Exchange) {
+			publish(t, xs)
+			_, err := xs[0].st.Delete(t.Context(), programKey("p", "chunk/0"))
+			require.NoError(t, err)
+		}, "the store lacks 1 of them (the first: 0)"},
 		{"a short chunk", func(t *testing.T, xs []*Exchange) {
 			publish(t, xs)
 			require.NoError(t, xs[0].st.Set(t.Context(), programKey("p", "chunk/0"), file[:10]))

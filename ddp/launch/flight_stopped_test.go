@@ -1,0 +1,56 @@
+package launch
+
+import (
+	"io"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/xladdp/xladdp/ddp/internal/flight"
+	"github.com/xladdp/xladdp/ddp/internal/procset"
+	"github.com/xladdp/xladdp/internal/procfs"
+)
+
+// TestStoppedRankIsPlacedWithoutContradiction: a rank stopped with no
+// fresh record is said "not finished" only where the others wait in
+// their last collective; where they finished it (a stopped compiler the
+// others wait on outside the collectives) it is said past it, and the
+// others are said in no collective, never "none is behind".
+func TestStoppedRankIsPlacedWithoutContradiction(t *testing.T) {
+	set := workerSet{procset.NewSet(3)}
+	for rank := range 3 {
+		p := procset.NewProcess(exec.Command("sleep", "60"), rank, rank)
+		require.NoError(t, set.Start(p, io.Discard, io.Discard))
+	}
+	t.Cleanup(func() { set.Stop(time.Second) })
+	pid := set.Processes[1].Cmd.Process.Pid
+	require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
+	require.Eventually(t, func() bool { return procfs.Stopped(procfs.State("/proc", pid)) }, 5*time.Second, 10*time.Millisecond)
+	stopped := "rank 1 is stopped (pid " + strconv.Itoa(pid) + "; kill -CONT " + strconv.Itoa(pid) + " resumes it)"
+
+	at := func(rank int, state flight.State) flight.Dump {
+		return flight.Dump{Rank: rank, Entries: []flight.Entry{
+			{Op: flight.Op{Seq: 2, Name: "Broadcast", DType: "float32", Count: 4, Peer: 0}, State: state, Caller: "/src/train.go:9"}}}
+	}
+	for _, tc := range []struct {
+		name  string
+		dumps []flight.Dump
+		want  string
+	}{
+		{"the others wait in it", []flight.Dump{at(0, flight.Started), at(2, flight.Started)},
+			stopped + " and has not finished Broadcast #2; ranks 0,2 wait in Broadcast #2 at train.go:9"},
+		{"the others finished it", []flight.Dump{at(0, flight.Done), at(2, flight.Done)},
+			stopped + " after Broadcast #2, which the others finished; ranks 0,2 finished Broadcast #2 and are in no collective"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := set.diagnose(tc.dumps, nil, t.TempDir(), []int{0, 1, 2})
+			assert.Equal(t, tc.want, got)
+			assert.NotContains(t, got, "none is behind")
+		})
+	}
+}
