@@ -31,7 +31,10 @@ import (
 // 15 s to most of a minute, and the GPT in bf16 on the stand-in (the CPU
 // plugin without the cpu target's bf16 lowering) is slow: those run in
 // make test-long (TestEveryCommandLinksEveryTarget still checks in make
-// test that cifar10 and finetune link the neuron target).
+// test that cifar10 and finetune link the neuron target). So do mnist
+// under ddprun and the GPT spawned (25 s of make test's 5 minutes): make
+// test keeps every launch mode on the neuron road through the toy,
+// linear and mnist spawned.
 var trn1Commands = []struct {
 	line string
 	long bool
@@ -40,14 +43,14 @@ var trn1Commands = []struct {
 	{line: "bin/ddprun --nproc_per_node=2 bin/toy --device neuron"},
 	{line: "XLADDP_DEVICE=neuron bin/ddprun --nproc_per_node=2 bin/toy"},
 	{line: "NEURON_NUM_DEVICES=2 bin/mnist --spawn --device neuron"},
-	{line: "bin/ddprun --nproc_per_node=2 bin/mnist --device neuron"},
+	{line: "bin/ddprun --nproc_per_node=2 bin/mnist --device neuron", long: true},
 	{line: "NEURON_NUM_DEVICES=2 bin/cifar10 --spawn --device neuron", long: true},
 	{line: "bin/ddprun --nproc_per_node=32 bin/cifar10 --device neuron", long: true},
 	{line: "NEURON_NUM_DEVICES=2 bin/finetune --spawn --device neuron --data hymenoptera_data --pretrained resnet18.safetensors", long: true},
 	{line: "bin/ddprun --nproc_per_node=2 bin/finetune --device neuron --data hymenoptera_data --pretrained resnet18.safetensors", long: true},
 	{line: "NEURON_NUM_DEVICES=2 bin/linear --spawn --device neuron"},
 	{line: "bin/ddprun --nproc_per_node=2 bin/linear --device neuron"},
-	{line: "NEURON_NUM_DEVICES=2 bin/gpt --spawn --device neuron"},
+	{line: "NEURON_NUM_DEVICES=2 bin/gpt --spawn --device neuron", long: true},
 	{line: "bin/ddprun --nproc_per_node=2 bin/gpt --device neuron --precision bf16 --grad-accum 4", long: true},
 	{line: "bin/ddprun --nproc_per_node=32 bin/gpt --device neuron --precision bf16 --zero", long: true},
 	{line: "XLADDP_DEVICE=neuron bin/xladevices"},
@@ -108,7 +111,8 @@ const (
 func TestTrn1CommandsOnTheSDK3StandIn(t *testing.T) { runTrn1Commands(t, false, sdk3) }
 
 // TestLongTrn1ResNetCommandsOnTheSDK3StandIn: the same for ResNet-18's
-// examples (spawned and under ddprun) and the GPT in bf16.
+// examples (spawned and under ddprun), the GPT (spawned and in bf16) and
+// mnist under ddprun.
 func TestLongTrn1ResNetCommandsOnTheSDK3StandIn(t *testing.T) { runTrn1Commands(t, true, sdk3) }
 
 // TestLongTrn1CommandsOnTheSDK2StandIn: every command on libneuronxla 2's

@@ -30,6 +30,7 @@ func TestMain(m *testing.M) { exampletest.Main(m, "mnist", main) }
 // checkpoint starts at epoch 2 and keeps learning.
 func TestLearnsSpawnedAndResumes(t *testing.T) {
 	exampletest.CleanEnv(t)
+	exampletest.ColdCache(t) // it counts the compilations
 	dir := t.TempDir()
 	ckpt, plot := filepath.Join(dir, "mnist.safetensors"), filepath.Join(dir, "curves.png")
 	args := []string{"--spawn", "--cpu-devices", "2", "--max-steps", "40", "--checkpoint", ckpt, "--test-batch-size", "500",

@@ -44,6 +44,21 @@ func Main(m *testing.M, name string, main func()) {
 	os.Exit(code)
 }
 
+// sharedCache is the compiled-program cache the tests of one test
+// process share (under the build directory, which Main removes): they
+// compile the same example's programs, and compiling is most of make
+// test's time. ColdCache gives a test its own.
+func sharedCache(t *testing.T) string {
+	built.Lock()
+	defer built.Unlock()
+	buildDir(t)
+	return filepath.Join(built.dir, "xla-cache")
+}
+
+// ColdCache gives the test a compiled-program cache of its own, empty,
+// for a test that counts compilations.
+func ColdCache(t *testing.T) { t.Setenv(xla.EnvCacheDir, t.TempDir()) }
+
 // built holds the commands Build made, once per test process: linking a
 // command costs seconds, and many tests start ddprun.
 var built struct {
@@ -129,11 +144,12 @@ func Mpirun(t *testing.T) string {
 	return path
 }
 
-// CleanEnv gives the test its own compile cache and clears what would
-// pick another target, device count or launcher than the test's own.
+// CleanEnv gives the test the test process's shared compile cache and
+// clears what would pick another target, device count or launcher than
+// the test's own.
 func CleanEnv(t *testing.T) {
 	t.Helper()
-	t.Setenv(xla.EnvCacheDir, t.TempDir())
+	t.Setenv(xla.EnvCacheDir, sharedCache(t))
 	for _, env := range append([]string{backend.EnvDevice, backend.EnvPJRTDevice, backend.EnvCPUDevices,
 		backend.EnvTorchXLACPUDevices, trn.EnvNumDevices, trn.EnvCoreNumDevices}, workerenv.Names()...) {
 		t.Setenv(env, "")
