@@ -15,13 +15,15 @@ import (
 	"github.com/xladdp/xladdp/backend/internal/pjrtx"
 	"github.com/xladdp/xladdp/internal/readlimit"
 	"github.com/xladdp/xladdp/internal/workerenv"
+
+	"github.com/xladdp/xladdp/internal/knobs"
 )
 
 // EnvCPUKernels chooses what runs the CPU target's convolutions:
 // "onednn" (oneDNN 2.x custom calls inside the XLA program; an error
 // where libdnnl.so.2 does not load), "xla" (XLA's own kernels), or unset:
 // oneDNN where it loads, else XLA's, said once.
-const EnvCPUKernels = "XLADDP_CPU_KERNELS"
+const EnvCPUKernels = knobs.EnvCPUKernels
 
 // EnvOneDNNLibrary names the oneDNN 2.x library to load (a soname or a
 // path; default libdnnl.so.2).
@@ -106,11 +108,11 @@ func shareConvolutionThreads(devices int, deterministic bool) {
 // parseCPUKernels reads EnvCPUKernels: "onednn", "xla", or "" (oneDNN
 // where it loads).
 func parseCPUKernels(v string) (string, error) {
-	switch v {
-	case "", "onednn", "xla":
-		return v, nil
+	k, err := knobs.CPUKernels(v)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrBadOption, err)
 	}
-	return "", fmt.Errorf("%w: %s=%q: want onednn or xla (unset: oneDNN where libdnnl.so.2 loads)", ErrBadOption, EnvCPUKernels, v)
+	return k, nil
 }
 
 // rewriteConvolutions moves a program's convolutions to oneDNN.

@@ -12,6 +12,8 @@ import (
 	"sync"
 
 	"github.com/xladdp/xladdp/internal/readlimit"
+
+	"github.com/xladdp/xladdp/internal/knobs"
 )
 
 // EnvXLAFlags is XLA's own flag variable, which the plugin reads once a
@@ -133,14 +135,11 @@ func deterministicOption(opts Options) (bool, error) {
 	if opts.Deterministic {
 		return true, nil
 	}
-	switch v := strings.TrimSpace(os.Getenv(EnvDeterministic)); v {
-	case "", "0":
-		return false, nil
-	case "1":
-		return true, nil
-	default:
-		return false, fmt.Errorf("%w: $%s=%q: use 1 or 0", ErrBadOption, EnvDeterministic, v)
+	on, err := knobs.Deterministic(os.Getenv(EnvDeterministic))
+	if err != nil {
+		return false, fmt.Errorf("%w: %w", ErrBadOption, err)
 	}
+	return on, nil
 }
 
 // keepCPUReductionsInXLA adds --xla_cpu_experimental_ynn_fusion_type to

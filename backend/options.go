@@ -3,13 +3,13 @@ package backend
 import (
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
+
+	"github.com/xladdp/xladdp/internal/knobs"
 )
 
 // MaxCPUDevices bounds cpu_device_count. The stock plugin aborts the whole
 // process on a negative count and takes over a second to create 4096 devices.
-const MaxCPUDevices = 1024
+const MaxCPUDevices = knobs.MaxCPUDevices
 
 // Environment variables for the CPU device count: ours first, then
 // torch-xla's CPU_NUM_DEVICES.
@@ -72,7 +72,11 @@ func cpuExecution(opts Options) (CPUExecution, error) {
 	mode, source := opts.CPUExecution, "Options.CPUExecution"
 	if mode == "" {
 		v, _ := os.LookupEnv(EnvCPUExecution)
-		mode, source = CPUExecution(strings.TrimSpace(v)), "$"+EnvCPUExecution
+		m, err := knobs.CPUExecution(v)
+		if err != nil {
+			return "", fmt.Errorf("%w: %w", ErrBadOption, err)
+		}
+		mode, source = CPUExecution(m), "$"+EnvCPUExecution
 	}
 	switch mode {
 	case "":
@@ -93,10 +97,9 @@ func cpuDeviceCount(opts Options) (int, error) {
 		if !ok || v == "" {
 			continue
 		}
-		n, err := strconv.Atoi(strings.TrimSpace(v))
+		n, err := knobs.CPUDevices(name, v)
 		if err != nil {
-			return 0, fmt.Errorf("%w: $%s=%q is not an integer: set it to a count from 1 to %d",
-				ErrBadDeviceCount, name, v, MaxCPUDevices)
+			return 0, fmt.Errorf("%w: %w", ErrBadDeviceCount, err)
 		}
 		return checkDeviceCount(n, "$"+name)
 	}

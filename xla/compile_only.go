@@ -3,11 +3,12 @@ package xla
 import (
 	"fmt"
 	"os"
-	"strconv"
 
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/xladdp/xladdp/internal/workerenv"
+
+	"github.com/xladdp/xladdp/internal/knobs"
 )
 
 // EnvCompileOnly: XLADDP_COMPILE_ONLY=1 makes every MarkStep compile its
@@ -21,13 +22,9 @@ const EnvCompileOnly = workerenv.CompileOnly
 // compileOnlyFromEnv reads EnvCompileOnly; an unreadable value is an
 // error at the first MarkStep rather than a silent choice either way.
 func compileOnlyFromEnv() (bool, error) {
-	v := os.Getenv(EnvCompileOnly)
-	if v == "" {
-		return false, nil
-	}
-	on, err := strconv.ParseBool(v)
+	on, err := knobs.CompileOnly(os.Getenv(EnvCompileOnly))
 	if err != nil {
-		return false, fmt.Errorf("xla: %s=%q: want 1 (compile without executing) or 0", EnvCompileOnly, v)
+		return false, fmt.Errorf("xla: %w", err)
 	}
 	return on, nil
 }

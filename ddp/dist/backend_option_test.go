@@ -56,10 +56,10 @@ func TestFlightSizeOption(t *testing.T) {
 		{env: "0", want: -1},
 		{given: -1, want: -1},
 		{env: "8", given: 16, want: 16},
-		{env: "many", wantErr: `$XLADDP_FLIGHT_SIZE="many": want how many operations the flight record keeps (default 2048; 0 turns it off)`},
+		{env: "many", wantErr: `$XLADDP_FLIGHT_SIZE="many": want how many operations the flight record keeps, at most 1048576 (default 2048; 0 turns it off)`},
 		{env: "-3", wantErr: `$XLADDP_FLIGHT_SIZE="-3"`},
 		{env: "9223372036854775808", wantErr: `$XLADDP_FLIGHT_SIZE="9223372036854775808"`},
-		{env: "1048577", wantErr: "a flight record of 1048577 operations is too large: keep at most 1048576"},
+		{env: "1048577", wantErr: `$XLADDP_FLIGHT_SIZE="1048577": want how many operations the flight record keeps, at most 1048576`},
 		{given: 1 << 40, wantErr: "too large"},
 	} {
 		t.Run(tc.env, func(t *testing.T) {

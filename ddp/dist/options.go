@@ -6,7 +6,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 
 	"github.com/xladdp/xladdp/ddp/internal/tcp"
 	"github.com/xladdp/xladdp/ddp/store"
+	"github.com/xladdp/xladdp/internal/knobs"
 	"github.com/xladdp/xladdp/internal/workerenv"
 )
 
@@ -44,7 +44,7 @@ const (
 )
 
 // maxFlightSize bounds the flight record (each entry is about 300 bytes).
-const maxFlightSize = 1 << 20
+const maxFlightSize = knobs.MaxFlightSize
 
 // Process-group transports (Options.Transport; $XLADDP_BACKEND, --backend): the
 // transports registered by name.
@@ -214,18 +214,13 @@ func launcherExample() string {
 
 // CheckTransport normalizes and checks Backend ("" is tcp).
 func (o *Options) CheckTransport() error {
-	switch o.Transport = strings.ToLower(strings.TrimSpace(o.Transport)); o.Transport {
-	case "", TransportTCP:
-		o.Transport = TransportTCP
-	case TransportMPI:
-	default:
+	t, err := knobs.Transport(o.Transport)
+	if err != nil {
 		return fmt.Errorf("ddp: backend %q: want %s (the default) or %s ($%s)", o.Transport, TransportTCP, TransportMPI, EnvTransport)
 	}
+	o.Transport = cmp.Or(t, TransportTCP)
 	return nil
 }
-
-// maxTimeout bounds $XLADDP_TIMEOUT: a longer wait is a hang.
-const maxTimeout = 24 * time.Hour
 
 // resolveTimeout fills Timeout from $XLADDP_TIMEOUT (a Go duration or
 // seconds) or DefaultTimeout.
@@ -238,13 +233,9 @@ func (o *Options) resolveTimeout() error {
 		o.Timeout = DefaultTimeout
 		return nil
 	}
-	d, err := time.ParseDuration(v)
-	if secs, serr := strconv.ParseFloat(v, 64); err != nil && serr == nil && secs > 0 && secs <= maxTimeout.Seconds() {
-		d, err = time.Duration(secs*float64(time.Second)), nil
-	}
-	if err != nil || d <= 0 || d > maxTimeout {
-		return fmt.Errorf("ddp: $%s=%q: give the collective timeout as a duration (90s, 15m) or seconds, above 0 and at most %s",
-			EnvTimeout, v, maxTimeout)
+	d, err := knobs.Timeout(v)
+	if err != nil {
+		return fmt.Errorf("ddp: %w", err)
 	}
 	o.Timeout = d
 	return nil
@@ -256,10 +247,9 @@ func (o *Options) resolveFlightSize() error {
 	if o.FlightSize == 0 {
 		o.FlightSize = flight.DefaultSize
 		if v := strings.TrimSpace(os.Getenv(EnvFlightSize)); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 0 {
-				return fmt.Errorf("ddp: $%s=%q: want how many operations the flight record keeps (default %d; 0 turns it off)",
-					EnvFlightSize, v, flight.DefaultSize)
+			n, err := knobs.FlightSize(v, flight.DefaultSize, maxFlightSize)
+			if err != nil {
+				return fmt.Errorf("ddp: %w", err)
 			}
 			o.FlightSize = cmp.Or(n, -1)
 		}

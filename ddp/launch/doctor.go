@@ -2,6 +2,7 @@ package launch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"github.com/xladdp/xladdp/ddp/internal/transport"
 
 	"github.com/xladdp/xladdp/ddp/launch/internal/preflight"
+	"github.com/xladdp/xladdp/internal/knobs"
 )
 
 // Doctor runs the checks of `ddprun doctor` for job c on this node and,
@@ -49,6 +51,13 @@ func localFindings(ctx context.Context, c Config, environ []string, h preflight.
 		job.MasterPort = c.MasterPort
 	}
 	var out []preflight.Finding
+	for _, err := range knobs.Problems(h.Getenv) {
+		fix := "every worker would stop at start with this value: fix it, or unset it for the default"
+		if errors.Is(err, knobs.ErrMisread) {
+			fix = "the workers would silently take the default: fix it, or unset it"
+		}
+		out = append(out, preflight.Finding{Check: "environment", Problem: err.Error(), Fix: fix})
+	}
 	if c.Program != "" {
 		if err := checkProgram(c.Program); err != nil {
 			out = append(out, preflight.Finding{Check: "program", Problem: err.Error()})

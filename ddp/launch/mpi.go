@@ -18,6 +18,8 @@ import (
 
 	"github.com/xladdp/xladdp/ddp/internal/procset"
 	"github.com/xladdp/xladdp/internal/workerenv"
+
+	"github.com/xladdp/xladdp/internal/knobs"
 )
 
 // The process group backends the workers may use (dist.TransportTCP and
@@ -98,17 +100,18 @@ func childrenOf(pid int) (live []int, ended int) {
 
 // parseBackend checks --backend (empty: $XLADDP_BACKEND, else tcp).
 func parseBackend(flag string, getenv func(string) string) (string, error) {
-	b := strings.ToLower(strings.TrimSpace(flag))
-	if b == "" {
-		b = strings.ToLower(strings.TrimSpace(getenv(workerenv.Transport)))
+	if b, err := knobs.Transport(flag); err != nil || b != "" {
+		if err != nil {
+			return "", fmt.Errorf("--backend=%q: want tcp (the default) or mpi", flag)
+		}
+		return b, nil
 	}
-	switch b {
-	case "", backendTCP:
-		return backendTCP, nil
-	case backendMPI:
-		return backendMPI, nil
+	v := getenv(workerenv.Transport)
+	b, err := knobs.Transport(v)
+	if err != nil {
+		return "", fmt.Errorf("--backend=%q (from $%s): want tcp (the default) or mpi", v, workerenv.Transport)
 	}
-	return "", fmt.Errorf("--backend=%q: want tcp (the default) or mpi", b)
+	return cmp.Or(b, backendTCP), nil
 }
 
 // checkMPI refuses what ddprun cannot do on the mpi backend.

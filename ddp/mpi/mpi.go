@@ -61,9 +61,10 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"strings"
 	"sync"
 	"unsafe"
+
+	"github.com/xladdp/xladdp/internal/knobs"
 )
 
 // Error is a failed MPI call: the call, its error code and MPI's string.
@@ -118,15 +119,16 @@ var (
 // ParseThreadLevel reads a thread level by its MPI name: "multiple",
 // "serialized" or "funneled" (MPI_THREAD_ prefix and case optional).
 func ParseThreadLevel(s string) (ThreadLevel, error) {
-	switch strings.TrimPrefix(strings.ToLower(strings.TrimSpace(s)), "mpi_thread_") {
-	case "multiple", "":
-		return ThreadMultiple, nil
-	case "serialized":
+	level, err := knobs.MPIThreads(s)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("mpi: %w", err)
+	case level == "serialized":
 		return ThreadSerialized, nil
-	case "funneled":
+	case level == "funneled":
 		return ThreadFunneled, nil
 	}
-	return 0, fmt.Errorf("mpi: thread level %q: want multiple, serialized or funneled", s)
+	return ThreadMultiple, nil
 }
 
 func (l ThreadLevel) String() string {

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xladdp/xladdp/ddp/internal/flight"
+	"github.com/xladdp/xladdp/internal/knobs"
 )
 
 // issueFromHere issues op and returns the file:line of the call.
@@ -121,4 +122,10 @@ func BenchmarkIssueStartEnd(b *testing.B) {
 		r.Start(id)
 		r.End(id, nil)
 	}
+}
+
+// TestDefaultSizeIsTheKnobs: the doctor checks $XLADDP_FLIGHT_SIZE
+// against the recorder's own default.
+func TestDefaultSizeIsTheKnobs(t *testing.T) {
+	assert.Equal(t, knobs.DefaultFlightSize, flight.DefaultSize)
 }

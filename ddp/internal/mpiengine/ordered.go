@@ -8,6 +8,8 @@ import (
 
 	"github.com/xladdp/xladdp/ddp/internal/transport"
 	"github.com/xladdp/xladdp/reduce"
+
+	"github.com/xladdp/xladdp/internal/knobs"
 )
 
 // EnvMPIReduceOrder is how the mpi backend orders the terms of a
@@ -25,15 +27,11 @@ const EnvMPIReduceOrder = "XLADDP_MPI_REDUCE_ORDER"
 
 // parseReduceOrder reads EnvMPIReduceOrder: whether sums go in rank order.
 func parseReduceOrder() (bool, error) {
-	switch v := os.Getenv(EnvMPIReduceOrder); v {
-	case "", "mpi":
-		return false, nil
-	case "rank":
-		return true, nil
-	default:
-		return false, fmt.Errorf("ddp: $%s is %q: use mpi (MPI's own order, the default) or rank (rank order, as the tcp backend)",
-			EnvMPIReduceOrder, v)
+	on, err := knobs.MPIReduceOrder(os.Getenv(EnvMPIReduceOrder))
+	if err != nil {
+		return false, fmt.Errorf("ddp: %w", err)
 	}
+	return on, nil
 }
 
 // inRankOrder reports whether c is a sum this engine adds in rank order.

@@ -2,20 +2,19 @@ package progshare
 
 import (
 	"fmt"
-	"strings"
+
+	"github.com/xladdp/xladdp/internal/knobs"
 )
 
 // EnvShare ("off") stops a job's processes from sharing compiled
 // programs: each node then compiles every program itself.
-const EnvShare = "XLADDP_SHARE_PROGRAMS"
+const EnvShare = knobs.EnvSharePrograms
 
 // Enabled reads $XLADDP_SHARE_PROGRAMS's value v: on unless off.
 func Enabled(v string) (bool, error) {
-	switch strings.ToLower(strings.TrimSpace(v)) {
-	case "", "on", "1", "true":
-		return true, nil
-	case "off", "0", "false":
-		return false, nil
+	on, err := knobs.SharePrograms(v)
+	if err != nil {
+		return false, fmt.Errorf("ddp: %w", err)
 	}
-	return false, fmt.Errorf("ddp: $%s=%q: want on or off", EnvShare, v)
+	return on, nil
 }
