@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"syscall"
@@ -45,8 +46,14 @@ func TestCheckpointerRefusesAndRestoresNothing(t *testing.T) {
 	ok, err := ck.Restore(t.Context(), &optim.Checkpoint{})
 	require.NoError(t, err)
 	assert.False(t, ok, "nothing to restore in an empty directory")
+	// Delivered once this channel has it: the checkpointer's, listening
+	// as long as this one, had it too. A sleep instead let a loaded
+	// machine deliver it after Close, to SIGTERM's default: death.
+	delivered := make(chan os.Signal, 1)
+	signal.Notify(delivered, syscall.SIGTERM)
+	defer signal.Stop(delivered)
 	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGTERM))
-	time.Sleep(50 * time.Millisecond) // the process survives: the checkpointer took it
+	<-delivered
 	ck.Close()
 	ck.Close()
 }
