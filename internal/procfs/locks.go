@@ -105,6 +105,19 @@ func StartTime(proc string, pid int) (ticks uint64, ok bool) {
 	return ticks, err == nil
 }
 
+// CPUTicks is the CPU time pid has used (user and system), in clock
+// ticks: a holder whose count moves is working.
+func CPUTicks(proc string, pid int) (ticks uint64, ok bool) {
+	const utime, stime = 14 - 3, 15 - 3 // stat's 14th and 15th fields
+	fields := statFields(proc, pid)
+	if len(fields) <= stime {
+		return 0, false
+	}
+	u, uerr := strconv.ParseUint(fields[utime], 10, 64)
+	s, serr := strconv.ParseUint(fields[stime], 10, 64)
+	return u + s, uerr == nil && serr == nil
+}
+
 // Stopped reports whether a State is a stop (SIGSTOP, ^Z, a debugger):
 // such a process runs again only once continued.
 func Stopped(state string) bool { return state == "stopped" || state == "stopped by a debugger" }

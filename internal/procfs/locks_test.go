@@ -89,6 +89,9 @@ func TestStartTime(t *testing.T) {
 	ticks, ok := StartTime(proc, 7)
 	require.True(t, ok)
 	assert.Equal(t, uint64(123456), ticks)
+	cpu, ok := CPUTicks(proc, 7)
+	require.True(t, ok)
+	assert.Equal(t, uint64(5+6), cpu, "utime + stime")
 
 	self, ok := StartTime("/proc", os.Getpid())
 	require.True(t, ok)

@@ -17,13 +17,18 @@ const lockPoll = 20 * time.Millisecond
 
 // How a wait for another process's compilation is never silent nor
 // endless: a word after waitNotice and every waitNotice after it, naming
-// the holder and its state; a holder seen stopped (SIGSTOP, Ctrl-Z, a
+// the holder and its state (every busyNotice while the holder is seen
+// working); a holder seen stopped (SIGSTOP, Ctrl-Z, a
 // debugger) is passed by at once, and any holder after waitLimit (a
 // Neuron compile may take tens of minutes): the waiter compiles without
 // the lock, saying so. Variables, so tests can shorten them.
 var (
 	waitNotice = 10 * time.Second
 	waitLimit  = 60 * time.Minute
+	// busyNotice is how often a holder seen working (its CPU time moved
+	// since the last look) is named: a normal compilation of a few tens
+	// of seconds on the node's other rank is not news every 10 s.
+	busyNotice = time.Minute
 )
 
 // Lock takes want's entry lock (an flock on <entry>.lock, which the
@@ -44,7 +49,8 @@ func (c *Disk) Lock(ctx context.Context, want Header, say func(string)) (unlock 
 		return nil, err
 	}
 	start := time.Now()
-	nextWord := start.Add(waitNotice)
+	nextWord, said := start.Add(waitNotice), start
+	var cpu uint64
 	for {
 		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 		if err == nil {
@@ -57,17 +63,23 @@ func (c *Disk) Lock(ctx context.Context, want Header, say func(string)) (unlock 
 			f.Close()
 			return nil, fmt.Errorf("locking %s: %w", path, err)
 		}
+		if cpu == 0 {
+			_, _, _ = describeHolder(path, &cpu) // the holder's CPU time when the wait began
+		}
 		if now := time.Now(); !now.Before(nextWord) {
 			nextWord = now.Add(waitNotice)
-			holder, stopped := describeHolder(path)
+			holder, stopped, working := describeHolder(path, &cpu)
 			waited := now.Sub(start).Round(time.Second)
-			if stopped || now.Sub(start) >= waitLimit {
+			switch {
+			case stopped || now.Sub(start) >= waitLimit:
 				f.Close()
 				say(fmt.Sprintf("xladdp: waited %s for %s to compile a program (lock %s); compiling it without the lock", waited, holder, path))
 				return func() {}, nil
+			case !working || now.Sub(said) >= busyNotice:
+				said = now
+				say(fmt.Sprintf("xladdp: waiting %s for %s to compile a program (lock %s); compiling without the lock after %s",
+					waited, holder, path, waitLimit))
 			}
-			say(fmt.Sprintf("xladdp: waiting %s for %s to compile a program (lock %s); compiling without the lock after %s",
-				waited, holder, path, waitLimit))
 		}
 		select {
 		case <-ctx.Done():
@@ -79,16 +91,20 @@ func (c *Disk) Lock(ctx context.Context, want Header, say func(string)) (unlock 
 }
 
 // describeHolder names the process holding the lock at path, with its
-// command line and state, and reports whether it is stopped.
-func describeHolder(path string) (who string, stopped bool) {
+// command line and state, and reports whether it is stopped, and whether
+// it is working: its CPU time moved since *cpu, the count at the last
+// look, which it updates.
+func describeHolder(path string, cpu *uint64) (who string, stopped, working bool) {
 	pid, ok := procfs.FlockHolder("/proc", path)
 	if !ok {
-		return "another process (not visible here: another host, or another PID namespace)", false
+		return "another process (not visible here: another host, or another PID namespace)", false, false
 	}
 	state := procfs.State("/proc", pid)
 	who = fmt.Sprintf("process %d (%s", pid, procfs.CommandLine("/proc", pid))
 	if state != "" {
 		who += "; " + state
 	}
-	return who + ")", procfs.Stopped(state)
+	ticks, _ := procfs.CPUTicks("/proc", pid)
+	working, *cpu = *cpu != 0 && ticks > *cpu, ticks
+	return who + ")", procfs.Stopped(state), working
 }

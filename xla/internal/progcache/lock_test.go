@@ -70,6 +70,25 @@ func TestLockWaitIsNeverSilentNorEndless(t *testing.T) {
 		assert.Contains(t, w.all(), "compiling it without the lock")
 		assert.GreaterOrEqual(t, strings.Count(w.all(), "\n"), 2, "a word every waitNotice")
 	})
+	t.Run("working holder", func(t *testing.T) {
+		defer func(n, l, b time.Duration) { waitNotice, waitLimit, busyNotice = n, l, b }(waitNotice, waitLimit, busyNotice)
+		// Notices half a second apart: a spinning holder gets ticks in
+		// each even on a loaded machine.
+		waitNotice, waitLimit, busyNotice = 500*time.Millisecond, 2*time.Second, time.Hour
+		h := d.Header("working", []int{0}, nil, nil)
+		path := d.Path(h) + ".lock"
+		// The holder itself spins, as a compiling rank does.
+		holder := exec.Command("python3", "-c", "import fcntl,sys\nf=open(sys.argv[1],'a')\nfcntl.flock(f,fcntl.LOCK_EX)\nwhile True: pass", path)
+		require.NoError(t, holder.Start())
+		t.Cleanup(func() { _ = holder.Process.Kill(); _ = holder.Wait() })
+		require.Eventually(t, func() bool { _, ok := procfs.FlockHolder("/proc", path); return ok }, 10*time.Second, 10*time.Millisecond)
+		var w words
+		unlock, err := d.Lock(t.Context(), h, w.say)
+		require.NoError(t, err)
+		unlock()
+		assert.NotContains(t, w.all(), "waiting ", "a working holder is not named every waitNotice")
+		assert.Contains(t, w.all(), "compiling it without the lock", "but passed at waitLimit, saying so")
+	})
 	t.Run("holder lets go", func(t *testing.T) {
 		h := d.Header("released", []int{0}, nil, nil)
 		holder := holdLock(t, d.Path(h)+".lock")
