@@ -1,12 +1,14 @@
 package launch
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -53,8 +55,49 @@ func flightDir(environ []string, attempt int) (dir string, owned bool, err error
 		return dir, false, os.MkdirAll(dir, 0o755)
 	}
 	// In environ's $TMPDIR: the one the job was given (a test's own).
-	dir, err = os.MkdirTemp(lookupIn(environ)("TMPDIR"), "ddprun-flight-")
+	parent := cmp.Or(lookupIn(environ)("TMPDIR"), os.TempDir())
+	pruneFlightDirs(parent, keptFlightDirs-1) // and this one
+	dir, err = os.MkdirTemp(parent, flightDirPrefix)
 	return dir, true, err
+}
+
+// flightDirPrefix names ddprun's own flight directories in $TMPDIR.
+const flightDirPrefix = "ddprun-flight-"
+
+// keptFlightDirs is how many of ddprun's own flight directories, each
+// kept because it explains a failure, a new one leaves in $TMPDIR.
+const keptFlightDirs = 8
+
+// pruneFlightDirs removes all but the keep newest of ddprun's own flight
+// directories in parent (by modification time), so that failed jobs do
+// not fill the temporary directory; another user's are left alone.
+func pruneFlightDirs(parent string, keep int) {
+	entries, err := os.ReadDir(parent)
+	if err != nil {
+		return
+	}
+	type found struct {
+		path string
+		mod  time.Time
+	}
+	var dirs []found
+	for _, e := range entries {
+		info, err := e.Info()
+		if err != nil || !e.IsDir() || !strings.HasPrefix(e.Name(), flightDirPrefix) || !ownedByUs(info) {
+			continue
+		}
+		dirs = append(dirs, found{filepath.Join(parent, e.Name()), info.ModTime()})
+	}
+	slices.SortFunc(dirs, func(a, b found) int { return b.mod.Compare(a.mod) })
+	for _, d := range dirs[min(keep, len(dirs)):] {
+		_ = os.RemoveAll(d.path)
+	}
+}
+
+// ownedByUs reports whether this process's user owns the file of info.
+func ownedByUs(info os.FileInfo) bool {
+	st, ok := info.Sys().(*syscall.Stat_t)
+	return ok && int(st.Uid) == os.Getuid()
 }
 
 // collectFlight asks the workers still running to write their flight

@@ -2,7 +2,9 @@ package launch
 
 import (
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"testing"
@@ -53,4 +55,33 @@ func TestStoppedRankIsPlacedWithoutContradiction(t *testing.T) {
 			assert.NotContains(t, got, "none is behind")
 		})
 	}
+}
+
+// TestFlightDirsDoNotPileUp: each new temporary flight directory leaves
+// at most keptFlightDirs of ddprun's own in $TMPDIR, the newest; other
+// files and directories there are left alone.
+func TestFlightDirsDoNotPileUp(t *testing.T) {
+	tmp := t.TempDir()
+	other := filepath.Join(tmp, "someone-else")
+	require.NoError(t, os.Mkdir(other, 0o755))
+	file := filepath.Join(tmp, flightDirPrefix+"a-file")
+	require.NoError(t, os.WriteFile(file, nil, 0o644))
+	var made []string
+	for i := range 12 {
+		dir, owned, err := flightDir([]string{"TMPDIR=" + tmp}, 0)
+		require.NoError(t, err)
+		require.True(t, owned)
+		old := time.Now().Add(time.Duration(i-20) * time.Minute)
+		require.NoError(t, os.Chtimes(dir, old, old))
+		made = append(made, dir)
+	}
+	left, err := filepath.Glob(filepath.Join(tmp, flightDirPrefix+"*"))
+	require.NoError(t, err)
+	assert.Len(t, left, keptFlightDirs+1, "the newest dirs and the file")
+	for _, dir := range made[len(made)-keptFlightDirs:] {
+		assert.DirExists(t, dir)
+	}
+	assert.NoDirExists(t, made[0])
+	assert.DirExists(t, other)
+	assert.FileExists(t, file)
 }
