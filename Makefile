@@ -132,9 +132,10 @@ APT_INSTALL = apt_install() { \
 		echo "deps: $$what is missing and installing it needs root: run sudo apt-get install $$* (its tests skip until then)" >&2; \
 		return 0; \
 	fi; \
-	echo "deps: installing Debian's $$*"; \
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$$@" >/dev/null 2>&1 \
-		|| { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$$@" >/dev/null; } \
+	echo "deps: installing Debian's $$* (waiting up to 10 minutes for another apt or dpkg to finish)"; \
+	DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq "$$@" >/dev/null 2>&1 \
+		|| { apt-get -o DPkg::Lock::Timeout=600 update -qq \
+			&& DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq "$$@" >/dev/null; } \
 		|| { echo "deps: apt-get could not install $$*" >&2; return 1; }; \
 	}
 
