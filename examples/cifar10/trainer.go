@@ -90,6 +90,7 @@ func (t *Trainer) train(ctx context.Context) (res result, err error) {
 		progress := t.startEpoch(epoch, total)
 		nn.Train(t.model)
 		shown := t.loop.Position().Samples / t.feed.Global // the epoch's steps the progress has counted
+		first, every := shown+1, min(5, t.cfg.LogInterval) // the steps whose loss rank 0 reads
 		measured := false
 		for st, err := range t.loop.Steps(ctx, epoch, t.feed.Steps(t.loader.Epoch(ctx, epoch)), t.cfg.MaxSteps) {
 			if err != nil {
@@ -103,7 +104,7 @@ func (t *Trainer) train(ctx context.Context) (res result, err error) {
 			}
 			// The first step's line too: a ResNet step on a CPU takes
 			// seconds, and the job must show at once that it runs.
-			if step := st.Index + 1; t.globalRank == 0 && (step == shown+1 || step%5 == 0 || step == total) {
+			if step := st.Index + 1; t.globalRank == 0 && readsLoss(step, first, every, total) {
 				if res.FinalLoss, err = loss.Item(ctx); err != nil {
 					return res, err
 				}
@@ -161,4 +162,12 @@ func (t *Trainer) finish(ctx context.Context, res *result, curves *report.Curves
 		res.Total.Seconds(), t.worldSize, steps, float64(steps*t.feed.Global)/max(res.Total.Seconds(), 1e-9),
 		100*res.Accuracy, m.Compilations, m.PersistentCacheHits)
 	return t.cfg.Finish(t.out, curves)
+}
+
+// readsLoss tells whether rank 0 reads the loss after step (1-based, in
+// the epoch): the epoch's first step run here (a ResNet step on a CPU
+// takes seconds, and the job must show at once that it runs), every
+// every-th, and the last.
+func readsLoss(step, first, every, total int) bool {
+	return step == first || step%every == 0 || step == total
 }

@@ -53,7 +53,11 @@ type runReport struct {
 	progress *report.Progress // rank 0's, of the current epoch
 	start    time.Time
 	total    int
-	loss     float64
+	// readEvery is how many steps apart rank 0 reads the loss: 10, or
+	// --log-interval when it asks for more lines; lastRead the step of
+	// the epoch last read.
+	readEvery, lastRead int
+	loss                float64
 	// epochLoss and runLoss: whether a loss was read in the epoch, at all.
 	epochLoss, runLoss bool
 }
@@ -68,7 +72,8 @@ func (r *runReport) startEpoch(epoch int, c config, feed *training.Feed) {
 	if c.MaxSteps > 0 {
 		r.total = min(r.total, c.MaxSteps)
 	}
-	r.progress, r.epochLoss = nil, false
+	r.progress, r.epochLoss, r.lastRead = nil, false, 0
+	r.readEvery = min(10, c.LogInterval)
 	if r.rank0 {
 		r.progress = report.NewProgress(r.out, fmt.Sprintf("epoch %d/%d", epoch+1, c.epochs), r.total, c.LogInterval)
 	}
@@ -86,11 +91,11 @@ func (r *runReport) stepDone(t training.StepTimes) {
 	r.split.EndStep()
 }
 
-// logLoss reads rank 0's loss every 10 steps and at the epoch's last
-// (step within the epoch, steps since the start): the step has run, so
-// the read costs no program.
+// logLoss reads rank 0's loss every readEvery steps and at the epoch's
+// last (step within the epoch, steps since the start): the step has run,
+// so the read costs no program.
 func (r *runReport) logLoss(ctx context.Context, loss *xla.Tensor, step, steps int) error {
-	if !r.rank0 || (step%10 != 0 && step != r.total) {
+	if !r.rank0 || (step%r.readEvery != 0 && step != r.total) {
 		return nil
 	}
 	var err error
@@ -99,7 +104,8 @@ func (r *runReport) logLoss(ctx context.Context, loss *xla.Tensor, step, steps i
 	}
 	r.epochLoss, r.runLoss = true, true
 	r.curves.AddLoss(steps, r.loss)
-	r.progress.Step(step, r.loss, 10*r.feed.Global)
+	r.progress.Step(step, r.loss, (step-r.lastRead)*r.feed.Global)
+	r.lastRead = step
 	r.split.Lap("loss read")
 	return nil
 }
