@@ -25,7 +25,8 @@ type Feed struct {
 	Batch, Slots, Global int
 	StepsPerEpoch        int
 	// Note says how the global batch was rounded to divide over the
-	// replicas ("" when it divides): for the program to print.
+	// replicas, or which samples the deterministic mode's whole global
+	// batches leave out ("" for neither): for the program to print.
 	Note     string
 	resumeAt func(epoch, samples int) error
 	// model is the wrapper whose mode the feed follows; stats its
@@ -52,8 +53,13 @@ func NewFeed(w ddp.Worker, model *ddp.DistributedDataParallel, n int) (*Feed, er
 		if err != nil {
 			return nil, fmt.Errorf("--deterministic: %w", err)
 		}
-		return &Feed{Sampler: s, Batch: shards.Size, Slots: s.SlotsPerStep(), Global: shards.GlobalBatch,
-			StepsPerEpoch: s.StepsPerEpoch(), resumeAt: s.ResumeAt, model: model, stats: deterministicStats(model), det: s}, nil
+		f := &Feed{Sampler: s, Batch: shards.Size, Slots: s.SlotsPerStep(), Global: shards.GlobalBatch,
+			StepsPerEpoch: s.StepsPerEpoch(), resumeAt: s.ResumeAt, model: model, stats: deterministicStats(model), det: s}
+		if left := n - f.StepsPerEpoch*f.Global; left > 0 {
+			f.Note = fmt.Sprintf("--deterministic trains on whole global batches of %d: each epoch leaves out %d of the %d "+
+				"samples (its order's last, as torch's drop_last); a global batch dividing %d uses them all", f.Global, left, n, n)
+		}
+		return f, nil
 	}
 	f, err := shareOf(w, n, b)
 	if err != nil {

@@ -123,6 +123,24 @@ func TestDeterministicRefusesFastMath(t *testing.T) {
 	assert.NotContains(t, string(out), "weights sha256")
 }
 
+// TestDeterministicSaysWhatItLeavesOut: at the defaults (100 samples in
+// global batches of 30) the deterministic run says that each epoch leaves
+// out 10 samples, as torch's drop_last (it trained on 90 in silence); a
+// batch that divides 100 says nothing.
+func TestDeterministicSaysWhatItLeavesOut(t *testing.T) {
+	exampletest.CleanEnv(t)
+	run := func(args ...string) string {
+		cmd := exec.Command(exampletest.Self()[0], exampletest.Self()[1:]...)
+		cmd.Env = append(os.Environ(), exampletest.Env("linear", append([]string{"--spawn", "--deterministic", "--epochs", "1"}, args...)...)...)
+		cmd.WaitDelay = time.Second
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		return string(out)
+	}
+	assert.Contains(t, run(), "note: --deterministic trains on whole global batches of 30: each epoch leaves out 10 of the 100 samples")
+	assert.NotContains(t, run("--batch-size", "10"), "leaves out")
+}
+
 // TestCtrlCKeepsTheSteps: Ctrl-C (SIGINT) to a --spawn run with a
 // checkpoint directory commits the step it stands at and exits 75,
 // saying so and that the same command resumes (before, it exited 1 and
