@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/xladdp/xladdp/ddp"
+	"github.com/xladdp/xladdp/examples/internal/antsbees"
 	"github.com/xladdp/xladdp/examples/internal/cmdline"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/data"
@@ -53,7 +54,13 @@ type config struct {
 	seed                         uint64
 	dataDir, trainDir, valDir    string
 	pretrained, modelDir         string
+	// synthetic: train on generated ants and bees (antsbees), no download.
+	synthetic bool
 }
+
+// syntheticPerClass is how many training pictures of each class
+// --synthetic generates (half as many validation pictures).
+const syntheticPerClass = 60
 
 // result is what rank 0 measured.
 type result struct {
@@ -78,6 +85,8 @@ func parse(args []string, out io.Writer) (config, error) {
 	fs.StringVar(&c.dataDir, "data", "hymenoptera_data", "folder with train/<class>/*.jpg and val/<class>/*.jpg")
 	fs.StringVar(&c.trainDir, "train", os.Getenv("SM_CHANNEL_TRAIN"), "training ImageFolder (default $SM_CHANNEL_TRAIN, else DATA/train)")
 	fs.StringVar(&c.valDir, "val", os.Getenv("SM_CHANNEL_VAL"), "validation ImageFolder (default $SM_CHANNEL_VAL, else DATA/val)")
+	fs.BoolVar(&c.synthetic, "synthetic", false, fmt.Sprintf("train on %d generated pictures of ants and bees a class "+
+		"(a stand-in for the tutorial's download, hymenoptera_data)", syntheticPerClass))
 	fs.StringVar(&c.pretrained, "pretrained", "", "ResNet-18 weights to start from: a safetensors state dict with torchvision's names (its fc is replaced)")
 	fs.StringVar(&c.modelDir, "model-dir", os.Getenv("SM_MODEL_DIR"), "write the fine-tuned "+modelFile+" here at the end, on rank 0 (default $SM_MODEL_DIR)")
 	fs.IntVar(&c.epochs, "epochs", 3, "epochs to train")
@@ -97,10 +106,13 @@ func parse(args []string, out io.Writer) (config, error) {
 	}
 	// The settings a resume from --checkpoint-dir must keep (or name
 	// in --resume-override).
-	if err := launch.Checkpoints.Record(fs, "image-size", "batch-size", "lr", "momentum", "step-size", "gamma", "seed"); err != nil {
+	if err := launch.Checkpoints.Record(fs, "image-size", "batch-size", "lr", "momentum", "step-size", "gamma", "seed", "synthetic"); err != nil {
 		return c, err
 	}
 	c.launch = *launch
+	if c.synthetic && (c.trainDir != "" || c.valDir != "") {
+		return c, errors.New("--synthetic generates its own pictures: leave out --train and --val (and SageMaker's train and val channels)")
+	}
 	if c.trainDir == "" {
 		c.trainDir = filepath.Join(c.dataDir, "train")
 	}
@@ -141,7 +153,9 @@ func folders(c config) (train, val *data.ImageFolder, err error) {
 		Size:       c.imageSize, Mean: data.ImageNetMean, Std: data.ImageNetStd, Seed: c.seed,
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("the training images: %w; give --data DIR with train/<class>/*.jpg and val/<class>/*.jpg, or --train and --val (SageMaker: the train and val channels)", err)
+		return nil, nil, fmt.Errorf("the training images: %w; give --data DIR with train/<class>/*.jpg and val/<class>/*.jpg "+
+			"(the tutorial's: https://download.pytorch.org/tutorial/hymenoptera_data.zip), --train and --val (SageMaker: the "+
+			"train and val channels), or --synthetic to train on generated pictures", err)
 	}
 	val, err = data.NewImageFolder(c.valDir, data.ImageFolderConfig{
 		Transforms: []data.Transform{data.Resize{Size: (c.imageSize*256 + 112) / 224}, data.CenterCrop{Size: c.imageSize}},
@@ -160,6 +174,19 @@ func run(ctx context.Context, args []string, out io.Writer) (result, error) {
 	c, err := parse(args, out)
 	if err != nil {
 		return result{}, err
+	}
+	if c.synthetic {
+		dir, err := os.MkdirTemp("", "finetune-synthetic-")
+		if err != nil {
+			return result{}, err
+		}
+		defer os.RemoveAll(dir)
+		if err := antsbees.Write(dir, syntheticPerClass, c.seed); err != nil {
+			return result{}, fmt.Errorf("--synthetic: %w", err)
+		}
+		c.trainDir, c.valDir = filepath.Join(dir, "train"), filepath.Join(dir, "val")
+		fmt.Fprintf(out, "training on generated pictures of ants and bees (--synthetic): %d of each class, %d to validate\n",
+			syntheticPerClass, syntheticPerClass/2)
 	}
 	trainSet, valSet, err := folders(c)
 	if err != nil {

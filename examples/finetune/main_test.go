@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -198,7 +199,10 @@ func TestBadInputs(t *testing.T) {
 		want string
 	}{
 		{"no data", []string{"--data", filepath.Join(root, "none")}, nil, "the training images: data: ImageFolder: open " + filepath.Join(root, "none", "train")},
-		{"no data says what to give", []string{"--data", filepath.Join(root, "none")}, nil, "give --data DIR with train/<class>/*.jpg and val/<class>/*.jpg, or --train and --val"},
+		{"no data says what to give", []string{"--data", filepath.Join(root, "none")}, nil, "give --data DIR with train/<class>/*.jpg and val/<class>/*.jpg"},
+		{"no data names the download and --synthetic", []string{"--data", filepath.Join(root, "none")}, nil,
+			"hymenoptera_data.zip), --train and --val (SageMaker: the train and val channels), or --synthetic to train on generated pictures"},
+		{"synthetic and a channel", []string{"--synthetic", "--train", tiny}, nil, "--synthetic generates its own pictures: leave out --train and --val"},
 		{"no val", []string{"--train", tiny, "--val", filepath.Join(root, "nope")}, nil, "the validation images"},
 		{"other classes", []string{"--data", otherClasses}, nil, `has classes ["ants" "bees"] but ` + filepath.Join(otherClasses, "val") + ` has ["ants" "wasps"]`},
 		{"a .pth file", []string{"--data", root, "--pretrained", pth}, nil, "this is a PyTorch file (torch.save's .pth/.pt format), not safetensors; convert its state dict once with"},
@@ -226,6 +230,19 @@ func TestBadInputs(t *testing.T) {
 			assert.ErrorContains(t, err, tc.want)
 		})
 	}
+}
+
+// TestSyntheticNeedsNoDownload: the README's finetune line with
+// --synthetic instead of the tutorial's download trains (a few steps, on
+// small crops) and validates on the generated ants and bees.
+func TestSyntheticNeedsNoDownload(t *testing.T) {
+	exampletest.CleanEnv(t)
+	var out bytes.Buffer
+	res, err := run(t.Context(), []string{"--spawn", "--synthetic", "--epochs", "1", "--max-steps", "2", "--image-size", "32"}, &out)
+	require.NoError(t, err, out.String())
+	assert.Contains(t, out.String(), "training on generated pictures of ants and bees (--synthetic): 60 of each class, 30 to validate")
+	assert.Equal(t, []string{"ants", "bees"}, res.Classes)
+	assert.False(t, math.IsNaN(res.FinalLoss), "a finite loss")
 }
 
 // TestLongPreemptedResumesBitIdentical: SIGTERM to ddprun (2 ranks, random

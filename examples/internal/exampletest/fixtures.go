@@ -1,14 +1,8 @@
 package exampletest
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
-	"image"
-	"image/color"
-	"image/jpeg"
-	"image/png"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/xladdp/xladdp/examples/internal/antsbees"
 	"github.com/xladdp/xladdp/xla/data"
 	"github.com/xladdp/xladdp/xla/nn"
 	"github.com/xladdp/xladdp/xla/xlatest"
@@ -68,46 +63,7 @@ func idx(dims []int, values []byte) []byte {
 // tell them apart from any crop.
 func ImageFolder(t testing.TB, root string, perClass int) {
 	t.Helper()
-	rng := rand.New(rand.NewPCG(3, 4))
-	draw := func(class string) image.Image {
-		w, h := 36+rng.IntN(36), 36+rng.IntN(36)
-		img := image.NewRGBA(image.Rect(0, 0, w, h))
-		period := 6 + rng.IntN(6)
-		for y := range h {
-			for x := range w {
-				n := rng.IntN(50)
-				c := color.RGBA{uint8(120 + n), uint8(30 + n), uint8(20 + n), 255}
-				if class == "bees" {
-					c = color.RGBA{uint8(200 + n), uint8(170 + n), uint8(20 + n), 255}
-					if x%period < period/2 {
-						c = color.RGBA{uint8(n), uint8(n), uint8(n), 255}
-					}
-				}
-				img.Set(x, y, c)
-			}
-		}
-		return img
-	}
-	for _, split := range []struct {
-		name string
-		n    int
-	}{{"train", perClass}, {"val", perClass / 2}} {
-		for _, class := range []string{"ants", "bees"} {
-			dir := filepath.Join(root, split.name, class)
-			require.NoError(t, os.MkdirAll(dir, 0o755))
-			for i := range split.n {
-				var b bytes.Buffer
-				name := fmt.Sprintf("%s_%d.png", class, i)
-				if i%2 == 0 {
-					name = fmt.Sprintf("%s_%d.jpg", class, i)
-					require.NoError(t, jpeg.Encode(&b, draw(class), &jpeg.Options{Quality: 90}))
-				} else {
-					require.NoError(t, png.Encode(&b, draw(class)))
-				}
-				require.NoError(t, os.WriteFile(filepath.Join(dir, name), b.Bytes(), 0o644))
-			}
-		}
-	}
+	require.NoError(t, antsbees.Write(root, perClass, 3))
 }
 
 // ResNet18Weights writes a freshly initialised ImageNet-shaped ResNet-18
