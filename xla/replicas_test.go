@@ -241,18 +241,23 @@ func TestMarkStepHonoursContext(t *testing.T) {
 		const deadline = 100 * time.Millisecond
 		var left time.Duration
 		var leftErr error
+		waiting := make(chan struct{})
 		err := eng.RunReplicas(testContext(t), 2, func(ctx context.Context, r Replica) error {
 			y := slowToCompile(t, r.Device())
 			if r.Index() == 1 {
 				ctx, cancel := context.WithTimeout(ctx, deadline)
 				defer cancel()
+				close(waiting)
 				start := time.Now()
 				leftErr = r.MarkStep(ctx)
 				left = time.Since(start)
 				runtime.KeepAlive(y)
 				return leftErr
 			}
-			time.Sleep(20 * time.Millisecond) // replica 0 arrives last and compiles
+			// Replica 0 arrives last and compiles: after replica 1 built its
+			// graph (however slowly a loaded machine does), and a moment.
+			<-waiting
+			time.Sleep(50 * time.Millisecond)
 			err := r.MarkStep(ctx)
 			runtime.KeepAlive(y)
 			return err

@@ -474,9 +474,14 @@ func mismatchScenario(ctx context.Context, g *ProcessGroup, rep *report) {
 }
 
 // stallScenario: rank 1 stays alive but never joins the all-reduce.
+// stallFor is how long the stall scenario's rank 1 stays away: well
+// past the tests' 3 s timeout, so a loaded machine's slow start never
+// makes it look joined.
+const stallFor = 10 * time.Second
+
 func stallScenario(ctx context.Context, g *ProcessGroup, rep *report) {
 	if g.Rank() == 1 {
-		time.Sleep(2 * time.Second)
+		time.Sleep(stallFor)
 		return
 	}
 	start := time.Now()

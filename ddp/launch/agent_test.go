@@ -354,8 +354,9 @@ func TestTwoNodesOneHost(t *testing.T) {
 }
 
 // TestTwoNodesFailTogether: a worker failing on one node (exit code, or
-// SIGKILL) stops the other node's workers too, within 5 s; both agents
-// exit non-zero naming it, and nothing is left.
+// SIGKILL) stops the other node's workers too, well before the 60 s
+// collective timeout (about 3 s alone; the bound leaves a loaded machine
+// room); both agents exit non-zero naming it, and nothing is left.
 func TestTwoNodesFailTogether(t *testing.T) {
 	cases := []struct {
 		scenario, says string
@@ -378,7 +379,7 @@ func TestTwoNodesFailTogether(t *testing.T) {
 			assert.Equal(t, 1, results[1].code, results[1].stderr)
 			for n, r := range results {
 				assert.Contains(t, r.stderr, c.says, "agent %d", n)
-				assert.Less(t, r.elapsed, 5*time.Second, "agent %d", n)
+				assert.Less(t, r.elapsed, 30*time.Second, "agent %d: not the collective timeout", n)
 			}
 			assertNothingLeft(t, mark, before)
 		})

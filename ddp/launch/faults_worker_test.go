@@ -22,7 +22,13 @@ import (
 // and every rank all-reduces (#3) and meets in a barrier (#4).
 func faultWorker(fault string) int {
 	ctx := context.Background()
-	fail := func(code int, err error) int { fmt.Fprintln(os.Stderr, "worker:", err); return code }
+	fail := func(code int, err error) int {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		if dir := os.Getenv("XLADDP_TEST_DIR"); dir != "" {
+			_ = os.WriteFile(filepath.Join(dir, "failed-"+os.Getenv("RANK")), nil, 0o644)
+		}
+		return code
+	}
 	if r, _ := strconv.Atoi(os.Getenv("RANK")); fault == "late-peer" && r == 1 {
 		time.Sleep(time.Minute) // never joins the rendezvous in time
 	}
@@ -72,9 +78,10 @@ func faultWorker(fault string) int {
 			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		case "slow-death":
 			// A death the launcher reaps late (a loaded node): the peers
-			// see the connections close well before the exit.
+			// see the connections close, and have said so, before the
+			// exit (however long a loaded machine takes them).
 			shutDownSockets()
-			time.Sleep(1500 * time.Millisecond)
+			waitForFiles(os.Getenv("XLADDP_TEST_DIR"), "failed-0", "failed-2")
 			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		case "hang":
 			select {} // until the job is stopped
@@ -128,6 +135,21 @@ func shutDownSockets() {
 	for _, fd := range fds {
 		if n, err := strconv.Atoi(fd.Name()); err == nil {
 			_ = syscall.Shutdown(n, syscall.SHUT_RDWR) // ENOTSOCK for the rest
+		}
+	}
+}
+
+// waitForFiles waits until every name exists in dir (a minute at most).
+func waitForFiles(dir string, names ...string) {
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		all := true
+		for _, n := range names {
+			if _, err := os.Stat(filepath.Join(dir, n)); err != nil {
+				all = false
+			}
+		}
+		if all {
+			return
 		}
 	}
 }

@@ -72,9 +72,13 @@ func TestFlightOnRequest(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	go func() {
-		time.Sleep(1200 * time.Millisecond) // every rank is past collective #2
-		requests <- struct{}{}
-		time.Sleep(1500 * time.Millisecond)
+		// A request a second: the ranks reach the hang (rank 1 past
+		// collective #2, the others in #3) within about a second alone,
+		// later on a loaded machine; the later requests find it.
+		for range 15 {
+			time.Sleep(time.Second)
+			requests <- struct{}{}
+		}
 		cancel()
 	}()
 	res := runAgentWith(ctx, t, mark, "fault-hang", []string{"--nproc_per_node=3", "--monitor_interval=0.05"},

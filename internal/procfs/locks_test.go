@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -28,9 +29,11 @@ func TestFlockHolderAndState(t *testing.T) {
 	pid, ok := FlockHolder("/proc", path)
 	require.True(t, ok)
 	assert.Equal(t, holder.Process.Pid, pid)
-	assert.Equal(t, "sleeping", State("/proc", pid))
+	// Waiting for its sleep child; on a loaded machine it may still be
+	// running when the lock is seen taken.
+	assert.Eventually(t, func() bool { return State("/proc", pid) == "sleeping" }, 10*time.Second, 10*time.Millisecond)
 	require.NoError(t, holder.Process.Signal(syscall.SIGSTOP))
-	assert.Eventually(t, func() bool { return State("/proc", pid) == "stopped" }, 5e9, 1e7)
+	assert.Eventually(t, func() bool { return State("/proc", pid) == "stopped" }, 5*time.Second, 10*time.Millisecond)
 	require.NoError(t, holder.Process.Signal(syscall.SIGCONT))
 
 	free := filepath.Join(dir, "free.lock")
