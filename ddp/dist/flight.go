@@ -23,6 +23,13 @@ type FlightEntry = flight.Entry
 // Compared across ranks it names the collective a rank never joined.
 func (g *ProcessGroup) FlightRecord() []FlightEntry { return g.flight.Snapshot() }
 
+// Busy declares what this rank does outside the collectives until the
+// returned end ("evaluating" a test set, say): its flight record says
+// so, and ddprun's stall watch takes a long time without a collective
+// for that work rather than a stall. Begins nest; end may be called
+// more than once.
+func (g *ProcessGroup) Busy(what string) (end func()) { return g.busy.Begin(what) }
+
 // flightOp is what the recorder keeps of call c, numbered seq.
 func flightOp(c transport.Call, seq uint64, p2p bool) flight.Op {
 	op := flight.Op{Seq: seq, P2P: p2p, Name: c.Kind.String(), Peer: -1}
@@ -95,7 +102,8 @@ func (g *ProcessGroup) dumpFlight(reason string) {
 	if g.flightDir == "" {
 		return
 	}
-	d := flight.Dump{Rank: g.rank, World: g.size, Transport: g.transport, Reason: reason, Entries: g.flight.Snapshot()}
+	d := flight.Dump{Rank: g.rank, World: g.size, Transport: g.transport, Reason: reason, Entries: g.flight.Snapshot(),
+		Busy: g.busy.Now()}
 	if err := flight.Write(g.flightDir, d); err != nil {
 		fmt.Fprintf(os.Stderr, "ddp: rank %d: writing the flight record: %v\n", g.rank, err)
 	}

@@ -56,6 +56,8 @@ type ProcessGroup struct {
 	// flightDir (if set) when the job hangs or fails.
 	flight    *flight.Recorder
 	flightDir string
+	// busy is the work this rank declared outside the collectives (Busy).
+	busy flight.BusyState
 	// signals delivers SIGUSR1 to the dumping goroutine, which ends when
 	// signalsDone closes (Destroy).
 	signals     chan os.Signal

@@ -48,6 +48,14 @@ func faultWorker(fault string) int {
 	if fault == "checkpoint-subset" {
 		return checkpointOnRankZero(ctx, g)
 	}
+	switch fault {
+	case "evaluating": // every rank works outside the collectives a while, declaring it
+		end := g.Busy("evaluating")
+		time.Sleep(3 * time.Second)
+		end()
+	case "idle": // the same, undeclared
+		time.Sleep(3 * time.Second)
+	}
 	if fault == "sigstop-inside" {
 		// Rank 1 goes into collective #3 at once and stops inside it,
 		// waiting for the others, who join it later.

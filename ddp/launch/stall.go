@@ -11,7 +11,8 @@ import (
 // the flight records its workers write on request, and says where each
 // rank stands while the stall lasts, killing nothing: a stopped rank
 // (SIGSTOP, ^Z, a debugger) is said as stopped, a rank stuck elsewhere
-// by the collective the others wait in.
+// by the collective the others wait in. Work a rank declared (Busy) is
+// given busyPatience times as long.
 type stallWatch struct {
 	after    time.Duration // --stall_warn: how long without progress before a word
 	progress uint64        // the completed collectives last seen (flight.Completed)
@@ -57,10 +58,25 @@ func (sw *stallWatch) check(set workerSet, dir string) string {
 		return ""
 	}
 	stalled := now.Sub(sw.since)
-	if stalled < sw.after || now.Sub(sw.said) < sw.after {
+	busy, declared := flight.Declared(dumps, now)
+	patience := sw.after
+	if declared && len(set.stopped()) == 0 {
+		// Declared work (an evaluation) is not a stall: said only if it
+		// lasts busyPatience times as long.
+		patience *= busyPatience
+	}
+	if stalled < patience || now.Sub(sw.said) < patience {
 		return ""
 	}
 	sw.said = now
+	word := set.diagnose(dumps, nil, dir, set.ranks())
+	if declared {
+		word += "; " + busy
+	}
 	return fmt.Sprintf("ddprun: no collective has completed for %s (--stall_warn; ddprun stops nothing for it): %s",
-		stalled.Round(time.Second), set.diagnose(dumps, nil, dir, set.ranks()))
+		stalled.Round(time.Second), word)
 }
+
+// busyPatience is how many --stall_warn periods of declared work (a rank
+// evaluating: dist's Busy) pass before ddprun says the job stands.
+const busyPatience = 10

@@ -74,3 +74,29 @@ func TestStallWatchSparesAProgramWithoutAGroup(t *testing.T) {
 	assert.NotContains(t, res.stderr, "no collective has completed")
 	assertNothingLeft(t, mark, before)
 }
+
+// TestDeclaredWorkIsNotAStall: ranks evaluating for 3 s between
+// collectives (dist's Busy, which the examples' evaluations declare) get
+// no stall word at --stall_warn=1; the same 3 s undeclared get one,
+// saying every rank is in no collective.
+func TestDeclaredWorkIsNotAStall(t *testing.T) {
+	for _, tc := range []struct {
+		fault string
+		said  bool
+	}{{"evaluating", false}, {"idle", true}} {
+		t.Run(tc.fault, func(t *testing.T) {
+			t.Parallel() // mostly waiting
+			mark := "busy" + tc.fault + strconv.FormatInt(time.Now().UnixNano(), 36)
+			_, before := leftovers(t, mark)
+			res := runAgent(t.Context(), t, mark, "fault-"+tc.fault, []string{"--nproc_per_node=2", "--stall_warn=1", "--monitor_interval=0.05"},
+				"XLADDP_TEST_TIMEOUT=60s")
+			assert.Equal(t, 0, res.code, res.stderr)
+			if tc.said {
+				assert.Contains(t, res.stderr, "ranks 0,1 finished AllReduce #2 and are in no collective")
+			} else {
+				assert.NotContains(t, res.stderr, "no collective has completed", "declared work is not a stall")
+			}
+			assertNothingLeft(t, mark, before)
+		})
+	}
+}

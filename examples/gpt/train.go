@@ -10,6 +10,7 @@ import (
 
 	"github.com/xladdp/xladdp/ddp"
 	"github.com/xladdp/xladdp/ddp/checkpoint"
+	"github.com/xladdp/xladdp/ddp/dist"
 	"github.com/xladdp/xladdp/ddp/training"
 	"github.com/xladdp/xladdp/ddp/zero"
 	"github.com/xladdp/xladdp/examples/internal/cmdline"
@@ -169,6 +170,7 @@ func (t *trainer) update(ctx context.Context) (*xla.Tensor, error) {
 // (this replica's batches; every replica runs it, so replicas in one
 // process stay in step), reading the device once.
 func (t *trainer) valLoss(ctx context.Context, it int) (float64, error) {
+	defer dist.Current().Busy("evaluating")()
 	nn.Eval(t.net)
 	defer nn.Train(t.net)
 	rng := rand.New(rand.NewPCG(t.c.seed^0x7661, uint64(t.w.Rank)<<40|uint64(it)))

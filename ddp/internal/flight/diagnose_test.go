@@ -159,3 +159,30 @@ func TestLastEnded(t *testing.T) {
 		assert.Equal(t, tt.want, flight.LastEnded(tt.dumps), tt.name)
 	}
 }
+
+// TestBusyDeclared: declared work nests and ends (twice is harmless),
+// travels in a dump, and is said per rank with how long it has lasted.
+func TestBusyDeclared(t *testing.T) {
+	var s flight.BusyState
+	assert.Empty(t, s.Now().What)
+	endOuter := s.Begin("evaluating")
+	endInner := s.Begin("saving")
+	assert.Equal(t, "saving", s.Now().What)
+	endInner()
+	endInner()
+	assert.Equal(t, "evaluating", s.Now().What, "the outer work again")
+	since := s.Now().Since
+	endOuter()
+	assert.Empty(t, s.Now().What)
+
+	dir := t.TempDir()
+	require.NoError(t, flight.Write(dir, flight.Dump{Rank: 1, Busy: flight.Busy{What: "evaluating", Since: since}}))
+	require.NoError(t, flight.Write(dir, flight.Dump{Rank: 0}))
+	dumps, err := flight.Read(dir)
+	require.NoError(t, err)
+	phrase, any := flight.Declared(dumps, since.Add(70*time.Second))
+	assert.True(t, any)
+	assert.Equal(t, "rank 1 is evaluating (for 1m10s)", phrase)
+	_, any = flight.Declared(dumps[:1], time.Now())
+	assert.False(t, any)
+}

@@ -18,6 +18,9 @@ type Dump struct {
 	Transport string  `json:"transport"`
 	Reason    string  `json:"reason"` // why it dumped: the failure, or a signal
 	Entries   []Entry `json:"entries"`
+	// Busy is the work the rank declared it was doing outside the
+	// collectives when it dumped (none: zero).
+	Busy Busy `json:"busy,omitzero"`
 }
 
 // maxDumpBytes bounds a dump file read back (a full ring is ~0.5 MB).

@@ -3,6 +3,7 @@ package report
 import (
 	"context"
 
+	"github.com/xladdp/xladdp/ddp/dist"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/data"
 	"github.com/xladdp/xladdp/xla/nn"
@@ -11,8 +12,10 @@ import (
 // Accuracy is the share of ds that net classifies right, in evaluation
 // mode, in batches of batch on d. Every replica of a process must call it
 // (they run the same programs); with the same weights all get the same
-// answer.
+// answer. It declares the evaluation to the job (dist's Busy), so that
+// ddprun takes a long one for work, not a stall.
 func Accuracy(ctx context.Context, net nn.Module, d *xla.Device, ds data.Dataset, batch int) (float64, error) {
+	defer dist.Current().Busy("evaluating")()
 	nn.Eval(net)
 	defer nn.Train(net)
 	loader, err := data.NewLoader(ds, d, data.LoaderConfig{BatchSize: batch})
