@@ -223,11 +223,16 @@ vet:
 # when a -fuzztime duration ends under load (go.dev/issue/75804).
 FUZZ_TARGETS := FuzzDecodeRequest:./ddp/store:150000x FuzzDecode:./xla/safetensors:90000x FuzzExpand:./ddp/launch/internal/nodelist:100000x
 
-# The engine's tests run a second time with the CPU client asynchronous,
-# the way the GPU and Neuron plugins always execute: its execution,
-# cancellation and caching tests and the optimizers; the op table's
-# numerics (the same programs, read back alike) and the layers run once.
+# make test-long runs the engine's tests a second time with the CPU
+# client asynchronous, the way the GPU and Neuron plugins always
+# execute: its execution, cancellation and caching tests and the
+# optimizers; the op table's numerics (the same programs, read back
+# alike) and the layers run once.
 ASYNC_SKIP := AgainstFloat64Reference|ThroughScalarOps|GradientTiesAndNaN|GradientAnyAxes|ScalarOperandsNeverTruncate|BroadcastEveryDType|Convolutions|IndexOp|BFloat16MatMul|UniformDraws|DeviceRNG|RNGState|FormatPrints|HyperparameterHostile|CompileOnly|CompileConcurrently
+# The longest packages first: go test starts them in the order given, and
+# in path order the engine's (xla, xla/nn) came last and ran alone for
+# the last minute.
+TEST_FIRST := ./ddp/launch ./examples ./xla ./ddp ./examples/mnist ./ddp/zero ./examples/gpt ./ddp/dist ./xla/nn ./ddp/internal/determinism ./internal/cli ./examples/linear
 test: deps vet
 	# With Open MPI the whole suite is built once with the mpi backend
 	# (its binding, collective suite, DDP, hostile and fault cases,
@@ -243,12 +248,10 @@ test: deps vet
 	# listed at the end.
 	log="$$(mktemp)"; trap 'rm -f "$$log"' EXIT
 	failed=()
-	$(GO) test -p 4 -tags "$$tags" -skip '^TestLong' -timeout 9m ./... 2>&1 | tee -a "$$log" || failed+=("go test ./...")
+	$(GO) test -p 4 -tags "$$tags" -skip '^TestLong' -timeout 9m $(TEST_FIRST) ./... 2>&1 | tee -a "$$log" || failed+=("go test ./...")
 	if [[ -n "$$tags" ]]; then
 		$(GO) test -run '^TestMPIBackendNotBuiltIn$$' ./ddp/dist/ 2>&1 | tee -a "$$log" || failed+=("the build without mpi")
 	fi
-	XLADDP_CPU_EXECUTION=async $(GO) test -timeout 5m -skip '$(ASYNC_SKIP)' ./xla ./xla/optim 2>&1 | tee -a "$$log" \
-		|| failed+=("the async engine pass")
 	if (( $${#failed[@]} )); then
 		echo "make test failed in: $$(IFS=,; echo "$${failed[*]}"); the failing tests and packages:" >&2
 		grep -E '^(--- FAIL|FAIL)' "$$log" >&2 || true
@@ -265,6 +268,10 @@ test-long: deps
 		$(GO) test -tags mpi -run '^TestLongMPI' -timeout 10m ./ddp/... ./examples/linear/ ./examples/mnist/ ./examples/gpt/ 2>&1 \
 			| tee -a "$$log" || failed+=("the mpi long tests")
 	fi
+	# The engine's tests again on the CPU client's async execution
+	# (XLADDP_CPU_EXECUTION=async), numerics and compile tests left out.
+	XLADDP_CPU_EXECUTION=async $(GO) test -timeout 5m -skip '$(ASYNC_SKIP)' ./xla ./xla/optim 2>&1 | tee -a "$$log" \
+		|| failed+=("the async engine pass")
 	$(MAKE) --no-print-directory fuzz 2>&1 | tee -a "$$log" || failed+=("fuzz")
 	if (( $${#failed[@]} )); then
 		echo "make test-long failed in: $$(IFS=,; echo "$${failed[*]}"); the failing tests and packages:" >&2
