@@ -144,6 +144,24 @@ func (c config) batch(replicas int) ddp.Batch {
 	return cmdline.TutorialBatch(c.launch.Mode, c.batchSize, replicas, 2, c.seed)
 }
 
+// writeSynthetic writes --synthetic's pictures into a temporary
+// directory, points c's --train and --val at it, and returns what
+// removes it.
+func writeSynthetic(c *config, out io.Writer) (remove func(), err error) {
+	dir, err := os.MkdirTemp("", "finetune-synthetic-")
+	if err != nil {
+		return nil, err
+	}
+	if err := antsbees.Write(dir, syntheticPerClass, c.seed); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("--synthetic: %w", err)
+	}
+	c.trainDir, c.valDir = filepath.Join(dir, "train"), filepath.Join(dir, "val")
+	fmt.Fprintf(out, "training on generated pictures of ants and bees (--synthetic): %d of each class, %d to validate\n",
+		syntheticPerClass, syntheticPerClass/2)
+	return func() { os.RemoveAll(dir) }, nil
+}
+
 // folders opens the training and validation ImageFolders with
 // torchvision's transfer-learning transforms and checks they have the
 // same classes.
@@ -176,17 +194,11 @@ func run(ctx context.Context, args []string, out io.Writer) (result, error) {
 		return result{}, err
 	}
 	if c.synthetic {
-		dir, err := os.MkdirTemp("", "finetune-synthetic-")
+		remove, err := writeSynthetic(&c, out)
 		if err != nil {
 			return result{}, err
 		}
-		defer os.RemoveAll(dir)
-		if err := antsbees.Write(dir, syntheticPerClass, c.seed); err != nil {
-			return result{}, fmt.Errorf("--synthetic: %w", err)
-		}
-		c.trainDir, c.valDir = filepath.Join(dir, "train"), filepath.Join(dir, "val")
-		fmt.Fprintf(out, "training on generated pictures of ants and bees (--synthetic): %d of each class, %d to validate\n",
-			syntheticPerClass, syntheticPerClass/2)
+		defer remove()
 	}
 	trainSet, valSet, err := folders(c)
 	if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -232,15 +233,32 @@ func TestBadInputs(t *testing.T) {
 	}
 }
 
-// TestSyntheticNeedsNoDownload: the README's finetune line with
-// --synthetic instead of the tutorial's download trains (a few steps, on
-// small crops) and validates on the generated ants and bees.
+// TestSyntheticNeedsNoDownload: --synthetic's pictures open as the
+// tutorial's folders do (two classes, 60 and 30 pictures each), and the
+// directory is gone once the run ends.
 func TestSyntheticNeedsNoDownload(t *testing.T) {
+	c, err := parse([]string{"--synthetic"}, io.Discard)
+	require.NoError(t, err)
+	var out bytes.Buffer
+	remove, err := writeSynthetic(&c, &out)
+	require.NoError(t, err)
+	assert.Contains(t, out.String(), "training on generated pictures of ants and bees (--synthetic): 60 of each class, 30 to validate")
+	train, val, err := folders(c)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"ants", "bees"}, train.Classes())
+	assert.Equal(t, []int{120, 60}, []int{train.Len(), val.Len()})
+	remove()
+	assert.NoDirExists(t, filepath.Dir(c.trainDir))
+}
+
+// TestLongSyntheticTrains: the README's finetune line with --synthetic
+// instead of the tutorial's download trains (a few steps, on small
+// crops) and validates on the generated ants and bees.
+func TestLongSyntheticTrains(t *testing.T) {
 	exampletest.CleanEnv(t)
 	var out bytes.Buffer
 	res, err := run(t.Context(), []string{"--spawn", "--synthetic", "--epochs", "1", "--max-steps", "2", "--image-size", "32"}, &out)
 	require.NoError(t, err, out.String())
-	assert.Contains(t, out.String(), "training on generated pictures of ants and bees (--synthetic): 60 of each class, 30 to validate")
 	assert.Equal(t, []string{"ants", "bees"}, res.Classes)
 	assert.False(t, math.IsNaN(res.FinalLoss), "a finite loss")
 }
