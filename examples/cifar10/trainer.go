@@ -91,6 +91,7 @@ func (t *Trainer) train(ctx context.Context) (res result, err error) {
 		nn.Train(t.model)
 		shown := t.loop.Position().Samples / t.feed.Global // the epoch's steps the progress has counted
 		first, every := shown+1, min(5, t.cfg.LogInterval) // the steps whose loss rank 0 reads
+		progress.ResumedAt(shown)
 		measured := false
 		for st, err := range t.loop.Steps(ctx, epoch, t.feed.Steps(t.loader.Epoch(ctx, epoch)), t.cfg.MaxSteps) {
 			if err != nil {

@@ -107,7 +107,7 @@ func (j *job) run(ctx context.Context) (res result, err error) {
 	}
 	for epoch := range loop.Epochs(ctx, c.epochs) {
 		nn.Train(model)
-		r.startEpoch(epoch, steps)
+		r.startEpoch(epoch, steps, loop.Position().Samples/feed.Global)
 		for st, err := range loop.Steps(ctx, epoch, feed.Steps(loader.Epoch(ctx, epoch)), c.MaxSteps) {
 			if err != nil {
 				return res, err // checkpoint.ErrPreempted: exit 75
@@ -157,10 +157,11 @@ type runReport struct {
 	epochLoss, runLoss bool
 }
 
-func (r *runReport) startEpoch(epoch, steps int) {
+func (r *runReport) startEpoch(epoch, steps, resumed int) {
 	r.progress, r.epochLoss = nil, false
 	if r.worker.Rank == 0 {
 		r.progress = report.NewProgress(r.out, fmt.Sprintf("epoch %d/%d", epoch+1, r.cfg.epochs), steps, r.cfg.LogInterval)
+		r.progress.ResumedAt(resumed)
 	}
 }
 

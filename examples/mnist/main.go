@@ -167,10 +167,10 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 		fmt.Fprintf(out, "training the MNIST CNN on %d replicas (%s), %s, Adadelta lr %.4g, StepLR gamma %g\n",
 			w.WorldSize, d, feed, opt.LR(), c.gamma)
 	}
-	run := newRunReport(rank0, out, feed, loader)
+	run := newRunReport(rank0, out, feed, loader, loop.Position().Step)
 	for epoch := range loop.Epochs(ctx, c.epochs) {
 		nn.Train(model)
-		run.startEpoch(epoch, c, feed)
+		run.startEpoch(epoch, c, feed, loop.Position().Samples/feed.Global)
 		for st, err := range loop.Steps(ctx, epoch, feed.Steps(loader.Epoch(ctx, epoch)), c.MaxSteps) {
 			if err != nil {
 				return res, err // checkpoint.ErrPreempted: exit 75

@@ -52,7 +52,10 @@ type runReport struct {
 	curves   report.Curves
 	progress *report.Progress // rank 0's, of the current epoch
 	start    time.Time
-	total    int
+	// firstStep is the run's first step (a resume's): the speed counts
+	// the steps run here.
+	firstStep int
+	total     int
 	// readEvery is how many steps apart rank 0 reads the loss: 10, or
 	// --log-interval when it asks for more lines; lastRead the step of
 	// the epoch last read.
@@ -62,20 +65,21 @@ type runReport struct {
 	epochLoss, runLoss bool
 }
 
-func newRunReport(rank0 bool, out io.Writer, feed *training.Feed, loader *data.Loader) *runReport {
+func newRunReport(rank0 bool, out io.Writer, feed *training.Feed, loader *data.Loader, firstStep int) *runReport {
 	return &runReport{rank0: rank0, out: out, feed: feed, loader: loader, split: report.NewStepSplit(),
-		curves: report.Curves{Title: "MNIST CNN"}, start: time.Now()}
+		curves: report.Curves{Title: "MNIST CNN"}, start: time.Now(), firstStep: firstStep}
 }
 
-func (r *runReport) startEpoch(epoch int, c config, feed *training.Feed) {
+func (r *runReport) startEpoch(epoch int, c config, feed *training.Feed, resumed int) {
 	r.total = feed.StepsPerEpoch
 	if c.MaxSteps > 0 {
 		r.total = min(r.total, c.MaxSteps)
 	}
-	r.progress, r.epochLoss, r.lastRead = nil, false, 0
+	r.progress, r.epochLoss, r.lastRead = nil, false, resumed
 	r.readEvery = min(10, c.LogInterval)
 	if r.rank0 {
 		r.progress = report.NewProgress(r.out, fmt.Sprintf("epoch %d/%d", epoch+1, c.epochs), r.total, c.LogInterval)
+		r.progress.ResumedAt(resumed)
 	}
 	r.split.Start()
 }
@@ -126,6 +130,7 @@ func (r *runReport) endEpoch(epoch, epochs int, accuracy, lr float64) {
 func (r *runReport) finish(ctx context.Context, c config, model *ddp.DistributedDataParallel, net nn.Module, loop *training.Loop, res result) (result, error) {
 	res.Trained, res.Split, res.FinalLoss = time.Since(r.start), r.split, r.loss
 	res.Samples = loop.Position().Step * r.feed.Global
+	ranHere := (loop.Position().Step - r.firstStep) * r.feed.Global
 	res.Compilations = xla.GetMetrics().Compilations
 	var err error
 	if res.Weights, err = nn.WeightsDigest(ctx, net); err != nil || !r.rank0 {
@@ -137,6 +142,6 @@ func (r *runReport) finish(ctx context.Context, c config, model *ddp.Distributed
 	fmt.Fprintf(r.out, "weights sha256 %s\n", res.Weights)
 	fmt.Fprintf(r.out, "done: %d epoch(s), test accuracy %.2f%%, final loss %s, %v training, %.0f samples/s, programs: %d compiled, %d from the disk cache\n",
 		res.Epochs, 100*res.Accuracy, report.Loss(res.FinalLoss, r.runLoss), res.Trained.Round(time.Millisecond),
-		float64(res.Samples)/max(res.Trained.Seconds(), 1e-9), res.Compilations, xla.GetMetrics().PersistentCacheHits)
+		float64(ranHere)/max(res.Trained.Seconds(), 1e-9), res.Compilations, xla.GetMetrics().PersistentCacheHits)
 	return res, c.Finish(r.out, &r.curves)
 }

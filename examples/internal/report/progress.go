@@ -23,7 +23,10 @@ type Progress struct {
 	every   int
 	start   time.Time
 	samples int
-	prefix  string
+	// base is the epoch's steps done before this run (a resume): the
+	// ETA counts only the steps run here.
+	base   int
+	prefix string
 	// Unit names what Step's samples count ("samples" when empty).
 	Unit string
 }
@@ -67,8 +70,17 @@ func (p *Progress) Step(step int, loss float64, samples int) {
 	// The first step too: a slow model (ResNet-18 on a CPU) shows it is
 	// running at once, not after its first Every steps.
 	if step == 1 || step%p.every == 0 || step == p.total {
-		eta := time.Duration(float64(time.Since(p.start)) / float64(step) * float64(p.total-step)).Round(time.Second)
+		eta := time.Duration(float64(time.Since(p.start)) / float64(max(step-p.base, 1)) * float64(p.total-step)).Round(time.Second)
 		fmt.Fprintf(p.out, "%s step %d/%d loss %.4f %.0f %s/s eta %v\n", p.prefix, step, p.total, loss, rate, unit, eta)
+	}
+}
+
+// ResumedAt says the epoch resumed after step steps (0: from its start):
+// the rate and ETA count only the steps run from here. Step's samples
+// must count only those too.
+func (p *Progress) ResumedAt(step int) {
+	if p != nil {
+		p.base = step
 	}
 }
 

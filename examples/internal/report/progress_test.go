@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 )
@@ -37,4 +38,17 @@ func TestBarOnlyWhereItShows(t *testing.T) {
 	assert.True(t, barFits(true, env(nil)))
 	assert.False(t, barFits(true, env(map[string]string{"OMPI_COMM_WORLD_SIZE": "2"})))
 	assert.False(t, barFits(false, env(nil)))
+}
+
+// TestProgressAfterAResume: an epoch resumed after 360 of its 937 steps
+// counts its rate and ETA from the steps run here: 40 steps of 64 samples
+// in 40 s is 64 samples/s and 537 steps to go, 8m57s (it said 9950
+// samples/s and "eta 3s", counting the 360 steps run before the resume).
+func TestProgressAfterAResume(t *testing.T) {
+	var out bytes.Buffer
+	p := NewProgress(&out, "epoch 1/1", 937, 100)
+	p.ResumedAt(360)
+	p.start = time.Now().Add(-40 * time.Second)
+	p.Step(400, 0.5, 40*64)
+	assert.Contains(t, out.String(), "epoch 1/1 step 400/937 loss 0.5000 64 samples/s eta 8m57s")
 }
