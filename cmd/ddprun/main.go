@@ -108,8 +108,8 @@ func stopOnSignals(sigs <-chan os.Signal, cancel context.CancelCauseFunc) {
 		return
 	}
 	if first == syscall.SIGINT {
-		fmt.Fprintln(os.Stderr, "ddprun: interrupt: the workers commit their step's checkpoint and stop "+
-			"(the same command resumes); interrupt again to stop them at once, losing the steps since the last checkpoint")
+		fmt.Fprintln(os.Stderr, "ddprun: interrupt: stopping the workers; those that keep checkpoints (--checkpoint-dir) "+
+			"commit their step first (the same command resumes), the others stop now; interrupt again to stop them all at once")
 	}
 	cancel(fmt.Errorf("received %v", first))
 	for s := range sigs {

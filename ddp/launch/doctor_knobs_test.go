@@ -14,6 +14,7 @@ import (
 // refuses or misreads; a knob missing here fails the test.
 var badValues = map[string][]string{
 	knobs.EnvDevice:                     {"bogus", "cpu,cuda"},
+	"XLADDP_PJRT_PLUGIN":                {"/nonexistent.so", "/dev/zero", "/tmp"},
 	knobs.EnvCPUDevices:                 {"abc", "0", "100000", "-1"},
 	knobs.EnvCPUExecution:               {"fast"},
 	knobs.EnvCPUKernels:                 {"bogus", "mkl"},
@@ -64,4 +65,14 @@ func TestDoctorChecksEveryKnob(t *testing.T) {
 			assert.Equal(t, 0, res.code, "%s=%s, its default: %s", k.Name, def, res.out)
 		}
 	}
+}
+
+// TestDoctorChecksPJRTDevice: torch-xla's PJRT_DEVICE, which the workers
+// read when XLADDP_DEVICE is unset, is checked then, and only then.
+func TestDoctorChecksPJRTDevice(t *testing.T) {
+	res := runDoctor(t, []string{"--nproc_per_node=2", "/bin/true"}, "PJRT_DEVICE=bogus")
+	assert.Equal(t, 1, res.code, res.out)
+	assert.Contains(t, res.out, `$PJRT_DEVICE="bogus" (read since $XLADDP_DEVICE is unset): no such target`)
+	res = runDoctor(t, []string{"--nproc_per_node=2", "/bin/true"}, "PJRT_DEVICE=bogus", "XLADDP_DEVICE=cpu")
+	assert.Equal(t, 0, res.code, "XLADDP_DEVICE wins: %s", res.out)
 }

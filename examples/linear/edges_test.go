@@ -195,7 +195,7 @@ func TestCtrlCUnderDdprun(t *testing.T) {
 		require.ErrorAs(t, err, &exit, out)
 		if !twice {
 			assert.Equal(t, 75, exit.ExitCode(), out)
-			assert.Contains(t, out, "ddprun: interrupt: the workers commit their step's checkpoint and stop")
+			assert.Contains(t, out, "ddprun: interrupt: stopping the workers; those that keep checkpoints (--checkpoint-dir) commit their step first")
 			assert.Contains(t, out, "the same command resumes from it")
 			continue
 		}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/xladdp/xladdp/internal/readlimit"
 	"github.com/xladdp/xladdp/internal/workerenv"
 )
 
@@ -51,7 +52,7 @@ type Knob struct {
 func Table() []Knob {
 	return []Knob{
 		{EnvDevice, "cpu", "the target: cpu, cuda (gpu), neuron; `PJRT_DEVICE` is read when unset", device},
-		{"XLADDP_PJRT_PLUGIN", "the search", "a PJRT plugin file to load instead of searching", nil},
+		{"XLADDP_PJRT_PLUGIN", "the search", "a PJRT plugin file to load instead of searching", readlimit.CheckRegular},
 		{"XLADDP_PYTHON", "python3", "the Python whose site-packages are searched for pip-installed plugins", nil},
 		{EnvCPUDevices, "1 (spawn: `--cpu-devices`)", "the CPU client's device count (`CPU_NUM_DEVICES` also read)",
 			func(v string) error { _, err := CPUDevices(EnvCPUDevices, v); return err }},
@@ -105,10 +106,18 @@ func Table() []Knob {
 	}
 }
 
+// EnvPJRTDevice is torch-xla's name for the target, read when
+// XLADDP_DEVICE is unset.
+const EnvPJRTDevice = "PJRT_DEVICE"
+
 // Problems checks each knob getenv sets against its reader's parser and
 // returns one error per value a job would refuse or misread.
 func Problems(getenv func(string) string) []error {
 	var out []error
+	if v := getenv(EnvPJRTDevice); v != "" && getenv(EnvDevice) == "" && device(v) != nil {
+		out = append(out, fmt.Errorf("$%s=%q (read since $%s is unset): no such target: want one of %s",
+			EnvPJRTDevice, v, EnvDevice, strings.Join(Targets, ", ")))
+	}
 	for _, k := range Table() {
 		if v := getenv(k.Name); v != "" && k.Check != nil {
 			if err := k.Check(v); err != nil && !strings.Contains(err.Error(), k.Name) {
