@@ -184,6 +184,11 @@ func lockGuard(dir string) (*os.File, error) {
 // file: never a FIFO, device or link someone left in its place.
 func openOwnerFile(path string) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o644)
+	if errors.Is(err, syscall.ELOOP) {
+		// O_NOFOLLOW's answer for a symbolic link, which "too many levels
+		// of symbolic links" does not make clear.
+		return nil, fmt.Errorf("checkpoint: the checkpoint directory's owner file %s is a symbolic link, not a regular file: remove it", path)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: opening the checkpoint directory's owner file %s (remove it if it is not a file): %w", path, err)
 	}

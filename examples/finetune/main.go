@@ -34,6 +34,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/xladdp/xladdp/ddp"
 	"github.com/xladdp/xladdp/examples/internal/antsbees"
 	"github.com/xladdp/xladdp/examples/internal/cmdline"
@@ -110,8 +112,10 @@ func parse(args []string, out io.Writer) (config, error) {
 		return c, err
 	}
 	c.launch = *launch
-	if c.synthetic && (c.trainDir != "" || c.valDir != "") {
-		return c, errors.New("--synthetic generates its own pictures: leave out --train and --val (and SageMaker's train and val channels)")
+	dataGiven := false
+	fs.Visit(func(f *pflag.Flag) { dataGiven = dataGiven || f.Name == "data" })
+	if c.synthetic && (c.trainDir != "" || c.valDir != "" || dataGiven) {
+		return c, errors.New("--synthetic generates its own pictures: leave out --data, --train and --val (and SageMaker's train and val channels)")
 	}
 	if c.trainDir == "" {
 		c.trainDir = filepath.Join(c.dataDir, "train")
