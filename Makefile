@@ -37,7 +37,7 @@ FASHION_MNIST_DIR := /usr/share/datasets/fashion-mnist
 
 help:
 	@echo "make demo            set up (deps), build, and train MNIST on 2 CPU replicas"
-	echo "make test            set up (deps), gofmt and go vet, every test but the long ones, with the mpi backend where Open MPI is (about 5 minutes)"
+	echo "make test            set up (deps), gofmt and go vet, every test but the long ones, with the mpi backend where Open MPI is (about 5 to 6 minutes)"
 	echo "make test-long       the long tests (TestLong*: ResNet-18 trainings, the examples' full learning runs) and the fuzz budgets; CI runs it after make test"
 	echo "make race            go test -race (with go-xla's race_mu tag, which serializes its arena pool)"
 	echo "make fuzz            each fuzz target ($(foreach t,$(FUZZ_TARGETS),$(firstword $(subst :, ,$(t))))) for its execution budget"
@@ -259,7 +259,7 @@ test: deps vet
 	fi
 
 # The long tests: ResNet-18 trainings and the examples' full learning runs
-# (TestLong*); make test leaves them out to stay under 5 minutes.
+# (TestLong*); make test leaves them out to stay near 5 minutes.
 test-long: deps
 	log="$$(mktemp)"; trap 'rm -f "$$log"' EXIT
 	failed=()
