@@ -57,6 +57,11 @@ func (sw *stallWatch) check(set workerSet, dir string) string {
 		}
 		return ""
 	}
+	if ended := flight.LastBusyEnded(dumps); ended.After(sw.since) && ended.Before(now) {
+		// Declared work that ended is progress: the ranks went on from
+		// it into the next collective.
+		sw.since, sw.said = ended, time.Time{}
+	}
 	stalled := now.Sub(sw.since)
 	busy, declared := flight.Declared(dumps, now)
 	patience := sw.after

@@ -13,6 +13,9 @@ import (
 type Busy struct {
 	What  string    `json:"what,omitempty"`
 	Since time.Time `json:"since,omitzero"`
+	// Ended is when the rank's last declared work ended: progress, as
+	// a collective's end is.
+	Ended time.Time `json:"ended,omitzero"`
 }
 
 // BusyState holds a rank's declared work; the zero value is idle.
@@ -27,11 +30,11 @@ type BusyState struct {
 func (s *BusyState) Begin(what string) (end func()) {
 	s.mu.Lock()
 	before := s.now
-	s.now = Busy{What: what, Since: time.Now()}
+	s.now = Busy{What: what, Since: time.Now(), Ended: before.Ended}
 	s.mu.Unlock()
 	return sync.OnceFunc(func() {
 		s.mu.Lock()
-		s.now = before
+		s.now = Busy{What: before.What, Since: before.Since, Ended: time.Now()}
 		s.mu.Unlock()
 	})
 }
@@ -41,6 +44,18 @@ func (s *BusyState) Now() Busy {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.now
+}
+
+// LastBusyEnded is when the latest declared work of dumps ended (zero
+// when none has).
+func LastBusyEnded(dumps []Dump) time.Time {
+	var last time.Time
+	for _, d := range dumps {
+		if d.Busy.Ended.After(last) {
+			last = d.Busy.Ended
+		}
+	}
+	return last
 }
 
 // Declared lists the ranks of dumps busy with declared work ("rank 0 is

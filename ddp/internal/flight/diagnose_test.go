@@ -174,6 +174,8 @@ func TestBusyDeclared(t *testing.T) {
 	since := s.Now().Since
 	endOuter()
 	assert.Empty(t, s.Now().What)
+	assert.False(t, s.Now().Ended.Before(since), "the end is recorded, as progress")
+	assert.Equal(t, s.Now().Ended, flight.LastBusyEnded([]flight.Dump{{Busy: s.Now()}, {}}))
 
 	dir := t.TempDir()
 	require.NoError(t, flight.Write(dir, flight.Dump{Rank: 1, Busy: flight.Busy{What: "evaluating", Since: since}}))
