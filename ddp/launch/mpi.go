@@ -17,9 +17,8 @@ import (
 	"time"
 
 	"github.com/xladdp/xladdp/ddp/internal/procset"
-	"github.com/xladdp/xladdp/internal/workerenv"
-
 	"github.com/xladdp/xladdp/internal/knobs"
+	"github.com/xladdp/xladdp/internal/workerenv"
 )
 
 // The process group backends the workers may use (dist.TransportTCP and
@@ -100,16 +99,13 @@ func childrenOf(pid int) (live []int, ended int) {
 
 // parseBackend checks --backend (empty: $XLADDP_BACKEND, else tcp).
 func parseBackend(flag string, getenv func(string) string) (string, error) {
-	if b, err := knobs.Transport(flag); err != nil || b != "" {
-		if err != nil {
-			return "", fmt.Errorf("--backend=%q: want tcp (the default) or mpi", flag)
-		}
-		return b, nil
+	v, from := flag, ""
+	if strings.TrimSpace(v) == "" {
+		v, from = getenv(workerenv.Transport), " (from $"+workerenv.Transport+")"
 	}
-	v := getenv(workerenv.Transport)
 	b, err := knobs.Transport(v)
 	if err != nil {
-		return "", fmt.Errorf("--backend=%q (from $%s): want tcp (the default) or mpi", v, workerenv.Transport)
+		return "", fmt.Errorf("--backend=%q%s: want tcp (the default) or mpi", v, from)
 	}
 	return cmp.Or(b, backendTCP), nil
 }
