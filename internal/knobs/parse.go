@@ -74,36 +74,34 @@ func CPUDevices(name, v string) (int, error) {
 	return n, nil
 }
 
-// oneOf reads v as one of words, exactly; unset reads as "".
-func oneOf(name, v string, words []string, want string) (string, error) {
-	if v == "" || slices.Contains(words, v) {
-		return v, nil
+// oneOf reads v, made canonical by canon, as one of words; unset reads
+// as "". The error quotes v as given.
+func oneOf(name, v string, canon func(string) string, words []string, want string) (string, error) {
+	if w := canon(v); w == "" || slices.Contains(words, w) {
+		return w, nil
 	}
 	return "", fmt.Errorf("$%s=%q: %s", name, v, want)
 }
 
+// exact leaves a value as given; lowerTrimmed ignores case and spaces.
+func exact(v string) string        { return v }
+func lowerTrimmed(v string) string { return strings.ToLower(strings.TrimSpace(v)) }
+
 // CPUKernels reads $XLADDP_CPU_KERNELS: onednn, xla, or "" (oneDNN where
 // it loads).
 func CPUKernels(v string) (string, error) {
-	return oneOf(EnvCPUKernels, v, []string{"onednn", "xla"}, "want onednn or xla (unset: oneDNN where libdnnl.so.2 loads)")
+	return oneOf(EnvCPUKernels, v, exact, []string{"onednn", "xla"}, "want onednn or xla (unset: oneDNN where libdnnl.so.2 loads)")
 }
 
 // CPUExecution reads $XLADDP_CPU_EXECUTION: sync, async, or "" (sync).
 func CPUExecution(v string) (string, error) {
-	w, err := oneOf(EnvCPUExecution, strings.TrimSpace(v), []string{"sync", "async"}, `use "sync" or "async"`)
-	if err != nil {
-		return "", fmt.Errorf("$%s=%q: use \"sync\" or \"async\"", EnvCPUExecution, v)
-	}
-	return w, nil
+	return oneOf(EnvCPUExecution, v, strings.TrimSpace, []string{"sync", "async"}, `use "sync" or "async"`)
 }
 
 // Deterministic reads $XLADDP_DETERMINISTIC: 1 or 0 (unset: 0).
 func Deterministic(v string) (bool, error) {
-	w, err := oneOf(EnvDeterministic, strings.TrimSpace(v), []string{"0", "1"}, "use 1 or 0")
-	if err != nil {
-		return false, fmt.Errorf("$%s=%q: use 1 or 0", EnvDeterministic, v)
-	}
-	return w == "1", nil
+	w, err := oneOf(EnvDeterministic, v, strings.TrimSpace, []string{"0", "1"}, "use 1 or 0")
+	return w == "1", err
 }
 
 // CompileOnly reads $XLADDP_COMPILE_ONLY: a boolean (unset: off).
@@ -132,11 +130,7 @@ func SharePrograms(v string) (bool, error) {
 // Transport reads $XLADDP_BACKEND: tcp, mpi, or "" (tcp), without
 // regard to case or spaces.
 func Transport(v string) (string, error) {
-	w, err := oneOf(EnvBackend, strings.ToLower(strings.TrimSpace(v)), []string{"tcp", "mpi"}, "")
-	if err != nil {
-		return "", fmt.Errorf("$%s=%q: want tcp (the default) or mpi", EnvBackend, v)
-	}
-	return w, nil
+	return oneOf(EnvBackend, v, lowerTrimmed, []string{"tcp", "mpi"}, "want tcp (the default) or mpi")
 }
 
 // MPIReduceOrder reads $XLADDP_MPI_REDUCE_ORDER: whether sums go in rank
