@@ -51,6 +51,7 @@ func (c *Disk) Lock(ctx context.Context, want Header, say func(string)) (unlock 
 	start := time.Now()
 	nextWord, said := start.Add(waitNotice), start
 	var cpu uint64
+	sampled := false
 	for {
 		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 		if err == nil {
@@ -63,8 +64,9 @@ func (c *Disk) Lock(ctx context.Context, want Header, say func(string)) (unlock 
 			f.Close()
 			return nil, fmt.Errorf("locking %s: %w", path, err)
 		}
-		if cpu == 0 {
+		if !sampled {
 			_, _, _ = describeHolder(path, &cpu) // the holder's CPU time when the wait began
+			sampled = true
 		}
 		if now := time.Now(); !now.Before(nextWord) {
 			nextWord = now.Add(waitNotice)
