@@ -107,6 +107,6 @@ func describeHolder(path string, cpu *uint64) (who string, stopped, working bool
 		who += "; " + state
 	}
 	ticks, _ := procfs.CPUTicks("/proc", pid)
-	working, *cpu = *cpu != 0 && ticks > *cpu, ticks
+	working, *cpu = ticks > *cpu, ticks
 	return who + ")", procfs.Stopped(state), working
 }
