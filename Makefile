@@ -52,8 +52,15 @@ help:
 
 deps: deps-go deps-pjrt deps-mnist deps-fashion-mnist deps-fortunes deps-openmpi deps-libpython deps-onednn
 
-# Go itself, the version go.mod asks for: a fresh machine may have it
-# installed but not on PATH, which make cannot fix for the shell.
+# Go itself. go.mod needs Go 1.27 (GoMLX v0.28.12 and later do); a machine
+# starts on its own Go (1.21 or later) and, with GOTOOLCHAIN set, the go
+# command fetches the approved 1.27.3 from the Go module proxy (76 MB, once
+# a machine) and runs it: every recipe here runs that one. In your own
+# shell, export GOTOOLCHAIN=go1.27.3 too (the README says so), or install
+# Go 1.27. A fresh machine may have Go installed but not on PATH, which
+# make cannot fix for the shell.
+GO_TOOLCHAIN := go1.27.3
+export GOTOOLCHAIN := $(GO_TOOLCHAIN)
 GO_WANT := $(shell sed -n 's/^go \([0-9]*\.[0-9]*\).*/\1/p' go.mod)
 deps-go:
 	@fail() { echo "deps: $$*" >&2; exit 1; }
@@ -65,11 +72,14 @@ deps-go:
 		done
 		fail "$(GO) not found: install Go $(GO_WANT) or later (https://go.dev/dl/) and put its bin directory on PATH"
 	fi
-	have="$$($(GO) env GOVERSION | sed 's/^go//')"
-	if [[ "$$(printf '%s\n' "$(GO_WANT)" "$$have" | sort -V | head -1)" != "$(GO_WANT)" ]]; then
-		fail "$(GO) is Go $$have; this module needs Go $(GO_WANT) or later (https://go.dev/dl/)"
+	own="$$(GOTOOLCHAIN=local $(GO) env GOVERSION | sed 's/^go//')"
+	if ! have="$$($(GO) env GOVERSION 2>&1 | sed 's/^go//')"; then
+		fail "Go $$own could not fetch the $(GO_TOOLCHAIN) toolchain from the Go module proxy ($$have): check GOPROXY (go env GOPROXY) and the network, or install Go $(GO_WANT) (https://go.dev/dl/)"
 	fi
-	echo "deps: Go $$have is installed (go.mod asks for $(GO_WANT))"
+	if [[ "$$(printf '%s\n' "$(GO_WANT)" "$$have" | sort -V | head -1)" != "$(GO_WANT)" ]]; then
+		fail "$(GO) runs Go $$have (GOTOOLCHAIN=$$GOTOOLCHAIN); this module needs Go $(GO_WANT) or later (https://go.dev/dl/)"
+	fi
+	echo "deps: Go $$own on this machine runs Go $$have (GOTOOLCHAIN=$$GOTOOLCHAIN; go.mod asks for $(GO_WANT)); in your shell: export GOTOOLCHAIN=$(GO_TOOLCHAIN)"
 
 # Idempotent: does nothing when the installed plugin has the pinned sha256.
 deps-pjrt:
@@ -207,8 +217,8 @@ vet:
 	# backend/internal/pjrtx compiles against its own copy of the PJRT C API
 	# header; it must be the one go-xla's structs were generated from.
 	goxla="$$($(GO) list -m -f '{{.Dir}}' github.com/gomlx/go-xla)"
-	cmp -s backend/internal/pjrtx/pjrt_c_api.h "$$goxla/pkg/pjrt/pjrt_c_api.h" \
-		|| { echo "backend/internal/pjrtx/pjrt_c_api.h differs from $$goxla/pkg/pjrt/pjrt_c_api.h: copy go-xla's header" >&2; exit 1; }
+	cmp -s backend/internal/pjrtx/pjrt_c_api.h "$$goxla/pjrt/pjrt_c_api.h" \
+		|| { echo "backend/internal/pjrtx/pjrt_c_api.h differs from $$goxla/pjrt/pjrt_c_api.h: copy go-xla's header" >&2; exit 1; }
 	# Judged by the diff, not stderr: tidy may first print "go: downloading"
 	# for modules other platforms need.
 	if ! tidy="$$($(GO) mod tidy -diff 2>/dev/null)"; then

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/gomlx/go-xla/pkg/pjrt"
-	gomlxbackends "github.com/gomlx/gomlx/backends"
-	gomlxxla "github.com/gomlx/gomlx/backends/xla"
+	gomlxbackends "github.com/gomlx/compute"
+	gomlxxla "github.com/gomlx/go-xla/compute/xla"
+	"github.com/gomlx/go-xla/pjrt"
 
 	"github.com/xladdp/xladdp/backend/internal/pjrtx"
 	"github.com/xladdp/xladdp/internal/readlimit"

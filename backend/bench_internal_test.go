@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/pkg/core/distributed"
-	"github.com/gomlx/gomlx/pkg/core/dtypes"
-	"github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/core/shapes"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/distributed"
+	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/compute/shapes"
+	"github.com/gomlx/gomlx/core/graph"
+	"github.com/gomlx/gomlx/core/tensors"
 	"github.com/stretchr/testify/require"
 )
 
@@ -41,11 +41,11 @@ func BenchmarkInGraphAllReduce(b *testing.B) {
 			g := graph.NewGraph(be.GoMLX(), "bench_allreduce")
 			require.NoError(b, g.SetSPMD(mesh))
 			x := graph.Parameter(g, "x", shapes.Make(dtypes.Float32, elems))
-			g.Compile(g.Distributed().AllReduceOne(x, backends.ReduceOpSum))
+			g.Compile(g.Distributed().AllReduceOne(x, compute.ReduceOpSum))
 			args := make([]any, numDevices)
 			for d := range args {
 				t := tensors.FromShape(shapes.Make(dtypes.Float32, elems))
-				err := t.MaterializeOnDevice(be.GoMLX(), false, backends.DeviceNum(d))
+				err := t.MaterializeOnDevice(be.GoMLX(), false, compute.DeviceNum(d))
 				require.NoError(b, err)
 				args[d] = t
 			}

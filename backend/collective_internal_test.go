@@ -6,11 +6,11 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/pkg/core/distributed"
-	"github.com/gomlx/gomlx/pkg/core/dtypes"
-	"github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/distributed"
+	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/compute/shapes"
+	"github.com/gomlx/gomlx/core/graph"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -41,14 +41,14 @@ func testAllReduce(t *testing.T, numDevices int) {
 		}
 	}
 	tests := []struct {
-		op      backends.ReduceOpType
+		op      compute.ReduceOpType
 		combine func(acc, v float64) float64
 		relTol  float64
 	}{
-		{backends.ReduceOpSum, func(a, v float64) float64 { return a + v }, 1e-6},
-		{backends.ReduceOpMax, math.Max, 0},
-		{backends.ReduceOpMin, math.Min, 0},
-		{backends.ReduceOpProduct, func(a, v float64) float64 { return a * v }, 1e-6},
+		{compute.ReduceOpSum, func(a, v float64) float64 { return a + v }, 1e-6},
+		{compute.ReduceOpMax, math.Max, 0},
+		{compute.ReduceOpMin, math.Min, 0},
+		{compute.ReduceOpProduct, func(a, v float64) float64 { return a * v }, 1e-6},
 	}
 	for _, tt := range tests {
 		t.Run(tt.op.String(), func(t *testing.T) {
@@ -63,9 +63,9 @@ func testAllReduce(t *testing.T, numDevices int) {
 			require.NoError(t, err)
 			g := graph.NewGraph(b.GoMLX(), "allreduce_"+tt.op.String())
 			require.NoError(t, g.SetSPMD(mesh))
-			assignment := make([]backends.DeviceNum, numDevices)
+			assignment := make([]compute.DeviceNum, numDevices)
 			for d := range assignment {
-				assignment[d] = backends.DeviceNum(d)
+				assignment[d] = compute.DeviceNum(d)
 			}
 			require.NoError(t, g.SetDeviceAssignment(assignment))
 			x := graph.Parameter(g, "x", shapes.Make(dtypes.Float32, size))
@@ -80,7 +80,7 @@ func testAllReduce(t *testing.T, numDevices int) {
 			for d, out := range outputs {
 				device, err := out.Device()
 				require.NoError(t, err)
-				assert.Equal(t, backends.DeviceNum(d), device, "output %d lives on its own device", d)
+				assert.Equal(t, compute.DeviceNum(d), device, "output %d lives on its own device", d)
 				got := out.Value().([]float32)
 				for i := range want {
 					tol := tt.relTol * math.Abs(want[i])

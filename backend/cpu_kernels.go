@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gomlx/go-xla/pkg/pjrt"
+	"github.com/gomlx/go-xla/pjrt"
 
 	"github.com/xladdp/xladdp/backend/internal/onednn"
 	"github.com/xladdp/xladdp/backend/internal/pjrtx"

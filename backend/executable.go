@@ -8,8 +8,9 @@ import (
 	"io"
 	"os"
 
-	"github.com/gomlx/go-xla/pkg/pjrt"
-	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/compute"
+	"github.com/gomlx/go-xla/pjrt"
+	"github.com/gomlx/gomlx/core/graph"
 
 	"github.com/xladdp/xladdp/backend/internal/pjrtx"
 )
@@ -124,15 +125,31 @@ type Execution struct {
 // every device, which may write its outputs into them: the caller must
 // never read them again. The execution is work in flight: Close waits
 // for it.
-func (b *Backend) Execute(e *pjrt.LoadedExecutable, numDevices int, inputs []*pjrt.Buffer, donate []bool, keep any) ([]*pjrt.Buffer, *Execution, error) {
+func (b *Backend) Execute(e *pjrt.LoadedExecutable, numDevices int, inputs []compute.Buffer, donate []bool, keep any) ([]compute.Buffer, *Execution, error) {
+	pjrtInputs := make([]*pjrt.Buffer, len(inputs))
+	for i, in := range inputs {
+		pb, err := pjrtx.PJRTBufferOf(in)
+		if err != nil {
+			return nil, nil, fmt.Errorf("input %d: %w", i, err)
+		}
+		pjrtInputs[i] = pb
+	}
 	release, err := b.Acquire("execution")
 	if err != nil {
 		return nil, nil, err
 	}
-	outs, x, err := pjrtx.Execute(e, numDevices, inputs, donate, keep)
+	pjrtOuts, x, err := pjrtx.Execute(e, numDevices, pjrtInputs, donate, keep)
 	if err != nil {
 		release()
 		return nil, nil, err
+	}
+	outs := make([]compute.Buffer, len(pjrtOuts))
+	for i, pb := range pjrtOuts {
+		if outs[i], err = pjrtx.WrapPJRTBuffer(b.gomlx, pb); err != nil {
+			_ = x.Wait()
+			release()
+			return nil, nil, err
+		}
 	}
 	ex := &Execution{b: b, x: x, release: release}
 	b.life.Lock()
@@ -162,9 +179,18 @@ func (x *Execution) Wait() error {
 // AwaitReady blocks until b's value is computed and returns the error of
 // the execution that computes it, if it failed. Read a buffer an
 // execution may still be writing only after it.
-func (b *Backend) AwaitReady(buf *pjrt.Buffer) error {
-	if err := pjrtx.AwaitReady(buf); err != nil {
+func (b *Backend) AwaitReady(buf compute.Buffer) error {
+	pb, err := pjrtx.PJRTBufferOf(buf)
+	if err != nil {
+		return fmt.Errorf("waiting for a device buffer: %w", err)
+	}
+	if err := pjrtx.AwaitReady(pb); err != nil {
 		return fmt.Errorf("waiting for a device buffer: %w", err)
 	}
 	return nil
+}
+
+// PJRTBuffer returns the PJRT buffer a GoMLX buffer of this backend holds.
+func (b *Backend) PJRTBuffer(buf compute.Buffer) (*pjrt.Buffer, error) {
+	return pjrtx.PJRTBufferOf(buf)
 }

@@ -6,7 +6,7 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/gomlx/go-xla/pkg/pjrt"
+	"github.com/gomlx/go-xla/pjrt"
 )
 
 // ErrClosed: the backend was closed; open a new one.

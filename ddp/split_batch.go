@@ -3,7 +3,7 @@ package ddp
 import (
 	"fmt"
 
-	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/compute/dtypes"
 
 	"github.com/xladdp/xladdp/xla"
 )

@@ -19,7 +19,7 @@ import (
 // TestLongDeterministicGuideProgramResumes runs the rest of the guide.
 func TestDeterministicGuideProgram(t *testing.T) {
 	exampletest.CleanEnv(t)
-	bin := buildGuideProgram(t, "deterministic.md", "")
+	bin := buildGuideProgram(t, guideProgram{doc: "deterministic.md"}, "")
 	const epochs = "10"
 	want := guideDigest(t, bin, "--spawn", "--cpu-devices", "1", "--deterministic", "--epochs", epochs)
 	assert.Equal(t, want, guideDigest(t, bin, "--spawn", "--cpu-devices", "2", "--deterministic", "--epochs", epochs), "2 replicas")
@@ -63,7 +63,7 @@ func guideDigest(t *testing.T, argv ...string) string {
 func TestLongDeterministicGuideProgramResumes(t *testing.T) {
 	exampletest.CleanEnv(t)
 	ddprun := exampletest.Ddprun(t)
-	bin := buildGuideProgram(t, "deterministic.md", "")
+	bin := buildGuideProgram(t, guideProgram{doc: "deterministic.md"}, "")
 	const epochs = "100" // 2,000 steps: long enough to stop inside
 	want := guideDigest(t, bin, "--spawn", "--cpu-devices", "1", "--deterministic", "--epochs", epochs)
 	assert.Equal(t, want, guideDigest(t, ddprun, "--nproc_per_node=3", bin, "--deterministic", "--epochs", epochs), "ddprun 3")

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,60 +20,6 @@ import (
 	"github.com/xladdp/xladdp/examples/internal/exampletest"
 	"github.com/xladdp/xladdp/internal/workerenv"
 )
-
-// ownModules are the guide's program built once per test process, by
-// build tags (linking costs seconds).
-var ownModules struct {
-	sync.Mutex
-	bins map[string]string
-}
-
-// buildOwnModule builds docs/own-module.md's program as a module of its
-// own that requires xladdp through a replace directive (the module is not
-// on the proxy), as the guide tells users to, with the build tags given;
-// once per test process and tags.
-func buildOwnModule(t *testing.T, tags string) string {
-	return buildGuideProgram(t, "own-module.md", tags)
-}
-
-// buildGuideProgram builds the first Go program of docs/guide as
-// buildOwnModule does; once per test process, guide and tags.
-func buildGuideProgram(t *testing.T, guideName, tags string) string {
-	t.Helper()
-	ownModules.Lock()
-	defer ownModules.Unlock()
-	key := guideName + " " + tags
-	if bin, ok := ownModules.bins[key]; ok {
-		return bin
-	}
-	guide, err := os.ReadFile(filepath.Join("..", "docs", guideName))
-	require.NoError(t, err)
-	program := regexp.MustCompile("(?s)```go\n(package main\n.*?)```").FindStringSubmatch(string(guide))
-	require.NotNil(t, program, "docs/%s's program", guideName)
-	root, err := filepath.Abs("..")
-	require.NoError(t, err)
-	dir := exampletest.BuildDir(t, "own-module-")
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "main.go"), []byte(program[1]), 0o644))
-	goMod := "module example.com/yourprog\n\ngo 1.24\n\nrequire github.com/xladdp/xladdp v0.0.0\n\nreplace github.com/xladdp/xladdp => " + root + "\n"
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte(goMod), 0o644))
-	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.sum"), sum, 0o644))
-
-	bin := filepath.Join(dir, "yourprog")
-	build := exec.Command("go", "build", "-mod=mod", "-tags", tags, "-o", bin, ".")
-	build.Dir = dir
-	// Everything it needs is in the module cache already (this module's
-	// own dependencies): no network.
-	build.Env = append(os.Environ(), "GOPROXY=off", "GOFLAGS=")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	if ownModules.bins == nil {
-		ownModules.bins = map[string]string{}
-	}
-	ownModules.bins[key] = bin
-	return bin
-}
 
 // preemptSteps makes the guide's program run long enough (a few seconds)
 // to be stopped well inside its run.
@@ -224,4 +171,38 @@ func weightsLine(out string) string {
 		}
 	}
 	return ""
+}
+
+// TestOwnModuleBesideGoMLX: docs/own-module.md's GoMLX program, built as
+// a module that requires today's GoMLX beside xladdp (one version of each
+// module for the whole build), trains under ddprun with two ranks: GoMLX
+// computes the targets on the same PJRT client, and the wrapped model's
+// loss falls.
+func TestOwnModuleBesideGoMLX(t *testing.T) {
+	exampletest.CleanEnv(t)
+	ddprun := exampletest.Ddprun(t)
+	bin := buildGuideProgram(t, guideProgram{doc: "own-module.md", nth: 1, requires: []string{"github.com/gomlx/gomlx " + gomlxVersion(t)}}, "")
+	run := runToEnd(t, []string{ddprun, "--nproc_per_node=2", bin})
+	require.Equal(t, 0, run.code, run.out)
+	losses := regexp.MustCompile(`step (50|100): loss (\d+\.\d{4})`).FindAllStringSubmatch(run.out, -1)
+	require.Len(t, losses, 2, run.out)
+	first, err := strconv.ParseFloat(losses[0][2], 64)
+	require.NoError(t, err)
+	last, err := strconv.ParseFloat(losses[1][2], 64)
+	require.NoError(t, err)
+	assert.Less(t, last, first, "the loss falls from step 50 to 100: %s", run.out)
+}
+
+// gomlxVersion is the GoMLX xladdp's go.mod requires, which the guide
+// names.
+func gomlxVersion(t *testing.T) string {
+	t.Helper()
+	goMod, err := os.ReadFile(filepath.Join("..", "go.mod"))
+	require.NoError(t, err)
+	m := regexp.MustCompile(`(?m)^\s*github.com/gomlx/gomlx (v\S+)$`).FindSubmatch(goMod)
+	require.NotNil(t, m, "go.mod requires GoMLX")
+	guide, err := os.ReadFile(filepath.Join("..", "docs", "own-module.md"))
+	require.NoError(t, err)
+	assert.Contains(t, string(guide), "go get github.com/gomlx/gomlx@"+string(m[1]), "the guide names the GoMLX go.mod requires")
+	return string(m[1])
 }

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gomlx/go-xla/pkg/pjrt"
+	"github.com/gomlx/go-xla/pjrt"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )

@@ -3,7 +3,7 @@ package xla
 import (
 	"slices"
 
-	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/core/graph"
 )
 
 // XLA's CPU backend runs convolutions and pools channels-last (NHWC): for

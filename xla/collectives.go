@@ -3,9 +3,9 @@ package xla
 import (
 	"slices"
 
-	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/pkg/core/dtypes"
-	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/gomlx/core/graph"
 	reduceop "github.com/xladdp/xladdp/reduce"
 )
 
@@ -28,9 +28,9 @@ var opAllReduce = &opDef{name: "all_reduce", replay: func(rc *replayContext, n *
 		return in[0]
 	}
 	op := ReduceOp(n.attrs.ints[0])
-	kinds := map[ReduceOp]backends.ReduceOpType{
-		ReduceSum: backends.ReduceOpSum, ReduceMean: backends.ReduceOpSum,
-		ReduceMin: backends.ReduceOpMin, ReduceMax: backends.ReduceOpMax, ReduceProduct: backends.ReduceOpProduct,
+	kinds := map[ReduceOp]compute.ReduceOpType{
+		ReduceSum: compute.ReduceOpSum, ReduceMean: compute.ReduceOpSum,
+		ReduceMin: compute.ReduceOpMin, ReduceMax: compute.ReduceOpMax, ReduceProduct: compute.ReduceOpProduct,
 	}
 	out := rc.graph.Distributed().AllReduceOne(in[0], kinds[op])
 	if op == ReduceMean {
@@ -102,7 +102,7 @@ var opAllGather = &opDef{name: "all_gather", replay: func(rc *replayContext, n *
 	if rc.numReplicas == 1 {
 		return placed
 	}
-	return rc.graph.Distributed().AllReduceOne(placed, backends.ReduceOpSum)
+	return rc.graph.Distributed().AllReduceOne(placed, compute.ReduceOpSum)
 }}
 
 // opReduceScatter: all-reduce, then each replica keeps its slice.
@@ -177,7 +177,7 @@ var opBroadcastFrom = &opDef{name: "broadcast_from_replica", replay: func(rc *re
 	}
 	isRoot := graph.Equal(pos, graph.Scalar(rc.graph, pos.DType(), n.attrs.ints[0]))
 	mine := graph.Where(isRoot, xi, graph.ScalarZero(rc.graph, bits))
-	sum := rc.graph.Distributed().AllReduceOne(mine, backends.ReduceOpSum)
+	sum := rc.graph.Distributed().AllReduceOne(mine, compute.ReduceOpSum)
 	if dt == Bool {
 		return graph.NotEqual(sum, graph.ScalarZero(rc.graph, bits))
 	}

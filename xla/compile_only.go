@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/gomlx/gomlx/pkg/core/shapes"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/compute/shapes"
+	"github.com/gomlx/gomlx/core/tensors"
 	"github.com/xladdp/xladdp/internal/workerenv"
 
 	"github.com/xladdp/xladdp/internal/knobs"

@@ -6,10 +6,10 @@ import (
 	"sync/atomic"
 	"weak"
 
-	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/core/shapes"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/shapes"
+	"github.com/gomlx/gomlx/core/graph"
+	"github.com/gomlx/gomlx/core/tensors"
 	"github.com/xladdp/xladdp/backend"
 )
 
@@ -132,7 +132,7 @@ func (d *Device) upload(t *tensors.Tensor) (*deviceData, error) {
 		return nil, err
 	}
 	defer release()
-	if err := t.MaterializeOnDevice(d.engine.gomlx, false, backends.DeviceNum(d.num)); err != nil {
+	if err := t.MaterializeOnDevice(d.engine.gomlx, false, compute.DeviceNum(d.num)); err != nil {
 		return nil, fmt.Errorf("xla: host-to-device transfer of %s to %s: %w", t.Shape(), d, err)
 	}
 	metrics.transferToDevice(int64(t.Shape().Memory()))

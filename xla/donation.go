@@ -6,8 +6,8 @@ import (
 	"reflect"
 	"unsafe"
 
-	"github.com/gomlx/go-xla/pkg/stablehlo"
-	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/go-xla/stablehlo"
+	"github.com/gomlx/gomlx/core/graph"
 )
 
 // aliasingAttribute is the StableHLO argument attribute XLA reads as

@@ -3,8 +3,8 @@ package xla
 import (
 	"slices"
 
-	"github.com/gomlx/gomlx/pkg/core/dtypes"
-	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/gomlx/core/graph"
 )
 
 // GoMLX v0.26.0's DotGeneral VJP builds each operand's gradient as a

@@ -5,8 +5,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
-	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/compute/dtypes/bfloat16"
+	"github.com/gomlx/gomlx/core/graph"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 

@@ -1,6 +1,6 @@
 package xla
 
-import "github.com/gomlx/gomlx/pkg/core/dtypes"
+import "github.com/gomlx/compute/dtypes"
 
 // DType is an element type; xla re-exports GoMLX's so users need not import it.
 type DType = dtypes.DType

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/compute"
 
 	"github.com/xladdp/xladdp/backend"
 )
@@ -15,7 +15,7 @@ import (
 // the compile cache; each Device owns its trace.
 type Engine struct {
 	backend *backend.Backend
-	gomlx   backends.Backend
+	gomlx   compute.Backend
 	cache   *programCache
 	devices []*Device
 	// standalone groups run MarkStep for a device used outside RunReplicas.

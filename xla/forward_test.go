@@ -4,7 +4,7 @@ import (
 	"math"
 	"testing"
 
-	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
+	"github.com/gomlx/compute/dtypes/bfloat16"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -33,7 +33,7 @@ func TestForwardOnlyOps(t *testing.T) {
 	assert.Equal(t, []int32{2, 1}, argmax)
 	// An axis with no elements has no largest one: an error, not index 0.
 	_, err = Values[int32](ctx, d.Zeros(Float32, 3, 0).ArgMax(1))
-	assert.ErrorContains(t, err, "axis 1 of (Float32)[3 0] has no elements")
+	assert.ErrorContains(t, err, "axis 1 of (Float32)[3, 0] has no elements")
 	empty, err := Values[int32](ctx, d.Zeros(Float32, 0, 4).ArgMax(1))
 	require.NoError(t, err, "an empty batch over a non-empty axis is fine")
 	assert.Empty(t, empty)

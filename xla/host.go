@@ -6,12 +6,12 @@ import (
 	"reflect"
 	"unsafe"
 
-	"github.com/gomlx/go-xla/pkg/pjrt"
-	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/pkg/core/dtypes"
-	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
-	"github.com/gomlx/gomlx/pkg/core/shapes"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/compute/dtypes/bfloat16"
+	"github.com/gomlx/compute/shapes"
+	"github.com/gomlx/go-xla/pjrt"
+	"github.com/gomlx/gomlx/core/tensors"
 )
 
 // materialize forces a MarkStep if t is pending, as reading a value in
@@ -146,11 +146,11 @@ func (d *Device) uploadBytes(shape shapes.Shape, data []byte) (*deviceData, erro
 	defer release()
 	n := shape.Size()
 	flat := reflect.NewAt(reflect.ArrayOf(n, shape.DType.GoType()), unsafe.Pointer(unsafe.SliceData(data))).Elem().Slice(0, n).Interface()
-	buf, err := d.engine.gomlx.BufferFromFlatData(backends.DeviceNum(d.num), flat, shape)
+	buf, err := d.engine.gomlx.BufferFromFlatData(compute.DeviceNum(d.num), flat, shape)
 	if err != nil {
 		return nil, fmt.Errorf("xla: host-to-device transfer of %s to %s: %w", shape, d, err)
 	}
-	t, err := tensors.FromBuffer(d.engine.gomlx, buf)
+	t, err := tensors.FromBuffer(buf)
 	if err != nil {
 		return nil, fmt.Errorf("xla: host-to-device transfer of %s to %s: %w", shape, d, err)
 	}
@@ -259,15 +259,15 @@ func (dd *deviceData) ready(d *Device) (*pjrt.Buffer, error) {
 	if dd.donated {
 		return nil, errDonated
 	}
-	buf, err := dd.tensor.Buffer(d.engine.gomlx, backends.DeviceNum(d.num))
+	buf, err := dd.tensor.Buffer(d.engine.gomlx, compute.DeviceNum(d.num))
 	if err != nil {
 		return nil, err
 	}
-	pb, ok := buf.(*pjrt.Buffer)
-	if !ok {
-		return nil, fmt.Errorf("a %T, not a PJRT buffer", buf)
+	pb, err := d.engine.backend.PJRTBuffer(buf)
+	if err != nil {
+		return nil, err
 	}
-	if err := d.engine.backend.AwaitReady(pb); err != nil {
+	if err := d.engine.backend.AwaitReady(buf); err != nil {
 		return nil, err
 	}
 	// A value the last step computed finishes that step: it lets go of the

@@ -4,8 +4,8 @@ import (
 	"math"
 	"slices"
 
-	"github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/compute/shapes"
+	"github.com/gomlx/gomlx/core/graph"
 )
 
 // broadcastShapes applies NumPy broadcasting to two shapes of one dtype.

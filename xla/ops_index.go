@@ -4,7 +4,7 @@ import (
 	"math"
 	"slices"
 
-	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/core/graph"
 )
 
 var (

@@ -3,9 +3,9 @@ package xla
 import (
 	"slices"
 
-	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/core/tensors/images"
+	"github.com/gomlx/compute"
+	"github.com/gomlx/gomlx/core/graph"
+	"github.com/gomlx/gomlx/core/tensors/images"
 )
 
 var (
@@ -101,7 +101,7 @@ func (o Conv2dOptions) normalized() Conv2dOptions {
 
 // channelsLastLayout is NHWC input, HWIO kernel, NHWC output: the layout
 // XLA's CPU convolutions run in (channels_last.go).
-var channelsLastLayout = backends.ConvolveAxesConfig{
+var channelsLastLayout = compute.ConvolveAxesConfig{
 	InputBatch: 0, InputChannels: 3, InputSpatial: []int{1, 2},
 	KernelOutputChannels: 3, KernelInputChannels: 2, KernelSpatial: []int{0, 1},
 	OutputBatch: 0, OutputChannels: 3, OutputSpatial: []int{1, 2},

@@ -3,7 +3,7 @@ package xla
 import (
 	"slices"
 
-	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/core/graph"
 )
 
 var (

@@ -3,8 +3,8 @@ package xla
 import (
 	"sync"
 
-	"github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/compute/shapes"
+	"github.com/gomlx/gomlx/core/graph"
 )
 
 // GoMLX documents VJPRegistration as the place to swap a VJP. Where its

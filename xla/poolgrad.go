@@ -3,10 +3,10 @@ package xla
 import (
 	"math"
 
-	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/pkg/core/dtypes"
-	"github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/compute/shapes"
+	"github.com/gomlx/gomlx/core/graph"
 )
 
 // GoMLX's max-pool gradient is XLA's select-and-scatter, which the CPU
@@ -47,7 +47,7 @@ func (rc *replayContext) maxPool2d(x *graph.Node, w poolWindow) *graph.Node {
 	paddings := make([][2]int, x.Rank())
 	paddings[w.spatial[0]] = [2]int{w.padding[0], w.padding[0]}
 	paddings[w.spatial[1]] = [2]int{w.padding[1], w.padding[1]}
-	y := graph.BackendReduceWindow(x, backends.ReduceOpMax, w.perAxis(x.Rank(), w.kernel[0], w.kernel[1], 1),
+	y := graph.BackendReduceWindow(x, compute.ReduceOpMax, w.perAxis(x.Rank(), w.kernel[0], w.kernel[1], 1),
 		w.perAxis(x.Rank(), w.stride[0], w.stride[1], 1), nil, nil, paddings)
 	y = withNaN(x, rc.withOwnGradient(y, func(v *graph.Node) []*graph.Node { return []*graph.Node{maxPoolGrad(x, y, v, w)} }), w)
 	if channelsLast {
@@ -83,7 +83,7 @@ func (w poolWindow) padNegInf(x *graph.Node) *graph.Node {
 		return x
 	}
 	return w.spatialPad(x, graph.Infinity(x.Graph(), x.DType(), -1),
-		backends.PadAxis{Start: w.padding[0], End: w.padding[0]}, backends.PadAxis{Start: w.padding[1], End: w.padding[1]})
+		compute.PadAxis{Start: w.padding[0], End: w.padding[0]}, compute.PadAxis{Start: w.padding[1], End: w.padding[1]})
 }
 
 // spatialSlice slices x's spatial axes with the given starts, ends and
@@ -100,8 +100,8 @@ func (w poolWindow) spatialSlice(x *graph.Node, start, end, stride [2]int) *grap
 }
 
 // spatialPad pads x's spatial axes with value by the given configs.
-func (w poolWindow) spatialPad(x, value *graph.Node, h, wi backends.PadAxis) *graph.Node {
-	config := make([]backends.PadAxis, x.Rank())
+func (w poolWindow) spatialPad(x, value *graph.Node, h, wi compute.PadAxis) *graph.Node {
+	config := make([]compute.PadAxis, x.Rank())
 	config[w.spatial[0]], config[w.spatial[1]] = h, wi
 	return graph.Pad(x, value, config...)
 }
@@ -132,8 +132,8 @@ func maxPoolGrad(x, y, v *graph.Node, w poolWindow) *graph.Node {
 				taken = graph.LogicalOr(taken, hit)
 			}
 			share := w.spatialPad(graph.Where(hit, v, zeros), zero,
-				backends.PadAxis{Start: i, End: paddedDims[w.spatial[0]] - end[0], Interior: w.stride[0] - 1},
-				backends.PadAxis{Start: j, End: paddedDims[w.spatial[1]] - end[1], Interior: w.stride[1] - 1})
+				compute.PadAxis{Start: i, End: paddedDims[w.spatial[0]] - end[0], Interior: w.stride[0] - 1},
+				compute.PadAxis{Start: j, End: paddedDims[w.spatial[1]] - end[1], Interior: w.stride[1] - 1})
 			if sum == nil {
 				sum = share
 			} else {
@@ -204,5 +204,5 @@ func tiledMaxPoolGrad(x, y, v *graph.Node, w poolWindow) *graph.Node {
 		return grad
 	}
 	return w.spatialPad(grad, graph.ScalarZero(g, x.DType()),
-		backends.PadAxis{End: in[w.spatial[0]] - usedEnd[0]}, backends.PadAxis{End: in[w.spatial[1]] - usedEnd[1]})
+		compute.PadAxis{End: in[w.spatial[0]] - usedEnd[0]}, compute.PadAxis{End: in[w.spatial[1]] - usedEnd[1]})
 }

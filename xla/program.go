@@ -10,11 +10,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gomlx/go-xla/pkg/pjrt"
-	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/pkg/core/distributed"
-	"github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/distributed"
+	"github.com/gomlx/compute/shapes"
+	"github.com/gomlx/go-xla/pjrt"
+	"github.com/gomlx/gomlx/core/graph"
 
 	"github.com/xladdp/xladdp/backend"
 	"github.com/xladdp/xladdp/xla/internal/progcache"
@@ -261,9 +261,9 @@ func newReplicaGraph(b *backend.Backend, devices []*Device) (*graph.Graph, error
 	if err := g.SetSPMD(mesh); err != nil {
 		return nil, err
 	}
-	assignment := make([]backends.DeviceNum, len(devices))
+	assignment := make([]compute.DeviceNum, len(devices))
 	for i, d := range devices {
-		assignment[i] = backends.DeviceNum(d.num)
+		assignment[i] = compute.DeviceNum(d.num)
 	}
 	if err := g.SetDeviceAssignment(assignment); err != nil {
 		return nil, err
@@ -318,7 +318,9 @@ func (lt *loweredTrace) compile(b *backend.Backend) (p *program, err error) {
 			p, err = nil, fmt.Errorf("xla: compiling the program for %s failed: %v", lt.devices, r)
 		}
 	}()
-	lt.graph.Compile(lt.outputs...)
+	if err := lt.graph.Compile(lt.outputs...); err != nil {
+		return nil, fmt.Errorf("xla: compiling the program for %s: %w", lt.devices, err)
+	}
 	exec, err := b.ExecutableOf(lt.graph)
 	if err != nil {
 		return nil, err

@@ -3,8 +3,8 @@ package xla
 import (
 	"fmt"
 
-	"github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/compute/shapes"
+	"github.com/gomlx/gomlx/core/graph"
 )
 
 // opParameter marks a node that reads a device buffer: a program input.

@@ -3,7 +3,7 @@ package xla
 import (
 	"fmt"
 
-	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/core/graph"
 )
 
 // RNGState returns the device's random state: what its next draw starts

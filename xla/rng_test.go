@@ -5,7 +5,7 @@ import (
 
 	"github.com/xladdp/xladdp/backend"
 
-	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/core/graph"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )

@@ -4,9 +4,8 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/gomlx/go-xla/pkg/pjrt"
-	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/compute"
+	"github.com/gomlx/gomlx/core/tensors"
 
 	"github.com/xladdp/xladdp/backend"
 )
@@ -16,22 +15,14 @@ import (
 // execution goes on asynchronously (see stepExecution). inputs are the
 // buffers' owners, held until it finishes; donate (nil or per argument
 // position) gives those inputs to the program.
-func runProgram(e *Engine, p *program, numDevices int, buffers []backends.Buffer, inputs []*deviceData, donate []bool) ([]*tensors.Tensor, *backend.Execution, error) {
-	pjrtInputs := make([]*pjrt.Buffer, len(buffers))
-	for i, b := range buffers {
-		pb, ok := b.(*pjrt.Buffer)
-		if !ok {
-			return nil, nil, fmt.Errorf("xla: input %d is a %T, not a PJRT buffer", i, b)
-		}
-		pjrtInputs[i] = pb
-	}
-	outs, x, err := e.backend.Execute(p.exec, numDevices, pjrtInputs, donate, inputs)
+func runProgram(e *Engine, p *program, numDevices int, buffers []compute.Buffer, inputs []*deviceData, donate []bool) ([]*tensors.Tensor, *backend.Execution, error) {
+	outs, x, err := e.backend.Execute(p.exec, numDevices, buffers, donate, inputs)
 	if err != nil {
 		return nil, nil, fmt.Errorf("xla: executing the program: %w", err)
 	}
 	tensorsOut := make([]*tensors.Tensor, len(outs))
 	for i, o := range outs {
-		if tensorsOut[i], err = tensors.FromBuffer(e.gomlx, o); err != nil {
+		if tensorsOut[i], err = tensors.FromBuffer(o); err != nil {
 			_ = x.Wait()
 			return nil, nil, fmt.Errorf("xla: wrapping output %d: %w", i, err)
 		}

@@ -4,7 +4,7 @@ import (
 	"math/bits"
 	"slices"
 
-	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/compute/shapes"
 )
 
 // MaxTensorBytes bounds one tensor's size (1 TiB): more than any device

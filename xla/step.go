@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/compute"
+	"github.com/gomlx/gomlx/core/tensors"
 )
 
 // The step pipeline a group's last-arriving replica runs (meeting in
@@ -226,7 +226,7 @@ func (g *group) execute(ctx context.Context, p *program, perReplica [][]*deviceD
 	}
 	n := len(g.devices)
 	numParams := len(perReplica[0])
-	buffers := make([]backends.Buffer, 0, n*numParams)
+	buffers := make([]compute.Buffer, 0, n*numParams)
 	inputs := make([]*deviceData, 0, n*numParams)
 	for r, ins := range perReplica {
 		for _, dd := range ins {
@@ -234,7 +234,7 @@ func (g *group) execute(ctx context.Context, p *program, perReplica [][]*deviceD
 				return nil, nil, errDonated
 			}
 			inputs = append(inputs, dd)
-			buf, err := dd.tensor.Buffer(g.engine.gomlx, backends.DeviceNum(g.devices[r].num))
+			buf, err := dd.tensor.Buffer(g.engine.gomlx, compute.DeviceNum(g.devices[r].num))
 			if err != nil {
 				return nil, nil, fmt.Errorf("xla: replica %d: reading an input buffer: %w", r, err)
 			}

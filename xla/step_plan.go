@@ -6,7 +6,7 @@ import (
 	"os"
 	"sync"
 
-	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/compute/shapes"
 )
 
 // ref names a tensor a plan reads or writes, resolved at each call: an

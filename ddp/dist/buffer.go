@@ -3,7 +3,7 @@ package dist
 import (
 	"fmt"
 
-	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
+	"github.com/gomlx/compute/dtypes/bfloat16"
 
 	"github.com/xladdp/xladdp/ddp/internal/transport"
 	"github.com/xladdp/xladdp/reduce"

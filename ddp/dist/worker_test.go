@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gomlx/gomlx/pkg/core/dtypes/bfloat16"
+	"github.com/gomlx/compute/dtypes/bfloat16"
 	"github.com/xladdp/xladdp/ddp/internal/transport"
 	"github.com/xladdp/xladdp/ddp/internal/workertest"
 )

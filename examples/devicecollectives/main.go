@@ -14,12 +14,12 @@ import (
 	"slices"
 	"time"
 
-	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/pkg/core/distributed"
-	"github.com/gomlx/gomlx/pkg/core/dtypes"
-	"github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/core/shapes"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/distributed"
+	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/compute/shapes"
+	"github.com/gomlx/gomlx/core/graph"
+	"github.com/gomlx/gomlx/core/tensors"
 	"github.com/spf13/pflag"
 
 	"github.com/xladdp/xladdp/backend"
@@ -133,14 +133,16 @@ func allReduce(b *backend.Backend, numDevices int, inputs []any) ([]*tensors.Ten
 	}
 	x := graph.Parameter(g, "x", shapes.Make(dtypes.Float32, width))
 	dist := g.Distributed()
-	g.Compile(dist.AllReduceOne(x, backends.ReduceOpSum), dist.AllReduceOne(x, backends.ReduceOpMax))
+	if err := g.Compile(dist.AllReduceOne(x, compute.ReduceOpSum), dist.AllReduceOne(x, compute.ReduceOpMax)); err != nil {
+		return nil, err
+	}
 	return g.Run(inputs...), nil
 }
 
-func deviceNums(n int) []backends.DeviceNum {
-	nums := make([]backends.DeviceNum, n)
+func deviceNums(n int) []compute.DeviceNum {
+	nums := make([]compute.DeviceNum, n)
 	for i := range nums {
-		nums[i] = backends.DeviceNum(i)
+		nums[i] = compute.DeviceNum(i)
 	}
 	return nums
 }

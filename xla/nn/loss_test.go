@@ -92,7 +92,7 @@ func TestLosses(t *testing.T) {
 		y, err := xla.FromSlice(d, []int32{1, 2}, 2)
 		require.NoError(t, err)
 		assert.ErrorContains(t, CrossEntropyLoss(x, y, ReductionMean).Err(),
-			"nn: NLLLoss: needs logp [N, C] and labels [N], got (Float32)[3 3] and (Int32)[2]")
+			"nn: NLLLoss: needs logp [N, C] and labels [N], got (Float32)[3, 3] and (Int32)[2]")
 	})
 }
 

@@ -4,8 +4,8 @@ import (
 	"errors"
 	"reflect"
 
-	"github.com/gomlx/go-xla/pkg/pjrt"
-	gomlxxla "github.com/gomlx/gomlx/backends/xla"
+	gomlxxla "github.com/gomlx/go-xla/compute/xla"
+	"github.com/gomlx/go-xla/pjrt"
 )
 
 // ClientOf returns the PJRT client a GoMLX XLA backend was created with;

@@ -11,8 +11,8 @@ import (
 // (go:linkname to go-xla's executable constructor, reflect writes into
 // its fields, C pointers read from its structs).
 const (
-	pinnedGoXLA = "v0.1.4"
-	pinnedGoMLX = "v0.26.0"
+	pinnedGoXLA = "v0.4.13"
+	pinnedGoMLX = "v0.28.16"
 )
 
 // ErrIncompatible: the binary links a go-xla or GoMLX other than the pinned

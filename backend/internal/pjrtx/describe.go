@@ -64,7 +64,7 @@ import (
 	"reflect"
 	"unsafe"
 
-	"github.com/gomlx/go-xla/pkg/pjrt"
+	"github.com/gomlx/go-xla/pjrt"
 )
 
 // DeviceInfo is what the plugin reports about one device.

@@ -60,15 +60,15 @@ import (
 	"reflect"
 	"unsafe"
 
-	"github.com/gomlx/go-xla/pkg/pjrt"
-	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/go-xla/pjrt"
+	"github.com/gomlx/gomlx/core/graph"
 )
 
 // newLoadedExecutable is go-xla's own constructor: it wraps a C executable,
 // reads its name and outputs, and registers its cleanup. go-xla v0.1.4 has
 // no deserialization, so a deserialized executable goes through it.
 //
-//go:linkname newLoadedExecutable github.com/gomlx/go-xla/pkg/pjrt.newLoadedExecutable
+//go:linkname newLoadedExecutable github.com/gomlx/go-xla/pjrt.newLoadedExecutable
 func newLoadedExecutable(plugin *pjrt.Plugin, client *pjrt.Client, c unsafe.Pointer) (*pjrt.LoadedExecutable, error)
 
 // field returns the named field of the struct *p points to, failing loudly

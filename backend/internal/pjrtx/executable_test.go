@@ -5,13 +5,13 @@ import (
 
 	"testing"
 
-	"github.com/gomlx/go-xla/pkg/pjrt"
-	"github.com/gomlx/gomlx/backends"
-	gomlxxla "github.com/gomlx/gomlx/backends/xla"
-	"github.com/gomlx/gomlx/pkg/core/distributed"
-	"github.com/gomlx/gomlx/pkg/core/dtypes"
-	"github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/distributed"
+	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/compute/shapes"
+	gomlxxla "github.com/gomlx/go-xla/compute/xla"
+	"github.com/gomlx/go-xla/pjrt"
+	"github.com/gomlx/gomlx/core/graph"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -32,7 +32,7 @@ func TestSerializeRoundTrip(t *testing.T) {
 	g := graph.NewGraph(b, "roundtrip")
 	require.NoError(t, g.SetSPMD(mesh))
 	x := graph.Parameter(g, "x", shapes.Make(dtypes.Float32, 3))
-	g.Compile(graph.MulScalar(g.Distributed().AllReduceOne(x, backends.ReduceOpSum), 2))
+	g.Compile(graph.MulScalar(g.Distributed().AllReduceOne(x, compute.ReduceOpSum), 2))
 
 	compiled, err := LoadedExecutableOf(g)
 	require.NoError(t, err)

@@ -78,13 +78,13 @@ import (
 	"sync"
 	"unsafe"
 
-	"github.com/gomlx/go-xla/pkg/pjrt"
+	"github.com/gomlx/go-xla/pjrt"
 )
 
 // newBuffer is go-xla's own buffer constructor: it wraps a C buffer and
 // registers the cleanup that destroys it.
 //
-//go:linkname newBuffer github.com/gomlx/go-xla/pkg/pjrt.newBuffer
+//go:linkname newBuffer github.com/gomlx/go-xla/pjrt.newBuffer
 func newBuffer(client *pjrt.Client, c unsafe.Pointer) *pjrt.Buffer
 
 // bufferLayout is where a *pjrt.Buffer keeps its C buffer

@@ -67,7 +67,7 @@ import (
 	"fmt"
 	"unsafe"
 
-	"github.com/gomlx/go-xla/pkg/pjrt"
+	"github.com/gomlx/go-xla/pjrt"
 )
 
 // RegisterFFIHandler registers handler, a C function of XLA's typed FFI

@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	gomlxxla "github.com/gomlx/gomlx/backends/xla"
+	gomlxxla "github.com/gomlx/go-xla/compute/xla"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
