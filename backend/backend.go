@@ -12,6 +12,7 @@ import (
 	gomlxxla "github.com/gomlx/go-xla/compute/xla"
 	"github.com/gomlx/go-xla/pjrt"
 
+	"github.com/xladdp/xladdp/backend/internal/buildhook"
 	"github.com/xladdp/xladdp/backend/internal/pjrtx"
 	"github.com/xladdp/xladdp/internal/readlimit"
 )
@@ -33,8 +34,11 @@ type Backend struct {
 	kernels      string
 	pluginSource string
 	gomlx        *gomlxxla.Backend
-	client       *pjrt.Client
-	devices      []Device
+	// programs is what the engine builds programs on: gomlx, or gomlx
+	// with the CPU's convolutions put in as oneDNN's custom calls.
+	programs gomlxbackends.Backend
+	client   *pjrt.Client
+	devices  []Device
 
 	// life guards closing against uses in flight (lifecycle.go).
 	life     sync.Mutex
@@ -108,7 +112,7 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s plugin %s (from %s): %w", ErrClient, target, path, source, err)
 	}
-	b := &Backend{target: target, pluginPath: path, pluginSource: source, gomlx: gb, deterministic: det}
+	b := &Backend{target: target, pluginPath: path, pluginSource: source, gomlx: gb, programs: gb, deterministic: det}
 	if spec.CompilerIdentity != nil {
 		b.compiler = spec.CompilerIdentity()
 	}
@@ -170,6 +174,9 @@ func (b *Backend) setUp(spec TargetSpec, opts Options) error {
 		if b.kernels, err = cpuKernels(b.client.Plugin()); err != nil {
 			return err
 		}
+		if b.kernels != "xla" {
+			b.programs = buildhook.Wrap(b.gomlx, oneDNNConvolution)
+		}
 		shareConvolutionThreads(len(b.devices), b.deterministic)
 	}
 	if got := strings.ToLower(b.Platform()); spec.Platform != "" && got != spec.Platform {
@@ -215,7 +222,7 @@ func loadGoMLX(ctx context.Context, config string, options map[string]any) (*gom
 	}
 }
 
-// disableGoXLACUDACheck turns off go-xla v0.1.4's CUDA driver check unless
+// disableGoXLACUDACheck turns off go-xla's CUDA driver check unless
 // the user set it: when it finds an nvidia/ directory it writes a path from
 // its author's machine into XLA_FLAGS (go-xla's pjrt/cuda_linux.go, cudaPluginCheckDrivers).
 func disableGoXLACUDACheck() {
@@ -227,6 +234,11 @@ func disableGoXLACUDACheck() {
 
 // describe fills the client and device list from the loaded backend.
 func (b *Backend) describe() error {
+	// The engine runs programs through go-xla's internals: another
+	// version is refused here, by name, before any program is built.
+	if err := pjrtx.Compatible(); err != nil {
+		return err
+	}
 	client, err := pjrtx.ClientOf(b.gomlx)
 	if err != nil {
 		return err
@@ -236,13 +248,7 @@ func (b *Backend) describe() error {
 		return errors.New("the client has no addressable devices")
 	}
 	infos, err := pjrtx.Describe(b.pluginPath, pjrtDevices)
-	if errors.Is(err, pjrtx.ErrIncompatible) {
-		// Only the kinds and ids need go-xla's internals: the rest works.
-		infos = make([]pjrtx.DeviceInfo, len(pjrtDevices))
-		for i := range infos {
-			infos[i] = pjrtx.DeviceInfo{ID: i, Kind: "unknown (" + err.Error() + ")"}
-		}
-	} else if err != nil {
+	if err != nil {
 		return err
 	}
 	b.client = client
@@ -264,8 +270,15 @@ func (b *Backend) describe() error {
 	return nil
 }
 
-// GoMLX returns the backend to build and run GoMLX graphs with.
+// GoMLX returns the backend to build and run GoMLX graphs with. Its
+// programs' convolutions are XLA's; see Programs.
 func (b *Backend) GoMLX() gomlxbackends.Backend { return b.gomlx }
+
+// Programs returns the backend to build GoMLX graphs on that b runs
+// itself (Execute): GoMLX's, with the target's own convolutions (the CPU
+// target's oneDNN) built into them. Data (buffers, tensors) stay
+// GoMLX's: run such a graph through Execute, not graph.Run.
+func (b *Backend) Programs() gomlxbackends.Backend { return b.programs }
 
 // Target returns the target the backend drives.
 func (b *Backend) Target() Target { return b.target }

@@ -39,8 +39,9 @@ func (b *Backend) Kernels() string {
 }
 
 // cpuKernels sets the CPU plugin's convolutions up once per process (the
-// handlers and the compile hook are the plugin's, process-wide) and
-// returns what runs them.
+// FFI handlers are the plugin's, process-wide) and returns what runs
+// them; where it is oneDNN, the backend builds programs through
+// oneDNNConvolution.
 func cpuKernels(plugin *pjrt.Plugin) (string, error) {
 	kernelsOnce.Do(func() { kernelsChoice, kernelsErr = setUpCPUKernels(plugin) })
 	return kernelsChoice, kernelsErr
@@ -71,9 +72,6 @@ func setUpCPUKernels(plugin *pjrt.Plugin) (string, error) {
 				break
 			}
 		}
-	}
-	if err == nil {
-		err = pjrtx.RewritePrograms(plugin, rewriteConvolutions)
 	}
 	switch {
 	case err == nil:
@@ -113,16 +111,6 @@ func parseCPUKernels(v string) (string, error) {
 		return "", fmt.Errorf("%w: %w", ErrBadOption, err)
 	}
 	return k, nil
-}
-
-// rewriteConvolutions moves a program's convolutions to oneDNN.
-func rewriteConvolutions(program []byte) ([]byte, bool) {
-	out, n := onednn.Rewrite(program)
-	if n.Total() == 0 {
-		return nil, false
-	}
-	slog.Debug("convolutions through oneDNN", "forward", n.Forward, "input_gradient", n.InputGrad, "weight_gradient", n.WeightGrad)
-	return out, true
 }
 
 // ConvolutionPass is what one convolution pass ran through oneDNN in this

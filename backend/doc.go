@@ -31,7 +31,7 @@
 // CPU client executes synchronously unless Options.CPUExecution (else
 // $XLADDP_CPU_EXECUTION) is async; see Options.CPUExecution for why.
 //
-// # Device collectives: what GoMLX v0.26.0 needs
+// # Device collectives: what GoMLX v0.28.16 needs
 //
 // In-graph collectives across the local devices of one client work on the
 // stock CPU plugin (proved by TestAllReduceAcrossDevices):
@@ -39,9 +39,9 @@
 //   - Build a graph with graph.NewGraph and, before adding any node, call
 //     g.SetSPMD(mesh) with mesh := distributed.NewDeviceMesh([]int{n},
 //     []string{"replica"}). With n > 1 the devices default to DeviceNum
-//     0..n-1; with n == 1 GoMLX assigns none and compilation fails ("not
-//     portable"), so call g.SetDeviceAssignment always.
-//   - g.Distributed().AllReduceOne(x, backends.ReduceOpSum) (or AllReduce on a
+//     0..n-1; with n == 1 GoMLX v0.26.0 assigned none and compilation
+//     failed ("not portable"), so call g.SetDeviceAssignment always.
+//   - g.Distributed().AllReduceOne(x, compute.ReduceOpSum) (or AllReduce on a
 //     slice, one collective for many tensors) lowers to a StableHLO all_reduce
 //     whose replica groups come from the mesh axes; Sum, Product, Max and Min
 //     are the reduction kinds.
@@ -49,9 +49,8 @@
 //     device-major (device 0's parameters, then device 1's, ...) and returns
 //     the outputs device-major.
 //
-// GoMLX's backend interface exposes only AllReduce: AllGather,
-// CollectiveBroadcast and ReplicaId are commented out in
-// backends.CollectiveOps, although go-xla's stablehlo package implements
+// GoMLX's backend interface (compute.CollectiveOps) exposes only
+// AllReduce, although go-xla's stablehlo package implements
 // AllGather, AllToAll, CollectivePermute and CollectiveBroadcast. GoMLX's
 // other distribution strategy, AutoSharding (Shardy), shards automatically
 // and forbids explicit collectives; DDP uses SPMD with explicit all-reduce.

@@ -88,7 +88,7 @@ func (b *Backend) Close() error {
 }
 
 // settleBufferCleanups collects garbage and waits (at most 200 ms) for
-// the buffer cleanups it queued to run: go-xla v0.1.4 destroys a
+// the buffer cleanups it queued to run: go-xla destroys a
 // collected buffer from a cleanup goroutine, unsynchronized with the
 // client's destruction, so one still running while the client goes is a
 // data race and a buffer destroyed after its client.

@@ -3,11 +3,10 @@ package xla
 import (
 	"errors"
 	"fmt"
-	"reflect"
-	"unsafe"
 
-	"github.com/gomlx/go-xla/stablehlo"
 	"github.com/gomlx/gomlx/core/graph"
+
+	"github.com/xladdp/xladdp/backend"
 )
 
 // aliasingAttribute is the StableHLO argument attribute XLA reads as
@@ -20,45 +19,17 @@ const aliasingAttribute = "tf.aliasing_output"
 // parameters and optimizer state in place needs no second copy of them.
 // It is declared only for a parameter the step overwrites: a declared
 // parameter that other ops still read after the output is written costs
-// XLA a copy. GoMLX v0.26.0 has no API for it; the parameter's StableHLO
-// value is reached through the GoMLX node's backend op.
+// XLA a copy. GoMLX has no API for it (backend.SetParameterAttribute).
 func declareAliases(params []*graph.Node, aliases []int) error {
 	for i, j := range aliases {
 		if j < 0 || params[i].Shape().IsZeroSize() {
 			continue
 		}
-		v, err := stablehloValue(params[i])
-		if err != nil {
-			return err
+		if err := backend.SetParameterAttribute(params[i], aliasingAttribute, int64(j)); err != nil {
+			return fmt.Errorf("xla: declaring buffer aliasing: %w", err)
 		}
-		if v.Attributes == nil {
-			v.Attributes = map[string]any{}
-		}
-		v.Attributes[aliasingAttribute] = int64(j)
 	}
 	return nil
-}
-
-// stablehloValue returns the StableHLO value of a parameter node built on
-// GoMLX's XLA backend (graph.Node.outputOps[0].value).
-func stablehloValue(n *graph.Node) (*stablehlo.Value, error) {
-	ops := reflect.ValueOf(n).Elem().FieldByName("outputOps")
-	if !ops.IsValid() || ops.Kind() != reflect.Slice || ops.Len() != 1 {
-		return nil, fmt.Errorf("xla: declaring buffer aliasing: GoMLX's graph.Node has no single output op (not GoMLX v0.26.0?)")
-	}
-	op := ops.Index(0).Elem()
-	if op.Kind() != reflect.Pointer || op.IsNil() {
-		return nil, fmt.Errorf("xla: declaring buffer aliasing: the parameter's op is a %s, not a backend node", op.Kind())
-	}
-	field := op.Elem().FieldByName("value")
-	if !field.IsValid() || field.Type() != reflect.TypeFor[*stablehlo.Value]() {
-		return nil, fmt.Errorf("xla: declaring buffer aliasing: the parameter's op (%s) holds no StableHLO value", op.Type())
-	}
-	v := *(**stablehlo.Value)(unsafe.Pointer(field.UnsafeAddr()))
-	if v == nil {
-		return nil, fmt.Errorf("xla: declaring buffer aliasing: the parameter has no StableHLO value")
-	}
-	return v, nil
 }
 
 // errDonated: a buffer given to a compiled step's program was read. The

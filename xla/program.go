@@ -257,7 +257,7 @@ func newReplicaGraph(b *backend.Backend, devices []*Device) (*graph.Graph, error
 	if err != nil {
 		return nil, err
 	}
-	g := graph.NewGraph(b.GoMLX(), "xladdp_step")
+	g := graph.NewGraph(b.Programs(), "xladdp_step")
 	if err := g.SetSPMD(mesh); err != nil {
 		return nil, err
 	}

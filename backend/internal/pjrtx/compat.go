@@ -16,7 +16,7 @@ const (
 )
 
 // ErrIncompatible: the binary links a go-xla or GoMLX other than the pinned
-// versions, so what depends on their internals is switched off.
+// versions, whose internals xladdp reads: no backend opens.
 var ErrIncompatible = errors.New("pjrtx: unpinned go-xla/GoMLX linked")
 
 // Compatible reports whether the linked go-xla and GoMLX are the pinned
@@ -55,8 +55,8 @@ func checkVersions(deps []*debug.Module) error {
 			version = fmt.Sprintf("%s => %s %s", m.Version, m.Replace.Path, m.Replace.Version)
 		}
 		if m.Replace != nil || m.Version != pinned {
-			return fmt.Errorf("%w: %s is %s but xladdp reads its internals as of %s: the persistent compile cache and "+
-				"device kinds are off; use %s@%s", ErrIncompatible, m.Path, version, pinned, m.Path, pinned)
+			return fmt.Errorf("%w: %s is %s but xladdp runs programs through its internals as of %s: "+
+				"require %s %s in your go.mod (go get %s@%s), unreplaced", ErrIncompatible, m.Path, version, pinned, m.Path, pinned, m.Path, pinned)
 		}
 	}
 	for path, pinned := range want {

@@ -102,7 +102,7 @@ func Describe(pluginPath string, devices []*pjrt.Device) ([]DeviceInfo, error) {
 	return infos, nil
 }
 
-// cDevicePointer reads go-xla's unexported PJRT_Device pointer; go-xla v0.1.4
+// cDevicePointer reads go-xla's unexported PJRT_Device pointer; go-xla
 // offers no accessor. A test pins the field so an upgrade that renames it
 // fails loudly instead of reading garbage.
 func cDevicePointer(d *pjrt.Device) (unsafe.Pointer, error) {
@@ -111,7 +111,7 @@ func cDevicePointer(d *pjrt.Device) (unsafe.Pointer, error) {
 	}
 	field := reflect.ValueOf(d).Elem().FieldByName("cDevice")
 	if !field.IsValid() || field.Kind() != reflect.Pointer {
-		return nil, errors.New("go-xla's pjrt.Device has no cDevice pointer field: this go-xla version is not the pinned v0.1.4")
+		return nil, errors.New("go-xla's pjrt.Device has no cDevice pointer field: this go-xla version is not the pinned " + pinnedGoXLA)
 	}
 	return field.UnsafePointer(), nil
 }

@@ -1,16 +1,22 @@
-// Package pjrtx reaches the PJRT facts that go-xla v0.1.4 and GoMLX v0.26.0
-// do not expose: the *pjrt.Client inside a GoMLX XLA backend, and a device's
-// global id and vendor kind string ("cpu", "NVIDIA H100 80GB HBM3", ...).
-// It also registers XLA FFI handlers through the plugin's FFI extension
-// (ffi.go) and hooks the plugin's compile so that a program can be
-// rewritten before the plugin compiles it (compilehook.go): GoMLX builds
-// and compiles in one call, and go-xla has no custom-call op.
+// Package pjrtx is the one seam onto the internals of go-xla (v0.4.13)
+// and GoMLX (v0.28.16) that xladdp relies on, and onto the PJRT C API
+// they do not wrap: the *pjrt.Client inside go-xla's compute backend;
+// GoMLX buffers made from and read as PJRT buffers (the engine runs
+// programs through PJRT itself: Execute, asynchronously, with donation);
+// executables serialized and loaded (the persistent compile cache); a
+// device's global id and vendor kind string ("cpu", "NVIDIA H100 80GB
+// HBM3", ...); a parameter's StableHLO value (argument attributes); XLA
+// FFI handlers registered through the plugin's FFI extension (ffi.go);
+// and typed-FFI custom calls (API version 4) built into a program with
+// go-xla's StableHLO builder, which has version 2 only (customcall.go).
 //
-// The kind and id come from the plugin's own function table, reached through
-// the library go-xla already loaded (dlopen with RTLD_NOLOAD, so no second
-// copy is mapped). pjrt_c_api.h is XLA's header exactly as go-xla v0.1.4
-// vendors it (API 0.83); plugins accept callers built against an older header.
+// Every unexported field it reads or writes is found by name and type
+// once, after Compatible checked that the binary links the pinned
+// versions; tests pin each one, and a golden test
+// (testdata/ffi_custom_call.mlir) the custom call as go-xla prints it, so
+// an upgrade fails loudly instead of reading garbage or compiling a
+// program wrong. No program text is rewritten and no API table swapped.
 //
-// The two unexported fields read here are pinned by tests, so an upgrade of
-// either dependency that renames them fails loudly instead of reading garbage.
+// pjrt_c_api.h is XLA's header exactly as go-xla v0.4.13 vendors it (API
+// 0.104); plugins accept callers built against an older header.
 package pjrtx

@@ -65,7 +65,7 @@ import (
 )
 
 // newLoadedExecutable is go-xla's own constructor: it wraps a C executable,
-// reads its name and outputs, and registers its cleanup. go-xla v0.1.4 has
+// reads its name and outputs, and registers its cleanup. go-xla (v0.4.13) has
 // no deserialization, so a deserialized executable goes through it.
 //
 //go:linkname newLoadedExecutable github.com/gomlx/go-xla/pjrt.newLoadedExecutable
@@ -80,7 +80,7 @@ func field(p any, name string) (reflect.Value, error) {
 	}
 	f := v.Elem().FieldByName(name)
 	if !f.IsValid() {
-		return reflect.Value{}, fmt.Errorf("%T has no field %q: not the pinned GoMLX v0.26.0 / go-xla v0.1.4", p, name)
+		return reflect.Value{}, fmt.Errorf("%T has no field %q: not the pinned GoMLX %s / go-xla %s", p, name, pinnedGoMLX, pinnedGoXLA)
 	}
 	return f, nil
 }
@@ -94,7 +94,7 @@ func pointerField(p any, names ...string) (unsafe.Pointer, error) {
 		}
 		f := cur.Elem().FieldByName(name)
 		if !f.IsValid() {
-			return nil, fmt.Errorf("%s has no field %q: not the pinned GoMLX v0.26.0 / go-xla v0.1.4", cur.Type(), name)
+			return nil, fmt.Errorf("%s has no field %q: not the pinned GoMLX %s / go-xla %s", cur.Type(), name, pinnedGoMLX, pinnedGoXLA)
 		}
 		if f.Kind() == reflect.Interface {
 			f = f.Elem()

@@ -64,7 +64,9 @@ static int register_ffi_handler(const PJRT_Api* api, const char* name, const cha
 import "C"
 
 import (
+	"errors"
 	"fmt"
+	"reflect"
 	"unsafe"
 
 	"github.com/gomlx/go-xla/pjrt"
@@ -91,4 +93,13 @@ func RegisterFFIHandler(plugin *pjrt.Plugin, name, platform string, handler unsa
 		return fmt.Errorf("pjrtx: registering the FFI handler %s with %s: %s", name, plugin.Path(), takeCString(cErr))
 	}
 	return nil
+}
+
+// apiField is go-xla's Plugin.api, the plugin's PJRT_Api table.
+func apiField(plugin *pjrt.Plugin) (reflect.Value, error) {
+	field := reflect.ValueOf(plugin).Elem().FieldByName("api")
+	if !field.IsValid() || field.Kind() != reflect.Pointer || field.IsNil() {
+		return field, errors.New("pjrtx: go-xla's Plugin has no API table field named api: this go-xla is not the pinned " + pinnedGoXLA)
+	}
+	return field, nil
 }

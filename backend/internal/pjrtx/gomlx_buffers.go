@@ -18,6 +18,9 @@ import (
 // as GoMLX buffers. Read once, type-checked, so an upgrade that moves
 // them fails here, loudly.
 var gomlxBufferLayout = sync.OnceValues(func() ([2]uintptr, error) {
+	if err := Compatible(); err != nil {
+		return [2]uintptr{}, err
+	}
 	t := reflect.TypeFor[gomlxxla.Buffer]()
 	owner, ok := t.FieldByName("backend")
 	if !ok || owner.Type != reflect.TypeFor[*gomlxxla.Backend]() {

@@ -41,9 +41,8 @@ import (
 const HeaderMajor = C.PJRT_API_MAJOR
 
 // ProbeAPI loads the plugin at path and returns the PJRT C API version its
-// table reports. go-xla v0.1.4 dereferences a nil table when GetPjrtApi
-// returns NULL (its error wrapping drops the error); probing first turns that
-// into an error.
+// table reports. go-xla takes a NULL table from GetPjrtApi as a plugin
+// (v0.1.4 dereferenced it); probing first turns that into an error.
 func ProbeAPI(path string) (major, minor int, err error) {
 	cPath := C.CString(path)
 	defer C.free(unsafe.Pointer(cPath))
