@@ -307,7 +307,7 @@ func (b *Backend) Devices() []Device { return append([]Device(nil), b.devices...
 // NumDevices returns the number of addressable devices.
 func (b *Backend) NumDevices() int { return len(b.devices) }
 
-// ClientAPIVersion is the PJRT C API version ("0.83") of the argument
+// ClientAPIVersion is the PJRT C API version ("0.104") of the argument
 // structs xladdp passes to every plugin, for a target whose plugin serves
 // several versions and must be told which before it loads.
 func ClientAPIVersion() string {

@@ -63,6 +63,7 @@ func sdk3Child(t *testing.T) {
 	assert.Contains(t, nb.PluginSource(), "no Python")
 	assert.Equal(t, filepath.Join(os.Getenv("VIRTUAL_ENV"), "lib", "python3.11", "site-packages", "libneuronxla", "libneuronpjrt.so"), nb.PluginPath())
 	assert.Equal(t, backend.ClientAPIVersion(), os.Getenv("NEURON_INTERNAL_PJRT_C_API_VERSION"), "the plugin is told the API version it is spoken to in")
+	assert.Equal(t, "0.104", backend.ClientAPIVersion(), "go-xla v0.4.13's header, which docs/trn1.md names")
 	en := xla.NewEngine(nb)
 	defer en.Close()
 	assert.Equal(t, want, trainToyStep(ctx, t, en.Device(0)), "the neuron target trained differently from the cpu target")

@@ -33,7 +33,7 @@ const (
 	// EnvLibraryPath names libneuronpjrt.so directly.
 	EnvLibraryPath = "NEURON_LIBRARY_PATH"
 	// EnvPJRTAPIVersion tells libneuronxla 3's plugin which PJRT C API
-	// version its client speaks ("0.83"): it serves several.
+	// version its client speaks ("0.104"): it serves several.
 	EnvPJRTAPIVersion = "NEURON_INTERNAL_PJRT_C_API_VERSION"
 	// EnvLogicalNCConfig is Trn2's logical NeuronCore setting: 2 (the
 	// default) pairs the 8 physical cores of a chip into 4 logical ones,
