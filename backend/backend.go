@@ -108,7 +108,7 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 		return nil, err
 	}
 
-	gb, err := loadGoMLX(ctx, path+spec.ClientConfig, clientOptions)
+	gb, err := loadGoMLX(ctx, path, spec.SharedBuffers, clientOptions, opts.KeyValue)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s plugin %s (from %s): %w", ErrClient, target, path, source, err)
 	}
@@ -192,7 +192,7 @@ func (b *Backend) setUp(spec TargetSpec, opts Options) error {
 }
 
 // loadGoMLX creates the GoMLX XLA backend in a goroutine so ctx can end the wait.
-func loadGoMLX(ctx context.Context, config string, options map[string]any) (*gomlxxla.Backend, error) {
+func loadGoMLX(ctx context.Context, path string, sharedBuffers bool, options map[string]any, kv KeyValueStore) (*gomlxxla.Backend, error) {
 	type result struct {
 		backend *gomlxxla.Backend
 		err     error
@@ -206,7 +206,8 @@ func loadGoMLX(ctx context.Context, config string, options map[string]any) (*gom
 				done <- result{nil, fmt.Errorf("GoMLX panicked while creating the backend: %v", p)}
 			}
 		}()
-		gb, err := gomlxxla.NewWithOptions(config, options)
+		gb, err := pjrtx.NewBackend(path, pjrtx.BackendOptions{Options: options, SharedBuffers: sharedBuffers,
+			KeyValue: kv, HasKeyValue: kv != nil})
 		done <- result{gb, err}
 	}()
 	select {

@@ -1,6 +1,7 @@
 package backend
 
 import (
+	"context"
 	"fmt"
 	"os"
 
@@ -65,6 +66,22 @@ type Options struct {
 	// (deterministicFlags); what ddp.Deterministic needs. Else
 	// $XLADDP_DETERMINISTIC. The process's first backend decides.
 	Deterministic bool
+	// KeyValue is the job's key-value store, given to the plugin as
+	// PJRT_Client_Create's key-value callbacks (get, put, try-get) for its
+	// distributed runtime (a CUDA plugin forms NCCL communicators across
+	// processes through it). Nil: a process alone, no callbacks. ddp
+	// gives every process of a job its store, scoped by job and attempt.
+	KeyValue KeyValueStore
+}
+
+// KeyValueStore is a job's store as a plugin's distributed runtime uses
+// it: Get waits for a key (until ctx ends), TryGet does not (found false:
+// no such key), Put sets one. It must be safe for concurrent use: the
+// plugin calls from its own threads.
+type KeyValueStore interface {
+	Get(ctx context.Context, key string) ([]byte, error)
+	TryGet(ctx context.Context, key string) (value []byte, found bool, err error)
+	Put(ctx context.Context, key string, value []byte) error
 }
 
 // cpuExecution resolves the CPU client's execution mode.

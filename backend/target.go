@@ -47,9 +47,9 @@ type TargetSpec struct {
 	PythonPackageGlob string
 	// InstallHint says how to get the plugin, for the not-found error.
 	InstallHint string
-	// ClientConfig is appended to the plugin path in GoMLX's backend
-	// config (",shared_buffers" for a device whose memory is the host's).
-	ClientConfig string
+	// SharedBuffers: the device's memory is the host's, so GoMLX may
+	// read and write its buffers in place (go-xla's "shared_buffers").
+	SharedBuffers bool
 	// ClientOptions returns the PJRT client create options for opts, or
 	// an error for options the target does not take.
 	ClientOptions func(opts Options) (map[string]any, error)

@@ -15,8 +15,8 @@ func init() {
 		PythonPackageGlob: "lammps_jax_pjrt_cpu/pjrt_c_api_cpu_plugin.so",
 		InstallHint:       "run `make deps` (installs PyPI's lammps-jax-pjrt-cpu 0.11.2 as ~/.local/lib/go-xla/pjrt_c_api_cpu_plugin.so)",
 		// The CPU device's memory is host memory: let GoMLX skip the copy.
-		ClientConfig: ",shared_buffers",
-		Platform:     "cpu",
+		SharedBuffers: true,
+		Platform:      "cpu",
 		ClientOptions: func(opts Options) (map[string]any, error) {
 			n, err := cpuDeviceCount(opts)
 			if err != nil {

@@ -3,8 +3,12 @@ package ddp
 import (
 	"os"
 
+	"github.com/xladdp/xladdp/backend"
 	"github.com/xladdp/xladdp/ddp/dist"
+	"github.com/xladdp/xladdp/ddp/internal/pjrtkv"
 	"github.com/xladdp/xladdp/ddp/internal/progshare"
+	"github.com/xladdp/xladdp/ddp/store"
+	"github.com/xladdp/xladdp/internal/workerenv"
 	"github.com/xladdp/xladdp/xla"
 )
 
@@ -26,4 +30,21 @@ func shareProgramsInJob(e *xla.Engine) error {
 	}
 	e.ShareProgramsThrough(progshare.New(g.Store(), g.Rank(), g.WorldSize()))
 	return nil
+}
+
+// withJobKeyValue gives a process of a job of several, whose group has a
+// store, the job's store as its plugin's key-value store (the
+// distributed runtime's callbacks), kept under the job's run id and
+// attempt and sealed with its store token.
+func withJobKeyValue(bo backend.Options) (backend.Options, error) {
+	g := dist.Current()
+	if g.WorldSize() < 2 || g.Store() == nil {
+		return bo, nil
+	}
+	w, err := workerenv.Parse(os.Getenv)
+	if err != nil {
+		return bo, err
+	}
+	bo.KeyValue = pjrtkv.New(g.Store(), w.RunID, max(w.RestartCount, 0), store.TokenFromEnv())
+	return bo, nil
 }

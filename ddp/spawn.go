@@ -111,6 +111,10 @@ func Spawn(ctx context.Context, fn func(ctx context.Context, w Worker) error, op
 			bo.CPUDevices = n
 		}
 	}
+	bo, err = withJobKeyValue(bo)
+	if err != nil {
+		return err
+	}
 	b, err := backend.Open(ctx, bo)
 	if err != nil {
 		return err
@@ -218,6 +222,10 @@ func spawnChild(ctx context.Context, fn func(ctx context.Context, w Worker) erro
 	bo.CPUDevices, bo.Replicas = 0, 1
 	if bo.Target == "" || bo.Target == backend.CPU {
 		bo.CPUDevices = 1
+	}
+	bo, err := withJobKeyValue(bo)
+	if err != nil {
+		return err
 	}
 	b, err := backend.Open(ctx, bo)
 	if err != nil {
