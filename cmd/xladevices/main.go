@@ -70,6 +70,11 @@ func run(args []string, out io.Writer) error {
 	fmt.Fprintf(out, "platform:       %s %s\n", b.Platform(), b.PlatformVersion())
 	fmt.Fprintf(out, "PJRT C API:     v%d.%d\n", major, minor)
 	fmt.Fprintf(out, "convolutions:   %s\n", b.Kernels())
+	if b.Deterministic() {
+		fmt.Fprintf(out, "deterministic:  on (XLA_FLAGS=%s)\n", os.Getenv("XLA_FLAGS"))
+	} else {
+		fmt.Fprintf(out, "deterministic:  off\n")
+	}
 	fmt.Fprintf(out, "process index:  %d\n", b.ProcessIndex())
 	fmt.Fprintf(out, "devices:        %d\n", b.NumDevices())
 	for _, d := range b.Devices() {

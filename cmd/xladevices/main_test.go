@@ -18,6 +18,7 @@ func TestListsFourCPUDevices(t *testing.T) {
 	assert.Contains(t, text, "target:         cpu\n")
 	assert.Regexp(t, regexp.MustCompile(`PJRT C API:     v0\.\d+\n`), text)
 	assert.Regexp(t, regexp.MustCompile(`convolutions:   (onednn \d+\.\d+\.\d+|xla)\n`), text, "what runs the convolutions is said")
+	assert.Contains(t, text, "deterministic:  off\n")
 	assert.Contains(t, text, "devices:        4\n")
 	for _, line := range []string{
 		"  [0] id=0 kind=cpu process=0 (cpu:0)\n",

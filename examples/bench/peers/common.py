@@ -37,6 +37,7 @@ def parse(runner):
     p.add_argument("--steps-per-markstep", type=int, default=1, help="steps per program (mark_step / lax.scan)")
     p.add_argument("--replicas", type=int, default=1)
     p.add_argument("--threads", type=int, default=0, help="intra-op threads (PyTorch eager)")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where PyTorch runs the steps (the GPU check: cuda)")
     return p.parse_args()
 
 

@@ -46,8 +46,8 @@ class GPT(nn.Module):
 
     def forward(self, ids):
         t = ids.shape[1]
-        mask = torch.ones(t, t, dtype=torch.bool).triu(1)
-        x = self.drop(self.tok_emb(ids) + self.pos_emb(torch.arange(t)))
+        mask = torch.ones(t, t, dtype=torch.bool, device=ids.device).triu(1)
+        x = self.drop(self.tok_emb(ids) + self.pos_emb(torch.arange(t, device=ids.device)))
         for b in self.blocks:
             x = b(x, mask)
         return self.head(self.ln_f(x))
@@ -69,8 +69,9 @@ def run(rank, world, port, queue):
     state = common.load_safetensors(args.init)
     net = GPT()
     net.load_state_dict({k: torch.from_numpy(v) for k, v in state.items() if not k.startswith("batch.")})
-    x = torch.from_numpy(state[f"batch.{rank}.x"]).long()
-    y = torch.from_numpy(state[f"batch.{rank}.y"]).long()
+    net.to(args.device)
+    x = torch.from_numpy(state[f"batch.{rank}.x"]).long().to(args.device)
+    y = torch.from_numpy(state[f"batch.{rank}.y"]).long().to(args.device)
     with torch.no_grad():
         initial = loss_of(net(x), y).item()
     model = torch_launch.wrap(net, rank, world, port)

@@ -16,8 +16,8 @@ def run(rank, world, port, queue):
     torch.set_num_threads(args.threads or (1 if world > 1 else 2))
     state = common.load_safetensors(args.init)
     torch.manual_seed(0)
-    net = torch_model.build(args.model, state)
-    x, y = torch_model.batch(state, rank)
+    net = torch_model.build(args.model, state).to(args.device)
+    x, y = torch_model.batch(state, rank, args.device)
     net.eval()
     with torch.no_grad():
         initial = torch_model.loss_of(args.model, net(x), y).item()

@@ -62,8 +62,11 @@ def wrap(net, rank, world, port):
 def timed(step, args, rank, world, initial, queue):
     """Runs --warmup steps, then --samples timed runs of --steps steps
     (the ranks meet before each), and rank 0 queues the per-step times."""
+    # On a GPU the steps are queued: a sample ends when the device is done.
+    sync = torch.cuda.synchronize if getattr(args, "device", "cpu") == "cuda" else (lambda: None)
     for _ in range(args.warmup):
         step()
+    sync()
     times = []
     for _ in range(args.samples):
         if world > 1:
@@ -71,6 +74,7 @@ def timed(step, args, rank, world, initial, queue):
         start = time.perf_counter()
         for _ in range(args.steps):
             step()
+        sync()
         times.append((time.perf_counter() - start) * 1000 / args.steps)
     if world > 1:
         dist.destroy_process_group()
