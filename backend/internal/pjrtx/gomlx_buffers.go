@@ -1,7 +1,6 @@
 package pjrtx
 
 import (
-	"errors"
 	"fmt"
 	"reflect"
 	"sync"
@@ -18,37 +17,56 @@ import (
 // as GoMLX buffers. Read once, type-checked, so an upgrade that moves
 // them fails here, loudly.
 var gomlxBufferLayout = sync.OnceValues(func() ([2]uintptr, error) {
-	if err := Compatible(); err != nil {
-		return [2]uintptr{}, err
-	}
-	t := reflect.TypeFor[gomlxxla.Buffer]()
-	owner, ok := t.FieldByName("backend")
-	if !ok || owner.Type != reflect.TypeFor[*gomlxxla.Backend]() {
-		return [2]uintptr{}, fmt.Errorf("%w: go-xla's compute/xla.Buffer has no backend *Backend field", ErrIncompatible)
-	}
-	inner, ok := t.FieldByName("pjrtBuffer")
-	if !ok || inner.Type != reflect.TypeFor[*pjrt.Buffer]() {
-		return [2]uintptr{}, fmt.Errorf("%w: go-xla's compute/xla.Buffer has no pjrtBuffer *pjrt.Buffer field", ErrIncompatible)
-	}
-	return [2]uintptr{owner.Offset, inner.Offset}, nil
+	return offsetsOf[gomlxxla.Buffer](
+		typedField{"backend", reflect.TypeFor[*gomlxxla.Backend]()}, typedField{"pjrtBuffer", reflect.TypeFor[*pjrt.Buffer]()})
 })
+
+// typedField is an unexported struct field read by offset: its name and type.
+type typedField struct {
+	name string
+	typ  reflect.Type
+}
+
+// offsetsOf returns the offsets of fields in T, after checking that the
+// binary links the pinned versions and that each field has its type.
+func offsetsOf[T any](fields ...typedField) ([2]uintptr, error) {
+	var offsets [2]uintptr
+	if err := Compatible(); err != nil {
+		return offsets, err
+	}
+	t := reflect.TypeFor[T]()
+	for i, want := range fields {
+		f, ok := t.FieldByName(want.name)
+		if !ok || f.Type != want.typ {
+			return offsets, fmt.Errorf("%w: %s has no field %s %s", ErrIncompatible, t, want.name, want.typ)
+		}
+		offsets[i] = f.Offset
+	}
+	return offsets, nil
+}
 
 // PJRTBufferOf returns the PJRT buffer inside a buffer of go-xla's compute
 // backend.
 func PJRTBufferOf(b compute.Buffer) (*pjrt.Buffer, error) {
-	layout, err := gomlxBufferLayout()
+	return pointerAt[gomlxxla.Buffer, pjrt.Buffer](gomlxBufferLayout, b, 1, "buffer of go-xla's compute backend")
+}
+
+// pointerAt reads the pointer field at layout()[i] of v, a *S, which is
+// what; an error where v is no *S or holds no pointer there.
+func pointerAt[S, F any](layout func() ([2]uintptr, error), v any, i int, what string) (*F, error) {
+	offsets, err := layout()
 	if err != nil {
 		return nil, err
 	}
-	xb, ok := b.(*gomlxxla.Buffer)
-	if !ok || xb == nil {
-		return nil, fmt.Errorf("a %T, not a buffer of go-xla's compute backend", b)
+	s, ok := v.(*S)
+	if !ok || s == nil {
+		return nil, fmt.Errorf("a %T, not a %s", v, what)
 	}
-	pb := *(**pjrt.Buffer)(unsafe.Add(unsafe.Pointer(xb), layout[1]))
-	if pb == nil {
-		return nil, errors.New("the buffer was finalized")
+	f := *(**F)(unsafe.Add(unsafe.Pointer(s), offsets[i]))
+	if f == nil {
+		return nil, fmt.Errorf("the %s holds no %s (finalized?)", what, reflect.TypeFor[F]())
 	}
-	return pb, nil
+	return f, nil
 }
 
 // WrapPJRTBuffer makes pb a buffer of owner, go-xla's compute backend, as

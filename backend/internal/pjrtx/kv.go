@@ -39,19 +39,17 @@ const maxKVWait = 30 * time.Minute
 // errKVKey: the plugin gave a key the callbacks refuse.
 var errKVKey = errors.New("pjrtx: key-value callback: key empty or over 4096 bytes")
 
-func kvStore(handle C.uintptr_t) (KeyValue, error) {
+// kvArgs is a callback's store and key; a code other than 0 (with *msg
+// set) where either is not to be had.
+func kvArgs(handle C.uintptr_t, key *C.char, size C.size_t, msg **C.char) (KeyValue, string, C.int) {
 	kv, ok := cgo.Handle(handle).Value().(KeyValue)
 	if !ok {
-		return nil, errors.New("pjrtx: key-value callback with no store")
+		return nil, "", kvFail(errors.New("pjrtx: key-value callback with no store"), msg)
 	}
-	return kv, nil
-}
-
-func kvKey(key *C.char, size C.size_t) (string, error) {
 	if key == nil || size == 0 || size > MaxKVKey {
-		return "", errKVKey
+		return nil, "", kvFail(errKVKey, msg)
 	}
-	return C.GoStringN(key, C.int(size)), nil
+	return kv, C.GoStringN(key, C.int(size)), 0
 }
 
 // kvFail writes err's message into *msg (malloc'ed) and returns its PJRT code.
@@ -82,13 +80,9 @@ func kvValue(value []byte, out **C.char, size *C.size_t) {
 
 //export pjrtxKVGet
 func pjrtxKVGet(handle C.uintptr_t, key *C.char, keySize C.size_t, timeoutMS C.int, value **C.char, valueSize *C.size_t, msg **C.char) C.int {
-	kv, err := kvStore(handle)
-	if err != nil {
-		return kvFail(err, msg)
-	}
-	k, err := kvKey(key, keySize)
-	if err != nil {
-		return kvFail(err, msg)
+	kv, k, code := kvArgs(handle, key, keySize, msg)
+	if code != 0 {
+		return code
 	}
 	wait := maxKVWait
 	if timeoutMS > 0 {
@@ -106,13 +100,9 @@ func pjrtxKVGet(handle C.uintptr_t, key *C.char, keySize C.size_t, timeoutMS C.i
 
 //export pjrtxKVTryGet
 func pjrtxKVTryGet(handle C.uintptr_t, key *C.char, keySize C.size_t, value **C.char, valueSize *C.size_t, msg **C.char) C.int {
-	kv, err := kvStore(handle)
-	if err != nil {
-		return kvFail(err, msg)
-	}
-	k, err := kvKey(key, keySize)
-	if err != nil {
-		return kvFail(err, msg)
+	kv, k, code := kvArgs(handle, key, keySize, msg)
+	if code != 0 {
+		return code
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -130,13 +120,9 @@ func pjrtxKVTryGet(handle C.uintptr_t, key *C.char, keySize C.size_t, value **C.
 
 //export pjrtxKVPut
 func pjrtxKVPut(handle C.uintptr_t, key *C.char, keySize C.size_t, value *C.char, valueSize C.size_t, msg **C.char) C.int {
-	kv, err := kvStore(handle)
-	if err != nil {
-		return kvFail(err, msg)
-	}
-	k, err := kvKey(key, keySize)
-	if err != nil {
-		return kvFail(err, msg)
+	kv, k, code := kvArgs(handle, key, keySize, msg)
+	if code != 0 {
+		return code
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -19,37 +19,13 @@ import (
 // built with go-xla's StableHLO builder, beside the op the backend would
 // have built, and handed back as the backend's own value.
 var valueLayout = sync.OnceValues(func() ([2]uintptr, error) {
-	if err := Compatible(); err != nil {
-		return [2]uintptr{}, err
-	}
-	t := reflect.TypeFor[gomlxxla.Node]()
-	value, ok := t.FieldByName("value")
-	if !ok || value.Type != reflect.TypeFor[*stablehlo.Value]() {
-		return [2]uintptr{}, fmt.Errorf("%w: go-xla's compute/xla.Node has no value *stablehlo.Value field", ErrIncompatible)
-	}
-	shape, ok := t.FieldByName("shape")
-	if !ok || shape.Type != reflect.TypeFor[shapes.Shape]() {
-		return [2]uintptr{}, fmt.Errorf("%w: go-xla's compute/xla.Node has no shape shapes.Shape field", ErrIncompatible)
-	}
-	return [2]uintptr{value.Offset, shape.Offset}, nil
+	return offsetsOf[gomlxxla.Node](typedField{"value", reflect.TypeFor[*stablehlo.Value]()}, typedField{"shape", reflect.TypeFor[shapes.Shape]()})
 })
 
 // StableHLOValue returns the StableHLO value behind a value of go-xla's
 // compute backend.
 func StableHLOValue(v compute.Value) (*stablehlo.Value, error) {
-	layout, err := valueLayout()
-	if err != nil {
-		return nil, err
-	}
-	n, ok := v.(*gomlxxla.Node)
-	if !ok || n == nil {
-		return nil, fmt.Errorf("a %T, not a value of go-xla's compute backend", v)
-	}
-	s := *(**stablehlo.Value)(unsafe.Add(unsafe.Pointer(n), layout[0]))
-	if s == nil {
-		return nil, errors.New("the value has no StableHLO value")
-	}
-	return s, nil
+	return pointerAt[gomlxxla.Node, stablehlo.Value](valueLayout, v, 0, "value of go-xla's compute backend")
 }
 
 // valueLike makes s a value of the backend function like is a value of.
