@@ -32,11 +32,14 @@ func buildOwnModule(t *testing.T, tags string) string {
 
 // guideProgram names a Go program in docs/: the nth (from 0) `package
 // main` block of doc, built in a module that also requires requires
-// ("path version" lines) at the versions xladdp itself uses.
+// ("path version" lines) at the versions xladdp itself uses, with
+// replaces.
 type guideProgram struct {
 	doc      string
 	nth      int
 	requires []string
+	// replaces are further "path => dir" replace directives.
+	replaces []string
 }
 
 // buildGuideProgram builds a guide's program as buildOwnModule does; once
@@ -45,7 +48,7 @@ func buildGuideProgram(t *testing.T, g guideProgram, tags string) string {
 	t.Helper()
 	ownModules.Lock()
 	defer ownModules.Unlock()
-	key := fmt.Sprintf("%s %d %s", g.doc, g.nth, tags)
+	key := fmt.Sprintf("%s %d %s %v", g.doc, g.nth, tags, g.replaces)
 	if bin, ok := ownModules.bins[key]; ok {
 		return bin
 	}
@@ -60,6 +63,9 @@ func buildGuideProgram(t *testing.T, g guideProgram, tags string) string {
 	requires := append([]string{"github.com/xladdp/xladdp v0.0.0"}, g.requires...)
 	goMod := "module example.com/yourprog\n\ngo 1.27\n\nrequire (\n\t" + strings.Join(requires, "\n\t") +
 		"\n)\n\nreplace github.com/xladdp/xladdp => " + root + "\n"
+	for _, r := range g.replaces {
+		goMod += "replace " + r + "\n"
+	}
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte(goMod), 0o644))
 	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
 	require.NoError(t, err)

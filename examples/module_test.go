@@ -206,3 +206,19 @@ func gomlxVersion(t *testing.T) string {
 	assert.Contains(t, string(guide), "go get github.com/gomlx/gomlx@"+string(m[1]), "the guide names the GoMLX go.mod requires")
 	return string(m[1])
 }
+
+// TestOwnModuleRefusesAnotherGoXLA: the GoMLX guide's program built
+// with go-xla replaced (by the same code, from another directory, as a
+// fork would be) refuses to open a device, naming the version to
+// require, instead of reading a go-xla it was not written against.
+func TestOwnModuleRefusesAnotherGoXLA(t *testing.T) {
+	exampletest.CleanEnv(t)
+	dir, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/gomlx/go-xla").Output()
+	require.NoError(t, err)
+	bin := buildGuideProgram(t, guideProgram{doc: "own-module.md", nth: 1,
+		requires: []string{"github.com/gomlx/gomlx " + gomlxVersion(t)},
+		replaces: []string{"github.com/gomlx/go-xla => " + strings.TrimSpace(string(dir))}}, "")
+	run := runToEnd(t, []string{bin, "--spawn"})
+	assert.NotEqual(t, 0, run.code, run.out)
+	assert.Regexp(t, `github.com/gomlx/go-xla is v0\.4\.13 => \S+ .*but xladdp runs programs through its internals as of v0\.4\.13: require github.com/gomlx/go-xla v0\.4\.13`, run.out)
+}
