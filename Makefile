@@ -39,7 +39,7 @@ help:
 	@echo "make demo            set up (deps), build, and train MNIST on 2 CPU replicas"
 	echo "make test            set up (deps), gofmt and go vet, every test but the long ones, with the mpi backend where Open MPI is (about 5 to 6 minutes)"
 	echo "make test-long       the long tests (TestLong*: ResNet-18 trainings, the examples' full learning runs) and the fuzz budgets; CI runs it after make test"
-	echo "make race            go test -race (with go-xla's race_mu tag, which serializes its arena pool)"
+	echo "make race            go test -race (go-xla serializes its arena pool itself under -race)"
 	echo "make fuzz            each fuzz target ($(foreach t,$(FUZZ_TARGETS),$(firstword $(subst :, ,$(t))))) for its execution budget"
 	echo "make vet             gofmt, go vet (also with -tags mpi), the vendored PJRT header, go mod tidy"
 	echo "make build           build the commands into $(BIN)/ (with the mpi backend where Open MPI is installed)"
@@ -289,12 +289,12 @@ test-long: deps
 		exit 1
 	fi
 
-# go-xla's arena pool is unsynchronized unless built with race_mu; with
-# the tag the race detector reports only real races.
+# go-xla (v0.4.13) serializes its arena pool when built with -race, so
+# the race detector reports only real races (v0.1.4 needed -tags race_mu).
 race: deps
-	$(GO) test -race -tags race_mu -skip '^TestLong' -timeout 30m ./...
+	$(GO) test -race -skip '^TestLong' -timeout 30m ./...
 	if pkg-config --exists ompi-c 2>/dev/null; then
-		$(GO) test -race -tags "mpi race_mu" -timeout 15m -run 'MPI|Mpirun|Backend' -skip '^TestLong' ./ddp/...
+		$(GO) test -race -tags mpi -timeout 15m -run 'MPI|Mpirun|Backend' -skip '^TestLong' ./ddp/...
 	fi
 
 fuzz:
