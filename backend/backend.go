@@ -81,6 +81,11 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 		return nil, fmt.Errorf("%w: Options.Replicas=%d: give the number of local replicas (0 for the default)",
 			ErrBadDeviceCount, opts.Replicas)
 	}
+	// The engine runs programs through go-xla's internals: another
+	// version is refused first, by name, before any plugin loads.
+	if err := pjrtx.Compatible(); err != nil {
+		return nil, err
+	}
 	target, err := ResolveTarget(opts.Target)
 	if err != nil {
 		return nil, err
@@ -235,11 +240,6 @@ func disableGoXLACUDACheck() {
 
 // describe fills the client and device list from the loaded backend.
 func (b *Backend) describe() error {
-	// The engine runs programs through go-xla's internals: another
-	// version is refused here, by name, before any program is built.
-	if err := pjrtx.Compatible(); err != nil {
-		return err
-	}
 	client, err := pjrtx.ClientOf(b.gomlx)
 	if err != nil {
 		return err

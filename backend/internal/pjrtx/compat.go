@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strings"
 	"sync"
 )
 
@@ -17,7 +18,7 @@ const (
 
 // ErrIncompatible: the binary links a go-xla or GoMLX other than the pinned
 // versions, whose internals xladdp reads: no backend opens.
-var ErrIncompatible = errors.New("pjrtx: unpinned go-xla/GoMLX linked")
+var ErrIncompatible = errors.New("xladdp: this binary links a go-xla or GoMLX it was not written against")
 
 // Compatible reports whether the linked go-xla and GoMLX are the pinned
 // versions. It is checked once, from the binary's build information;
@@ -50,13 +51,14 @@ func checkVersions(deps []*debug.Module) error {
 			continue
 		}
 		found[m.Path] = true
-		version := m.Version
 		if m.Replace != nil {
-			version = fmt.Sprintf("%s => %s %s", m.Version, m.Replace.Path, m.Replace.Version)
+			by := strings.TrimSpace(m.Replace.Path + " " + m.Replace.Version)
+			return fmt.Errorf("%w: %s is %s => %s, but xladdp runs programs through its internals as of %s, unreplaced: "+
+				"drop the replace (go mod edit -dropreplace=%s)", ErrIncompatible, m.Path, m.Version, by, pinned, m.Path)
 		}
-		if m.Replace != nil || m.Version != pinned {
+		if m.Version != pinned {
 			return fmt.Errorf("%w: %s is %s but xladdp runs programs through its internals as of %s: "+
-				"require %s %s in your go.mod (go get %s@%s), unreplaced", ErrIncompatible, m.Path, version, pinned, m.Path, pinned, m.Path, pinned)
+				"require %s %s in your go.mod (go get %s@%s)", ErrIncompatible, m.Path, m.Version, pinned, m.Path, pinned, m.Path, pinned)
 		}
 	}
 	for path, pinned := range want {

@@ -34,7 +34,7 @@ func TestCheckVersions(t *testing.T) {
 		{"pinned", []*debug.Module{goxla(pinnedGoXLA), gomlx(pinnedGoMLX)}, ""},
 		{"newer go-xla", []*debug.Module{goxla("v0.4.14"), gomlx(pinnedGoMLX)}, "github.com/gomlx/go-xla is v0.4.14 but xladdp runs programs through its internals as of v0.4.13"},
 		{"older GoMLX", []*debug.Module{goxla(pinnedGoXLA), gomlx("v0.28.15")}, "github.com/gomlx/gomlx is v0.28.15"},
-		{"replaced", []*debug.Module{replaced, gomlx(pinnedGoMLX)}, "v0.4.13 => ../go-xla-fork"},
+		{"replaced", []*debug.Module{replaced, gomlx(pinnedGoMLX)}, "github.com/gomlx/go-xla is v0.4.13 => ../go-xla-fork, but xladdp runs programs through its internals as of v0.4.13, unreplaced: drop the replace (go mod edit -dropreplace=github.com/gomlx/go-xla)"},
 		{"missing", []*debug.Module{gomlx(pinnedGoMLX)}, "github.com/gomlx/go-xla@v0.4.13 is not in the binary's build information"},
 	}
 	for _, tt := range tests {

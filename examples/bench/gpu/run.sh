@@ -13,29 +13,58 @@
 # the CPU run (toy, the MNIST CNN, the GPT, ResNet-18 CIFAR); the GPT
 # --deterministic twice, which must give one sha256; then the steps timed
 # beside the image's PyTorch (and JAX where it imports), alternated.
-# Every command runs under a timeout; the log is OUT/gpu.log, the timed
-# steps OUT/steps.jsonl, the verdicts OUT/summary.txt.
+# It fits the device tool's limits (10 minutes a command, 15 minutes of
+# device time a session): the whole run has a budget (BUDGET seconds,
+# default 540), each command a timeout within what is left, and what the
+# budget does not reach is skipped and said; the verdicts are written
+# however the run ends. ROUNDS (default 1) sets the timed rounds. The
+# log is OUT/gpu.log, the verdicts OUT/summary.txt (summary.py exits 1
+# where a loss differs, a model gave none, or the two sha256 differ).
 set -uo pipefail
 bin_in=${1:?usage: run.sh DIR OUT [--dry-run]}
 out=${2:?usage: run.sh DIR OUT [--dry-run]}
 dry=${3:-}
-rounds=${ROUNDS:-3}
+rounds=${ROUNDS:-1}
+budget=${BUDGET:-540}
 models=${MODELS:-toy cnn gpt resnet18-cifar}
 here=$(cd "$(dirname "$0")" && pwd)
 peers=$(cd "$here/../peers" && pwd)
 mkdir -p "$out"
+rm -f "$out"/gpu.log "$out"/losses.jsonl "$out"/steps.jsonl "$out"/deterministic-*.txt "$out"/summary.txt
 exec > >(tee -a "$out/gpu.log") 2>&1
+deadline=$((SECONDS + budget))
 
-# step runs a command under a timeout (T seconds), or prints it (--dry-run).
+# step runs a command (env assignments written as `env A=B cmd`) under a
+# timeout of T seconds or what is left of the budget, or prints it
+# (--dry-run); past the budget it says the command was skipped.
 step() {
+	if [[ $dry == --dry-run ]]; then
+		echo "== $*"
+		return 0
+	fi
+	local left=$((deadline - SECONDS))
+	if ((left < 10)); then
+		echo "== skipped (the ${budget} s budget is spent): $*"
+		return 0
+	fi
 	echo "== $*"
-	[[ $dry == --dry-run ]] && return 0
-	timeout "${T:-240}" "$@"
+	timeout "$((${T:-240} < left ? ${T:-240} : left))" "$@"
 	echo "== exit $?"
 }
 
 bin=$(mktemp -d)
+verdicts() {
+	local rc=0
+	if [[ $dry != --dry-run ]]; then
+		python3 "$here/summary.py" "$bin_in/cpu-reference.jsonl" "$out" | tee "$out/summary.txt"
+		rc=${PIPESTATUS[0]}
+	fi
+	rm -rf "$bin"
+	exit "$rc"
+}
+trap verdicts EXIT
 for f in "$bin_in"/*; do
+	[[ $dry == --dry-run ]] && break
 	name=$(basename "$f" .xz)
 	if [[ $f == *.xz ]]; then
 		# Python's lzma: the GPU image may lack xz.
@@ -52,7 +81,7 @@ step python3 -c 'import torch; print("torch", torch.__version__, torch.cuda.get_
 step python3 -c 'import jax, jaxlib; print("jax", jax.__version__, "jaxlib", jaxlib.__version__, jax.devices())'
 lscpu | grep -E 'Model name|^CPU\(s\)'
 T=120 step "$bin/xladevices" --device cuda
-XLADDP_DETERMINISTIC=1 T=120 step "$bin/xladevices" --device cuda
+T=120 step env XLADDP_DETERMINISTIC=1 "$bin/xladevices" --device cuda
 T=180 step "$bin/toy" --device cuda --spawn
 
 echo "== losses on the GPU against the CPU's (cpu-reference.jsonl: the same seed, steps and batches)"
@@ -78,9 +107,8 @@ for round in $(seq "$rounds"); do
 		[[ $m == gpt ]] && torch=gpt_torch.py jax=gpt_jax.py
 		T=300 step python3 "$peers/$torch" --device cuda --model "$m" --init "$bin/init-$m.safetensors" \
 			--samples 7 --steps 20 --warmup 3 | tee -a "$out/steps.jsonl"
-		JAX_PLATFORMS=cuda T=300 step python3 "$peers/$jax" --model "$m" --init "$bin/init-$m.safetensors" \
+		T=300 step env JAX_PLATFORMS=cuda python3 "$peers/$jax" --model "$m" --init "$bin/init-$m.safetensors" \
 			--samples 7 --steps 20 --warmup 3 | tee -a "$out/steps.jsonl"
 	done
 done
-[[ $dry == --dry-run ]] || python3 "$here/summary.py" "$bin_in/cpu-reference.jsonl" "$out" | tee "$out/summary.txt"
 echo "== done"

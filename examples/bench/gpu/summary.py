@@ -21,17 +21,22 @@ def lines(path):
 
 
 def main(reference, out):
+    """Prints the verdicts and returns how many checks failed."""
+    failed = 0
     cpu = {r["model"]: r for r in lines(reference)}
+    gpu = {r["model"]: r for r in lines(f"{out}/losses.jsonl")}
     print("losses (initial must agree to 1e-3; final to 5% where dropout draws differ):")
-    for g in lines(f"{out}/losses.jsonl"):
-        c = cpu.get(g["model"])
-        if c is None:
-            print(f"  {g['model']}: no CPU reference")
+    for model, c in cpu.items():
+        g = gpu.get(model)
+        if g is None:
+            print(f"  {model}: NO LOSS on the GPU (the run failed or was skipped: see gpu.log)")
+            failed += 1
             continue
         di = abs(g["initial_loss"] - c["initial_loss"]) / max(abs(c["initial_loss"]), 1e-12)
         df = abs(g["final_loss"] - c["final_loss"]) / max(abs(c["final_loss"]), 1e-12)
         verdict = "ok" if di < 1e-3 and df < 5e-2 else "DIFFERS"
-        print(f"  {g['model']}: initial {g['initial_loss']:.6f} (cpu {c['initial_loss']:.6f}), "
+        failed += verdict != "ok"
+        print(f"  {model}: initial {g['initial_loss']:.6f} (cpu {c['initial_loss']:.6f}), "
               f"final {g['final_loss']:.6f} (cpu {c['final_loss']:.6f}, {df:.2%}): {verdict}")
     shas = []
     for run in (1, 2):
@@ -41,6 +46,7 @@ def main(reference, out):
         except FileNotFoundError:
             shas.append(None)
     same = shas[0] is not None and shas[0] == shas[1]
+    failed += not same
     print(f"deterministic GPT twice: {shas[0]} {shas[1]}: {'one sha256' if same else 'DIFFERENT or missing'}")
     steps = defaultdict(list)
     for r in lines(f"{out}/steps.jsonl"):
@@ -54,7 +60,9 @@ def main(reference, out):
                 theirs = statistics.median(steps[(model, runner)])
                 row.append(f"{runner} {theirs:.3f} ({theirs / ours:.2f}x)")
         print(f"  {model}: " + ", ".join(row))
+    print(f"{failed} check(s) failed" if failed else "every check passed")
+    return failed
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    sys.exit(1 if main(sys.argv[1], sys.argv[2]) else 0)
