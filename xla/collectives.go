@@ -92,7 +92,7 @@ func startIndices(g *graph.Graph, rank, axis int, position *graph.Node, size int
 
 // opAllGather: inputs are the tensor and the replica index; each replica
 // writes its part into zeros at its offset, and a SUM all-reduce assembles
-// the whole. GoMLX v0.26.0 exposes no all-gather, so this spends n times the
+// the whole. GoMLX (v0.28.16) exposes no all-gather, so this spends n times the
 // bandwidth of a native one.
 var opAllGather = &opDef{name: "all_gather", replay: func(rc *replayContext, n *node, in []*graph.Node) *graph.Node {
 	axis := n.attrs.ints[0]

@@ -111,7 +111,8 @@
 // SPMD program and runs on all n devices. AllReduce (SUM, MEAN, MIN, MAX,
 // PRODUCT) lowers to XLA's all-reduce over the device collectives;
 // AllGather and ReduceScatter are built from an all-reduce plus a
-// per-replica index input, since GoMLX v0.26.0 exposes no native ones. A
+// per-replica index input, since GoMLX (v0.28.16's compute.CollectiveOps)
+// exposes no native ones. A
 // replica that returns an error, panics, or returns while others wait ends
 // every replica at once with that cause.
 //
@@ -145,15 +146,16 @@
 //
 // A compiled step's program declares input/output aliasing for each
 // parameter it overwrites (its new value may reuse the old buffer, XLA's
-// "may alias"; donation.go sets it on the StableHLO arguments, as GoMLX
-// v0.26.0 cannot), and from its second call donates a buffer when the
+// "may alias"; backend.SetParameterAttribute sets it on the StableHLO
+// arguments: GoMLX's parameters take no attributes), and from its second call donates a buffer when the
 // tensor it overwrites is the buffer's sole holder (no trace, Assign or
 // To took it since the step stored it), so parameters and optimizer
 // state update in place. Lazy MarkSteps declare and donate nothing; their
 // old buffers are freed once their tensors are collected.
 // XLADDP_DONATE=off turns donation off.
 //
-// GoMLX v0.26.0 workarounds live in ops_nn.go: its convolution gradient
+// GoMLX v0.26.0 workarounds live in ops_nn.go (exact rewrites, kept with
+// v0.28.16 without re-testing whether it still needs them): its convolution gradient
 // is wrong for even kernel sizes and fails for padding that reaches the
 // kernel size, and it refuses stride with dilation; Conv2d rewrites each
 // case exactly. Its dot_general gradient materializes a broadcast product

@@ -7,8 +7,9 @@ import (
 	"github.com/gomlx/gomlx/core/graph"
 )
 
-// GoMLX v0.26.0's DotGeneral VJP builds each operand's gradient as a
-// multiply over a broadcast followed by a sum: for a Linear layer's weight
+// GoMLX v0.26.0's DotGeneral VJP built each operand's gradient as a
+// multiply over a broadcast followed by a sum (this rule is kept with
+// v0.28.16): for a Linear layer's weight
 // that materializes [batch, out, in] (302 MB per step for the MNIST CNN's
 // fc1), 250x slower than the two dot_generals JAX emits. dotGeneralGrad
 // replaces it, for the dots this package builds, with JAX's rule: each
