@@ -79,7 +79,15 @@ deps-go:
 	if [[ "$$(printf '%s\n' "$(GO_WANT)" "$$have" | sort -V | head -1)" != "$(GO_WANT)" ]]; then
 		fail "$(GO) runs Go $$have (GOTOOLCHAIN=$$GOTOOLCHAIN); this module needs Go $(GO_WANT) or later (https://go.dev/dl/)"
 	fi
-	echo "deps: Go $$own on this machine runs Go $$have (GOTOOLCHAIN=$$GOTOOLCHAIN; go.mod asks for $(GO_WANT)); in your shell: export GOTOOLCHAIN=$(GO_TOOLCHAIN)"
+	echo "deps: Go $$own on this machine runs Go $$have (GOTOOLCHAIN=$$GOTOOLCHAIN; go.mod asks for $(GO_WANT))"
+	# A plain `go build` in this tree, outside make, needs the same: where
+	# this machine's Go is older than go.mod's and the user chose no
+	# toolchain, set it in the user's Go settings (GOENV), said and undoable.
+	saved="$$(cd / && env -u GOTOOLCHAIN $(GO) env GOTOOLCHAIN)"
+	if [[ "$$(printf '%s\n' "$(GO_WANT)" "$$own" | sort -V | head -1)" != "$(GO_WANT)" ]] && [[ $$saved == local || $$saved == auto ]]; then
+		(cd / && env -u GOTOOLCHAIN $(GO) env -w GOTOOLCHAIN=$(GO_TOOLCHAIN)+auto)
+		echo "deps: set GOTOOLCHAIN=$(GO_TOOLCHAIN)+auto in $$(cd / && $(GO) env GOENV), so that go commands in this tree run $(GO_TOOLCHAIN) (or a newer Go where a module asks for one); undo with: go env -u GOTOOLCHAIN"
+	fi
 
 # Idempotent: does nothing when the installed plugin has the pinned sha256.
 deps-pjrt:

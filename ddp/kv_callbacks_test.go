@@ -64,8 +64,9 @@ func buildKVStandin(t *testing.T) string {
 // (a stand-in that records its calls) gets PJRT_Client_Create's
 // key-value callbacks in every process, served from the job's store:
 // each process's put is seen by every process's get, a try-get of a
-// missing key says not found, an oversized put is refused, and a value
-// a hostile peer wrote by hand is refused by name; every process then
+// missing key says not found, an oversized put, an empty key and one
+// over 4 KiB are refused, and a value a hostile peer wrote by hand is
+// refused by name; every process then
 // opens its client and runs.
 func TestKeyValueCallbacksServeTheJob(t *testing.T) {
 	home, err := os.UserHomeDir()
@@ -97,5 +98,10 @@ func TestKeyValueCallbacksServeTheJob(t *testing.T) {
 		assert.Regexp(t, regexp.MustCompile(`(?m)^`+rank+`put standin/big: error \d+ pjrtx: key-value put "standin/big" .*9437184 bytes for "standin/big", over 8388608`), string(raw))
 		assert.Regexp(t, regexp.MustCompile(`(?m)^`+rank+`get standin/forged: error \d+ pjrtx: key-value get "standin/forged" .*sealed for another key, attempt or job`), string(raw))
 	}
-	assert.Len(t, lines, 3*7, "%s", raw)
+	for r := range 3 {
+		for _, key := range []string{"", "long"} {
+			assert.Contains(t, lines, fmt.Sprintf("rank %d: try-get %s: error 3 pjrtx: key-value callback: key empty or over 4096 bytes", r, key))
+		}
+	}
+	assert.Len(t, lines, 3*9, "%s", raw)
 }

@@ -72,6 +72,33 @@ func TestMakeDepsChecksGo(t *testing.T) {
 		assert.Contains(t, string(out), "go not found: install Go")
 	}
 
+	// Where this machine's Go is older than go.mod's, the user's Go
+	// settings get the toolchain once, so a plain go command works too.
+	// go test puts the toolchain it runs on PATH first: the user's Go is
+	// the one installed (/usr/local/go), where there is one.
+	path := os.Getenv("PATH")
+	if _, err := os.Stat("/usr/local/go/bin/go"); err == nil {
+		path = "/usr/local/go/bin:" + path
+	}
+	settings := filepath.Join(t.TempDir(), "goenv")
+	setting := exec.Command("make", "-s", "-C", "..", "deps-go")
+	setting.Env = append(os.Environ(), "GOENV="+settings, "PATH="+path)
+	out, err = setting.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	own, err := exec.Command("sh", "-c", "cd / && PATH="+path+" GOTOOLCHAIN=local go env GOVERSION").Output()
+	require.NoError(t, err)
+	if strings.TrimSpace(string(own)) < "go1.27" {
+		assert.Contains(t, string(out), "deps: set GOTOOLCHAIN=go1.27.3+auto in "+settings)
+		saved, err := os.ReadFile(settings)
+		require.NoError(t, err)
+		assert.Contains(t, string(saved), "GOTOOLCHAIN=go1.27.3+auto")
+		again := exec.Command("make", "-s", "-C", "..", "deps-go")
+		again.Env = setting.Env
+		out, err = again.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+	}
+	assert.NotContains(t, string(out), "deps: set GOTOOLCHAIN", "set once, and never where the machine's Go is new enough")
+
 	out, err = exec.Command("make", "-s", "-C", "..", "deps-go", "GO_WANT=99.0").CombinedOutput()
 	require.Error(t, err)
 	assert.Contains(t, string(out), "this module needs Go 99.0 or later")

@@ -117,6 +117,20 @@ static PJRT_Error* standin_create(PJRT_Client_Create_Args* args) {
 	char* huge = calloc(big, 1);
 	put(args, "standin/big", huge, big);
 	free(huge);
+	// Keys the callbacks refuse: empty, and over 4 KiB (recorded as "long").
+	try_get(args, "");
+	char* long_key = malloc(5000);
+	memset(long_key, 'k', 4999);
+	long_key[4999] = 0;
+	PJRT_KeyValueTryGetCallback_Args g;
+	memset(&g, 0, sizeof(g));
+	g.struct_size = PJRT_KeyValueTryGetCallback_Args_STRUCT_SIZE;
+	g.key = long_key;
+	g.key_size = strlen(long_key);
+	g.callback_error = &callback_error;
+	g.user_arg = args->kv_try_get_user_arg;
+	outcome("try-get", "long", args->kv_try_get_callback(&g), NULL, 0);
+	free(long_key);
 	if (getenv("XLADDP_KV_STANDIN_FORGED") != NULL) {
 		get(args, "standin/forged");
 	}

@@ -3,6 +3,8 @@ package pjrtkv
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -50,22 +52,29 @@ func TestPutGetTryGet(t *testing.T) {
 	}
 }
 
-// TestGetWaitsAndEnds: Get waits for a key a peer puts later, and a
-// missing key's wait ends with its context.
+// TestGetWaitsAndEnds: Get waits for a key a peer puts later (once the
+// getter's wait is registered in the store), and a missing key's wait
+// ends with its context, the deadline passed on.
 func TestGetWaitsAndEnds(t *testing.T) {
 	st := jobStore(t, "")
 	kv := New(st, "job", 0, "")
+	got := make(chan []byte, 1)
 	go func() {
-		time.Sleep(50 * time.Millisecond)
-		_ = kv.Put(context.Background(), "late", []byte("here"))
+		v, err := kv.Get(context.Background(), "late")
+		assert.NoError(t, err)
+		got <- v
 	}()
-	got, err := kv.Get(t.Context(), "late")
-	require.NoError(t, err)
-	assert.Equal(t, []byte("here"), got)
+	select {
+	case v := <-got:
+		t.Fatalf("Get returned %q before the key was put", v)
+	default:
+	}
+	require.NoError(t, kv.Put(t.Context(), "late", []byte("here")))
+	assert.Equal(t, []byte("here"), <-got)
 
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer cancel()
-	_, err = kv.Get(ctx, "never")
+	_, err := kv.Get(ctx, "never")
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 }
 
@@ -110,6 +119,23 @@ func TestHostileValuesRefused(t *testing.T) {
 	there, err := st.Check(ctx, kv.scope+"big")
 	require.NoError(t, err)
 	assert.False(t, there[0], "an oversized put never reaches the store")
+}
+
+// TestConcurrentCallbacks: the plugin calls from its own threads: puts
+// and gets of many keys at once each see their own value.
+func TestConcurrentCallbacks(t *testing.T) {
+	kv := New(jobStore(t, ""), "job", 0, "")
+	var wg sync.WaitGroup
+	for i := range 32 {
+		wg.Go(func() {
+			key, value := fmt.Sprintf("k%d", i), bytes.Repeat([]byte{byte(i)}, i+1)
+			assert.NoError(t, kv.Put(t.Context(), key, value))
+			got, err := kv.Get(t.Context(), key)
+			assert.NoError(t, err)
+			assert.Equal(t, value, got)
+		})
+	}
+	wg.Wait()
 }
 
 const sha256Size = 32
