@@ -113,11 +113,11 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 		return nil, err
 	}
 
-	gb, err := loadGoMLX(ctx, path, spec.SharedBuffers, clientOptions, opts.KeyValue)
+	gb, client, err := loadGoMLX(ctx, path, spec.SharedBuffers, clientOptions, opts.KeyValue)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s plugin %s (from %s): %w", ErrClient, target, path, source, err)
 	}
-	b := &Backend{target: target, pluginPath: path, pluginSource: source, gomlx: gb, programs: gb, deterministic: det}
+	b := &Backend{target: target, pluginPath: path, pluginSource: source, gomlx: gb, programs: gb, client: client, deterministic: det}
 	if spec.CompilerIdentity != nil {
 		b.compiler = spec.CompilerIdentity()
 	}
@@ -197,9 +197,10 @@ func (b *Backend) setUp(spec TargetSpec, opts Options) error {
 }
 
 // loadGoMLX creates the GoMLX XLA backend in a goroutine so ctx can end the wait.
-func loadGoMLX(ctx context.Context, path string, sharedBuffers bool, options map[string]any, kv KeyValueStore) (*gomlxxla.Backend, error) {
+func loadGoMLX(ctx context.Context, path string, sharedBuffers bool, options map[string]any, kv KeyValueStore) (*gomlxxla.Backend, *pjrt.Client, error) {
 	type result struct {
 		backend *gomlxxla.Backend
+		client  *pjrt.Client
 		err     error
 	}
 	done := make(chan result, 1)
@@ -208,23 +209,23 @@ func loadGoMLX(ctx context.Context, path string, sharedBuffers bool, options map
 		// reach the caller as an error, not end the process.
 		defer func() {
 			if p := recover(); p != nil {
-				done <- result{nil, fmt.Errorf("GoMLX panicked while creating the backend: %v", p)}
+				done <- result{nil, nil, fmt.Errorf("GoMLX panicked while creating the backend: %v", p)}
 			}
 		}()
-		gb, err := pjrtx.NewBackend(path, pjrtx.BackendOptions{Options: options, SharedBuffers: sharedBuffers,
+		gb, client, err := pjrtx.NewBackend(path, pjrtx.BackendOptions{Options: options, SharedBuffers: sharedBuffers,
 			KeyValue: kv, HasKeyValue: kv != nil})
-		done <- result{gb, err}
+		done <- result{gb, client, err}
 	}()
 	select {
 	case r := <-done:
-		return r.backend, r.err
+		return r.backend, r.client, r.err
 	case <-ctx.Done():
 		go func() {
 			if r := <-done; r.backend != nil {
 				r.backend.Finalize()
 			}
 		}()
-		return nil, fmt.Errorf("waiting for the plugin to load: %w", ctx.Err())
+		return nil, nil, fmt.Errorf("waiting for the plugin to load: %w", ctx.Err())
 	}
 }
 
@@ -238,13 +239,9 @@ func disableGoXLACUDACheck() {
 	}
 }
 
-// describe fills the client and device list from the loaded backend.
+// describe fills the device list from the client.
 func (b *Backend) describe() error {
-	client, err := pjrtx.ClientOf(b.gomlx)
-	if err != nil {
-		return err
-	}
-	pjrtDevices := client.AddressableDevices()
+	pjrtDevices := b.client.AddressableDevices()
 	if len(pjrtDevices) == 0 {
 		return errors.New("the client has no addressable devices")
 	}
@@ -252,7 +249,6 @@ func (b *Backend) describe() error {
 	if err != nil {
 		return err
 	}
-	b.client = client
 	b.devices = make([]Device, len(pjrtDevices))
 	for i, d := range pjrtDevices {
 		desc, err := d.GetDescription()

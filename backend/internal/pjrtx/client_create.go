@@ -59,18 +59,18 @@ type BackendOptions struct {
 }
 
 // NewBackend loads the plugin at path and returns go-xla's compute
-// backend on a client created here: go-xla's constructor creates the
+// backend on a client created here, and the client: go-xla's constructor creates the
 // client with no key-value callbacks ("No callback support yet"), which
 // a plugin-side distributed runtime (NCCL across processes) needs. The
 // backend is assembled as xla.NewWithOptions does (TestNewBackendIsGoXLAs
 // compares the two field by field).
-func NewBackend(path string, o BackendOptions) (*gomlxxla.Backend, error) {
+func NewBackend(path string, o BackendOptions) (*gomlxxla.Backend, *pjrt.Client, error) {
 	if err := Compatible(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	plugin, err := pjrt.GetPlugin(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	options := pjrt.NamedValuesMap{}
 	for k, v := range o.Options {
@@ -81,7 +81,7 @@ func NewBackend(path string, o BackendOptions) (*gomlxxla.Backend, error) {
 	}
 	client, err := newClient(plugin, options, o)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	b := new(gomlxxla.Backend)
 	caps := gomlxxla.Capabilities.Clone()
@@ -99,10 +99,10 @@ func NewBackend(path string, o BackendOptions) (*gomlxxla.Backend, error) {
 		"numDevices": len(client.AddressableDevices()),
 	})
 	if err != nil {
-		return nil, errors.Join(err, client.Destroy())
+		return nil, nil, errors.Join(err, client.Destroy())
 	}
 	b.DotGeneralUseTF32 = plugin.IsCUDA()
-	return b, nil
+	return b, client, nil
 }
 
 // newClient creates a client of plugin with options and o's key-value

@@ -39,7 +39,7 @@ func TestNewBackendIsGoXLAs(t *testing.T) {
 	want, err := gomlxxla.NewWithOptions(path+",shared_buffers", options)
 	require.NoError(t, err)
 	defer want.Finalize()
-	got, err := NewBackend(path, BackendOptions{Options: options, SharedBuffers: true})
+	got, gotClient, err := NewBackend(path, BackendOptions{Options: options, SharedBuffers: true})
 	require.NoError(t, err)
 	defer got.Finalize()
 
@@ -55,6 +55,7 @@ func TestNewBackendIsGoXLAs(t *testing.T) {
 	require.NoError(t, err)
 	gc, err := ClientOf(got)
 	require.NoError(t, err)
+	assert.Same(t, gotClient, gc, "NewBackend returns its backend's client")
 	cw, cg := reflect.ValueOf(wc).Elem(), reflect.ValueOf(gc).Elem()
 	for _, name := range []string{"plugin", "platform", "platformVersion", "processIndex", "allowBufferViews"} {
 		assert.True(t, reflect.DeepEqual(fieldValue(t, cw, name), fieldValue(t, cg, name)), "Client.%s", name)
@@ -107,9 +108,7 @@ func (r *recordingKV) Put(_ context.Context, key string, _ []byte) error {
 // is safe.
 func TestCPUPluginTakesTheCallbacks(t *testing.T) {
 	kv := &recordingKV{}
-	b, err := NewBackend(installedCPUPlugin(t), BackendOptions{Options: map[string]any{"cpu_device_count": int64(1)}, KeyValue: kv, HasKeyValue: true})
-	require.NoError(t, err)
-	client, err := ClientOf(b)
+	b, client, err := NewBackend(installedCPUPlugin(t), BackendOptions{Options: map[string]any{"cpu_device_count": int64(1)}, KeyValue: kv, HasKeyValue: true})
 	require.NoError(t, err)
 	assert.Equal(t, 1, client.NumDevices())
 	b.Finalize()

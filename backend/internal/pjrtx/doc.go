@@ -1,6 +1,7 @@
 // Package pjrtx is the one seam onto the internals of go-xla (v0.4.13)
 // and GoMLX (v0.28.16) that xladdp relies on, and onto the PJRT C API
-// they do not wrap: the *pjrt.Client inside go-xla's compute backend;
+// they do not wrap: go-xla's client and compute backend created here, with
+// the key-value callbacks (client_create.go, kv.go);
 // GoMLX buffers made from and read as PJRT buffers (the engine runs
 // programs through PJRT itself: Execute, asynchronously, with donation);
 // executables serialized and loaded (the persistent compile cache); a

@@ -8,7 +8,8 @@ import (
 	"github.com/gomlx/go-xla/pjrt"
 )
 
-// ClientOf returns the PJRT client go-xla's compute backend was created with;
+// ClientOf returns the PJRT client of a backend go-xla made itself (the
+// tests compare NewBackend with xla.NewWithOptions):
 // go-xla's compute backend offers no accessor for it.
 func ClientOf(b *gomlxxla.Backend) (*pjrt.Client, error) {
 	if b == nil {
