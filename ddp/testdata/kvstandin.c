@@ -83,7 +83,8 @@ static void put(PJRT_Client_Create_Args* args, const char* key, const char* valu
 	outcome("put", key, err, NULL, 0);
 }
 
-static void try_get(PJRT_Client_Create_Args* args, const char* key) {
+// try_get records its outcome under label.
+static void try_get(PJRT_Client_Create_Args* args, const char* key, const char* label) {
 	PJRT_KeyValueTryGetCallback_Args g;
 	memset(&g, 0, sizeof(g));
 	g.struct_size = PJRT_KeyValueTryGetCallback_Args_STRUCT_SIZE;
@@ -92,7 +93,7 @@ static void try_get(PJRT_Client_Create_Args* args, const char* key) {
 	g.callback_error = &callback_error;
 	g.user_arg = args->kv_try_get_user_arg;
 	PJRT_Error* err = args->kv_try_get_callback(&g);
-	outcome("try-get", key, err, g.value, g.value_size);
+	outcome("try-get", label, err, g.value, g.value_size);
 	if (err == NULL && g.value_deleter_callback != NULL) {
 		g.value_deleter_callback(g.value);
 	}
@@ -112,24 +113,17 @@ static PJRT_Error* standin_create(PJRT_Client_Create_Args* args) {
 		snprintf(key, sizeof(key), "standin/%d", r);
 		get(args, key);
 	}
-	try_get(args, "standin/missing");
+	try_get(args, "standin/missing", "standin/missing");
 	size_t big = 9 << 20;
 	char* huge = calloc(big, 1);
 	put(args, "standin/big", huge, big);
 	free(huge);
 	// Keys the callbacks refuse: empty, and over 4 KiB (recorded as "long").
-	try_get(args, "");
+	try_get(args, "", "");
 	char* long_key = malloc(5000);
 	memset(long_key, 'k', 4999);
 	long_key[4999] = 0;
-	PJRT_KeyValueTryGetCallback_Args g;
-	memset(&g, 0, sizeof(g));
-	g.struct_size = PJRT_KeyValueTryGetCallback_Args_STRUCT_SIZE;
-	g.key = long_key;
-	g.key_size = strlen(long_key);
-	g.callback_error = &callback_error;
-	g.user_arg = args->kv_try_get_user_arg;
-	outcome("try-get", "long", args->kv_try_get_callback(&g), NULL, 0);
+	try_get(args, long_key, "long");
 	free(long_key);
 	if (getenv("XLADDP_KV_STANDIN_FORGED") != NULL) {
 		get(args, "standin/forged");
