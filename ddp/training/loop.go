@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"iter"
 	"maps"
+	"os"
 	"strconv"
 
 	"github.com/xladdp/xladdp/ddp"
 	"github.com/xladdp/xladdp/ddp/checkpoint"
+	"github.com/xladdp/xladdp/internal/workerenv"
 	"github.com/xladdp/xladdp/xla/optim"
 )
 
@@ -58,6 +60,10 @@ type Loop struct {
 	// wasReplicas and wasGlobal are the resumed checkpoint's layout.
 	wasReplicas, wasGlobal int
 	err                    error // the last step's commit's
+	// rank and flightDir name this replica's note when it commits after
+	// a peer's loss (End).
+	rank      int
+	flightDir string
 }
 
 // Open starts replica w's loop over order (a Feed), restoring the latest
@@ -65,7 +71,8 @@ type Loop struct {
 // position with it. state names what a checkpoint holds (model,
 // optimizer, random state, metadata). Close the loop when training ends.
 func Open(ctx context.Context, w ddp.Worker, order Order, state optim.Checkpoint) (*Loop, error) {
-	l := &Loop{order: order, global: order.GlobalBatch(), state: state, replicas: w.WorldSize}
+	l := &Loop{order: order, global: order.GlobalBatch(), state: state, replicas: w.WorldSize, rank: w.Rank,
+		flightDir: os.Getenv(workerenv.FlightDir)}
 	if w.Checkpoints.Dir == "" {
 		return l, nil
 	}
@@ -246,6 +253,15 @@ func (l *Loop) commit(ctx context.Context, at Position, last bool) error {
 	if l.ck == nil {
 		return nil
 	}
+	state := l.stateNow()
+	if last {
+		return l.ck.Last(ctx, state)
+	}
+	return l.ck.Step(ctx, state)
+}
+
+// stateNow is the checkpoint of where the loop stands.
+func (l *Loop) stateNow() optim.Checkpoint {
 	state := l.state
 	state.Epoch, state.Step = l.at.Epoch, l.at.Step
 	meta := maps.Clone(state.Metadata)
@@ -256,10 +272,7 @@ func (l *Loop) commit(ctx context.Context, at Position, last bool) error {
 	meta[metaReplicas] = strconv.Itoa(l.replicas)
 	meta[metaGlobal] = strconv.Itoa(l.global)
 	state.Metadata = meta
-	if last {
-		return l.ck.Last(ctx, state)
-	}
-	return l.ck.Step(ctx, state)
+	return state
 }
 
 // Close waits for the checkpoint being written and returns its error,

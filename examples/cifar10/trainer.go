@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -52,33 +51,34 @@ func newTrainer(ctx context.Context, c config, w ddp.Worker, trainSet, testSet d
 		t.feed, err = training.NewFeed(w, m, trainSet.Len())
 	}
 	if err != nil {
-		return nil, errors.Join(err, t.closeAll())
+		return nil, t.closeAll(ctx, err)
 	}
 	if t.opt, err = optim.NewSGD(nn.Parameters(t.model), optim.SGDConfig{LR: c.lr, Momentum: 0.9}); err != nil {
-		return nil, errors.Join(err, t.closeAll())
+		return nil, t.closeAll(ctx, err)
 	}
 	if t.loader, err = data.NewLoader(trainSet, w.Device, data.LoaderConfig{BatchSize: t.feed.Batch, DropLast: true, Sampler: t.feed.Sampler}); err != nil {
-		return nil, errors.Join(err, t.closeAll())
+		return nil, t.closeAll(ctx, err)
 	}
 	state := optim.Checkpoint{Model: t.model, Optimizer: t.opt, RNG: t.device}
 	if t.loop, err = c.OpenLoop(ctx, w, t.feed, state, out); err != nil {
-		return nil, errors.Join(err, t.closeAll())
+		return nil, t.closeAll(ctx, err)
 	}
 	return t, nil
 }
 
-// closeAll stops the wrapper and the loop.
-func (t *Trainer) closeAll() error {
-	t.close()
-	if t.loop == nil {
-		return nil
+// closeAll ends the loop after err (Loop.End: a peer's loss commits the
+// last completed step first) and stops the wrapper.
+func (t *Trainer) closeAll(ctx context.Context, err error) error {
+	if t.loop != nil {
+		err = t.loop.End(ctx, err)
 	}
-	return t.loop.Close()
+	t.close()
+	return err
 }
 
 // train runs the remaining epochs and returns what rank 0 saw.
 func (t *Trainer) train(ctx context.Context) (res result, err error) {
-	defer func() { err = errors.Join(err, t.closeAll()) }()
+	defer func() { err = t.closeAll(ctx, err) }()
 	res.ResumedAt = t.loop.Position().Epoch
 	curves := report.Curves{Title: "ResNet-18 on CIFAR-10"}
 	start := time.Now()

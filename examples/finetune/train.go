@@ -91,7 +91,7 @@ func (j *job) run(ctx context.Context) (res result, err error) {
 	if err != nil {
 		return res, err
 	}
-	defer func() { err = errors.Join(err, loop.Close()) }()
+	defer func() { err = loop.End(ctx, err) }()
 	r := &runReport{job: j, curves: report.Curves{Title: "ResNet-18 fine-tuning", AccuracyOf: "val"}, start: time.Now()}
 	r.res.ResumedAt = loop.Position().Epoch
 	for range r.res.ResumedAt {

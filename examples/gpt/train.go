@@ -210,7 +210,7 @@ func train(ctx context.Context, c config, w ddp.Worker, text *corpus, out io.Wri
 	if err != nil {
 		return res, err
 	}
-	defer func() { err = errors.Join(err, loop.Close()) }()
+	defer func() { err = loop.End(ctx, err) }()
 	if t.samples, err = cmdline.OpenSampleLog(c.sampleLog, w.Rank); err != nil {
 		return res, err
 	}

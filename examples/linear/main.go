@@ -15,7 +15,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -190,7 +189,7 @@ func train(ctx context.Context, c config, w ddp.Worker, dataset *data.Random, ou
 	if err != nil {
 		return res, err
 	}
-	defer func() { err = errors.Join(err, loop.Close()) }()
+	defer func() { err = loop.End(ctx, err) }()
 	// lossOf is a batch's loss, saying what the model saw, as the seed.
 	lossOf := func(b data.Batch) *xla.Tensor {
 		output := model.Forward(b.Input)

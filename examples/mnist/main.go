@@ -149,7 +149,7 @@ func train(ctx context.Context, c config, w ddp.Worker, trainSet, testSet *data.
 	if err != nil {
 		return res, err
 	}
-	defer func() { err = errors.Join(err, loop.Close()) }()
+	defer func() { err = loop.End(ctx, err) }()
 	res.ResumedAt = loop.Position().Epoch
 	for range res.ResumedAt {
 		sched.Step() // the learning rate of the epoch it resumes at

@@ -1,0 +1,86 @@
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+
+	"github.com/xladdp/xladdp/ddp/dist"
+	"github.com/xladdp/xladdp/ddp/internal/exchange"
+	"github.com/xladdp/xladdp/xla/optim"
+	"github.com/xladdp/xladdp/xla/safetensors"
+)
+
+// ErrShardsLost is Salvage's refusal for an optimizer sharded over the
+// replicas (ddp/zero): the lost rank's shard of the optimizer state went
+// with it, so the job resumes from its last periodic checkpoint.
+var ErrShardsLost = errors.New("checkpoint: the optimizer is sharded over the replicas (ZeRO) and the lost rank's shard went with it: " +
+	"the job resumes from its last periodic checkpoint (--checkpoint-every)")
+
+// Salvage commits c, the last step this process's replicas completed,
+// when the job cannot go on together because a peer was lost inside a
+// collective. It is Step's commit without any collective (the lost rank
+// never comes): every surviving process writes the step it holds, as its
+// own file, atomically, and the newest committed step in the directory is
+// the one the job resumes from. A survivor that completed one step more
+// than another (the lost peer's last data reached it only) holds the
+// step the job completed; replicas that both completed a step hold the
+// same bits, so two survivors writing it race harmlessly. It returns the
+// path of the step committed, or of a later one already there (then
+// nothing is written). Every local replica calls it at the same point.
+func (ck *Checkpointer) Salvage(ctx context.Context, c optim.Checkpoint) (string, error) {
+	if kindOf(c.Optimizer) == sharded {
+		return "", ErrShardsLost
+	}
+	c.Metadata = ck.opts.withSettings(c.Metadata)
+	dev, err := checkpointDevice(c.Model)
+	if err != nil {
+		return "", err
+	}
+	if err := dev.MarkStep(ctx); err != nil {
+		return "", fmt.Errorf("checkpoint: the state of step %d: %w", c.Step, err)
+	}
+	g := dist.Current()
+	return exchange.HostOnce(ctx, dev, exchange.Timeout(g), fmt.Sprintf("committing step %d", c.Step), func() (string, error) {
+		if err := ck.finishWrite(); err != nil {
+			// The periodic checkpoint did not land; this one still can.
+			fmt.Fprintf(os.Stderr, "checkpoint: writing the previous checkpoint: %v\n", err)
+		}
+		if steps := ck.saved(plain); len(steps) > 0 && steps[len(steps)-1] >= c.Step {
+			return ck.path(steps[len(steps)-1], plain), nil
+		}
+		_, local := dev.Replica()
+		snap, err := salvageSnapshot(ctx, c, g.WorldSize()*local > 1)
+		if err != nil {
+			return "", err
+		}
+		path := ck.path(c.Step, plain)
+		if err := snap.WriteFile(path, &ck.streamer); err != nil {
+			return "", err
+		}
+		ck.prune(plain)
+		return path, safetensors.SyncDir(ck.opts.Dir)
+	})
+}
+
+// salvageSnapshot is c's snapshot. In a job of several replicas the
+// random states of the others cannot be gathered: the file holds one row
+// of them, this replica's, which a resume at one replica takes and one
+// at several replicas leaves (each keeps its own seeding, as at any other
+// replica count).
+func salvageSnapshot(ctx context.Context, c optim.Checkpoint, replicated bool) (optim.Snapshot, error) {
+	snap, err := optim.TakeSnapshot(ctx, c)
+	if err != nil {
+		return snap, fmt.Errorf("checkpoint: checkpoint of step %d: %w", c.Step, err)
+	}
+	if c.RNG != nil && replicated {
+		mine, err := c.RNG.RNGState().Bytes(ctx)
+		if err != nil {
+			return snap, fmt.Errorf("checkpoint: reading the random state: %w", err)
+		}
+		snap.Tensors = append(slices.Clone(snap.Tensors), replicaRNGSource(c.RNG, [][]byte{mine}))
+	}
+	return snap, nil
+}

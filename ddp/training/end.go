@@ -1,0 +1,51 @@
+package training
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/xladdp/xladdp/ddp/checkpoint"
+	"github.com/xladdp/xladdp/ddp/dist"
+	"github.com/xladdp/xladdp/internal/workerenv"
+)
+
+// salvageWait bounds End's commit: a disk that does not take the file
+// within it leaves the job to its last periodic checkpoint.
+const salvageWait = 5 * time.Minute
+
+// End closes the loop after training stopped with err (nil when it
+// ended). When err is a peer's loss in a collective (dist.PeerLost: its
+// process or node died, or it stopped answering within the group's
+// timeout), the loop first commits the last step this replica completed
+// (Checkpointer.Salvage: no step is applied before its gradients were
+// combined on every rank, so that state is the job's), says so in its
+// log and its note to ddprun, and returns an error that is
+// checkpoint.ErrPreempted: the worker exits 75, and ddprun restarts the
+// job without the lost node from that step. Every replica calls it (a
+// deferred call in the program: err = loop.End(ctx, err)).
+func (l *Loop) End(ctx context.Context, err error) error {
+	if err == nil {
+		err, l.err = l.err, nil // the last step's commit's
+	}
+	if err == nil || l.ck == nil || !dist.PeerLost(err) || errors.Is(err, checkpoint.ErrPreempted) {
+		return errors.Join(err, l.Close())
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), salvageWait)
+	defer cancel()
+	step := l.at.Step
+	noteErr := workerenv.WritePeerLossNote(l.flightDir, l.rank, fmt.Sprintf("%sstep %d", workerenv.Committing, step))
+	path, salvageErr := l.ck.Salvage(ctx, l.stateNow())
+	if salvageErr != nil {
+		return errors.Join(err, fmt.Errorf("training: rank %d lost a peer and could not commit step %d, the last it completed: %w", l.rank, step, salvageErr),
+			l.Close())
+	}
+	what := fmt.Sprintf("a peer was lost (%v) after step %d, the last this replica completed; committed: %s", err, step, path)
+	noteErr = errors.Join(noteErr, workerenv.WritePeerLossNote(l.flightDir, l.rank, workerenv.Committed+what))
+	if noteErr != nil {
+		what += fmt.Sprintf(" (the note to ddprun: %v)", noteErr)
+	}
+	return errors.Join(fmt.Errorf("training: rank %d: %s; the job resumes there without the lost node: %w", l.rank, what, checkpoint.ErrPreempted),
+		l.Close())
+}
