@@ -27,12 +27,14 @@ var ErrNoLauncher = errors.New("no launcher started this process")
 
 // PeerLost reports whether err is a collective's failure because a peer
 // was lost: its connection closed (its process or node died), it stopped
-// answering within the group's timeout (stopped, or its host gone), or
-// the group broke on such a failure earlier. A mismatch (ranks called
-// different collectives) is a bug, not a loss.
+// answering within the group's timeout (stopped, or its host gone),
+// another rank reported it failed, or the group broke on such a failure
+// earlier. A mismatch (ranks called different collectives) is a bug, not
+// a loss.
 func PeerLost(err error) bool {
+	var pe *PeerError
 	if errors.Is(err, ErrMismatch) {
 		return false
 	}
-	return errors.Is(err, ErrPeerClosed) || errors.Is(err, ErrTimeout) || errors.Is(err, ErrGroupClosed)
+	return errors.As(err, &pe) || errors.Is(err, ErrPeerClosed) || errors.Is(err, ErrTimeout) || errors.Is(err, ErrGroupClosed)
 }

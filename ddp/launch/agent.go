@@ -40,6 +40,10 @@ const (
 	stopped
 	// notStarted: the attempt could not start (outcome.err).
 	notStarted
+	// peerLost: this node's workers lost a peer in a collective, committed
+	// the last step they completed and exited 75 (outcome.why: the first
+	// one's word).
+	peerLost
 )
 
 // outcome is how one attempt of the workers ended, with what its kind
@@ -47,7 +51,7 @@ const (
 type outcome struct {
 	kind      outcomeKind
 	failure   *exit  // workerFailed: the worker, named
-	why       string // remoteFailed
+	why       string // remoteFailed, peerLost
 	code      int    // remoteFailed: the status to exit with (0: 1)
 	err       error  // storeLost, stopped, notStarted
 	admit     int    // membershipChange: how many nodes wait
@@ -169,6 +173,8 @@ func (p *policy) decide(ctx context.Context, res outcome) (code int, again bool)
 		return 1, false
 	case workerFailed, remoteFailed, storeLost:
 		return p.failed(res)
+	case peerLost:
+		return p.lostPeer(res)
 	}
 	p.say("ddprun: internal error: an attempt ended in no known way (kind %d)", res.kind)
 	return 1, false
@@ -200,6 +206,19 @@ func (p *policy) failed(res outcome) (code int, again bool) {
 		return res.failure.code, false
 	}
 	return cmp.Or(res.code, 1), false
+}
+
+// lostPeer restarts from the step the workers committed after losing a
+// peer, while --max_restarts allows (a lost node is a failure, counted);
+// else ddprun exits 75: the same command resumes from it.
+func (p *policy) lostPeer(res outcome) (code int, again bool) {
+	if p.restarts < p.maxRestarts {
+		p.restarts++
+		p.say("ddprun: %s; restarting from it without the lost node (restart %d of %d)", res.why, p.restarts, p.maxRestarts)
+		return 0, true
+	}
+	p.say("ddprun: %s; no restart left (--max_restarts=%d): run the same command again to resume from it", res.why, p.maxRestarts)
+	return workerenv.ExitPreempted, false
 }
 
 // newStarter checks what the job needs before any rendezvous and returns

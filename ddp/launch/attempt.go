@@ -211,7 +211,10 @@ func (r *attemptRun) lostDuring(ctx context.Context, rz *rendezvous, before map[
 		return "", err
 	}
 	for n := range r.a.nnodes {
-		if n != r.a.node && after[n] != doneBeat && before[n] == after[n] {
+		if n != r.a.node && !alive(after[n]) && before[n] == after[n] {
+			if _, err := rz.update(ctx, func(s rdzvState) rdzvState { return s.lose(r.a.round, r.a.agents[n]) }); err != nil {
+				return "", err
+			}
 			return fmt.Sprintf("node %d was lost: its agent, %s, beat no heartbeat in the %s after this node's worker failed "+
 				"at %s (its host died or ddprun was killed there, its workers with it; this node's failed for that)",
 				n, r.a.agents[n], time.Since(start).Round(time.Second), start.Format("15:04:05")), nil
@@ -267,11 +270,15 @@ func (r *attemptRun) finishAfterStop(ctx context.Context, after string, done out
 func (r *attemptRun) tick() (outcome, bool) {
 	why, err := r.w.tick(r.ctx)
 	if why != "" || err != nil {
+		r.sayAlive()
 		local, readErr := r.set.collectFlight(r.dumps)
 		diagnosis, _ := r.set.flightDiagnosis(r.ctx, r.m, r.a, local, readErr, r.dumps, false)
 		r.keepDumps = diagnosis != ""
-		r.set.stop()
+		r.set.stopAfterLoss(r.dumps)
 		res := outcome{kind: remoteFailed, why: why, flight: diagnosis, flightDir: r.dumps}
+		if note := r.set.peerLoss(r.dumps); note != "" && r.set.Preempted() {
+			res.kind, res.why = peerLost, why+"; "+note
+		}
 		if err != nil {
 			res.kind, res.err = storeLost, err
 		}
@@ -312,6 +319,9 @@ func (r *attemptRun) finished() outcome {
 	r.set.stop() // closes the log files
 	var storeErr error
 	if r.set.Preempted() {
+		if why := r.set.peerLoss(r.dumps); why != "" {
+			return r.lostPeer(why)
+		}
 		// Checkpointed for an admission another node's agent decided?
 		n, err := r.w.decided(r.ctx)
 		if n > 0 {

@@ -200,6 +200,9 @@ func (r *rendezvous) lead(ctx context.Context, s rdzvState, clock *leaderClock) 
 		return true, r.ring(ctx, round, "met")
 	case s.Closed:
 		return false, nil
+	case len(s.Nodes) >= c.NNodesMin && s.survivorsJoined():
+		// After a loss: the nodes left are all here, no last call.
+		change = func(s rdzvState) rdzvState { return s.close(round, c.rules()) }
 	case len(s.Nodes) >= c.NNodesMin && clock.lastCall.IsZero():
 		clock.lastCall = now.Add(c.LastCallTimeout)
 		return false, nil

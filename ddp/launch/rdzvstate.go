@@ -36,6 +36,12 @@ type rdzvState struct {
 	// outlives that round: a node still reading why its round ended may
 	// ask after another already opened the next.
 	Admitted admission `json:"admitted,omitzero"`
+	// Lost are the nodes of Round found lost while it ran (their agent's
+	// heartbeat stopped). Expected are the nodes of the round before
+	// that were not: the round closes as soon as they all joined, since
+	// the lost ones do not come back (else the last call waits for them).
+	Lost     []string `json:"lost,omitempty"`
+	Expected []string `json:"expected,omitempty"`
 }
 
 // member is a node of a round.
@@ -71,7 +77,42 @@ func (s rdzvState) open(round int) rdzvState {
 	if s.Round >= round {
 		return s
 	}
-	return rdzvState{Round: round, Admitted: s.Admitted}
+	next := rdzvState{Round: round, Admitted: s.Admitted}
+	if len(s.Lost) > 0 {
+		for _, m := range s.Nodes {
+			if !slices.Contains(s.Lost, m.ID) {
+				next.Expected = append(next.Expected, m.ID)
+			}
+		}
+	}
+	return next
+}
+
+// lose records ids among round's nodes found lost.
+func (s rdzvState) lose(round int, ids ...string) rdzvState {
+	if s.Round != round {
+		return s
+	}
+	for _, id := range ids {
+		if s.index(id) >= 0 && !slices.Contains(s.Lost, id) {
+			s.Lost = append(slices.Clone(s.Lost), id)
+		}
+	}
+	return s
+}
+
+// survivorsJoined reports whether round s opened after a loss and every
+// node expected (the last round's, but the lost) joined it.
+func (s rdzvState) survivorsJoined() bool {
+	if len(s.Expected) == 0 {
+		return false
+	}
+	for _, id := range s.Expected {
+		if s.index(id) < 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // join adds me to round, opening it when opens (a node waiting to be

@@ -122,7 +122,10 @@ func (w *watch) lostNode(ctx context.Context, nodes []int) (string, error) {
 		}
 		if v != w.seen[n] {
 			w.seen[n], w.since[n] = v, time.Now()
-		} else if time.Since(w.since[n]) > heartbeatTimeout {
+		} else if time.Since(w.since[n]) > heartbeatTimeout && v != survivedBeat {
+			if _, err := r.update(ctx, func(s rdzvState) rdzvState { return s.lose(w.round, w.a.agents[n]) }); err != nil {
+				return "", r.gone(err)
+			}
 			return fmt.Sprintf("node %d's agent stopped responding (no heartbeat for %s): its host died or ddprun was killed", n, heartbeatTimeout), nil
 		}
 	}
