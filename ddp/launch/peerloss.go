@@ -59,8 +59,12 @@ func (set workerSet) stopAfterLoss(dir string) {
 func (r *attemptRun) lostPeer(why string) outcome {
 	r.sayAlive()
 	bg := context.WithoutCancel(r.ctx)
+	lost, err := r.markLost(bg)
+	if lost != "" {
+		why = lost + "; " + why
+	}
 	res := outcome{kind: peerLost, why: why}
-	res.storeErr = errors.Join(r.m.fail(bg, r.a.round, r.a.node, why, time.Now()), r.markLost(bg))
+	res.storeErr = errors.Join(r.m.fail(bg, r.a.round, r.a.node, why, time.Now()), err)
 	return res
 }
 
@@ -82,34 +86,37 @@ func (r *attemptRun) sayAlive() {
 }
 
 // markLost records, for the next round, the nodes of this one whose
-// agents beat no heartbeat while this node watched (lostWatch): the next
-// round closes as soon as the others joined, where its last call would
-// wait LastCallTimeout for nodes that do not come back.
-func (r *attemptRun) markLost(ctx context.Context) error {
+// agents beat no heartbeat while this node watched (lostWatch), and says
+// which: the next round closes as soon as the others joined, where its
+// last call would wait LastCallTimeout for nodes that do not come back.
+func (r *attemptRun) markLost(ctx context.Context) (string, error) {
 	rz, ok := r.m.(*rendezvous)
 	if !ok || r.a.nnodes == 1 {
-		return nil
+		return "", nil
 	}
 	before, err := rz.heartbeats(ctx, r.a.round, r.a.nnodes, r.a.node)
 	if err != nil {
-		return err
+		return "", err
 	}
+	start := time.Now()
 	time.Sleep(max(3*r.cfg.MonitorInterval, lostWatch))
 	after, err := rz.heartbeats(ctx, r.a.round, r.a.nnodes, r.a.node)
 	if err != nil {
-		return err
+		return "", err
 	}
-	var lost []string
+	var ids, names []string
 	for n := range r.a.nnodes {
 		if n != r.a.node && !alive(after[n]) && before[n] == after[n] {
-			lost = append(lost, r.a.agents[n])
+			ids = append(ids, r.a.agents[n])
+			names = append(names, fmt.Sprintf("node %d was lost: its agent, %s, beat no heartbeat in the %s after this node's workers lost a peer",
+				n, r.a.agents[n], time.Since(start).Round(100*time.Millisecond)))
 		}
 	}
-	if len(lost) == 0 {
-		return nil
+	if len(ids) == 0 {
+		return "", nil
 	}
-	_, err = rz.update(ctx, func(s rdzvState) rdzvState { return s.lose(r.a.round, lost...) })
-	return err
+	_, err = rz.update(ctx, func(s rdzvState) rdzvState { return s.lose(r.a.round, ids...) })
+	return strings.Join(names, "; "), err
 }
 
 // lostWatch is the least time markLost watches the heartbeats: every

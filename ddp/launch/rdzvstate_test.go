@@ -135,3 +135,28 @@ func TestRendezvousStateAnswers(t *testing.T) {
 		})
 	}
 }
+
+// TestRendezvousRemembersTheLost: a node found lost is recorded for its
+// round; the next round expects the others and knows when they all
+// joined; a node that is not the round's, or a stale round, changes
+// nothing.
+func TestRendezvousRemembersTheLost(t *testing.T) {
+	three := rdzvState{Round: 3, Nodes: []member{at(nodeA, 0), at(nodeB, 1), at(nodeC, 2)}, Closed: true, Master: "h:1"}
+	lostC := three
+	lostC.Lost = []string{"c"}
+	checkTransitions(t, []transition{
+		{"a lost node is recorded", three, func(s rdzvState) rdzvState { return s.lose(3, "c") }, lostC},
+		{"twice is once", lostC, func(s rdzvState) rdzvState { return s.lose(3, "c") }, lostC},
+		{"a node not in the round is not", three, func(s rdzvState) rdzvState { return s.lose(3, "z") }, three},
+		{"a stale round's loss is not", three, func(s rdzvState) rdzvState { return s.lose(2, "c") }, three},
+		{"the next round expects the survivors", lostC, func(s rdzvState) rdzvState { return s.join(4, nodeB, true, c10dRules) },
+			rdzvState{Round: 4, Nodes: []member{at(nodeB, 0)}, Expected: []string{"a", "b"}}},
+		{"a round after no loss expects nobody", three, func(s rdzvState) rdzvState { return s.join(4, nodeB, true, c10dRules) },
+			rdzvState{Round: 4, Nodes: []member{at(nodeB, 0)}}},
+	})
+	next := lostC.join(4, nodeB, true, c10dRules)
+	assert.False(t, next.survivorsJoined(), "a is not here yet")
+	next = next.join(4, nodeA, true, c10dRules)
+	assert.True(t, next.survivorsJoined(), "a and b are")
+	assert.False(t, three.open(4).join(4, nodeA, true, c10dRules).survivorsJoined(), "no loss: the last call decides")
+}

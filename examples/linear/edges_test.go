@@ -214,6 +214,19 @@ func TestCtrlCUnderDdprun(t *testing.T) {
 // its own worker, which failed for that (LoseANode checks the line).
 func TestLongLostNodeIsNamed(t *testing.T) {
 	exampletest.CleanEnv(t)
-	out := exampletest.LoseANode(t, "linear", []string{"--epochs", "300", "--checkpoint-every", "20"}, []int{40, 60})
+	out := exampletest.LoseANode(t, "linear", []string{"--epochs", "300", "--checkpoint-every", "20"}, 2, exampletest.Marks("epoch %d: ", 40, 60, 80))
 	assert.NotContains(t, out, "worker failed: node 0")
+}
+
+// TestNoStepLostWithANode: an elastic job of three nodes
+// (--nnodes=2:3, deterministic) loses one at a random moment (kill -9 of
+// its ddprun and worker): the survivors commit the last step they
+// completed, restart without it within the run from that very step, and
+// train the uninterrupted job's weights, bit for bit.
+func TestNoStepLostWithANode(t *testing.T) {
+	exampletest.CleanEnv(t)
+	args := []string{"--epochs", "300", "--deterministic", "--checkpoint-every", "1000"}
+	want := exampletest.WeightsDigest(t, exampletest.Ranks(3).Run(t, "linear", args...))
+	out := exampletest.LoseANode(t, "linear", args, 3, exampletest.Marks("epoch %d: ", 40, 80, 120, 160, 200))
+	assert.Equal(t, want, exampletest.WeightsDigest(t, out), "the job that lost a node trained other weights")
 }

@@ -57,7 +57,7 @@ func TestLongDeterministicAcceptance(t *testing.T) {
 		assert.Equal(t, want, exampletest.WeightsDigest(t, out), "the job resumed at world 3 trained other weights")
 	})
 	t.Run("a node lost under --nnodes=1:2", func(t *testing.T) {
-		out := exampletest.LoseANode(t, "mnist", append(args, "--checkpoint-every", "10"), []int{40, 60, 80, 100})
+		out := exampletest.LoseANode(t, "mnist", append(args, "--checkpoint-every", "100"), 2, exampletest.Marks("step %d/200", 40, 60, 80, 100, 120))
 		assert.Equal(t, want, exampletest.WeightsDigest(t, out), "the survivor trained other weights")
 	})
 	t.Run("a node gained under --nnodes=1:2", func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -19,36 +20,72 @@ import (
 )
 
 // LoseANode runs example name with args (and --checkpoint-dir) as an
-// elastic job of two nodes on loopback: a ddprun each, --nnodes=1:2, a
-// c10d rendezvous hosted by node 0, one process a node, --max_restarts=1.
-// Once the job committed the checkpoint of one of steps (drawn at
-// random), it kills node 1 (its ddprun and worker, kill -9); node 0 must
-// restart alone from the last checkpoint, at world size 1, and finish. It
-// returns node 0's output.
-func LoseANode(t *testing.T, name string, args []string, steps []int) string {
+// elastic job of nodes nodes on loopback: a ddprun each,
+// --nnodes=nodes-1:nodes, a c10d rendezvous hosted by node 0, one
+// process a node, --max_restarts=1. At a random moment (Running.Await on
+// node 0's marks) it kills a random other node (its ddprun and worker,
+// kill -9). The survivors must commit the last step they completed, name
+// the lost node, restart without it from that step (ZeroStepsLost) and
+// finish. It returns the survivors' outputs, node 0's first.
+func LoseANode(t *testing.T, name string, args []string, nodes int, marks []string) string {
 	t.Helper()
 	ckdir := filepath.Join(t.TempDir(), "ck")
-	job, endpoint := elasticJob(t, name, args, "lose-a-node", "--max_restarts=1")
+	job, endpoint := elasticJob(t, name, args, "lose-a-node", fmt.Sprintf("--nnodes=%d:%d", nodes-1, nodes), "--max_restarts=1")
 	node := func() *Running { return job.start(t, []string{"--checkpoint-dir", ckdir}) }
-	first := startStoreHost(t, endpoint, node)
-	second := node()
+	all := []*Running{startStoreHost(t, endpoint, node)}
+	for range nodes - 1 {
+		all = append(all, node())
+	}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))
-	at := steps[rng.IntN(len(steps))]
-	awaitCheckpoint(t, ckdir, at, first, second)
-	time.Sleep(time.Duration(rng.IntN(200)) * time.Millisecond)
-	for _, pid := range second.Workers() {
+	moment := all[0].Await(t, marks, rng)
+	lost := 1 + rng.IntN(nodes-1)
+	victim := all[lost]
+	for _, pid := range victim.Workers() {
 		require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
 	}
-	require.NoError(t, second.cmd.Process.Kill())
-	_, _ = second.Wait()
-	out, err := first.Wait()
-	require.NoError(t, err, "%s", out)
-	t.Logf("node 1 killed after the checkpoint of step %d: %s", at, LineWith(out, "restarting"))
-	assert.Contains(t, out, "restarting (restart 1 of 1)")
-	assert.Regexp(t, `node 1 was lost: its agent, \S+ \(pid \d+, agent [0-9a-f]+\), beat no heartbeat in the .*; every worker was stopped; restarting`, out,
-		"the lost node named, not the survivor's worker")
-	assert.Contains(t, out, "resumed from "+ckdir)
+	require.NoError(t, victim.cmd.Process.Kill())
+	_, _ = victim.Wait()
+	var out string
+	for i, n := range all {
+		if i != lost {
+			// The restarted round ranks its nodes by arrival: rank 0 may
+			// print on any survivor.
+			o, err := n.Wait()
+			require.NoError(t, err, "%s", outputs(all))
+			out += o
+		}
+	}
+	t.Logf("the node started %d of %d killed %s: %s", lost+1, nodes, moment, LineWith(out, "restarting"))
+	assert.Contains(t, out, "restarting from it without the lost node (restart 1 of 1)", "%s", outputs(all))
+	assert.Regexp(t, `node \d was lost: its agent, \S+ \(pid \d+, agent [0-9a-f]+\), beat no heartbeat`, out, "the lost node named")
+	ZeroStepsLost(t, out, ckdir)
 	return out
+}
+
+// completedStep and resumedStep read a survivor's word on the step it
+// committed after a peer's loss, and the resumed job's.
+var (
+	completedStep = regexp.MustCompile(`after step (\d+), the last this replica completed`)
+	resumedStep   = regexp.MustCompile(`resumed from \S+ at step (\d+)`)
+)
+
+// ZeroStepsLost checks that out, a job that lost a peer and restarted
+// from ckdir, resumed at the last step any survivor completed: no
+// completed step was redone.
+func ZeroStepsLost(t *testing.T, out, ckdir string) {
+	t.Helper()
+	last := -1
+	for _, m := range completedStep.FindAllStringSubmatch(out, -1) {
+		step, _ := strconv.Atoi(m[1])
+		last = max(last, step)
+	}
+	require.GreaterOrEqual(t, last, 0, "no survivor said which step it committed: %s", out)
+	m := resumedStep.FindStringSubmatch(out)
+	require.NotNil(t, m, "the job did not resume: %s", out)
+	assert.Contains(t, m[0], "resumed from "+ckdir)
+	resumed, _ := strconv.Atoi(m[1])
+	assert.Equal(t, last, resumed, "the job resumed at step %d, where the survivors completed step %d", resumed, last)
+	t.Logf("resumed at step %d, the last completed: 0 steps redone", resumed)
 }
 
 // GainANode runs example name with args (and --checkpoint-dir) as an
@@ -61,7 +98,7 @@ func LoseANode(t *testing.T, name string, args []string, steps []int) string {
 func GainANode(t *testing.T, name string, args []string, steps []int) string {
 	t.Helper()
 	ckdir := filepath.Join(t.TempDir(), "ck")
-	job, endpoint := elasticJob(t, name, args, "gain-a-node", "--max_restarts=0")
+	job, endpoint := elasticJob(t, name, args, "gain-a-node", "--nnodes=1:2", "--max_restarts=0")
 	node := func() *Running { return job.start(t, []string{"--checkpoint-dir", ckdir}) }
 	first := startStoreHost(t, endpoint, node)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))
@@ -81,14 +118,15 @@ func GainANode(t *testing.T, name string, args []string, steps []int) string {
 	return out
 }
 
-// elasticJob is name with args under ddprun --nnodes=1:2 on loopback, a
-// c10d rendezvous at a free port (endpoint), one process a node.
-func elasticJob(t *testing.T, name string, args []string, id string, restarts string) (job Job, endpoint string) {
+// elasticJob is name with args under ddprun with nnodes (--nnodes=MIN:MAX)
+// and restarts (--max_restarts=N) on loopback, a c10d rendezvous at a
+// free port (endpoint), one process a node.
+func elasticJob(t *testing.T, name string, args []string, id string, nnodes, restarts string) (job Job, endpoint string) {
 	t.Helper()
 	port, err := freeport.Pick("127.0.0.1")
 	require.NoError(t, err)
 	endpoint = "127.0.0.1:" + strconv.Itoa(port)
-	return Job{Name: name, Args: args, Launch: []string{"--nnodes=1:2", "--nproc_per_node=1", "--rdzv_backend=c10d",
+	return Job{Name: name, Args: args, Launch: []string{nnodes, "--nproc_per_node=1", "--rdzv_backend=c10d",
 		"--rdzv_endpoint=" + endpoint, "--rdzv_id=" + id, restarts, "--rdzv_conf=last_call_timeout=2"}}, endpoint
 }
 
