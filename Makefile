@@ -286,6 +286,11 @@ test-long: deps
 		$(GO) test -tags mpi -run '^TestLongMPI' -timeout 10m ./ddp/... ./examples/linear/ ./examples/mnist/ ./examples/gpt/ 2>&1 \
 			| tee -a "$$log" || failed+=("the mpi long tests")
 	fi
+	# The loss of a node must never meet an update applied before every
+	# rank combined its gradients: a build with that bug shows that the
+	# zero-lost-steps test catches it.
+	$(GO) test -tags xladdp_early_update -run '^TestLongEarlyUpdateIsCaught$$' -timeout 5m ./examples/linear/ 2>&1 | tee -a "$$log" \
+		|| failed+=("the early-update build")
 	# The engine's tests again on the CPU client's async execution
 	# (XLADDP_CPU_EXECUTION=async), numerics and compile tests left out.
 	XLADDP_CPU_EXECUTION=async $(GO) test -timeout 5m -skip '$(ASYNC_SKIP)' ./xla ./xla/optim 2>&1 | tee -a "$$log" \

@@ -190,6 +190,9 @@ func (f *Feed) TrainStep(ctx context.Context, opt optim.Optimizer, st Step, step
 			return lossOf(st.Batches[s.Slot]), nil
 		})
 	}
+	if err != nil {
+		loss, err = crossingFailed(func() *xla.Tensor { return lossOf(st.Batches[0]) }, err)
+	}
 	if err == nil {
 		err = opt.Step()
 	}
