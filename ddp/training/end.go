@@ -24,7 +24,11 @@ const salvageWait = 5 * time.Minute
 // log and its note to ddprun, and returns an error that is
 // checkpoint.ErrPreempted: the worker exits 75, and ddprun restarts the
 // job without the lost node from that step. Every replica calls it (a
-// deferred call in the program: err = loop.End(ctx, err)).
+// deferred call in the program: err = loop.End(ctx, err)). The last step
+// completed is the loop's position, or the step after it when the Feed
+// trained that one (Feed.TrainStep returned) before the program stopped;
+// a program that applies its updates itself must Commit each step before
+// anything else that crosses replicas.
 func (l *Loop) End(ctx context.Context, err error) error {
 	if err == nil {
 		err, l.err = l.err, nil // the last step's commit's
@@ -34,6 +38,11 @@ func (l *Loop) End(ctx context.Context, err error) error {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), salvageWait)
 	defer cancel()
+	if f, ok := l.order.(interface{ Trained() int }); ok && f.Trained() == l.at.Step+1 && l.next.Step == l.at.Step+1 {
+		// The step yielded last trained (its update applied) before the
+		// program stopped, short of the loop's commit.
+		l.at = l.next
+	}
 	step := l.at.Step
 	noteErr := workerenv.WritePeerLossNote(l.flightDir, l.rank, fmt.Sprintf("%sstep %d", workerenv.Committing, step))
 	path, salvageErr := l.ck.Salvage(ctx, l.stateNow())

@@ -35,6 +35,9 @@ type Feed struct {
 	stats func(optim.Optimizer) ddp.HostPathStats
 	det   *ddp.MicroShardSampler
 	last  StepTimes
+	// trained is the steps done once the last TrainStep that succeeded
+	// returned: its update is applied (or traced) from then on.
+	trained int
 }
 
 // NewFeed is replica w's feed of a dataset of n samples for model, made
@@ -166,6 +169,11 @@ type StepTimes struct {
 	Execute, Download, Exchange, Upload time.Duration
 }
 
+// Trained is the steps done once the last TrainStep that succeeded
+// returned (its step + 1; 0 before any): a Loop ended before it
+// committed that step (End) knows its update is applied.
+func (f *Feed) Trained() int { return f.trained }
+
 // LastStep is the times of the last TrainStep.
 func (f *Feed) LastStep() StepTimes { return f.last }
 
@@ -199,6 +207,7 @@ func (f *Feed) TrainStep(ctx context.Context, opt optim.Optimizer, st Step, step
 	if err != nil {
 		return nil, err
 	}
+	f.trained = step + 1
 	after := f.stats(opt)
 	f.last = StepTimes{Execute: after.Execute - before.Execute, Download: after.Download - before.Download,
 		Exchange: after.AllReduce - before.AllReduce, Upload: after.Upload - before.Upload}

@@ -64,6 +64,10 @@ type Loop struct {
 	// a peer's loss (End).
 	rank      int
 	flightDir string
+	// next is where the step Steps yielded last stands once done: End
+	// commits it when the Feed trained that step before the program
+	// stopped.
+	next Position
 }
 
 // Open starts replica w's loop over order (a Feed), restoring the latest
@@ -218,11 +222,11 @@ func (l *Loop) Steps(ctx context.Context, epoch int, steps iter.Seq2[Step, error
 			if st.Index = before + index; maxSteps > 0 && st.Index >= maxSteps {
 				return
 			}
+			l.next = Position{Epoch: epoch, Samples: epochStart + (index+1)*l.global, Step: l.at.Step + 1}
 			if !yield(st, nil) {
 				return
 			}
-			at := Position{Epoch: epoch, Samples: epochStart + (index+1)*l.global, Step: l.at.Step + 1}
-			if err := l.Commit(ctx, at); err != nil {
+			if err := l.Commit(ctx, l.next); err != nil {
 				yield(Step{}, err)
 				return
 			}

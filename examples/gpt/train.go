@@ -232,11 +232,13 @@ func train(ctx context.Context, c config, w ddp.Worker, text *corpus, out io.Wri
 	for it := first; it < c.steps; it++ {
 		loss, err := t.step(ctx)
 		if err == nil {
-			err = log.step(ctx, loop, loss, it+1)
+			res.Steps = it + 1
+			// Committed before the log's eval, which crosses replicas: a
+			// peer lost there finds the step the loop's (Loop.End).
+			err = loop.Commit(ctx, t.order.position(it+1)) // checkpoint.ErrPreempted: exit 75
 		}
 		if err == nil {
-			res.Steps = it + 1
-			err = loop.Commit(ctx, t.order.position(it+1)) // checkpoint.ErrPreempted: exit 75
+			err = log.step(ctx, loop, loss, it+1)
 		}
 		if err != nil {
 			return res, err

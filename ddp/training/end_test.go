@@ -1,0 +1,114 @@
+package training_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/xladdp/xladdp/ddp"
+	"github.com/xladdp/xladdp/ddp/checkpoint"
+	"github.com/xladdp/xladdp/ddp/dist"
+	"github.com/xladdp/xladdp/ddp/training"
+	"github.com/xladdp/xladdp/internal/workerenv"
+	"github.com/xladdp/xladdp/xla"
+	"github.com/xladdp/xladdp/xla/data"
+	"github.com/xladdp/xladdp/xla/nn"
+	"github.com/xladdp/xladdp/xla/optim"
+	"github.com/xladdp/xladdp/xla/xlatest"
+)
+
+// stopWith trains the loop of run (8 steps an epoch) and, after stop
+// steps and then before, ends it with cause as the program does (err =
+// loop.End(ctx, err)); it returns End's error.
+func stopWith(t *testing.T, o checkpoint.Options, stop int, cause error, before func()) error {
+	ctx := xlatest.Context(t)
+	d := xlatest.NewEngine(t, 1).Device(0)
+	set, err := data.NewRandom(40, []int{4}, []int{1}, 0, 1)
+	require.NoError(t, err)
+	w := ddp.Worker{WorldSize: 1, Device: d, Checkpoints: o}
+	model, err := w.Wrap(ctx, nn.Dense(d, nn.NewRand(1), 4, 1), ddp.Batch{Global: 5, Seed: 3})
+	require.NoError(t, err)
+	defer model.Close()
+	opt, err := optim.NewSGD(nn.Parameters(model), optim.SGDConfig{LR: 0.01})
+	require.NoError(t, err)
+	feed, err := training.NewFeed(w, model, set.Len())
+	require.NoError(t, err)
+	loader, err := data.NewLoader(set, d, data.LoaderConfig{BatchSize: feed.Batch, DropLast: true, Sampler: feed.Sampler})
+	require.NoError(t, err)
+	loop, err := training.Open(ctx, w, feed, optim.Checkpoint{Model: model, Optimizer: opt, RNG: d})
+	require.NoError(t, err)
+	for st, err := range loop.Steps(ctx, 0, feed.Steps(loader.Epoch(ctx, 0)), 0) {
+		require.NoError(t, err)
+		_, err := feed.TrainStep(ctx, opt, st, loop.Position().Step, func(b data.Batch) *xla.Tensor {
+			return nn.MSELoss(model.Forward(b.Input), b.Target, nn.ReductionMean)
+		})
+		require.NoError(t, err)
+		if loop.Position().Step+1 == stop {
+			break
+		}
+	}
+	before()
+	return loop.End(ctx, cause)
+}
+
+// TestLoopEndCommitsOnAPeersLoss: a loop ended by a peer's loss commits
+// the last step it completed (none periodic was due), says so with its
+// note to ddprun, and returns an error that exits 75; the same command
+// resumes at that very step and trains the uninterrupted run's samples.
+// A loop ended by another error, or by none, commits nothing more.
+func TestLoopEndCommitsOnAPeersLoss(t *testing.T) {
+	whole, _, _ := run(t, checkpoint.Options{}, 0)
+	flight := t.TempDir()
+	t.Setenv(workerenv.FlightDir, flight)
+	o := checkpoint.Options{Dir: t.TempDir(), Every: 100}
+	lost := &dist.PeerError{Rank: 2, Op: "AllReduce #21", Err: dist.ErrPeerClosed}
+	err := stopWith(t, o, 7, lost, func() {})
+	require.ErrorIs(t, err, checkpoint.ErrPreempted)
+	assert.ErrorContains(t, err, "a peer was lost (ddp: AllReduce #21: rank 2: connection closed")
+	assert.ErrorContains(t, err, "after step 7, the last this replica completed; committed: "+filepath.Join(o.Dir, "step-000000000007.safetensors"))
+	note := workerenv.ReadPeerLossNote(flight, 0)
+	assert.True(t, strings.HasPrefix(note, workerenv.Committed), note)
+
+	rest, at, resumed := run(t, o, 0)
+	assert.Contains(t, resumed, "resumed from "+o.Dir+" at step 7 (epoch 1, sample 35 of its order)")
+	assert.Equal(t, whole[7:], rest, "the resumed run's samples are the uninterrupted run's from step 8 on")
+	assert.Equal(t, 16, at.Step)
+
+	for _, tc := range []struct {
+		name  string
+		cause error
+	}{
+		{"the program's error", errors.New("the loss is NaN")},
+		{"a mismatch", &dist.PeerError{Rank: 1, Err: dist.ErrMismatch}},
+		{"the job's SIGTERM commit", checkpoint.ErrPreempted},
+		{"none", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := checkpoint.Options{Dir: t.TempDir(), Every: 100}
+			err := stopWith(t, o, 3, tc.cause, func() {})
+			if tc.cause == nil {
+				assert.NoError(t, err)
+			} else {
+				assert.ErrorIs(t, err, tc.cause, "returned as it came")
+			}
+			names, _ := filepath.Glob(filepath.Join(o.Dir, "step-*"))
+			assert.Empty(t, names, "nothing committed")
+		})
+	}
+	// A directory that no longer takes the file: the error says the
+	// commit failed, and is no preemption (ddprun then restarts from the
+	// last periodic checkpoint).
+	o = checkpoint.Options{Dir: t.TempDir(), Every: 100}
+	err = stopWith(t, o, 3, lost, func() {
+		require.NoError(t, os.RemoveAll(o.Dir))
+		require.NoError(t, os.WriteFile(o.Dir, nil, 0o644))
+	})
+	assert.ErrorContains(t, err, "could not commit step 3, the last it completed")
+	assert.NotErrorIs(t, err, checkpoint.ErrPreempted)
+}
+
