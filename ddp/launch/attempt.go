@@ -139,6 +139,7 @@ func (r *attemptRun) exited(wk *procset.Process) (outcome, bool) {
 func (r *attemptRun) failed(e *exit) outcome {
 	a, bg := r.a, context.WithoutCancel(r.ctx)
 	seen := time.Now()
+	r.sayAlive() // this node lives on, beating no more in the round
 	// Tell the others first: their workers wait on ours.
 	errs := []error{r.m.fail(bg, a.round, a.node, "worker failed: "+e.String(), seen)}
 	root, failures, left := rootCause(r.set, a.node, e, r.remaining, r.reaped)
@@ -150,7 +151,7 @@ func (r *attemptRun) failed(e *exit) outcome {
 	}
 	diagnosis, behind := r.set.flightDiagnosis(r.ctx, r.m, a, local, readErr, r.dumps, true)
 	r.keepDumps = diagnosis != ""
-	r.set.stop()
+	r.set.stopAfterLoss(r.dumps)
 	res := outcome{kind: workerFailed, failure: root, flight: diagnosis, flightDir: r.dumps}
 	first, err := r.firstElsewhere(root, seen, behind)
 	if first != "" {
