@@ -335,6 +335,9 @@ BENCH_ROUNDS ?= 2
 # Where examples/bench/peers/install.sh puts JAX and torch.
 PEERS := $(or $(XLADDP_PEERS_DIR),$(HOME)/.cache/xladdp/peers)
 BENCH_ONLY ?=
+# The last commit before a lost peer's step was committed (issue 54): its
+# restart from the periodic checkpoint is what recovery.py compares.
+RECOVERY_BASELINE ?= 467abbe
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./...
 	@echo "== ddp all-reduce across processes (bus bandwidth vs memcpy and loopback TCP)"
@@ -373,6 +376,11 @@ bench: deps
 	$(GO) run ./examples/bench/determinism --bin $(BIN) --rounds $(BENCH_ROUNDS)
 	echo "== the flight recorder's cost on the 2-process MNIST step, on against off (docs/BENCHMARKS.md)"
 	$(PYTHON) examples/bench/flight/overhead.py --bin $(BIN) --rounds $(or $(filter-out 1 2,$(BENCH_ROUNDS)),5)
+	echo "== what a lost node costs: commit on the loss against the periodic-checkpoint restart of $(RECOVERY_BASELINE), alternated (docs/BENCHMARKS.md)"
+	base="$$(mktemp -d)"; trap 'git worktree remove --force "$$base/tree" >/dev/null 2>&1; rm -rf "$$base"' EXIT
+	git worktree add --detach "$$base/tree" $(RECOVERY_BASELINE) >/dev/null
+	(cd "$$base/tree" && $(GO) build -o "$$base/bin/" ./examples/mnist ./cmd/ddprun)
+	$(PYTHON) examples/bench/recovery/recovery.py --bin $(BIN) --baseline-bin "$$base/bin" --trials $(or $(filter-out 1,$(BENCH_ROUNDS)),3)
 	echo "== torch 2.9 reads the consolidated ZeRO checkpoint"
 	XLADDP_TORCH_PYTHON=$(PEERS)/torchxla/bin/python $(GO) test -count=1 -run '^TestConsolidatedEqualsPlainCheckpoint$$' -v ./ddp/zero/
 

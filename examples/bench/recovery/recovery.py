@@ -106,16 +106,18 @@ def trial(bindir, data_args, rng):
     if resumed is None:
         raise SystemExit("the job did not resume:\n" + "\n".join(l for _, l in after[-30:]))
     seen_resume = False
-    next_step = None
+    next_step = regained = None
     for t, l in after:
         if RESUMED.search(l):
             seen_resume = True
         m = STEP.search(l)
-        if seen_resume and m and int(m.group(1)) > resumed:
+        if seen_resume and m and int(m.group(1)) > resumed and next_step is None:
             next_step = t
+        if seen_resume and m and int(m.group(1)) > done_before:
+            regained = t
             break
     sha = next((m.group(1) for _, l in after if (m := SHA.search(l))), None)
-    return {"redone": max(0, done_before - resumed), "seconds": next_step - killed, "resumed": resumed,
+    return {"redone": max(0, done_before - resumed), "seconds": next_step - killed, "regained": regained - killed, "resumed": resumed,
             "killed_after": done_before, "sha": sha}
 
 
@@ -135,14 +137,16 @@ def main():
             r = trial(bindir, data_args, rng)
             results[name].append(r)
             print(f"trial {i + 1} {name}: killed after step {r['killed_after']}, resumed at {r['resumed']}, "
-                  f"{r['redone']} steps redone, {r['seconds']:.2f} s to the next step, weights {r['sha'][:12]}", flush=True)
+                  f"{r['redone']} steps redone, {r['seconds']:.2f} s to the next step, {r['regained']:.2f} s to a step past the kill's, "
+                  f"weights {r['sha'][:12]}", flush=True)
     shas = {r["sha"] for rs in results.values() for r in rs}
-    print("\n| path | trials | steps redone (median, max) | kill to next step, s (median, range) |")
-    print("|---|---|---|---|")
+    print("\n| path | trials | steps redone (median, max) | kill to the next step, s (median, range) | kill to a step past the kill's, s (median) |")
+    print("|---|---|---|---|---|")
     for name, rs in results.items():
         red = [r["redone"] for r in rs]
         sec = [r["seconds"] for r in rs]
-        print(f"| {name} | {len(rs)} | {statistics.median(red):g}, {max(red)} | {statistics.median(sec):.2f} ({min(sec):.2f}–{max(sec):.2f}) |")
+        reg = statistics.median(r["regained"] for r in rs)
+        print(f"| {name} | {len(rs)} | {statistics.median(red):g}, {max(red)} | {statistics.median(sec):.2f} ({min(sec):.2f}–{max(sec):.2f}) | {reg:.2f} |")
     print(f"\nweights of every job: {', '.join(sorted(s[:12] for s in shas))}" + (" (one: the same bits)" if len(shas) == 1 else " (DIFFER)"))
     return 0 if len(shas) == 1 else 1
 
