@@ -111,4 +111,3 @@ func TestLoopEndCommitsOnAPeersLoss(t *testing.T) {
 	assert.ErrorContains(t, err, "could not commit step 3, the last it completed")
 	assert.NotErrorIs(t, err, checkpoint.ErrPreempted)
 }
-
