@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -29,10 +30,34 @@ import (
 // finish. It returns the survivors' outputs, node 0's first.
 func LoseANode(t *testing.T, name string, args []string, nodes int, marks []string) string {
 	t.Helper()
+	job, endpoint := elasticJob(t, "127.0.0.1", name, args, "lose-a-node", fmt.Sprintf("--nnodes=%d:%d", nodes-1, nodes), "--max_restarts=1")
+	return loseANode(t, job, endpoint, nodes, marks, func(_ int, cmd *exec.Cmd) *exec.Cmd { return cmd })
+}
+
+// LoseANodeOfHosts is LoseANode with each node on a host of its own: a
+// network namespace with its own address (root only; it skips
+// otherwise).
+func LoseANodeOfHosts(t *testing.T, name string, args []string, nodes int, marks []string) string {
+	t.Helper()
+	h := NewNamespaceHosts(t, nodes)
+	job, endpoint := elasticJob(t, h.Addrs[0], name, args, "lose-a-host", fmt.Sprintf("--nnodes=%d:%d", nodes-1, nodes), "--max_restarts=1")
+	return loseANode(t, job, endpoint, nodes, marks, func(i int, cmd *exec.Cmd) *exec.Cmd {
+		on := h.Command(i, cmd.Args...)
+		on.Env = cmd.Env
+		return on
+	})
+}
+
+// loseANode is LoseANode's trial of job, its node i's command placed by
+// on.
+func loseANode(t *testing.T, job Job, endpoint string, nodes int, marks []string, on func(i int, cmd *exec.Cmd) *exec.Cmd) string {
+	t.Helper()
 	ckdir := filepath.Join(t.TempDir(), "ck")
-	job, endpoint := elasticJob(t, name, args, "lose-a-node", fmt.Sprintf("--nnodes=%d:%d", nodes-1, nodes), "--max_restarts=1")
-	node := func() *Running { return job.start(t, []string{"--checkpoint-dir", ckdir}) }
-	all := []*Running{startStoreHost(t, endpoint, node)}
+	var all []*Running
+	node := func() *Running {
+		return Start(t, on(len(all), job.command(t, "--checkpoint-dir", ckdir)))
+	}
+	all = append(all, startStoreHost(t, endpoint, node))
 	for range nodes - 1 {
 		all = append(all, node())
 	}
@@ -98,7 +123,7 @@ func ZeroStepsLost(t *testing.T, out, ckdir string) {
 func GainANode(t *testing.T, name string, args []string, steps []int) string {
 	t.Helper()
 	ckdir := filepath.Join(t.TempDir(), "ck")
-	job, endpoint := elasticJob(t, name, args, "gain-a-node", "--nnodes=1:2", "--max_restarts=0")
+	job, endpoint := elasticJob(t, "127.0.0.1", name, args, "gain-a-node", "--nnodes=1:2", "--max_restarts=0")
 	node := func() *Running { return job.start(t, []string{"--checkpoint-dir", ckdir}) }
 	first := startStoreHost(t, endpoint, node)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))
@@ -119,13 +144,17 @@ func GainANode(t *testing.T, name string, args []string, steps []int) string {
 }
 
 // elasticJob is name with args under ddprun with nnodes (--nnodes=MIN:MAX)
-// and restarts (--max_restarts=N) on loopback, a c10d rendezvous at a
-// free port (endpoint), one process a node.
-func elasticJob(t *testing.T, name string, args []string, id string, nnodes, restarts string) (job Job, endpoint string) {
+// and restarts (--max_restarts=N), a c10d rendezvous at host (loopback: a
+// free port) for endpoint, one process a node.
+func elasticJob(t *testing.T, host, name string, args []string, id string, nnodes, restarts string) (job Job, endpoint string) {
 	t.Helper()
-	port, err := freeport.Pick("127.0.0.1")
-	require.NoError(t, err)
-	endpoint = "127.0.0.1:" + strconv.Itoa(port)
+	port := 29514 // a namespace host is new: nothing else listens there
+	if host == "127.0.0.1" {
+		var err error
+		port, err = freeport.Pick(host)
+		require.NoError(t, err)
+	}
+	endpoint = host + ":" + strconv.Itoa(port)
 	return Job{Name: name, Args: args, Launch: []string{nnodes, "--nproc_per_node=1", "--rdzv_backend=c10d",
 		"--rdzv_endpoint=" + endpoint, "--rdzv_id=" + id, restarts, "--rdzv_conf=last_call_timeout=2"}}, endpoint
 }
