@@ -226,7 +226,7 @@ func TestLongLostNodeIsNamed(t *testing.T) {
 func TestNoStepLostWithANode(t *testing.T) {
 	exampletest.CleanEnv(t)
 	args := []string{"--epochs", "300", "--deterministic", "--checkpoint-every", "1000"}
-	want := exampletest.WeightsDigest(t, exampletest.Ranks(3).Run(t, "linear", args...))
+	want := exampletest.WeightsDigest(t, exampletest.Spawned(1).Run(t, "linear", args...)) // any world size's
 	out := exampletest.LoseANode(t, "linear", args, 3, exampletest.Marks("epoch %d: ", 40, 80, 120, 160, 200))
 	assert.Equal(t, want, exampletest.WeightsDigest(t, out), "the job that lost a node trained other weights")
 }
