@@ -10,50 +10,23 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/xladdp/xladdp/ddp"
 	"github.com/xladdp/xladdp/ddp/checkpoint"
 	"github.com/xladdp/xladdp/ddp/dist"
-	"github.com/xladdp/xladdp/ddp/training"
 	"github.com/xladdp/xladdp/internal/workerenv"
-	"github.com/xladdp/xladdp/xla"
-	"github.com/xladdp/xladdp/xla/data"
-	"github.com/xladdp/xladdp/xla/nn"
-	"github.com/xladdp/xladdp/xla/optim"
-	"github.com/xladdp/xladdp/xla/xlatest"
 )
 
-// stopWith trains the loop of run (8 steps an epoch) and, after stop
-// steps and then before, ends it with cause as the program does (err =
-// loop.End(ctx, err)); it returns End's error.
+// stopWith trains the fixture's loop and, after stop steps and then
+// before, ends it with cause as the program does (err = loop.End(ctx,
+// err)); it returns End's error.
 func stopWith(t *testing.T, o checkpoint.Options, stop int, cause error, before func()) error {
-	ctx := xlatest.Context(t)
-	d := xlatest.NewEngine(t, 1).Device(0)
-	set, err := data.NewRandom(40, []int{4}, []int{1}, 0, 1)
-	require.NoError(t, err)
-	w := ddp.Worker{WorldSize: 1, Device: d, Checkpoints: o}
-	model, err := w.Wrap(ctx, nn.Dense(d, nn.NewRand(1), 4, 1), ddp.Batch{Global: 5, Seed: 3})
-	require.NoError(t, err)
-	defer model.Close()
-	opt, err := optim.NewSGD(nn.Parameters(model), optim.SGDConfig{LR: 0.01})
-	require.NoError(t, err)
-	feed, err := training.NewFeed(w, model, set.Len())
-	require.NoError(t, err)
-	loader, err := data.NewLoader(set, d, data.LoaderConfig{BatchSize: feed.Batch, DropLast: true, Sampler: feed.Sampler})
-	require.NoError(t, err)
-	loop, err := training.Open(ctx, w, feed, optim.Checkpoint{Model: model, Optimizer: opt, RNG: d})
-	require.NoError(t, err)
-	for st, err := range loop.Steps(ctx, 0, feed.Steps(loader.Epoch(ctx, 0)), 0) {
-		require.NoError(t, err)
-		_, err := feed.TrainStep(ctx, opt, st, loop.Position().Step, func(b data.Batch) *xla.Tensor {
-			return nn.MSELoss(model.Forward(b.Input), b.Target, nn.ReductionMean)
-		})
-		require.NoError(t, err)
-		if loop.Position().Step+1 == stop {
+	f := newFixture(t, o)
+	for range f.steps(t, 0) {
+		if f.loop.Position().Step+1 == stop {
 			break
 		}
 	}
 	before()
-	return loop.End(ctx, cause)
+	return f.loop.End(f.ctx, cause)
 }
 
 // TestLoopEndCommitsOnAPeersLoss: a loop ended by a peer's loss commits

@@ -1,6 +1,8 @@
 package training_test
 
 import (
+	"context"
+	"iter"
 	"path/filepath"
 	"testing"
 
@@ -64,10 +66,18 @@ func mustWrap(t *testing.T, d *xla.Device) *ddp.DistributedDataParallel {
 	return m
 }
 
-// run trains a loop over 40 samples in global batches of 5 (8 steps an
-// epoch) for 2 epochs, stopping after stop steps (0: never); it returns
-// every step's samples and the loop's position at the end.
-func run(t *testing.T, o checkpoint.Options, stop int) (samples [][]int, at training.Position, resumed string) {
+// fixture is a loop over 40 samples in global batches of 5 (8 steps an
+// epoch) of a one-replica job, kept in o's directory.
+type fixture struct {
+	ctx    context.Context
+	model  *ddp.DistributedDataParallel
+	opt    optim.Optimizer
+	feed   *training.Feed
+	loader *data.Loader
+	loop   *training.Loop
+}
+
+func newFixture(t *testing.T, o checkpoint.Options) *fixture {
 	ctx := xlatest.Context(t)
 	d := xlatest.NewEngine(t, 1).Device(0)
 	set, err := data.NewRandom(40, []int{4}, []int{1}, 0, 1)
@@ -75,7 +85,7 @@ func run(t *testing.T, o checkpoint.Options, stop int) (samples [][]int, at trai
 	w := ddp.Worker{WorldSize: 1, Device: d, Checkpoints: o}
 	model, err := w.Wrap(ctx, nn.Dense(d, nn.NewRand(1), 4, 1), ddp.Batch{Global: 5, Seed: 3})
 	require.NoError(t, err)
-	defer model.Close()
+	t.Cleanup(model.Close)
 	opt, err := optim.NewSGD(nn.Parameters(model), optim.SGDConfig{LR: 0.01})
 	require.NoError(t, err)
 	feed, err := training.NewFeed(w, model, set.Len())
@@ -84,21 +94,40 @@ func run(t *testing.T, o checkpoint.Options, stop int) (samples [][]int, at trai
 	require.NoError(t, err)
 	loop, err := training.Open(ctx, w, feed, optim.Checkpoint{Model: model, Optimizer: opt, RNG: d})
 	require.NoError(t, err)
-	defer func() { require.NoError(t, loop.Close()) }()
-	for epoch := range loop.Epochs(ctx, 2) {
-		for st, err := range loop.Steps(ctx, epoch, feed.Steps(loader.Epoch(ctx, epoch)), 0) {
+	return &fixture{ctx: ctx, model: model, opt: opt, feed: feed, loader: loader, loop: loop}
+}
+
+// steps are epoch's steps, each trained (MSE) before it is yielded.
+func (f *fixture) steps(t *testing.T, epoch int) iter.Seq[training.Step] {
+	return func(yield func(training.Step) bool) {
+		for st, err := range f.loop.Steps(f.ctx, epoch, f.feed.Steps(f.loader.Epoch(f.ctx, epoch)), 0) {
 			require.NoError(t, err)
-			_, err := feed.TrainStep(ctx, opt, st, loop.Position().Step, func(b data.Batch) *xla.Tensor {
-				return nn.MSELoss(model.Forward(b.Input), b.Target, nn.ReductionMean)
+			_, err := f.feed.TrainStep(f.ctx, f.opt, st, f.loop.Position().Step, func(b data.Batch) *xla.Tensor {
+				return nn.MSELoss(f.model.Forward(b.Input), b.Target, nn.ReductionMean)
 			})
 			require.NoError(t, err)
-			samples = append(samples, append([]int(nil), st.Batches[0].Samples...))
-			if stop > 0 && loop.Position().Step+1 == stop {
-				return samples, loop.Position(), loop.Resumed()
+			if !yield(st) {
+				return
 			}
 		}
 	}
-	return samples, loop.Position(), loop.Resumed()
+}
+
+// run trains the fixture's loop for 2 epochs, stopping after stop steps
+// (0: never); it returns every step's samples and the loop's position at
+// the end.
+func run(t *testing.T, o checkpoint.Options, stop int) (samples [][]int, at training.Position, resumed string) {
+	f := newFixture(t, o)
+	defer func() { require.NoError(t, f.loop.Close()) }()
+	for epoch := range f.loop.Epochs(f.ctx, 2) {
+		for st := range f.steps(t, epoch) {
+			samples = append(samples, append([]int(nil), st.Batches[0].Samples...))
+			if stop > 0 && f.loop.Position().Step+1 == stop {
+				return samples, f.loop.Position(), f.loop.Resumed()
+			}
+		}
+	}
+	return samples, f.loop.Position(), f.loop.Resumed()
 }
 
 // TestLoopResumesWhereItStood: a loop stopped after 10 steps (its last
