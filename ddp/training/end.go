@@ -45,7 +45,9 @@ func (l *Loop) End(ctx context.Context, err error) error {
 	}
 	step := l.at.Step
 	noteErr := workerenv.WritePeerLossNote(l.flightDir, l.rank, fmt.Sprintf("%sstep %d", workerenv.Committing, step))
-	path, salvageErr := l.ck.Salvage(ctx, l.stateNow())
+	state := l.stateNow()
+	state.Metadata[metaLoss] = fmt.Sprintf("rank %d lost a peer (%.120s)", l.rank, lossOf(err))
+	path, salvageErr := l.ck.Salvage(ctx, state)
 	if salvageErr != nil {
 		return errors.Join(err, fmt.Errorf("training: rank %d lost a peer and could not commit step %d, the last it completed: %w", l.rank, step, salvageErr),
 			l.Close())
@@ -57,4 +59,14 @@ func (l *Loop) End(ctx context.Context, err error) error {
 	}
 	return errors.Join(fmt.Errorf("training: rank %d: %s; the job resumes there without the lost node: %w", l.rank, what, checkpoint.ErrPreempted),
 		l.Close())
+}
+
+// lossOf names the peer err lost, as short as it says it: its
+// PeerError's text, or err's.
+func lossOf(err error) string {
+	var pe *dist.PeerError
+	if errors.As(err, &pe) {
+		return pe.Error()
+	}
+	return err.Error()
 }

@@ -23,6 +23,9 @@ const (
 	metaPosition = "training.epoch_position"
 	metaReplicas = "training.replicas"
 	metaGlobal   = "training.global_batch"
+	// metaLoss says why a step was committed when a peer's loss did it
+	// (End), for the resumed run to say.
+	metaLoss = "training.committed_on"
 )
 
 // Position is where a run stands: the epoch, the samples of the epoch's
@@ -133,10 +136,14 @@ func (l *Loop) resumeAt(from string, at Position) error {
 	// the position: commit writes it afresh, and an export never holds a
 	// stale one.
 	l.state.Metadata = maps.Clone(l.state.Metadata)
-	for _, name := range []string{metaPosition, metaReplicas, metaGlobal} {
+	why := l.state.Metadata[metaLoss]
+	for _, name := range []string{metaPosition, metaReplicas, metaGlobal, metaLoss} {
 		delete(l.state.Metadata, name)
 	}
 	l.resumed = fmt.Sprintf("resumed from %s at step %d (epoch %d, sample %d of its order)", from, at.Step, at.Epoch+1, at.Samples)
+	if why != "" {
+		l.resumed += fmt.Sprintf(", the last step completed when %.200s: no completed step is redone", why)
+	}
 	if l.wasReplicas != l.replicas || l.wasGlobal != l.global {
 		l.resumed += fmt.Sprintf("; written by %d replicas (a global batch of %d), now %d (%d): the epoch goes on from the same sample",
 			l.wasReplicas, l.wasGlobal, l.replicas, l.global)
