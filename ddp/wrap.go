@@ -394,6 +394,17 @@ func (m *DistributedDataParallel) Children() []nn.NamedModule {
 // Wrap: a sharded optimizer over the module crosses through it too.
 func (m *DistributedDataParallel) Collectives() ReplicaCollectives { return m.collectives }
 
+// CombinedRNGStates is every replica's random state (process rank, then
+// local replica) as of the last step whose gradients were combined across
+// processes on the host path; nil elsewhere. checkpoint.Salvage commits
+// them when a peer is lost.
+func (m *DistributedDataParallel) CombinedRNGStates() [][]byte {
+	if h, ok := m.collectives.(*crossing.HostPath); ok {
+		return h.CombinedRNGStates()
+	}
+	return nil
+}
+
 // HostPathStats returns where the cross-process gradient averaging spent
 // its time on this replica so far; zero when the job is one process.
 func (m *DistributedDataParallel) HostPathStats() HostPathStats {

@@ -52,7 +52,7 @@ func (ck *Checkpointer) Salvage(ctx context.Context, c optim.Checkpoint) (string
 			return ck.path(steps[len(steps)-1], plain), nil
 		}
 		_, local := dev.Replica()
-		snap, err := salvageSnapshot(ctx, c, g.WorldSize()*local > 1)
+		snap, err := salvageSnapshot(ctx, c, g.WorldSize()*local)
 		if err != nil {
 			return "", err
 		}
@@ -65,22 +65,36 @@ func (ck *Checkpointer) Salvage(ctx context.Context, c optim.Checkpoint) (string
 	})
 }
 
-// salvageSnapshot is c's snapshot. In a job of several replicas the
-// random states of the others cannot be gathered: the file holds one row
-// of them, this replica's, which a resume at one replica takes and one
-// at several replicas leaves (each keeps its own seeding, as at any other
-// replica count).
-func salvageSnapshot(ctx context.Context, c optim.Checkpoint, replicated bool) (optim.Snapshot, error) {
+// combinedRNGs is a model that keeps every replica's random state as of
+// the last step combined across processes (ddp's wrapper on the host
+// path).
+type combinedRNGs interface{ CombinedRNGStates() [][]byte }
+
+// salvageSnapshot is c's snapshot in a job of replicas replicas. Their
+// random states are the ones the model kept with the step (every
+// replica's, the lost one's too: a resume at the same world size draws as
+// the uninterrupted run), else, where it keeps none, one row of them,
+// this replica's, which a resume at one replica takes and one at several
+// leaves (each keeps its own seeding, as at another replica count).
+func salvageSnapshot(ctx context.Context, c optim.Checkpoint, replicas int) (optim.Snapshot, error) {
 	snap, err := optim.TakeSnapshot(ctx, c)
 	if err != nil {
 		return snap, fmt.Errorf("checkpoint: checkpoint of step %d: %w", c.Step, err)
 	}
-	if c.RNG != nil && replicated {
+	if c.RNG == nil || replicas == 1 {
+		return snap, nil
+	}
+	var states [][]byte
+	if m, ok := c.Model.(combinedRNGs); ok {
+		states = m.CombinedRNGStates()
+	}
+	if len(states) != replicas {
 		mine, err := c.RNG.RNGState().Bytes(ctx)
 		if err != nil {
 			return snap, fmt.Errorf("checkpoint: reading the random state: %w", err)
 		}
-		snap.Tensors = append(slices.Clone(snap.Tensors), replicaRNGSource(c.RNG, [][]byte{mine}))
+		states = [][]byte{mine}
 	}
+	snap.Tensors = append(slices.Clone(snap.Tensors), replicaRNGSource(c.RNG, states))
 	return snap, nil
 }

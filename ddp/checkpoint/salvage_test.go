@@ -166,3 +166,58 @@ func paramsOf(t *testing.T, ctx context.Context, m nn.Module) [][]float32 {
 	}
 	return out
 }
+
+// withRNGs is a model that kept every replica's random state with its
+// last combined step, as ddp's wrapper does on the host path.
+type withRNGs struct {
+	nn.Module
+	states [][]byte
+}
+
+func (m withRNGs) CombinedRNGStates() [][]byte { return m.states }
+
+// TestSalvageKeepsEveryReplicasRandomState: the random states the model
+// kept with the step (the lost replica's among them) are what the commit
+// holds, so that a resume at the same replica count gives each replica
+// its own back; a model that kept none (or the wrong count) leaves one
+// row, which a resume at several replicas does not take.
+func TestSalvageKeepsEveryReplicasRandomState(t *testing.T) {
+	ctx := xlatest.Context(t)
+	e := xlatest.NewEngine(t, 2)
+	var states [][]byte
+	for seed := range 2 {
+		d := xlatest.NewEngine(t, 1).Device(0)
+		require.NoError(t, d.ManualSeed(int64(100+seed)))
+		b, err := d.RNGState().Bytes(ctx)
+		require.NoError(t, err)
+		states = append(states, b)
+	}
+	job := func(dir string, kept [][]byte) [][]byte {
+		got := make([][]byte, 2)
+		err := e.RunReplicas(ctx, 2, func(ctx context.Context, r xla.Replica) error {
+			c := trained(t, ctx, r.Device(), 2)
+			ck, err := checkpoint.New(checkpoint.Options{Dir: dir})
+			if err != nil {
+				return err
+			}
+			defer ck.Close()
+			c.Model = withRNGs{Module: c.Model, states: kept}
+			if _, err := ck.Salvage(ctx, c); err != nil {
+				return err
+			}
+			if err := r.Device().ManualSeed(7); err != nil { // drawn away from the saved state
+				return err
+			}
+			if err := checkpoint.Load(ctx, filepath.Join(dir, "step-000000000002.safetensors"), &c); err != nil {
+				return err
+			}
+			index, _ := r.Device().Replica()
+			got[index], err = r.Device().RNGState().Bytes(ctx)
+			return err
+		})
+		require.NoError(t, err)
+		return got
+	}
+	assert.Equal(t, states, job(t.TempDir(), states), "each replica resumed with its own random state")
+	assert.NotEqual(t, states, job(t.TempDir(), states[:1]), "one row: each replica keeps its own seeding")
+}

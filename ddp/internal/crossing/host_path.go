@@ -40,6 +40,8 @@ type HostPath struct {
 	// sharded is local replica 0's buffers for ReduceScatter and
 	// AllGather, allocated on first use.
 	sharded []shardedBuffer
+	// rngs is every replica's random state of the last step combined.
+	rngs replicaRNGs
 }
 
 // Stats is where the host path's time goes, summed over its
@@ -115,6 +117,10 @@ func (h *HostPath) MeanGradients(ctx context.Context, dev *xla.Device, params []
 		return err
 	}
 	h.stats.Execute += time.Since(start)
+	rngs, err := h.gatherRNGs(ctx, dev)
+	if err != nil {
+		return err
+	}
 	layout := layoutOf(params)
 	res, err := exchange.HostOnce(ctx, dev, h.group.Timeout(), "the gradient all-reduce", func() (*hostResult, error) {
 		return h.reduce(ctx, params, layout, count)
@@ -122,6 +128,7 @@ func (h *HostPath) MeanGradients(ctx context.Context, dev *xla.Device, params []
 	if err != nil {
 		return err
 	}
+	h.commitRNGs(dev, rngs)
 	if res.layout != layout {
 		return fmt.Errorf("ddp: local replica %d has gradients for\n%swhile replica 0 has\n%s", index, layout, res.layout)
 	}
