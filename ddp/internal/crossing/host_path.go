@@ -49,8 +49,9 @@ type HostPath struct {
 // materializes the gradients (on a synchronous CPU client, the forward
 // and backward programs themselves), Download the copies into the
 // buckets, AllReduce the wait for the host all-reduces once the last
-// bucket is copied (the rest overlaps the copies), Upload the transfer of
-// the sums back to the device.
+// bucket is copied (the rest overlaps the copies) and the gathering of
+// the replicas' random states before them, Upload the transfer of the
+// sums back to the device.
 type Stats struct {
 	Steps                                int
 	Execute, Download, AllReduce, Upload time.Duration
@@ -117,10 +118,12 @@ func (h *HostPath) MeanGradients(ctx context.Context, dev *xla.Device, params []
 		return err
 	}
 	h.stats.Execute += time.Since(start)
+	start = time.Now()
 	rngs, err := h.gatherRNGs(ctx, dev)
 	if err != nil {
 		return err
 	}
+	h.stats.AllReduce += time.Since(start) // an exchange of the step's too
 	layout := layoutOf(params)
 	res, err := exchange.HostOnce(ctx, dev, h.group.Timeout(), "the gradient all-reduce", func() (*hostResult, error) {
 		return h.reduce(ctx, params, layout, count)
