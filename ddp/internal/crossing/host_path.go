@@ -21,7 +21,9 @@ import (
 // host buckets, in reverse registration order as torch does, starting
 // each bucket's all-reduce as soon as it is full, while the next is
 // copied; every local replica then uploads the sums (the means), and the
-// optimizer update is traced lazily into the next program.
+// optimizer update is traced lazily into the next program. Before the
+// exchange every replica's random state is gathered, and kept with the
+// step once the exchange returned (CombinedRNGStates).
 type HostPath struct {
 	group            *dist.ProcessGroup
 	firstBucketBytes int
