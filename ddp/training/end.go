@@ -57,9 +57,17 @@ func (l *Loop) End(ctx context.Context, err error) error {
 	if noteErr != nil {
 		what += fmt.Sprintf(" (the note to ddprun: %v)", noteErr)
 	}
-	return errors.Join(fmt.Errorf("training: rank %d: %s; the job resumes there without the lost node: %w", l.rank, what, checkpoint.ErrPreempted),
-		l.Close())
+	return errors.Join(committedOnLoss(fmt.Sprintf("training: rank %d: %s; ddprun restarts the job from there", l.rank, what)), l.Close())
 }
+
+// committedOnLoss is End's error once it committed: it is
+// checkpoint.ErrPreempted (the worker exits 75), said without a
+// preemption's words.
+type committedOnLoss string
+
+func (e committedOnLoss) Error() string      { return string(e) }
+func (committedOnLoss) Is(target error) bool { return target == checkpoint.ErrPreempted }
+func (committedOnLoss) ExitStatus() int      { return workerenv.ExitPreempted }
 
 // lossOf names the peer err lost, as short as it says it: its
 // PeerError's text, or err's.

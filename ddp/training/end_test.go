@@ -12,6 +12,7 @@ import (
 
 	"github.com/xladdp/xladdp/ddp/checkpoint"
 	"github.com/xladdp/xladdp/ddp/dist"
+	"github.com/xladdp/xladdp/internal/cli"
 	"github.com/xladdp/xladdp/internal/workerenv"
 )
 
@@ -42,6 +43,8 @@ func TestLoopEndCommitsOnAPeersLoss(t *testing.T) {
 	lost := &dist.PeerError{Rank: 2, Op: "AllReduce #21", Err: dist.ErrPeerClosed}
 	err := stopWith(t, o, 7, lost, func() {})
 	require.ErrorIs(t, err, checkpoint.ErrPreempted)
+	assert.Equal(t, workerenv.ExitPreempted, cli.Status(err), "the worker exits 75")
+	assert.NotContains(t, err.Error(), "preempted", "said without a preemption's words")
 	assert.ErrorContains(t, err, "a peer was lost (ddp: AllReduce #21: rank 2: connection closed")
 	assert.ErrorContains(t, err, "after step 7, the last this replica completed; committed: "+filepath.Join(o.Dir, "step-000000000007.safetensors"))
 	note := workerenv.ReadPeerLossNote(flight, 0)
