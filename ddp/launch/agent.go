@@ -214,7 +214,7 @@ func (p *policy) failed(res outcome) (code int, again bool) {
 func (p *policy) lostPeer(res outcome) (code int, again bool) {
 	if p.restarts < p.maxRestarts {
 		p.restarts++
-		p.say("ddprun: %s; restarting from it without the lost node (restart %d of %d)", res.why, p.restarts, p.maxRestarts)
+		p.say("ddprun: %s; restarting from it (restart %d of %d)", res.why, p.restarts, p.maxRestarts)
 		return 0, true
 	}
 	p.say("ddprun: %s; no restart left (--max_restarts=%d): run the same command again to resume from it", res.why, p.maxRestarts)

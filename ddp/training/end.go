@@ -46,7 +46,7 @@ func (l *Loop) End(ctx context.Context, err error) error {
 	step := l.at.Step
 	noteErr := workerenv.WritePeerLossNote(l.flightDir, l.rank, fmt.Sprintf("%sstep %d", workerenv.Committing, step))
 	state := l.stateNow()
-	state.Metadata[metaLoss] = fmt.Sprintf("rank %d lost a peer (%.120s)", l.rank, lossOf(err))
+	state.Metadata[metaLoss] = fmt.Sprintf("rank %d lost a peer (%s)", l.rank, lossOf(err))
 	path, salvageErr := l.ck.Salvage(ctx, state)
 	if salvageErr != nil {
 		return errors.Join(err, fmt.Errorf("training: rank %d lost a peer and could not commit step %d, the last it completed: %w", l.rank, step, salvageErr),
@@ -69,12 +69,19 @@ func (e committedOnLoss) Error() string      { return string(e) }
 func (committedOnLoss) Is(target error) bool { return target == checkpoint.ErrPreempted }
 func (committedOnLoss) ExitStatus() int      { return workerenv.ExitPreempted }
 
-// lossOf names the peer err lost, as short as it says it: its
-// PeerError's text, or err's.
+// lossOf says which peer err lost and how, briefly ("rank 2 in
+// AllReduce #21: connection closed"): the resumed run prints it.
 func lossOf(err error) string {
 	var pe *dist.PeerError
-	if errors.As(err, &pe) {
-		return pe.Error()
+	if !errors.As(err, &pe) {
+		return "the process group broke"
 	}
-	return err.Error()
+	how := "failed"
+	switch {
+	case errors.Is(pe, dist.ErrPeerClosed):
+		how = "connection closed"
+	case errors.Is(pe, dist.ErrTimeout):
+		how = "timed out"
+	}
+	return fmt.Sprintf("rank %d in %s: %s", pe.Rank, pe.Op, how)
 }

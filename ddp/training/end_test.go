@@ -52,7 +52,7 @@ func TestLoopEndCommitsOnAPeersLoss(t *testing.T) {
 
 	rest, at, resumed := run(t, o, 0)
 	assert.Contains(t, resumed, "resumed from "+o.Dir+" at step 7 (epoch 1, sample 35 of its order), the last step completed "+
-		"when rank 0 lost a peer (ddp: AllReduce #21: rank 2: connection closed")
+		"when rank 0 lost a peer (rank 2 in AllReduce #21: connection closed): no completed step is redone")
 	assert.Contains(t, resumed, "no completed step is redone")
 	assert.Equal(t, whole[7:], rest, "the resumed run's samples are the uninterrupted run's from step 8 on")
 	assert.Equal(t, 16, at.Step)

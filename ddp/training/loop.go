@@ -12,6 +12,7 @@ import (
 
 	"github.com/xladdp/xladdp/ddp"
 	"github.com/xladdp/xladdp/ddp/checkpoint"
+	"github.com/xladdp/xladdp/internal/quote"
 	"github.com/xladdp/xladdp/internal/workerenv"
 	"github.com/xladdp/xladdp/xla/optim"
 )
@@ -142,7 +143,7 @@ func (l *Loop) resumeAt(from string, at Position) error {
 	}
 	l.resumed = fmt.Sprintf("resumed from %s at step %d (epoch %d, sample %d of its order)", from, at.Step, at.Epoch+1, at.Samples)
 	if why != "" {
-		l.resumed += fmt.Sprintf(", the last step completed when %.200s: no completed step is redone", why)
+		l.resumed += fmt.Sprintf(", the last step completed when %s: no completed step is redone", quote.Text([]byte(why)))
 	}
 	if l.wasReplicas != l.replicas || l.wasGlobal != l.global {
 		l.resumed += fmt.Sprintf("; written by %d replicas (a global batch of %d), now %d (%d): the epoch goes on from the same sample",

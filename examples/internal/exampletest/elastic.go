@@ -81,7 +81,7 @@ func loseANode(t *testing.T, job Job, endpoint string, nodes int, marks []string
 		}
 	}
 	t.Logf("the node started %d of %d killed %s: %s", lost+1, nodes, moment, LineWith(out, "restarting"))
-	assert.Contains(t, out, "restarting from it without the lost node (restart 1 of 1)", "%s", outputs(all))
+	assert.Contains(t, out, "restarting from it (restart 1 of 1)", "%s", outputs(all))
 	assert.Regexp(t, `node \d was lost: its agent, \S+ \(pid \d+, agent [0-9a-f]+\), beat no heartbeat`, out, "the lost node named")
 	ZeroStepsLost(t, out, ckdir)
 	return out
