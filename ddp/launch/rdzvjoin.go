@@ -130,13 +130,16 @@ func (r *rendezvous) join(ctx context.Context, round int) (assignment, error) {
 // joinOnce applies this node's join to the state (a no-op once in) and
 // reports whether its join closed the round.
 func (r *rendezvous) joinOnce(ctx context.Context, round int) (s rdzvState, closedIt bool, err error) {
-	me := member{ID: r.me, Rank: r.cfg.NodeRank, NProc: r.cfg.NProcPerNode}
+	me := member{ID: r.me, Rank: r.cfg.NodeRank, NProc: r.cfg.NProcPerNode, NNodes: r.cfg.nodesWanted()}
 	rules := r.cfg.rules()
 	s, err = r.update(ctx, func(s rdzvState) rdzvState {
 		next := s.join(max(round, s.Round), me, true, rules)
 		closedIt = next.Closed && !s.Closed
 		return next
 	})
+	if why := s.differs(me); err == nil && why != "" {
+		err = fmt.Errorf("rendezvous: %s; this node did not join", why)
+	}
 	return s, closedIt, err
 }
 

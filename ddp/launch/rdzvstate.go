@@ -49,6 +49,10 @@ type member struct {
 	ID    string `json:"id"`    // the agent's identity (nodeID)
 	Rank  int    `json:"rank"`  // its node rank: --node_rank (static) or its arrival (c10d)
 	NProc int    `json:"nproc"` // its workers
+	// NNodes is the --nnodes it was given ("2:3"): every node of a job
+	// must give the same, or a loss leaves them waiting for different
+	// counts.
+	NNodes string `json:"nnodes,omitempty"`
 }
 
 // admission is a round ended to admit Nodes waiting nodes.
@@ -127,6 +131,9 @@ func (s rdzvState) join(round int, me member, opens bool, rules rdzvRules) rdzvS
 	if s.Round != round || s.Closed || s.Conflict != "" || s.index(me.ID) >= 0 {
 		return s
 	}
+	if s.differs(me) != "" {
+		return s // refused, itself alone (joinOnce): the job's nodes go on
+	}
 	if !rules.static {
 		me.Rank = len(s.Nodes)
 	} else if why := s.claim(me, rules); why != "" {
@@ -137,6 +144,18 @@ func (s rdzvState) join(round int, me member, opens bool, rules rdzvRules) rdzvS
 		s = s.close(round, rules)
 	}
 	return s
+}
+
+// differs is why me may not join the nodes of s, given another --nnodes,
+// or "".
+func (s rdzvState) differs(me member) string {
+	for _, m := range s.Nodes {
+		if m.NNodes != me.NNodes {
+			return fmt.Sprintf("node %s was started with --nnodes=%s and node %s with --nnodes=%s: give every node the same --nnodes",
+				quote.Text([]byte(m.ID)), quote.Text([]byte(m.NNodes)), me.ID, me.NNodes)
+		}
+	}
+	return ""
 }
 
 // claim is why me may not take its static node rank, or "".

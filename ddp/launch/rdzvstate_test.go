@@ -160,3 +160,17 @@ func TestRendezvousRemembersTheLost(t *testing.T) {
 	assert.True(t, next.survivorsJoined(), "a and b are")
 	assert.False(t, three.open(4).join(4, nodeA, true, c10dRules).survivorsJoined(), "no loss: the last call decides")
 }
+
+// TestRendezvousRefusesAnotherNNodes: a node given another --nnodes than
+// the nodes of the round is not added (its agent fails alone, saying so:
+// joinOnce), and the round goes on.
+func TestRendezvousRefusesAnotherNNodes(t *testing.T) {
+	a, c := nodeA, nodeC
+	a.NNodes, c.NNodes = "2:3", "3"
+	in := rdzvState{Nodes: []member{at(a, 0)}}
+	checkTransitions(t, []transition{
+		{"another --nnodes is not added", in, func(s rdzvState) rdzvState { return s.join(0, c, true, c10dRules) }, in},
+	})
+	assert.Equal(t, `node a was started with --nnodes=2:3 and node c with --nnodes=3: give every node the same --nnodes`, in.differs(c))
+	assert.Empty(t, in.differs(a))
+}
