@@ -243,6 +243,9 @@ func (s rdzvState) awaited(c Config) string {
 	}
 	joined := fmt.Sprintf("%d of --nnodes=%s nodes joined", len(s.Nodes), c.nodesWanted())
 	if !c.rules().static {
+		if len(s.Nodes) >= c.NNodesMin {
+			joined += fmt.Sprintf(", enough: the last call waits up to last_call_timeout (%v) for more", c.LastCallTimeout)
+		}
 		return joined
 	}
 	var missing []int
