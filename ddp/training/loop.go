@@ -88,6 +88,15 @@ func Open(ctx context.Context, w ddp.Worker, order Order, state optim.Checkpoint
 	if l.ck, err = checkpoint.New(w.Checkpoints); err != nil {
 		return nil, fmt.Errorf("--checkpoint-dir: %w", err)
 	}
+	shared, err := l.ck.SeenByEveryRank(ctx, w.Device)
+	if err != nil {
+		return nil, errors.Join(err, l.ck.Close())
+	}
+	if !shared && w.Rank == 0 {
+		fmt.Fprintf(os.Stderr, "training: note: --checkpoint-dir %s is not one directory every rank sees (each node its own?): "+
+			"a resume needs the same files on every rank, and a lost node's survivors commit where the others cannot read; "+
+			"give every node one shared directory\n", w.Checkpoints.Dir)
+	}
 	if err := l.restore(ctx, w.Checkpoints.Dir); err != nil {
 		return nil, errors.Join(err, l.ck.Close())
 	}

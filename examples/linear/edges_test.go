@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xladdp/xladdp/examples/internal/exampletest"
+	"github.com/xladdp/xladdp/internal/freeport"
 	"github.com/xladdp/xladdp/xla"
 )
 
@@ -229,4 +230,38 @@ func TestNoStepLostWithANode(t *testing.T) {
 	want := exampletest.WeightsDigest(t, exampletest.Spawned(1).Run(t, "linear", args...)) // any world size's
 	out := exampletest.LoseANode(t, "linear", args, 3, exampletest.Marks("epoch %d: ", 40, 80, 120, 160, 200))
 	assert.Equal(t, want, exampletest.WeightsDigest(t, out), "the job that lost a node trained other weights")
+}
+
+// TestCheckpointDirOfEachNodeIsSaid: two nodes given directories of
+// their own (a per-node disk) are told as the job starts, where a lost
+// node's survivors would commit where the others cannot read; one
+// directory both see says nothing.
+func TestCheckpointDirOfEachNodeIsSaid(t *testing.T) {
+	exampletest.CleanEnv(t)
+	job := func(dirs [2]string) string {
+		port, err := freeport.Pick("127.0.0.1")
+		require.NoError(t, err)
+		var nodes [2]*exampletest.Running
+		for n, dir := range dirs {
+			argv := append([]string{exampletest.Ddprun(t), "--nnodes=2", fmt.Sprintf("--node_rank=%d", n), "--nproc_per_node=1",
+				"--master_addr=127.0.0.1", fmt.Sprintf("--master_port=%d", port)}, exampletest.Self()...)
+			cmd := exec.Command(argv[0], argv[1:]...)
+			cmd.Env = append(os.Environ(), exampletest.Env("linear", "--epochs", "3", "--checkpoint-dir", dir)...)
+			nodes[n] = exampletest.Start(t, cmd)
+		}
+		var out string
+		for _, n := range nodes {
+			o, err := n.Wait()
+			require.NoError(t, err, "%s", o)
+			out += o
+		}
+		return out
+	}
+	own := job([2]string{t.TempDir(), t.TempDir()})
+	assert.Contains(t, own, "is not one directory every rank sees (each node its own?)")
+	shared := t.TempDir()
+	assert.NotContains(t, job([2]string{shared, shared}), "is not one directory every rank sees")
+	names, err := filepath.Glob(filepath.Join(shared, ".xladdp-shared-check*"))
+	require.NoError(t, err)
+	assert.Empty(t, names, "the check leaves nothing behind")
 }

@@ -207,7 +207,7 @@ func SameOnEveryRank(ctx context.Context, g *dist.ProcessGroup, digest [32]byte,
 	for r := range g.WorldSize() {
 		for i := range mine {
 			if all[4*r+i] != all[i] {
-				return fmt.Errorf("rank %d read a different %s than rank 0 (an older copy? every rank must see the same file)", r, path)
+				return fmt.Errorf("rank %d read a different %s than rank 0 (an older copy, or each node given a directory of its own? every rank must see the same file: give every node one shared directory)", r, path)
 			}
 		}
 	}
