@@ -153,6 +153,11 @@ func (r *attemptRun) failed(e *exit) outcome {
 	r.keepDumps = diagnosis != ""
 	r.set.stopAfterLoss(r.dumps)
 	res := outcome{kind: workerFailed, failure: root, flight: diagnosis, flightDir: r.dumps}
+	// A node lost meanwhile is recorded, so that the next round does not
+	// wait its last call for it.
+	if _, err := r.markLost(bg); err != nil {
+		errs = append(errs, err)
+	}
 	first, err := r.firstElsewhere(root, seen, behind)
 	if first != "" {
 		res.kind, res.why = remoteFailed, first+" (then here: "+root.String()+")"

@@ -141,7 +141,7 @@ func ParseArgs(args []string, getenv func(string) string, stderr io.Writer) (Con
 	rdzvBackend := f.String("rdzv_backend", "static", "rendezvous backend: c10d or static")
 	rdzvEndpoint := f.String("rdzv_endpoint", "", "HOST:PORT of the rendezvous store (port 0 picks a free one and prints it)")
 	rdzvID := f.String("rdzv_id", "none", "job id shared by every node")
-	rdzvConf := f.String("rdzv_conf", "", "rendezvous settings: timeout=SECONDS,join_timeout=SECONDS")
+	rdzvConf := f.String("rdzv_conf", "", "rendezvous settings, comma-separated: timeout=SECONDS, join_timeout=SECONDS, last_call_timeout=SECONDS (torchrun's read_timeout, close_timeout and heartbeat_timeout are taken and ignored)")
 	standalone := f.Bool("standalone", false, "single node with a local rendezvous on a free port")
 	maxRestarts := f.Int("max_restarts", 0, "how many times to restart the workers after a failure (an elastic job's restarts to admit a node are not counted)")
 	monitor := f.Float64("monitor_interval", 0.1, "seconds between checks of the workers")
