@@ -140,9 +140,10 @@ func runEquivalence(t *testing.T, cases []equivalenceCase) {
 			if c.kind == "gpt" {
 				// One gradient average per step, however many micro-batches:
 				// in-graph, one all-reduce per parameter (16) per step; across
-				// processes one bucket all-reduce per step, besides Wrap's
-				// parameter layout check and broadcast and the first step's
-				// gradient layout check.
+				// processes one bucket all-reduce per step and the
+				// all-gather of the replicas' random states before it,
+				// besides Wrap's parameter layout check and broadcast and the
+				// first step's gradient layout check.
 				for r, rep := range reps {
 					assert.EqualValues(t, ddptest.EquivalenceSteps, rep.Counters["gradient syncs"], "rank %d", r)
 					wantInGraph, wantCollectives := int64(0), int64(0)
@@ -150,7 +151,7 @@ func runEquivalence(t *testing.T, cases []equivalenceCase) {
 						wantInGraph = 16 * ddptest.EquivalenceSteps
 					}
 					if c.processes > 1 {
-						wantCollectives = ddptest.EquivalenceSteps + 3
+						wantCollectives = 2*ddptest.EquivalenceSteps + 3
 					}
 					assert.Equal(t, wantInGraph, rep.Counters["in-graph all-reduces"], "rank %d", r)
 					assert.Equal(t, wantCollectives, rep.Counters["collectives"], "rank %d", r)
@@ -159,16 +160,18 @@ func runEquivalence(t *testing.T, cases []equivalenceCase) {
 			want, got := references[c.kind], reps[0].Params
 			if c.kind == "toy" && c.processes > 1 {
 				// Host traffic is one copy of the gradients per process
-				// and step, whatever its local replica count; besides,
+				// and step, whatever its local replica count, and every
+				// replica's random state (24 bytes) per step; besides,
 				// rank 0 sends the initial weights and every replica
 				// reads its final ones.
 				bytes := int64(4 * (10*10 + 10 + 10*5 + 5))
+				rng := int64(ddptest.EquivalenceSteps * c.devices * 24)
 				for r, rep := range reps {
 					initial := int64(0)
 					if r == 0 {
 						initial = bytes
 					}
-					assert.Equal(t, ddptest.EquivalenceSteps*bytes+initial+int64(c.devices)*bytes, rep.BytesToHost, "rank %d", r)
+					assert.Equal(t, ddptest.EquivalenceSteps*bytes+rng+initial+int64(c.devices)*bytes, rep.BytesToHost, "rank %d", r)
 				}
 			}
 			require.Len(t, got, len(want))

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -264,4 +265,22 @@ func TestCheckpointDirOfEachNodeIsSaid(t *testing.T) {
 	names, err := filepath.Glob(filepath.Join(shared, ".xladdp-shared-check*"))
 	require.NoError(t, err)
 	assert.Empty(t, names, "the check leaves nothing behind")
+}
+
+// TestRestartWithoutCheckpointIsSaid: a job restarted after a kill -9
+// with nothing to resume from (no --checkpoint-dir) says that training
+// starts from step 0, instead of doing it in silence.
+func TestRestartWithoutCheckpointIsSaid(t *testing.T) {
+	exampletest.CleanEnv(t)
+	argv := append([]string{exampletest.Ddprun(t), "--nproc_per_node=2", "--max_restarts=1"}, exampletest.Self()...)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), exampletest.Env("linear", "--epochs", "400")...)
+	r := exampletest.Start(t, cmd)
+	r.Await(t, exampletest.Marks("epoch %d: ", 20, 40), rand.New(rand.NewPCG(1, 2)))
+	workers := r.Workers()
+	require.NotEmpty(t, workers)
+	require.NoError(t, syscall.Kill(workers[0], syscall.SIGKILL))
+	out, err := r.Wait()
+	require.NoError(t, err, "%s", out)
+	assert.Contains(t, out, "note: restart 1 of the job, with no checkpoint to resume from (no --checkpoint-dir): training starts from step 0")
 }

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -152,6 +153,15 @@ func (r Run) OpenLoop(ctx context.Context, w ddp.Worker, order training.Order, s
 	}
 	if w.Rank == 0 && loop.Resumed() != "" {
 		fmt.Fprintln(out, loop.Resumed())
+	}
+	if w.Rank == 0 && loop.Resumed() == "" {
+		if restart, _ := strconv.Atoi(os.Getenv(workerenv.RestartCount)); restart > 0 {
+			where := "no --checkpoint-dir"
+			if w.Checkpoints.Dir != "" {
+				where = "none in --checkpoint-dir " + w.Checkpoints.Dir
+			}
+			fmt.Fprintf(out, "note: restart %d of the job, with no checkpoint to resume from (%s): training starts from step 0\n", restart, where)
+		}
 	}
 	return loop, nil
 }
