@@ -284,3 +284,14 @@ func TestRestartWithoutCheckpointIsSaid(t *testing.T) {
 	require.NoError(t, err, "%s", out)
 	assert.Contains(t, out, "note: restart 1 of the job, with no checkpoint to resume from (no --checkpoint-dir): training starts from step 0")
 }
+
+// TestSharedCheckSurvivesAPlantedFIFO: a FIFO where the shared-directory
+// check writes its token is replaced, never opened: the job starts and
+// says nothing of the directory.
+func TestSharedCheckSurvivesAPlantedFIFO(t *testing.T) {
+	exampletest.CleanEnv(t)
+	dir := t.TempDir()
+	require.NoError(t, syscall.Mkfifo(filepath.Join(dir, ".xladdp-shared-check"), 0o644))
+	out := exampletest.Ranks(2).Run(t, "linear", "--epochs", "2", "--checkpoint-dir", dir)
+	assert.NotContains(t, out, "is not one directory every rank sees")
+}
