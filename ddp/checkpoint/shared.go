@@ -10,6 +10,7 @@ import (
 
 	"github.com/xladdp/xladdp/ddp/dist"
 	"github.com/xladdp/xladdp/ddp/internal/exchange"
+	"github.com/xladdp/xladdp/internal/atomicfile"
 	"github.com/xladdp/xladdp/xla"
 )
 
@@ -32,7 +33,7 @@ func (ck *Checkpointer) SeenByEveryRank(ctx context.Context, dev *xla.Device) (b
 		token := make([]byte, 16)
 		if g.Rank() == 0 {
 			_, _ = rand.Read(token)
-			if err := writeNew(path, hex.EncodeToString(token)); err != nil {
+			if err := atomicfile.Write(path, []byte(hex.EncodeToString(token))); err != nil {
 				return false, fmt.Errorf("checkpoint: %w", err)
 			}
 		}
@@ -51,27 +52,6 @@ func (ck *Checkpointer) SeenByEveryRank(ctx context.Context, dev *xla.Device) (b
 		}
 		return seen[0] == 1, nil
 	})
-}
-
-// writeNew puts text at path through a new temporary file renamed over
-// it: whatever stood there (a FIFO, a device, a symlink) is replaced,
-// never opened, and a directory there fails the rename.
-func writeNew(path, text string) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".xladdp-shared-*")
-	if err != nil {
-		return err
-	}
-	_, err = tmp.WriteString(text)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-	}
-	return err
 }
 
 // readSmall reads at most limit bytes of the regular file path.

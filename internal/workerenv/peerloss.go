@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/xladdp/xladdp/internal/atomicfile"
 )
 
 // A worker whose collective lost a peer commits the last step it
@@ -31,21 +33,7 @@ func WritePeerLossNote(dir string, rank int, text string) error {
 	if dir == "" {
 		return nil
 	}
-	tmp, err := os.CreateTemp(dir, ".peer-lost-*")
-	if err != nil {
-		return err
-	}
-	_, err = tmp.WriteString(text + "\n")
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), PeerLossNote(dir, rank))
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-	}
-	return err
+	return atomicfile.Write(PeerLossNote(dir, rank), []byte(text+"\n"))
 }
 
 // maxNote bounds what ReadPeerLossNote reads of a note.
