@@ -178,6 +178,11 @@ func (ck *Checkpointer) saved(k kind) []int {
 // never taken for an empty one.
 func (ck *Checkpointer) Restore(ctx context.Context, c *optim.Checkpoint) (bool, error) {
 	k := kindOf(c.Optimizer)
+	if k == sharded {
+		if err := ck.assembleSalvaged(ctx, c); err != nil {
+			return false, err
+		}
+	}
 	if err := ck.newestUsable(); err != nil {
 		return false, err
 	}

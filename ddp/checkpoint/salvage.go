@@ -14,10 +14,23 @@ import (
 )
 
 // ErrShardsLost is Salvage's refusal for an optimizer sharded over the
-// replicas (ddp/zero): the lost rank's shard of the optimizer state went
-// with it, so the job resumes from its last periodic checkpoint.
+// replicas (ddp/zero) that kept no buddy copies: the lost rank's shard of
+// the optimizer state went with it, so the job resumes from its last
+// periodic checkpoint.
 var ErrShardsLost = errors.New("checkpoint: the optimizer is sharded over the replicas (ZeRO) and the lost rank's shard went with it: " +
 	"the job resumes from its last periodic checkpoint (--checkpoint-every)")
+
+// shardSalvager is a sharded optimizer that keeps buddy copies of its
+// shards (ddp/zero's): after a peer's loss every survivor writes what it
+// holds of the last steps into their salvage directories, and a resume
+// assembles the newest complete one.
+type shardSalvager interface {
+	SalvageShards(ctx context.Context, dirOf func(step int) string, heads []optim.Checkpoint) ([]int, error)
+	AssembleSalvaged(from, to string, step int) error
+}
+
+// salvageSuffix marks a step's salvage directory beside its checkpoint.
+const salvageSuffix = ".salvage"
 
 // Salvage commits c, the last step this process's replicas completed,
 // when the job cannot go on together because a peer was lost inside a
@@ -30,11 +43,17 @@ var ErrShardsLost = errors.New("checkpoint: the optimizer is sharded over the re
 // same bits, so two survivors writing it race harmlessly. It returns the
 // path of the step committed, or of a later one already there (then
 // nothing is written). Every local replica calls it at the same point.
-func (ck *Checkpointer) Salvage(ctx context.Context, c optim.Checkpoint) (string, error) {
-	if kindOf(c.Optimizer) == sharded {
-		return "", ErrShardsLost
-	}
+//
+// For a sharded optimizer that kept buddy copies, each survivor writes
+// the pieces it holds of the steps it kept, and the heads of c and of
+// earlier (the step before it, which a survivor one step behind holds
+// whole); the next Restore assembles the newest complete step. Without
+// buddy copies it returns ErrShardsLost.
+func (ck *Checkpointer) Salvage(ctx context.Context, c optim.Checkpoint, earlier ...optim.Checkpoint) (string, error) {
 	c.Metadata = ck.opts.withSettings(c.Metadata)
+	if kindOf(c.Optimizer) == sharded {
+		return ck.salvageShards(ctx, c, earlier)
+	}
 	dev, err := checkpointDevice(c.Model)
 	if err != nil {
 		return "", err
@@ -98,3 +117,28 @@ func salvageSnapshot(ctx context.Context, c optim.Checkpoint, replicas int) (opt
 	snap.Tensors = append(slices.Clone(snap.Tensors), replicaRNGSource(c.RNG, states))
 	return snap, nil
 }
+
+// salvageShards is Salvage for a sharded optimizer.
+func (ck *Checkpointer) salvageShards(ctx context.Context, c optim.Checkpoint, earlier []optim.Checkpoint) (string, error) {
+	if steps := ck.saved(sharded); len(steps) > 0 && steps[len(steps)-1] >= c.Step {
+		return ck.path(steps[len(steps)-1], sharded), nil // the step it resumed from, or a periodic checkpoint's
+	}
+	s, ok := c.Optimizer.(shardSalvager)
+	if !ok {
+		return "", ErrShardsLost
+	}
+	heads := []optim.Checkpoint{c}
+	for _, e := range earlier {
+		e.Metadata = ck.opts.withSettings(e.Metadata)
+		heads = append(heads, e)
+	}
+	steps, err := s.SalvageShards(ctx, ck.salvageDir, heads)
+	if err != nil {
+		return "", fmt.Errorf("%w (%w)", ErrShardsLost, err)
+	}
+	return fmt.Sprintf("the shards it holds of step %d (its own and its ward's) in %s, which the resumed job assembles", slices.Max(steps),
+		ck.salvageDir(slices.Max(steps))), nil
+}
+
+// salvageDir is step's salvage directory.
+func (ck *Checkpointer) salvageDir(step int) string { return ck.path(step, sharded) + salvageSuffix }

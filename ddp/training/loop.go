@@ -70,8 +70,9 @@ type Loop struct {
 	flightDir string
 	// next is where the step Steps yielded last stands once done: End
 	// commits it when the Feed trained that step before the program
-	// stopped.
-	next Position
+	// stopped. prev is where the loop stood before its last commit: a
+	// sharded optimizer's survivors may hold that step whole.
+	next, prev Position
 }
 
 // Open starts replica w's loop over order (a Feed), restoring the latest
@@ -100,8 +101,15 @@ func Open(ctx context.Context, w ddp.Worker, order Order, state optim.Checkpoint
 	if err := l.restore(ctx, w.Checkpoints.Dir); err != nil {
 		return nil, errors.Join(err, l.ck.Close())
 	}
+	if b, ok := state.Optimizer.(buddyKeeper); ok {
+		b.KeepBuddyCopies() // so that a lost peer's shards can be committed (End)
+	}
 	return l, nil
 }
+
+// buddyKeeper is a sharded optimizer that can keep a copy of each shard
+// on another node (ddp/zero's).
+type buddyKeeper interface{ KeepBuddyCopies() }
 
 // restore reads the latest checkpoint of dir, if any, and where it stood.
 func (l *Loop) restore(ctx context.Context, dir string) error {
@@ -270,26 +278,28 @@ func (l *Loop) Commit(ctx context.Context, at Position) error {
 
 // commit is Commit; last writes the checkpoint whatever Every says.
 func (l *Loop) commit(ctx context.Context, at Position, last bool) error {
-	l.at = at
+	if at != l.at {
+		l.prev, l.at = l.at, at
+	}
 	if l.ck == nil {
 		return nil
 	}
-	state := l.stateNow()
+	state := l.stateAt(l.at)
 	if last {
 		return l.ck.Last(ctx, state)
 	}
 	return l.ck.Step(ctx, state)
 }
 
-// stateNow is the checkpoint of where the loop stands.
-func (l *Loop) stateNow() optim.Checkpoint {
+// stateAt is the checkpoint of the loop standing at at.
+func (l *Loop) stateAt(at Position) optim.Checkpoint {
 	state := l.state
-	state.Epoch, state.Step = l.at.Epoch, l.at.Step
+	state.Epoch, state.Step = at.Epoch, at.Step
 	meta := maps.Clone(state.Metadata)
 	if meta == nil {
 		meta = map[string]string{}
 	}
-	meta[metaPosition] = strconv.Itoa(l.at.Samples)
+	meta[metaPosition] = strconv.Itoa(at.Samples)
 	meta[metaReplicas] = strconv.Itoa(l.replicas)
 	meta[metaGlobal] = strconv.Itoa(l.global)
 	state.Metadata = meta

@@ -252,18 +252,8 @@ func (z *ZeroRedundancyOptimizer) gatherRecords(ctx context.Context, local []sha
 // commit is global replica 0's last part: the manifest, then LATEST, then
 // the older versions go.
 func (z *ZeroRedundancyOptimizer) commit(dir, id string, c optim.Checkpoint, model manifestFile, records []shardRecord) error {
-	m := zeroManifest{Format: zeroFormat, ID: id, Replicas: z.replicas, Step: c.Step, Epoch: c.Epoch, LR: z.LR(),
-		Optimizer: fmt.Sprintf("%T", z.inner), Hyperparameters: optim.HyperparametersJSON(z.inner), Metadata: optim.ConfigMetadata(c.Model, c.Metadata), Model: model}
-	for i, p := range z.params {
-		m.Params = append(m.Params, manifestParam{Name: p.Name, DType: p.Tensor.DType().String(), Dims: p.Tensor.Dims(), Group: z.groupOf[i]})
-	}
-	for _, b := range z.buckets {
-		mb := manifestBucket{Group: b.group, DType: b.DType.String(), Length: b.Length, Padded: b.Padded}
-		for _, mem := range b.Members {
-			mb.Members = append(mb.Members, manifestMember{Param: mem.Param, Offset: mem.Offset})
-		}
-		m.Buckets = append(m.Buckets, mb)
-	}
+	m := z.manifestOf(id, c)
+	m.Model = model
 	for _, r := range records {
 		m.Shards = append(m.Shards, r.File)
 	}
@@ -287,6 +277,23 @@ func (z *ZeroRedundancyOptimizer) commit(dir, id string, c optim.Checkpoint, mod
 		}
 	}
 	return nil
+}
+
+// manifestOf is c's manifest as version id, without its files.
+func (z *ZeroRedundancyOptimizer) manifestOf(id string, c optim.Checkpoint) zeroManifest {
+	m := zeroManifest{Format: zeroFormat, ID: id, Replicas: z.replicas, Step: c.Step, Epoch: c.Epoch, LR: z.LR(),
+		Optimizer: fmt.Sprintf("%T", z.inner), Hyperparameters: optim.HyperparametersJSON(z.inner), Metadata: optim.ConfigMetadata(c.Model, c.Metadata)}
+	for i, p := range z.params {
+		m.Params = append(m.Params, manifestParam{Name: p.Name, DType: p.Tensor.DType().String(), Dims: p.Tensor.Dims(), Group: z.groupOf[i]})
+	}
+	for _, b := range z.buckets {
+		mb := manifestBucket{Group: b.group, DType: b.DType.String(), Length: b.Length, Padded: b.Padded}
+		for _, mem := range b.Members {
+			mb.Members = append(mb.Members, manifestMember{Param: mem.Param, Offset: mem.Offset})
+		}
+		m.Buckets = append(m.Buckets, mb)
+	}
+	return m
 }
 
 // agree tells every replica whether what succeeded on all of them: err is

@@ -34,10 +34,7 @@ func (z *ZeroRedundancyOptimizer) deterministicStep(ctx context.Context, clip *c
 	if err := z.inner.Step(); err != nil {
 		return err
 	}
-	if err := z.gather(ctx); err != nil {
-		return fmt.Errorf("zero: ZeroRedundancyOptimizer.Step on replica %d: %w", z.replica, err)
-	}
-	return nil
+	return z.keepAndGather(ctx)
 }
 
 // tensorsOf is params' tensors, in order.

@@ -62,6 +62,14 @@ type ZeroRedundancyOptimizer struct {
 	// deterministic: the wrapper leaves every replica the job's mean
 	// gradients (ddp.Deterministic), so Step takes its shard of them.
 	deterministic bool
+	// module is the wrapper, whose state dict a checkpoint holds (its
+	// buffers go with a buddy copy).
+	module nn.Module
+	// updates counts the Steps (from the step a checkpoint resumed);
+	// with buddies on, held keeps the last steps' pieces (buddy.go).
+	updates int
+	buddies bool
+	held    []heldStep
 }
 
 // clipRequest is a ClipGradNorm waiting for the next Step.
@@ -131,7 +139,7 @@ func newZero(ctx context.Context, module *ddp.DistributedDataParallel, params []
 		return nil, errors.New("called inside a compiled step: create the optimizer before compiling")
 	}
 	z := &ZeroRedundancyOptimizer{ctx: ctx, dev: dev, params: params, groupOf: groupOf,
-		capBytes: module.BucketBytes(), cross: module.Collectives(), deterministic: module.Deterministic()}
+		capBytes: module.BucketBytes(), cross: module.Collectives(), deterministic: module.Deterministic(), module: module}
 	z.groups = make([]optim.ParamGroup, len(groups))
 	for i, g := range groups {
 		z.groups[i].WeightDecay = g.WeightDecay
@@ -262,6 +270,9 @@ func (z *ZeroRedundancyOptimizer) Step() error {
 		if err == nil {
 			err = z.inner.Step() // counts the step, as the plain optimizer does
 		}
+		if err == nil {
+			err = z.keep(z.ctx)
+		}
 		return err
 	}
 	ctx := z.ctx
@@ -284,6 +295,15 @@ func (z *ZeroRedundancyOptimizer) Step() error {
 	}
 	if err := z.inner.Step(); err != nil {
 		return err
+	}
+	return z.keepAndGather(ctx)
+}
+
+// keepAndGather hands the step's buddy copies over, then gathers the
+// updated parameters into the module.
+func (z *ZeroRedundancyOptimizer) keepAndGather(ctx context.Context) error {
+	if err := z.keep(ctx); err != nil {
+		return fmt.Errorf("zero: ZeroRedundancyOptimizer.Step on replica %d: %w", z.replica, err)
 	}
 	if err := z.gather(ctx); err != nil {
 		return fmt.Errorf("zero: ZeroRedundancyOptimizer.Step on replica %d: %w", z.replica, err)

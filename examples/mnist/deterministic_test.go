@@ -84,3 +84,20 @@ func TestLongNoStepLostOnThreeHosts(t *testing.T) {
 		})
 	}
 }
+
+// TestNoStepLostWithZeRO: the seed's job (deterministic) with its
+// Adadelta state sharded over three nodes (--zero) under ddprun
+// --nnodes=2:3; one node other than the store's is killed (kill -9 of
+// its ddprun and worker) at a random moment. The lost node's shard is
+// held by its buddy on another node, so the survivors commit the last
+// step any of them completed, the job resumes there (0 steps redone) at
+// two nodes and ends with the uninterrupted run's weights.
+func TestNoStepLostWithZeRO(t *testing.T) {
+	exampletest.CleanEnv(t)
+	args := []string{"--deterministic", "--zero", "--batch-size", "48", "--micro-shard", "8", "--max-steps", "40", "--test-batch-size", "100",
+		"--log-interval", "1", "--checkpoint-every", "1000", "--data", exampletest.MNISTSubset(t, 1920, 100)}
+	want := exampletest.WeightsDigest(t, exampletest.Spawned(1).Run(t, "mnist", args...))
+	out := exampletest.LoseANode(t, "mnist", args, 3, exampletest.Marks("step %d/40", 8, 12, 16, 20, 24, 28))
+	assert.Contains(t, out, "assembled from the shards the survivors of a lost peer held")
+	assert.Equal(t, want, exampletest.WeightsDigest(t, out), "the job that lost a node trained other weights")
+}
