@@ -25,7 +25,7 @@ var ErrShardsLost = errors.New("checkpoint: the optimizer is sharded over the re
 // holds of the last steps into their salvage directories, and a resume
 // assembles the newest complete one.
 type shardSalvager interface {
-	SalvageShards(ctx context.Context, dirOf func(step int) string, heads []optim.Checkpoint) ([]int, error)
+	SalvageShards(ctx context.Context, dirOf func(step int) string, c optim.Checkpoint) error
 	AssembleSalvaged(from, to string, step int) error
 }
 
@@ -45,14 +45,13 @@ const salvageSuffix = ".salvage"
 // nothing is written). Every local replica calls it at the same point.
 //
 // For a sharded optimizer that kept buddy copies, each survivor writes
-// the pieces it holds of the steps it kept, and the heads of c and of
-// earlier (the step before it, which a survivor one step behind holds
-// whole); the next Restore assembles the newest complete step. Without
-// buddy copies it returns ErrShardsLost.
-func (ck *Checkpointer) Salvage(ctx context.Context, c optim.Checkpoint, earlier ...optim.Checkpoint) (string, error) {
+// the pieces it holds of the steps it kept, and c's model; the next
+// Restore assembles the newest whole step. Without buddy copies it
+// returns ErrShardsLost.
+func (ck *Checkpointer) Salvage(ctx context.Context, c optim.Checkpoint) (string, error) {
 	c.Metadata = ck.opts.withSettings(c.Metadata)
 	if kindOf(c.Optimizer) == sharded {
-		return ck.salvageShards(ctx, c, earlier)
+		return ck.salvageShards(ctx, c)
 	}
 	dev, err := checkpointDevice(c.Model)
 	if err != nil {
@@ -119,7 +118,7 @@ func salvageSnapshot(ctx context.Context, c optim.Checkpoint, replicas int) (opt
 }
 
 // salvageShards is Salvage for a sharded optimizer.
-func (ck *Checkpointer) salvageShards(ctx context.Context, c optim.Checkpoint, earlier []optim.Checkpoint) (string, error) {
+func (ck *Checkpointer) salvageShards(ctx context.Context, c optim.Checkpoint) (string, error) {
 	if steps := ck.saved(sharded); len(steps) > 0 && steps[len(steps)-1] >= c.Step {
 		return ck.path(steps[len(steps)-1], sharded), nil // the step it resumed from, or a periodic checkpoint's
 	}
@@ -127,17 +126,10 @@ func (ck *Checkpointer) salvageShards(ctx context.Context, c optim.Checkpoint, e
 	if !ok {
 		return "", ErrShardsLost
 	}
-	heads := []optim.Checkpoint{c}
-	for _, e := range earlier {
-		e.Metadata = ck.opts.withSettings(e.Metadata)
-		heads = append(heads, e)
-	}
-	steps, err := s.SalvageShards(ctx, ck.salvageDir, heads)
-	if err != nil {
+	if err := s.SalvageShards(ctx, ck.salvageDir, c); err != nil {
 		return "", fmt.Errorf("%w (%w)", ErrShardsLost, err)
 	}
-	return fmt.Sprintf("the shards it holds of step %d (its own and its ward's) in %s, which the resumed job assembles", slices.Max(steps),
-		ck.salvageDir(slices.Max(steps))), nil
+	return fmt.Sprintf("the shards it holds of step %d (its own and its ward's) in %s, which the resumed job assembles", c.Step, ck.salvageDir(c.Step)), nil
 }
 
 // salvageDir is step's salvage directory.

@@ -41,14 +41,13 @@ func (l *Loop) End(ctx context.Context, err error) error {
 	if f, ok := l.order.(interface{ Trained() int }); ok && f.Trained() == l.at.Step+1 && l.next.Step == l.at.Step+1 {
 		// The step yielded last trained (its update applied) before the
 		// program stopped, short of the loop's commit.
-		l.prev, l.at = l.at, l.next
+		l.at = l.next
 	}
 	step := l.at.Step
 	noteErr := workerenv.WritePeerLossNote(l.flightDir, l.rank, fmt.Sprintf("%sstep %d", workerenv.Committing, step))
-	loss := fmt.Sprintf("rank %d lost a peer (%s)", l.rank, lossOf(err))
-	state, before := l.stateAt(l.at), l.stateAt(l.prev)
-	state.Metadata[metaLoss], before.Metadata[metaLoss] = loss, loss
-	path, salvageErr := l.ck.Salvage(ctx, state, before)
+	state := l.stateAt(l.at)
+	state.Metadata[metaLoss] = fmt.Sprintf("rank %d lost a peer (%s)", l.rank, lossOf(err))
+	path, salvageErr := l.ck.Salvage(ctx, state)
 	if salvageErr != nil {
 		return errors.Join(err, fmt.Errorf("training: rank %d lost a peer and could not commit step %d, the last it completed: %w", l.rank, step, salvageErr),
 			l.Close())

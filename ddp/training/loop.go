@@ -70,9 +70,8 @@ type Loop struct {
 	flightDir string
 	// next is where the step Steps yielded last stands once done: End
 	// commits it when the Feed trained that step before the program
-	// stopped. prev is where the loop stood before its last commit: a
-	// sharded optimizer's survivors may hold that step whole.
-	next, prev Position
+	// stopped.
+	next Position
 }
 
 // Open starts replica w's loop over order (a Feed), restoring the latest
@@ -278,9 +277,7 @@ func (l *Loop) Commit(ctx context.Context, at Position) error {
 
 // commit is Commit; last writes the checkpoint whatever Every says.
 func (l *Loop) commit(ctx context.Context, at Position, last bool) error {
-	if at != l.at {
-		l.prev, l.at = l.at, at
-	}
+	l.at = at
 	if l.ck == nil {
 		return nil
 	}

@@ -4,10 +4,9 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"strconv"
+	"math"
 
 	"github.com/xladdp/xladdp/ddp/internal/exchange"
-	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/nn"
 	"github.com/xladdp/xladdp/xla/safetensors"
 )
@@ -16,30 +15,50 @@ import (
 // replicas' optimizer state with it. With buddy copies on
 // (KeepBuddyCopies; training.Loop turns them on where the job keeps
 // checkpoints), every Step, once the update is computed and before the
-// parameters are all-gathered, each process hands its replicas' pieces
-// (shard, updated parameters, random state, the module's other state) to
+// parameters are all-gathered, each process hands its replicas' pieces to
 // its buddy, the process of the same local rank on the next node, and
-// takes its ward's. A process joins the all-gather only once that
-// exchange returned, so a replica whose all-gather of step k returned
-// knows that every process holds its ward's pieces of step k: after one
-// node is lost, the survivors hold every shard of the last step any of
-// them completed. The last two steps are kept, since a survivor may have
+// takes its ward's. A piece is what only its replica holds of the step:
+// the optimizer's state of its shard, its master weights where they are
+// not the parameters' dtype (the all-gather hands every replica the
+// others' float32 parameters), its random state. A process joins the
+// all-gather only once that exchange returned, so a replica whose
+// all-gather of step k returned knows that every process holds its
+// ward's pieces of step k: after one node is lost, the survivors hold
+// every shard of the last step any of them completed, and that survivor
+// the model. The last two steps are kept, since a survivor may have
 // computed the next update before the loss.
 const (
-	pieceFormat  = "xladdp-zero1-piece/1"
-	paramKey     = "param.%d" // a bucket's updated parameters, where the master dtype differs
-	modulePrefix = "module."  // the module's state that is not a sharded parameter
-	keptSteps    = 2
+	pieceFormat = "xladdp-zero1-piece/1"
+	keptSteps   = 2
 )
 
 // heldStep is what a process holds of one step: its local replicas'
-// pieces and its ward's (the ward's local replicas'), each an encoded
-// safetensors file.
+// pieces end to end and its ward's, each piece an encoded safetensors
+// file at a multiple of the slots' stride.
 type heldStep struct {
-	step      int
-	own, ward [][]byte
-	wardRank  int
+	step                int
+	own, ward           []byte
+	wardRank            int
+	ownValid, wardValid bool
 }
+
+// buddySlots is a process's buffers for the buddy copies, which its local
+// replicas share: keptSteps slots reused from step to step (a step
+// allocates nothing), the oldest overwritten next. A piece's layout (its
+// tensors' names, dtypes and shapes) is the same on every replica and at
+// every step: its header is written once.
+type buddySlots struct {
+	header  []byte
+	offsets []int // each tensor's data in a piece; the last is pieceMeta's
+	size    int   // a piece file's bytes
+	stride  int   // size padded to whole words
+	slots   [keptSteps]heldStep
+	next    int
+}
+
+// pieceMeta is a piece's tensor of what it is: replica, replicas, step,
+// learning rate (float64s).
+const pieceMeta = "piece.meta"
 
 // KeepBuddyCopies turns on the buddy copies for a job of several
 // processes (on one process there is no peer to lose). Every replica
@@ -65,106 +84,93 @@ func (z *ZeroRedundancyOptimizer) keep(ctx context.Context) error {
 	if !z.buddies {
 		return nil
 	}
-	piece, err := z.piece(ctx)
-	if err != nil {
-		return fmt.Errorf("keeping step %d's buddy copy: %w", z.updates, err)
+	if err := z.keepPieces(ctx); err != nil {
+		return fmt.Errorf("keeping step %d's buddy copies: %w", z.updates, err)
 	}
-	timeout := exchange.Timeout(z.pg)
-	pieces, err := exchange.GatherLocal(ctx, z.dev, timeout, "the buddy copies", piece)
-	if err != nil {
-		return err
-	}
-	held, err := exchange.HostOnce(ctx, z.dev, timeout, "the buddy copies", func() (heldStep, error) {
-		to, from := buddyRanks(z.pg.Rank(), z.pg.WorldSize(), z.pg.LocalWorldSize())
-		blob := framePieces(pieces)
-		got, err := exchange.ShiftBytes(ctx, z.pg, blob, to, from, 2*int64(len(blob))+1<<20)
-		if err != nil {
-			return heldStep{}, err
-		}
-		ward, err := unframePieces(got, len(pieces))
-		if err != nil {
-			return heldStep{}, fmt.Errorf("rank %d's buddy copies: %w", from, err)
-		}
-		return heldStep{step: z.updates, own: pieces, ward: ward, wardRank: from}, nil
-	})
-	if err != nil {
-		return err
-	}
-	z.held = append(z.held[max(0, len(z.held)-keptSteps+1):], held)
 	return nil
 }
 
-// piece encodes this replica's part of the step just updated: its shard
-// state, its random state, its block of the updated parameters where
-// they are not the masters' dtype, and the module's state that no shard
-// holds (buffers, empty parameters), which every replica holds alike.
-func (z *ZeroRedundancyOptimizer) piece(ctx context.Context) ([]byte, error) {
-	named := append(z.State(), nn.Named{Name: rngName, Tensor: z.dev.RNGState()})
+func (z *ZeroRedundancyOptimizer) keepPieces(ctx context.Context) error {
+	named := z.pieceTensors()
+	if err := z.dev.MarkStep(ctx); err != nil {
+		return err
+	}
+	timeout := exchange.Timeout(z.pg)
+	if z.slots == nil {
+		slots, err := exchange.HostOnce(ctx, z.dev, timeout, "allocating the buddy copies", func() (*buddySlots, error) {
+			return newBuddySlots(named, z.local)
+		})
+		if err != nil {
+			return err
+		}
+		z.slots = slots
+	}
+	held := &z.slots.slots[z.slots.next]
+	index, _ := z.dev.Replica()
+	if err := z.writePiece(ctx, held.own[index*z.slots.stride:][:z.slots.size], named); err != nil {
+		return err
+	}
+	if _, err := exchange.GatherLocal(ctx, z.dev, timeout, "the buddy copies", struct{}{}); err != nil {
+		return err
+	}
+	_, err := exchange.HostOnce(ctx, z.dev, timeout, "the buddy copies", func() (struct{}, error) {
+		to, from := buddyRanks(z.pg.Rank(), z.pg.WorldSize(), z.pg.LocalWorldSize())
+		held.step, held.wardRank, held.ownValid, held.wardValid = z.updates, from, true, false
+		if err := exchange.ShiftBytes(ctx, z.pg, held.own, held.ward, to, from); err != nil {
+			return struct{}{}, err
+		}
+		held.wardValid = true
+		z.slots.next = (z.slots.next + 1) % keptSteps
+		return struct{}{}, nil
+	})
+	return err
+}
+
+// pieceTensors are this replica's piece of the step just updated: the
+// optimizer's state of its shard, its masters where their dtype is not
+// the parameters', its random state.
+func (z *ZeroRedundancyOptimizer) pieceTensors() []nn.Named {
+	named := append([]nn.Named(nil), z.inner.State()...)
 	for b, bucket := range z.buckets {
 		if bucket.masterDType() != bucket.DType {
-			named = append(named, nn.Named{Name: fmt.Sprintf(paramKey, b), Tensor: z.masters[b].Detach().Cast(bucket.DType)})
+			named = append(named, nn.Named{Name: fmt.Sprintf("master.%d", b), Tensor: z.masters[b]})
 		}
 	}
-	named = append(named, z.moduleRest()...)
-	if err := z.dev.MarkStep(ctx); err != nil {
-		return nil, err
+	return append(named, nn.Named{Name: rngName, Tensor: z.dev.RNGState()})
+}
+
+// newBuddySlots lays out a piece of named (and its pieceMeta) and
+// allocates the slots of local replicas' pieces.
+func newBuddySlots(named []nn.Named, local int) (*buddySlots, error) {
+	layout := make([]safetensors.Layout, 0, len(named)+1)
+	for _, n := range named {
+		layout = append(layout, safetensors.Layout{Name: n.Name, DType: nn.SafetensorsDType(n.Tensor.DType()), Shape: n.Tensor.Dims()})
 	}
-	tensors, err := nn.EncodeTensors(ctx, named)
+	layout = append(layout, safetensors.Layout{Name: pieceMeta, DType: "F64", Shape: []int{4}})
+	header, offsets, size, err := safetensors.LayOut(map[string]string{"format": pieceFormat}, layout)
 	if err != nil {
 		return nil, err
 	}
-	meta := map[string]string{"format": pieceFormat, "replica": strconv.Itoa(z.replica), "replicas": strconv.Itoa(z.replicas),
-		"step": strconv.Itoa(z.updates), "lr": strconv.FormatFloat(z.LR(), 'g', -1, 64)}
-	return safetensors.Encode(safetensors.File{Metadata: meta, Tensors: tensors})
+	s := &buddySlots{header: header, offsets: offsets, size: size, stride: (size + 7) / 8 * 8}
+	for i := range s.slots {
+		s.slots[i].own = make([]byte, local*s.stride)
+		s.slots[i].ward = make([]byte, local*s.stride)
+	}
+	return s, nil
 }
 
-// moduleRest is the module's state dict without the sharded parameters,
-// named with modulePrefix.
-func (z *ZeroRedundancyOptimizer) moduleRest() []nn.Named {
-	sharded := make(map[*xla.Tensor]bool, len(z.params))
-	for _, p := range z.params {
-		sharded[p.Tensor] = true
-	}
-	var out []nn.Named
-	for _, s := range nn.StateDict(z.module) {
-		if !sharded[s.Tensor] {
-			out = append(out, nn.Named{Name: modulePrefix + s.Name, Tensor: s.Tensor})
+// writePiece writes this replica's piece of named into dst, its slot.
+func (z *ZeroRedundancyOptimizer) writePiece(ctx context.Context, dst []byte, named []nn.Named) error {
+	s := z.slots
+	copy(dst, s.header)
+	for i, n := range named {
+		if err := n.Tensor.CopyBytesTo(ctx, dst[s.offsets[i]:s.offsets[i]+int(n.Tensor.Shape().Memory())]); err != nil {
+			return fmt.Errorf("reading %s: %w", n.Name, err)
 		}
 	}
-	return out
-}
-
-// framePieces lays pieces end to end after their count and lengths.
-func framePieces(pieces [][]byte) []byte {
-	out := binary.LittleEndian.AppendUint64(nil, uint64(len(pieces)))
-	for _, p := range pieces {
-		out = binary.LittleEndian.AppendUint64(out, uint64(len(p)))
+	meta := dst[s.offsets[len(named)]:]
+	for i, v := range []float64{float64(z.replica), float64(z.replicas), float64(z.updates), z.LR()} {
+		binary.LittleEndian.PutUint64(meta[8*i:], math.Float64bits(v))
 	}
-	for _, p := range pieces {
-		out = append(out, p...)
-	}
-	return out
-}
-
-// unframePieces splits what framePieces laid out, count pieces, each
-// length checked against what arrived.
-func unframePieces(blob []byte, count int) ([][]byte, error) {
-	head := 8 * (1 + count)
-	if len(blob) < head || binary.LittleEndian.Uint64(blob) != uint64(count) {
-		return nil, fmt.Errorf("not %d framed pieces (%d bytes)", count, len(blob))
-	}
-	out := make([][]byte, count)
-	at := uint64(head)
-	for i := range out {
-		n := binary.LittleEndian.Uint64(blob[8*(1+i):])
-		if n > uint64(len(blob))-at {
-			return nil, fmt.Errorf("piece %d of %d bytes overruns the %d received", i, n, len(blob))
-		}
-		out[i] = blob[at : at+n]
-		at += n
-	}
-	if at != uint64(len(blob)) {
-		return nil, fmt.Errorf("%d bytes after the last piece", uint64(len(blob))-at)
-	}
-	return out, nil
+	return nil
 }

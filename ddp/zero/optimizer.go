@@ -69,7 +69,7 @@ type ZeroRedundancyOptimizer struct {
 	// with buddies on, held keeps the last steps' pieces (buddy.go).
 	updates int
 	buddies bool
-	held    []heldStep
+	slots   *buddySlots
 }
 
 // clipRequest is a ClipGradNorm waiting for the next Step.

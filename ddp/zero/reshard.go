@@ -277,7 +277,7 @@ func (z *ZeroRedundancyOptimizer) stage(ck *shardedCheckpoint, c *optim.Checkpoi
 			_ = c.RNG.SetRNGState(rng)
 		}
 		z.SetLR(m.LR)
-		z.updates, z.held = m.Step, nil
+		z.updates, z.slots = m.Step, nil // what was held is of another run
 		c.Step, c.Epoch, c.Metadata = m.Step, m.Epoch, m.Metadata
 	}, nil
 }

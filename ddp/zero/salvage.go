@@ -3,12 +3,13 @@ package zero
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 
 	"github.com/xladdp/xladdp/ddp/internal/exchange"
@@ -19,10 +20,11 @@ import (
 )
 
 // A salvage directory holds what the survivors of a lost peer held of
-// one step: piece-<replica>-of-<replicas>.safetensors (buddy.go), and
-// head.json, the step's manifest without its files, written by a
-// survivor whose loop completed that step. AssembleSalvaged turns a
-// complete one into a sharded checkpoint.
+// one step: piece-<replica>-of-<replicas>.safetensors (buddy.go), and,
+// from a survivor whose loop completed that step, head.json (the step's
+// manifest without its files, and each parameter's name in the model's
+// state dict) and the model's state dict as it stood (model.safetensors).
+// AssembleSalvaged turns a whole one into a sharded checkpoint.
 const headName = "head.json"
 
 func pieceFileName(replica, replicas int) string {
@@ -30,73 +32,97 @@ func pieceFileName(replica, replicas int) string {
 }
 
 // ErrNoBuddyCopies: the optimizer kept no buddy copies (one process, or
-// KeepBuddyCopies was not called), so nothing of the lost shards is here.
+// KeepBuddyCopies was not called, or no Step ran since the resume), so
+// nothing of the lost shards is here.
 var ErrNoBuddyCopies = errors.New("no buddy copies of the optimizer's shards were kept (KeepBuddyCopies)")
 
 // SalvageShards writes, after a peer was lost, what this process holds
-// of the steps it kept (its replicas' pieces and its ward's) into the
-// salvage directory dirOf names for each step, and the manifest head of
-// each checkpoint in heads (the loop's last completed step, and the one
-// before) whose step it holds. It needs no collective: every survivor
-// writes what it holds, each file atomically (two survivors holding the
-// same piece write the same bytes). It returns the steps it wrote a head
-// for. Every local replica calls it at the same point.
-func (z *ZeroRedundancyOptimizer) SalvageShards(ctx context.Context, dirOf func(step int) string, heads []optim.Checkpoint) ([]int, error) {
-	if !z.buddies || len(z.held) == 0 {
-		return nil, ErrNoBuddyCopies
+// of the steps it kept (its replicas' pieces, and its ward's) into the
+// salvage directory dirOf names for each, and c's head and model into
+// c's step's. c is the last step this replica completed: its model holds
+// that step's parameters. It needs no collective: every survivor writes
+// what it holds, each file atomically (two survivors holding one piece
+// write the same bytes). Every local replica calls it at the same point.
+func (z *ZeroRedundancyOptimizer) SalvageShards(ctx context.Context, dirOf func(step int) string, c optim.Checkpoint) error {
+	held := z.heldSteps()
+	if len(held) == 0 {
+		return ErrNoBuddyCopies
 	}
-	return exchange.HostOnce(ctx, z.dev, exchange.Timeout(z.pg), "writing the salvaged shards", func() ([]int, error) {
-		var headed []int
-		for _, h := range z.held {
+	if held[len(held)-1].step < c.Step || held[0].step > c.Step {
+		return fmt.Errorf("zero: the optimizer kept steps %d to %d, and the loop completed step %d: they do not meet (one Step a loop step?)",
+			held[0].step, held[len(held)-1].step, c.Step)
+	}
+	model, err := nn.EncodeTensors(ctx, nn.StateDict(c.Model))
+	if err != nil {
+		return fmt.Errorf("zero: the model of step %d: %w", c.Step, err)
+	}
+	_, err = exchange.HostOnce(ctx, z.dev, exchange.Timeout(z.pg), "writing the salvaged shards", func() (struct{}, error) {
+		for _, h := range held {
 			dir := dirOf(h.step)
 			if err := z.writeHeld(dir, h); err != nil {
-				return nil, fmt.Errorf("zero: rank %d writing step %d's shards to %s: %w", z.pg.Rank(), h.step, dir, err)
+				return struct{}{}, fmt.Errorf("zero: rank %d writing step %d's shards to %s: %w", z.pg.Rank(), h.step, dir, err)
 			}
-			for _, c := range heads {
-				if c.Step != h.step {
-					continue
+			if h.step == c.Step {
+				if err := z.writeHead(dir, c, model); err != nil {
+					return struct{}{}, fmt.Errorf("zero: rank %d writing step %d's head to %s: %w", z.pg.Rank(), h.step, dir, err)
 				}
-				if err := z.writeHead(dir, c); err != nil {
-					return nil, fmt.Errorf("zero: rank %d writing step %d's head to %s: %w", z.pg.Rank(), h.step, dir, err)
-				}
-				headed = append(headed, h.step)
 			}
 			if err := safetensors.SyncDir(dir); err != nil {
-				return nil, err
+				return struct{}{}, err
 			}
 		}
-		if len(headed) == 0 {
-			return nil, fmt.Errorf("zero: the optimizer kept steps %v, and the loop completed %v: they do not meet (one Step a loop step?)",
-				heldSteps(z.held), checkpointSteps(heads))
-		}
-		return headed, nil
+		return struct{}{}, nil
 	})
+	return err
 }
 
-// writeHeld writes h's pieces, this process's and its ward's.
+// heldSteps is what this process holds, oldest first.
+func (z *ZeroRedundancyOptimizer) heldSteps() []heldStep {
+	if !z.buddies || z.slots == nil {
+		return nil
+	}
+	var out []heldStep
+	for i := range keptSteps {
+		if h := z.slots.slots[(z.slots.next+i)%keptSteps]; h.ownValid {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// writeHeld writes h's pieces, this process's and, when they all
+// arrived, its ward's.
 func (z *ZeroRedundancyOptimizer) writeHeld(dir string, h heldStep) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	for from, pieces := range map[int][][]byte{z.pg.Rank(): h.own, h.wardRank: h.ward} {
-		for i, p := range pieces {
-			if err := safetensors.WriteAtomic(filepath.Join(dir, pieceFileName(from*z.local+i, z.replicas)), p); err != nil {
+	write := func(rank int, blob []byte) error {
+		for i := range z.local {
+			piece := blob[i*z.slots.stride:][:z.slots.size]
+			if err := safetensors.WriteAtomic(filepath.Join(dir, pieceFileName(rank*z.local+i, z.replicas)), piece); err != nil {
 				return err
 			}
 		}
+		return nil
 	}
-	return nil
+	if err := write(z.pg.Rank(), h.own); err != nil || !h.wardValid {
+		return err
+	}
+	return write(h.wardRank, h.ward)
 }
 
-// salvageHead is a salvaged step's manifest without its files, and the
-// name each parameter has in the model's state dict.
+// salvageHead is a salvaged step's manifest without its files, and each
+// parameter's name in the model's state dict.
 type salvageHead struct {
 	Manifest   zeroManifest `json:"manifest"`
 	ModelNames []string     `json:"model_names"`
 }
 
-// writeHead writes c's head.
-func (z *ZeroRedundancyOptimizer) writeHead(dir string, c optim.Checkpoint) error {
+// writeHead writes c's model, then its head.
+func (z *ZeroRedundancyOptimizer) writeHead(dir string, c optim.Checkpoint, model []safetensors.Tensor) error {
+	if _, err := writeVerified(filepath.Join(dir, modelName), safetensors.File{Tensors: model}); err != nil {
+		return err
+	}
 	data, err := json.MarshalIndent(salvageHead{Manifest: z.manifestOf(salvagedID(c.Step), c), ModelNames: z.stateNames()}, "", " ")
 	if err != nil {
 		return err
@@ -120,44 +146,41 @@ func (z *ZeroRedundancyOptimizer) stateNames() []string {
 
 func salvagedID(step int) string { return fmt.Sprintf("step-%d-salvaged", step) }
 
-func heldSteps(held []heldStep) []int {
-	var out []int
-	for _, h := range held {
-		out = append(out, h.step)
-	}
-	return out
-}
-
-func checkpointSteps(cs []optim.Checkpoint) []int {
-	var out []int
-	for _, c := range cs {
-		out = append(out, c.Step)
-	}
-	return out
-}
-
 // AssembleSalvaged makes the sharded checkpoint of step in the new
-// directory to from the salvage directory from, when that holds its head
-// and every replica's piece: the shards, the model (its parameters joined
-// from the updated shards, the rest from replica 0's piece), the manifest
-// with every file's hash, LATEST. It needs no device: rank 0 runs it as a
-// job resumes. A piece missing (its replica and its buddy both lost), or
-// one that is not what the head says, is an error naming it.
+// directory to from the salvage directory from, when that holds the
+// step's head and model and every replica's piece: each shard (its
+// piece, with its float32 masters cut from the model's parameters), the
+// model, the manifest with every file's hash, LATEST. It needs no device:
+// rank 0 runs it as a job resumes. A piece missing (its replica and its
+// buddy both lost), or one that is not what the head says, is an error
+// naming it.
 func (z *ZeroRedundancyOptimizer) AssembleSalvaged(from, to string, step int) error {
-	head, pieces, err := readSalvaged(from, step)
+	head, model, pieces, err := readSalvaged(from, step)
 	if err != nil {
 		return err
 	}
 	m := head.Manifest
+	m.LR = pieceLR(pieces[0])
 	version := filepath.Join(to, m.ID)
 	if err := os.MkdirAll(version, 0o755); err != nil {
+		return err
+	}
+	masters, err := modelMasters(head, model, pieces[0])
+	if err != nil {
 		return err
 	}
 	for r, p := range pieces {
 		shard := safetensors.File{Metadata: map[string]string{"format": zeroFormat, "id": m.ID, "replica": strconv.Itoa(r), "replicas": strconv.Itoa(m.Replicas)}}
 		for _, t := range p.Tensors {
-			if _, isParam := bucketParam(t.Name); !isParam && !isModuleRest(t.Name) {
+			if t.Name != pieceMeta {
 				shard.Tensors = append(shard.Tensors, t)
+			}
+		}
+		for b := range m.Buckets {
+			if run, ok := masters[b]; ok {
+				part := len(run.Data) / m.Replicas
+				run.Data = run.Data[r*part : (r+1)*part]
+				shard.Tensors = append(shard.Tensors, run)
 			}
 		}
 		f, err := writeVerified(filepath.Join(version, shardFileName(r, m.Replicas)), shard)
@@ -166,15 +189,8 @@ func (z *ZeroRedundancyOptimizer) AssembleSalvaged(from, to string, step int) er
 		}
 		m.Shards = append(m.Shards, f)
 	}
-	model, err := salvagedModel(head, pieces)
-	if err != nil {
-		return err
-	}
 	if m.Model, err = writeVerified(filepath.Join(version, modelName), model); err != nil {
 		return err
-	}
-	if m.LR, err = strconv.ParseFloat(pieces[0].Metadata["lr"], 64); err != nil || !(m.LR >= 0) {
-		return fmt.Errorf("%s: piece 0's learning rate is %q", from, pieces[0].Metadata["lr"])
 	}
 	data, err := json.MarshalIndent(m, "", " ")
 	if err != nil {
@@ -186,104 +202,109 @@ func (z *ZeroRedundancyOptimizer) AssembleSalvaged(from, to string, step int) er
 	return safetensors.WriteAtomic(filepath.Join(to, latestName), []byte(m.ID+"\n"))
 }
 
-// readSalvaged reads from's head (of step) and every replica's piece,
-// checking each piece's format, place and step.
-func readSalvaged(from string, step int) (salvageHead, []safetensors.File, error) {
+// readSalvaged reads from's head (of step), model, and every replica's
+// piece, checking each piece's format, place and step.
+func readSalvaged(from string, step int) (salvageHead, safetensors.File, []safetensors.File, error) {
 	var head salvageHead
+	var model safetensors.File
 	data, err := readRegular(filepath.Join(from, headName), manifestMaxBytes)
 	if err != nil {
-		return head, nil, fmt.Errorf("no survivor completed step %d (its head: %w)", step, err)
+		return head, model, nil, fmt.Errorf("no survivor completed step %d (its head: %w)", step, err)
 	}
 	if err := json.Unmarshal(data, &head); err != nil {
-		return head, nil, fmt.Errorf("%s: not valid JSON: %w", filepath.Join(from, headName), err)
+		return head, model, nil, fmt.Errorf("%s: not valid JSON: %w", filepath.Join(from, headName), err)
 	}
 	m := head.Manifest
 	ck := shardedCheckpoint{manifest: m}
-	ck.manifest.Shards = make([]manifestFile, max(0, m.Replicas))
+	ck.manifest.Shards = make([]manifestFile, max(0, min(m.Replicas, 1<<20)))
 	if err := ck.checkManifest(salvagedID(step)); err != nil || m.Step != step || len(head.ModelNames) != len(m.Params) {
-		return head, nil, fmt.Errorf("%s does not hold together (step %d, want %d; %d model names for %d parameters): %v",
+		return head, model, nil, fmt.Errorf("%s does not hold together (step %d, want %d; %d model names for %d parameters): %v",
 			filepath.Join(from, headName), m.Step, step, len(head.ModelNames), len(m.Params), err)
 	}
 	limit := pieceLimit(m)
+	path := filepath.Join(from, modelName)
+	if data, err = readRegular(path, 4*limit*int64(m.Replicas)); err == nil {
+		model, err = safetensors.Decode(path, data)
+	}
+	if err != nil {
+		return head, model, nil, fmt.Errorf("step %d's model: %w", step, err)
+	}
 	pieces := make([]safetensors.File, m.Replicas)
 	for r := range pieces {
 		path := filepath.Join(from, pieceFileName(r, m.Replicas))
 		data, err := readRegular(path, limit)
 		if err != nil {
-			return head, nil, fmt.Errorf("replica %d's shard of step %d is not among the survivors' (it and its buddy lost?): %w", r, step, err)
+			return head, model, nil, fmt.Errorf("replica %d's shard of step %d is not among the survivors' (it and its buddy lost?): %w", r, step, err)
 		}
 		if pieces[r], err = safetensors.Decode(path, data); err != nil {
-			return head, nil, err
+			return head, model, nil, err
 		}
-		meta := pieces[r].Metadata
-		if meta["format"] != pieceFormat || meta["replica"] != strconv.Itoa(r) || meta["replicas"] != strconv.Itoa(m.Replicas) || meta["step"] != strconv.Itoa(step) {
-			return head, nil, fmt.Errorf("%s is not replica %d's piece of step %d of %d replicas (it says %s %s of %s, step %s)",
-				path, r, step, m.Replicas, meta["format"], meta["replica"], meta["replicas"], meta["step"])
+		if err := checkPiece(pieces[r], r, m.Replicas, step); err != nil {
+			return head, model, nil, fmt.Errorf("%s: %w", path, err)
 		}
 	}
-	return head, pieces, nil
+	return head, model, pieces, nil
+}
+
+// checkPiece checks that p is replica's piece of step in a job of
+// replicas.
+func checkPiece(p safetensors.File, replica, replicas, step int) error {
+	t, ok := p.Lookup(pieceMeta)
+	if p.Metadata["format"] != pieceFormat || !ok || t.DType != "F64" || len(t.Data) != 32 {
+		return fmt.Errorf("not a piece of a salvaged step (format %q)", p.Metadata["format"])
+	}
+	var v [4]float64
+	for i := range v {
+		v[i] = math.Float64frombits(binary.LittleEndian.Uint64(t.Data[8*i:]))
+	}
+	if v[0] != float64(replica) || v[1] != float64(replicas) || v[2] != float64(step) || !(v[3] >= 0) {
+		return fmt.Errorf("it says replica %g of %g at step %g (learning rate %g), not replica %d of %d at step %d",
+			v[0], v[1], v[2], v[3], replica, replicas, step)
+	}
+	return nil
+}
+
+// pieceLR is a checked piece's learning rate.
+func pieceLR(p safetensors.File) float64 {
+	t, _ := p.Lookup(pieceMeta)
+	return math.Float64frombits(binary.LittleEndian.Uint64(t.Data[24:]))
 }
 
 // pieceLimit bounds one piece of m: at most ten 8-byte values an element
-// of each bucket's shard (the state, the master, the parameters), and
-// room for the module's other state and the header.
+// of each bucket's shard, and room for the header.
 func pieceLimit(m zeroManifest) int64 {
-	limit := int64(256 << 20)
+	limit := int64(64 << 20)
 	for _, b := range m.Buckets {
 		limit += 80 * int64(b.Padded/m.Replicas)
 	}
 	return limit
 }
 
-// bucketParam reads a piece's updated-parameters name ("param.3").
-func bucketParam(name string) (int, bool) {
-	var b int
-	if _, err := fmt.Sscanf(name, paramKey, &b); err != nil || fmt.Sprintf(paramKey, b) != name {
-		return 0, false
-	}
-	return b, true
-}
-
-func isModuleRest(name string) bool {
-	return len(name) > len(modulePrefix) && name[:len(modulePrefix)] == modulePrefix
-}
-
-// salvagedModel is the module's state dict at m's step: each parameter
-// from its bucket's updated shards (the masters, or the parameters' own
-// block where their dtype differs), the rest from replica 0's piece.
-func salvagedModel(head salvageHead, pieces []safetensors.File) (safetensors.File, error) {
-	var out safetensors.File
+// modelMasters is the whole run of masters, padded, of each bucket whose
+// masters are its parameters' dtype, cut from the model's parameters (the
+// pieces hold the others'): bucket index → the run's dtype and bytes.
+func modelMasters(head salvageHead, model safetensors.File, piece safetensors.File) (map[int]safetensors.Tensor, error) {
 	m := head.Manifest
-	ck := shardedCheckpoint{manifest: m}
-	for _, p := range pieces {
-		byName := make(map[string]safetensors.Tensor, len(p.Tensors))
-		for _, t := range p.Tensors {
-			byName[t.Name] = t
-		}
-		ck.shards = append(ck.shards, byName)
-	}
+	out := map[int]safetensors.Tensor{}
 	for b, bucket := range m.Buckets {
-		key := "master.%d"
-		if _, ok := ck.shards[0][fmt.Sprintf(paramKey, b)]; ok {
-			key = paramKey
+		if _, inPiece := piece.Lookup(fmt.Sprintf("master.%d", b)); inPiece {
+			continue
 		}
-		full, dtype, err := ck.wholeBucket(key, b)
-		if err != nil {
-			return out, err
-		}
-		size := len(full) / bucket.Padded
+		var run safetensors.Tensor
 		for _, mem := range bucket.Members {
-			p := m.Params[mem.Param]
-			n, _ := elements(p.Dims)
-			out.Tensors = append(out.Tensors, safetensors.Tensor{Name: head.ModelNames[mem.Param], DType: dtype, Shape: slices.Clone(p.Dims),
-				Data: full[mem.Offset*size : (mem.Offset+n)*size]})
+			name := head.ModelNames[mem.Param]
+			n, _ := elements(m.Params[mem.Param].Dims)
+			t, ok := model.Lookup(name)
+			if !ok || n == 0 || len(t.Data)%n != 0 || (run.DType != "" && t.DType != run.DType) {
+				return nil, fmt.Errorf("the model holds no %s %s of %d elements for bucket %d", name, cmp.Or(run.DType, "tensor"), n, b)
+			}
+			if run.DType == "" {
+				run = safetensors.Tensor{Name: fmt.Sprintf("master.%d", b), DType: t.DType, Shape: []int{bucket.Padded / m.Replicas},
+					Data: make([]byte, len(t.Data)/n*bucket.Padded)}
+			}
+			copy(run.Data[len(t.Data)/n*mem.Offset:], t.Data)
 		}
-	}
-	for _, t := range pieces[0].Tensors {
-		if isModuleRest(t.Name) {
-			t.Name = t.Name[len(modulePrefix):]
-			out.Tensors = append(out.Tensors, t)
-		}
+		out[b] = run
 	}
 	return out, nil
 }

@@ -112,6 +112,28 @@ func Encode(f File) ([]byte, error) {
 	return out, nil
 }
 
+// LayOut is where a file of meta and tensors laid out as layout puts
+// each tensor's data: its header (the file's first bytes), each tensor's
+// data offset in the file, and the file's size. A writer that fills a
+// buffer of that size in place, header first, writes the file Encode
+// would.
+func LayOut(meta map[string]string, layout []Layout) (header []byte, offsets []int, size int, err error) {
+	sizes, err := dataSizes(layout)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	if header, err = encodeHeader(meta, layout, sizes); err != nil {
+		return nil, nil, 0, err
+	}
+	size = len(header)
+	offsets = make([]int, len(sizes))
+	for i, n := range sizes {
+		offsets[i] = size
+		size += n
+	}
+	return header, offsets, size, nil
+}
+
 // Layout is a tensor without its data: what a file's header says of it.
 type Layout struct {
 	Name  string
