@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -233,8 +234,11 @@ func readSalvaged(from string, step int) (salvageHead, safetensors.File, []safet
 	for r := range pieces {
 		path := filepath.Join(from, pieceFileName(r, m.Replicas))
 		data, err := readRegular(path, limit)
-		if err != nil {
-			return head, model, nil, fmt.Errorf("replica %d's shard of step %d is not among the survivors' (it and its buddy lost?): %w", r, step, err)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return head, model, nil, fmt.Errorf("replica %d's shard of step %d is not among the survivors' (it and its buddy lost?)", r, step)
+		case err != nil:
+			return head, model, nil, fmt.Errorf("replica %d's piece of step %d: %w", r, step, err)
 		}
 		if pieces[r], err = safetensors.Decode(path, data); err != nil {
 			return head, model, nil, err

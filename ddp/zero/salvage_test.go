@@ -1,0 +1,232 @@
+package zero_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/xladdp/xladdp/ddp/checkpoint"
+	"github.com/xladdp/xladdp/ddp/dist"
+	"github.com/xladdp/xladdp/ddp/internal/ddptest"
+	"github.com/xladdp/xladdp/xla"
+	"github.com/xladdp/xladdp/xla/optim"
+)
+
+func init() { ddptest.Scenarios["zero-salvage"] = zeroSalvageScenario }
+
+const (
+	salvagePeriodic = 5 // the periodic checkpoint's step
+	salvageAt       = 8 // the step the survivors salvage
+	salvageAfter    = 6 // steps compared after it
+)
+
+// zeroSalvageScenario trains the toy model with a sharded Adam whose
+// buddy copies are on, under a Checkpointer in $XLADDP_TEST_DIR (a
+// periodic checkpoint at step salvagePeriodic). Phase "salvage": after
+// step salvageAt the ranks in $XLADDP_TEST_SURVIVORS write what they hold
+// (Checkpointer.Salvage, as after a lost peer), then every rank trains on.
+// Phase "resume": Restore (which assembles what was salvaged), then
+// train on. Both report the steps after salvageAt: losses (its own),
+// the step resumed (Counters["resumed"]) and the resume's log
+// (Hashes["log"]).
+func zeroSalvageScenario(rep *ddptest.Report) {
+	ctx := context.Background()
+	e, done, err := ddptest.JoinJob(ctx, 1)
+	if err != nil {
+		rep.Error = err.Error()
+		return
+	}
+	defer done()
+	err = e.RunReplicas(ctx, 1, func(ctx context.Context, r xla.Replica) error {
+		replica, replicas := dist.Rank(), dist.WorldSize()
+		rows := ddptest.GlobalRows / replicas
+		model, z, err := newShardedModel(ctx, r.Device(), "toy", "adam", 100)
+		if err != nil {
+			return err
+		}
+		ck, err := checkpoint.New(checkpoint.Options{Dir: os.Getenv("XLADDP_TEST_DIR"), Every: salvagePeriodic, Keep: 2})
+		if err != nil {
+			return err
+		}
+		defer ck.Close()
+		state := optim.Checkpoint{Model: model, Optimizer: z, RNG: r.Device()}
+		commit := true // the salvaging run's later steps leave the directory to the resume
+		step := func() (float32, error) {
+			z.ZeroGrad()
+			loss, err := ddptest.LossOn(r.Device(), model, "toy", replica*rows, (replica+1)*rows)
+			if err == nil {
+				err = optim.BackwardStep(ctx, loss, z)
+			}
+			if err != nil {
+				return 0, err
+			}
+			state.Step++
+			v, err := loss.Item(ctx)
+			if err == nil && commit {
+				err = ck.Step(ctx, state)
+			}
+			return float32(v), err
+		}
+		if os.Getenv("XLADDP_TEST_PHASE") == "resume" {
+			log, err := logOf(func() error { _, err := ck.Restore(ctx, &state); return err })
+			rep.Hashes = map[string]string{"log": log}
+			if err != nil {
+				return err
+			}
+		} else {
+			z.KeepBuddyCopies()
+			for state.Step < salvageAt {
+				if _, err := step(); err != nil {
+					return err
+				}
+			}
+			if slices.Contains(strings.Split(os.Getenv("XLADDP_TEST_SURVIVORS"), ","), strconv.Itoa(replica)) {
+				if _, err := ck.Salvage(ctx, state); err != nil {
+					return err
+				}
+			}
+			commit = false
+		}
+		rep.Counters = map[string]int64{"resumed": int64(state.Step)}
+		for range salvageAfter {
+			loss, err := step()
+			if err != nil {
+				return err
+			}
+			rep.Losses = append(rep.Losses, loss)
+		}
+		return nil
+	})
+	if err != nil {
+		rep.Error = err.Error()
+	}
+}
+
+// logOf runs f and returns what it wrote to stderr.
+func logOf(f func() error) (string, error) {
+	tmp, err := os.CreateTemp("", "stderr")
+	if err != nil {
+		return "", err
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	saved := os.Stderr
+	os.Stderr = tmp
+	err = f()
+	os.Stderr = saved
+	if _, serr := tmp.Seek(0, io.SeekStart); serr != nil {
+		return "", serr
+	}
+	log, _ := io.ReadAll(tmp)
+	return string(log), err
+}
+
+// TestZeroSalvagedShardsResume: three ranks keep buddy copies of their
+// shards; after step 8 the survivors of a lost rank write what they
+// hold, and a resume assembles step 8 from it: at the same world size
+// the run goes on bit for bit as the uninterrupted one, at two ranks
+// within zeroTolerance. Whichever one rank was lost, the other two hold every
+// shard; where a shard and its buddy are both lost, or a piece is not
+// one (missing, a FIFO, a link to /dev/zero, cut short, of another
+// step, a head that is not JSON), the resume says why and goes on from
+// the periodic checkpoint of step 5, never hanging or filling memory.
+func TestZeroSalvagedShardsResume(t *testing.T) {
+	// run returns rank 0's report, its losses the mean over the ranks.
+	run := func(dir, phase string, ranks int, survivors string) ddptest.Report {
+		cmds, outs := ddptest.Launch(t, "zero-salvage", ranks, "XLADDP_TEST_TIMEOUT=60s", "XLADDP_TEST_DIR="+dir,
+			"XLADDP_TEST_PHASE="+phase, "XLADDP_TEST_SURVIVORS="+survivors)
+		reps := ddptest.WaitReports(t, cmds, outs)
+		mean := make([]float64, salvageAfter)
+		for r, rep := range reps {
+			require.Empty(t, rep.Error, "rank %d (%s)", r, phase)
+			require.Len(t, rep.Losses, salvageAfter)
+			for s, l := range rep.Losses {
+				mean[s] += float64(l) / float64(ranks)
+			}
+		}
+		rep := reps[0]
+		for s, m := range mean {
+			rep.Losses[s] = float32(m)
+		}
+		return rep
+	}
+	salvaged := func(t *testing.T, survivors string) (dir string, uninterrupted []float32) {
+		dir = t.TempDir()
+		rep := run(dir, "salvage", 3, survivors)
+		require.DirExists(t, filepath.Join(dir, fmt.Sprintf("step-%012d.salvage", salvageAt)))
+		return dir, rep.Losses
+	}
+	for _, lost := range []string{"0", "1", "2"} {
+		t.Run("rank "+lost+" lost", func(t *testing.T) {
+			survivors := strings.Join(slices.DeleteFunc([]string{"0", "1", "2"}, func(r string) bool { return r == lost }), ",")
+			dir, want := salvaged(t, survivors)
+			rep := run(dir, "resume", 3, "")
+			assert.Contains(t, rep.Hashes["log"], "step 8 assembled from the shards the survivors of a lost peer held")
+			assert.EqualValues(t, salvageAt, rep.Counters["resumed"])
+			assert.Equal(t, want, rep.Losses, "resumed at the same world size: bit for bit")
+			entries, err := filepath.Glob(filepath.Join(dir, "*.salvage"))
+			require.NoError(t, err)
+			assert.Empty(t, entries, "the salvage directory is cleared once assembled")
+		})
+	}
+	t.Run("at two ranks", func(t *testing.T) {
+		dir, want := salvaged(t, "0,2")
+		rep := run(dir, "resume", 2, "")
+		assert.EqualValues(t, salvageAt, rep.Counters["resumed"])
+		for s := range want {
+			assert.InDelta(t, want[s], rep.Losses[s], zeroTolerance*float64(abs32(want[s])), "step %d", salvageAt+s+1)
+		}
+	})
+	piece := func(dir string, replica int) string {
+		return filepath.Join(dir, fmt.Sprintf("step-%012d.salvage", salvageAt), fmt.Sprintf("piece-%05d-of-00003.safetensors", replica))
+	}
+	for _, c := range []struct {
+		name, why string
+		spoil     func(t *testing.T, dir string)
+	}{
+		{"a shard and its buddy lost", "replica 1's shard of step 8 is not among the survivors'", func(t *testing.T, dir string) {}},
+		{"a FIFO", "is a FIFO, not a regular file", func(t *testing.T, dir string) {
+			require.NoError(t, os.Remove(piece(dir, 0)))
+			require.NoError(t, syscall.Mkfifo(piece(dir, 0), 0o644))
+		}},
+		{"a link to /dev/zero", "is a character device, not a regular file", func(t *testing.T, dir string) {
+			require.NoError(t, os.Remove(piece(dir, 0)))
+			require.NoError(t, os.Symlink("/dev/zero", piece(dir, 0)))
+		}},
+		{"cut short", "safetensors", func(t *testing.T, dir string) {
+			require.NoError(t, os.Truncate(piece(dir, 0), 100))
+		}},
+		{"of another step", "not replica 0 of 3 at step 8", func(t *testing.T, dir string) {
+			other := filepath.Join(dir, fmt.Sprintf("step-%012d.salvage", salvageAt-1))
+			require.NoError(t, os.Rename(filepath.Join(other, "piece-00000-of-00003.safetensors"), piece(dir, 0)))
+		}},
+		{"a head that is not JSON", "not valid JSON", func(t *testing.T, dir string) {
+			require.NoError(t, os.WriteFile(filepath.Join(filepath.Dir(piece(dir, 0)), "head.json"), []byte("{"), 0o644))
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			survivors := "0,1"
+			if c.name == "a shard and its buddy lost" {
+				survivors = "0" // rank 1's shard lives on ranks 1 and 2
+			}
+			dir, _ := salvaged(t, survivors)
+			c.spoil(t, dir)
+			rep := run(dir, "resume", 3, "")
+			assert.EqualValues(t, salvagePeriodic, rep.Counters["resumed"], "%s", rep.Hashes["log"])
+			assert.Contains(t, rep.Hashes["log"], c.why)
+			assert.Contains(t, rep.Hashes["log"], "the job resumes from its last periodic checkpoint, step 5")
+		})
+	}
+}
+
+func abs32(x float32) float32 { return max(x, -x) }
