@@ -7,6 +7,7 @@ import (
 	"math"
 
 	"github.com/xladdp/xladdp/ddp/internal/exchange"
+	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/nn"
 	"github.com/xladdp/xladdp/xla/safetensors"
 )
@@ -54,6 +55,30 @@ type buddySlots struct {
 	stride  int   // size padded to whole words
 	slots   [keptSteps]heldStep
 	next    int
+}
+
+// keptRest is the module's state that no shard holds (buffers such as
+// BatchNorm's statistics) as it stood at a held step: a survivor's
+// commit writes it with the step's parameters, not what the forward of
+// the step it lost has made of it since.
+type keptRest struct {
+	step    int
+	tensors []safetensors.Tensor
+}
+
+// moduleRest is the module's state dict without the sharded parameters.
+func (z *ZeroRedundancyOptimizer) moduleRest() []nn.Named {
+	sharded := make(map[*xla.Tensor]bool, len(z.params))
+	for _, p := range z.params {
+		sharded[p.Tensor] = true
+	}
+	var out []nn.Named
+	for _, s := range nn.StateDict(z.module) {
+		if !sharded[s.Tensor] {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // pieceMeta is a piece's tensor of what it is: replica, replicas, step,
@@ -105,7 +130,13 @@ func (z *ZeroRedundancyOptimizer) keepPieces(ctx context.Context) error {
 		}
 		z.slots = slots
 	}
-	held := &z.slots.slots[z.slots.next]
+	slot := z.slots.next
+	held := &z.slots.slots[slot]
+	rest, err := nn.EncodeTensors(ctx, z.moduleRest())
+	if err != nil {
+		return err
+	}
+	z.rest[slot] = keptRest{step: z.updates, tensors: rest}
 	index, _ := z.dev.Replica()
 	if err := z.writePiece(ctx, held.own[index*z.slots.stride:][:z.slots.size], named); err != nil {
 		return err
@@ -113,7 +144,7 @@ func (z *ZeroRedundancyOptimizer) keepPieces(ctx context.Context) error {
 	if _, err := exchange.GatherLocal(ctx, z.dev, timeout, "the buddy copies", struct{}{}); err != nil {
 		return err
 	}
-	_, err := exchange.HostOnce(ctx, z.dev, timeout, "the buddy copies", func() (struct{}, error) {
+	_, err = exchange.HostOnce(ctx, z.dev, timeout, "the buddy copies", func() (struct{}, error) {
 		to, from := buddyRanks(z.pg.Rank(), z.pg.WorldSize(), z.pg.LocalWorldSize())
 		held.step, held.wardRank, held.ownValid, held.wardValid = z.updates, from, true, false
 		if err := exchange.ShiftBytes(ctx, z.pg, held.own, held.ward, to, from); err != nil {

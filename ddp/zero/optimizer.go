@@ -70,6 +70,7 @@ type ZeroRedundancyOptimizer struct {
 	updates int
 	buddies bool
 	slots   *buddySlots
+	rest    [keptSteps]keptRest
 }
 
 // clipRequest is a ClipGradNorm waiting for the next Step.

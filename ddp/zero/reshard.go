@@ -277,7 +277,7 @@ func (z *ZeroRedundancyOptimizer) stage(ck *shardedCheckpoint, c *optim.Checkpoi
 			_ = c.RNG.SetRNGState(rng)
 		}
 		z.SetLR(m.LR)
-		z.updates, z.slots = m.Step, nil // what was held is of another run
+		z.updates, z.slots, z.rest = m.Step, nil, [keptSteps]keptRest{} // what was held is of another run
 		c.Step, c.Epoch, c.Metadata = m.Step, m.Epoch, m.Metadata
 	}, nil
 }

@@ -11,6 +11,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 
 	"github.com/xladdp/xladdp/ddp/internal/exchange"
@@ -22,11 +23,14 @@ import (
 
 // A salvage directory holds what the survivors of a lost peer held of
 // one step: piece-<replica>-of-<replicas>.safetensors (buddy.go), and,
-// from a survivor whose loop completed that step, head.json (the step's
-// manifest without its files, and each parameter's name in the model's
-// state dict) and the model's state dict as it stood (model.safetensors).
-// AssembleSalvaged turns a whole one into a sharded checkpoint.
-const headName = "head.json"
+// from each survivor whose loop completed that step, head-<rank>.json
+// (the step's manifest without its files, and each parameter's name in
+// the model's state dict) and model-<rank>.safetensors (its model's state
+// dict at that step). AssembleSalvaged turns a whole one into a sharded
+// checkpoint, with the lowest rank's model, as a checkpoint holds global
+// replica 0's (replicas may differ in their buffers).
+func headFileName(rank int) string  { return fmt.Sprintf("head-%05d.json", rank) }
+func modelFileName(rank int) string { return fmt.Sprintf("model-%05d.safetensors", rank) }
 
 func pieceFileName(replica, replicas int) string {
 	return fmt.Sprintf("piece-%05d-of-%05d.safetensors", replica, replicas)
@@ -53,7 +57,7 @@ func (z *ZeroRedundancyOptimizer) SalvageShards(ctx context.Context, dirOf func(
 		return fmt.Errorf("zero: the optimizer kept steps %d to %d, and the loop completed step %d: they do not meet (one Step a loop step?)",
 			held[0].step, held[len(held)-1].step, c.Step)
 	}
-	model, err := nn.EncodeTensors(ctx, nn.StateDict(c.Model))
+	model, err := z.modelAt(ctx, c)
 	if err != nil {
 		return fmt.Errorf("zero: the model of step %d: %w", c.Step, err)
 	}
@@ -75,6 +79,30 @@ func (z *ZeroRedundancyOptimizer) SalvageShards(ctx context.Context, dirOf func(
 		return struct{}{}, nil
 	})
 	return err
+}
+
+// modelAt is c's model as of its step: the parameters as they stand
+// (the step's, gathered), the rest as it stood at that step's update.
+func (z *ZeroRedundancyOptimizer) modelAt(ctx context.Context, c optim.Checkpoint) ([]safetensors.Tensor, error) {
+	kept := map[string]safetensors.Tensor{}
+	for _, r := range z.rest {
+		if r.step == c.Step {
+			for _, t := range r.tensors {
+				kept[t.Name] = t
+			}
+		}
+	}
+	state := nn.StateDict(c.Model)
+	out, err := nn.EncodeTensors(ctx, slices.DeleteFunc(slices.Clone(state), func(n nn.Named) bool { _, ok := kept[n.Name]; return ok }))
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range state {
+		if t, ok := kept[n.Name]; ok {
+			out = append(out, t)
+		}
+	}
+	return out, nil
 }
 
 // heldSteps is what this process holds, oldest first.
@@ -121,14 +149,14 @@ type salvageHead struct {
 
 // writeHead writes c's model, then its head.
 func (z *ZeroRedundancyOptimizer) writeHead(dir string, c optim.Checkpoint, model []safetensors.Tensor) error {
-	if _, err := writeVerified(filepath.Join(dir, modelName), safetensors.File{Tensors: model}); err != nil {
+	if _, err := writeVerified(filepath.Join(dir, modelFileName(z.pg.Rank())), safetensors.File{Tensors: model}); err != nil {
 		return err
 	}
 	data, err := json.MarshalIndent(salvageHead{Manifest: z.manifestOf(salvagedID(c.Step), c), ModelNames: z.stateNames()}, "", " ")
 	if err != nil {
 		return err
 	}
-	return safetensors.WriteAtomic(filepath.Join(dir, headName), data)
+	return safetensors.WriteAtomic(filepath.Join(dir, headFileName(z.pg.Rank())), data)
 }
 
 // stateNames is each sharded parameter's name in the module's state
@@ -203,27 +231,33 @@ func (z *ZeroRedundancyOptimizer) AssembleSalvaged(from, to string, step int) er
 	return safetensors.WriteAtomic(filepath.Join(to, latestName), []byte(m.ID+"\n"))
 }
 
-// readSalvaged reads from's head (of step), model, and every replica's
-// piece, checking each piece's format, place and step.
+// readSalvaged reads from's head (of step) and model, the lowest rank's,
+// and every replica's piece, checking each piece's format, place and
+// step.
 func readSalvaged(from string, step int) (salvageHead, safetensors.File, []safetensors.File, error) {
 	var head salvageHead
 	var model safetensors.File
-	data, err := readRegular(filepath.Join(from, headName), manifestMaxBytes)
+	rank, err := lowestHead(from)
 	if err != nil {
-		return head, model, nil, fmt.Errorf("no survivor completed step %d (its head: %w)", step, err)
+		return head, model, nil, fmt.Errorf("no survivor completed step %d: %w", step, err)
+	}
+	path := filepath.Join(from, headFileName(rank))
+	data, err := readRegular(path, manifestMaxBytes)
+	if err != nil {
+		return head, model, nil, fmt.Errorf("step %d's head: %w", step, err)
 	}
 	if err := json.Unmarshal(data, &head); err != nil {
-		return head, model, nil, fmt.Errorf("%s: not valid JSON: %w", filepath.Join(from, headName), err)
+		return head, model, nil, fmt.Errorf("%s: not valid JSON: %w", path, err)
 	}
 	m := head.Manifest
 	ck := shardedCheckpoint{manifest: m}
 	ck.manifest.Shards = make([]manifestFile, max(0, min(m.Replicas, 1<<20)))
 	if err := ck.checkManifest(salvagedID(step)); err != nil || m.Step != step || len(head.ModelNames) != len(m.Params) {
 		return head, model, nil, fmt.Errorf("%s does not hold together (step %d, want %d; %d model names for %d parameters): %v",
-			filepath.Join(from, headName), m.Step, step, len(head.ModelNames), len(m.Params), err)
+			path, m.Step, step, len(head.ModelNames), len(m.Params), err)
 	}
 	limit := pieceLimit(m)
-	path := filepath.Join(from, modelName)
+	path = filepath.Join(from, modelFileName(rank))
 	if data, err = readRegular(path, 4*limit*int64(m.Replicas)); err == nil {
 		model, err = safetensors.Decode(path, data)
 	}
@@ -248,6 +282,23 @@ func readSalvaged(from string, step int) (salvageHead, safetensors.File, []safet
 		}
 	}
 	return head, model, pieces, nil
+}
+
+// lowestHead is the lowest rank whose head is in dir.
+func lowestHead(dir string) (int, error) {
+	names, _ := filepath.Glob(filepath.Join(dir, "head-*.json"))
+	lowest := -1
+	for _, n := range names {
+		var rank int
+		if _, err := fmt.Sscanf(filepath.Base(n), "head-%d.json", &rank); err == nil && rank >= 0 && headFileName(rank) == filepath.Base(n) &&
+			(lowest < 0 || rank < lowest) {
+			lowest = rank
+		}
+	}
+	if lowest < 0 {
+		return 0, fmt.Errorf("%s holds no head", dir)
+	}
+	return lowest, nil
 }
 
 // checkPiece checks that p is replica's piece of step in a job of

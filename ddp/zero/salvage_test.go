@@ -1,7 +1,10 @@
 package zero_test
 
 import (
+	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
@@ -19,6 +22,7 @@ import (
 	"github.com/xladdp/xladdp/ddp/dist"
 	"github.com/xladdp/xladdp/ddp/internal/ddptest"
 	"github.com/xladdp/xladdp/xla"
+	"github.com/xladdp/xladdp/xla/nn"
 	"github.com/xladdp/xladdp/xla/optim"
 )
 
@@ -30,11 +34,13 @@ const (
 	salvageAfter    = 6 // steps compared after it
 )
 
-// zeroSalvageScenario trains the toy model with a sharded Adam whose
+// zeroSalvageScenario trains $XLADDP_TEST_MODEL (toy) with a sharded Adam whose
 // buddy copies are on, under a Checkpointer in $XLADDP_TEST_DIR (a
 // periodic checkpoint at step salvagePeriodic). Phase "salvage": after
 // step salvageAt the ranks in $XLADDP_TEST_SURVIVORS write what they hold
-// (Checkpointer.Salvage, as after a lost peer), then every rank trains on.
+// (Checkpointer.Salvage, as after a lost peer; with $XLADDP_TEST_MIDSTEP
+// after the next step's forward and backward, before its update), then
+// every rank trains on.
 // Phase "resume": Restore (which assembles what was salvaged), then
 // train on. Both report the steps after salvageAt: losses (its own),
 // the step resumed (Counters["resumed"]) and the resume's log
@@ -50,7 +56,8 @@ func zeroSalvageScenario(rep *ddptest.Report) {
 	err = e.RunReplicas(ctx, 1, func(ctx context.Context, r xla.Replica) error {
 		replica, replicas := dist.Rank(), dist.WorldSize()
 		rows := ddptest.GlobalRows / replicas
-		model, z, err := newShardedModel(ctx, r.Device(), "toy", "adam", 100)
+		kind := cmp.Or(os.Getenv("XLADDP_TEST_MODEL"), "toy")
+		model, z, err := newShardedModel(ctx, r.Device(), kind, "adam", 100)
 		if err != nil {
 			return err
 		}
@@ -60,11 +67,34 @@ func zeroSalvageScenario(rep *ddptest.Report) {
 		}
 		defer ck.Close()
 		state := optim.Checkpoint{Model: model, Optimizer: z, RNG: r.Device()}
+		rep.Hashes = map[string]string{}
 		commit := true // the salvaging run's later steps leave the directory to the resume
+		salvage := func() error {
+			if slices.Contains(strings.Split(os.Getenv("XLADDP_TEST_SURVIVORS"), ","), strconv.Itoa(replica)) {
+				_, err := ck.Salvage(ctx, state)
+				return err
+			}
+			return nil
+		}
+		midStep := false // salvage between the forward and the update, as a loss in the exchange does
 		step := func() (float32, error) {
 			z.ZeroGrad()
-			loss, err := ddptest.LossOn(r.Device(), model, "toy", replica*rows, (replica+1)*rows)
-			if err == nil {
+			loss, err := ddptest.LossOn(r.Device(), model, kind, replica*rows, (replica+1)*rows)
+			if err == nil && midStep {
+				midStep = false
+				if err = loss.Backward(); err == nil {
+					err = r.Device().MarkStep(ctx)
+				}
+				if err == nil {
+					err = salvage()
+				}
+				if err == nil {
+					err = z.Step()
+				}
+				if err == nil {
+					err = r.Device().MarkStep(ctx)
+				}
+			} else if err == nil {
 				err = optim.BackwardStep(ctx, loss, z)
 			}
 			if err != nil {
@@ -79,7 +109,7 @@ func zeroSalvageScenario(rep *ddptest.Report) {
 		}
 		if os.Getenv("XLADDP_TEST_PHASE") == "resume" {
 			log, err := logOf(func() error { _, err := ck.Restore(ctx, &state); return err })
-			rep.Hashes = map[string]string{"log": log}
+			rep.Hashes["log"] = log
 			if err != nil {
 				return err
 			}
@@ -90,8 +120,8 @@ func zeroSalvageScenario(rep *ddptest.Report) {
 					return err
 				}
 			}
-			if slices.Contains(strings.Split(os.Getenv("XLADDP_TEST_SURVIVORS"), ","), strconv.Itoa(replica)) {
-				if _, err := ck.Salvage(ctx, state); err != nil {
+			if midStep = os.Getenv("XLADDP_TEST_MIDSTEP") != ""; !midStep {
+				if err := salvage(); err != nil {
 					return err
 				}
 			}
@@ -105,6 +135,15 @@ func zeroSalvageScenario(rep *ddptest.Report) {
 			}
 			rep.Losses = append(rep.Losses, loss)
 		}
+		tensors, err := nn.EncodeTensors(ctx, nn.StateDict(model))
+		if err != nil {
+			return err
+		}
+		sum := sha256.New()
+		for _, t := range tensors {
+			sum.Write(t.Data)
+		}
+		rep.Hashes["model"] = hex.EncodeToString(sum.Sum(nil))
 		return nil
 	})
 	if err != nil {
@@ -135,16 +174,18 @@ func logOf(f func() error) (string, error) {
 // shards; after step 8 the survivors of a lost rank write what they
 // hold, and a resume assembles step 8 from it: at the same world size
 // the run goes on bit for bit as the uninterrupted one, at two ranks
-// within zeroTolerance. Whichever one rank was lost, the other two hold every
+// within zeroTolerance; a CNN's BatchNorm statistics come back as they
+// stood at step 8, though the forward of step 9 ran before the loss. Whichever one rank was lost, the other two hold every
 // shard; where a shard and its buddy are both lost, or a piece is not
 // one (missing, a FIFO, a link to /dev/zero, cut short, of another
 // step, a head that is not JSON), the resume says why and goes on from
 // the periodic checkpoint of step 5, never hanging or filling memory.
 func TestZeroSalvagedShardsResume(t *testing.T) {
 	// run returns rank 0's report, its losses the mean over the ranks.
+	model, midStep := "toy", ""
 	run := func(dir, phase string, ranks int, survivors string) ddptest.Report {
 		cmds, outs := ddptest.Launch(t, "zero-salvage", ranks, "XLADDP_TEST_TIMEOUT=60s", "XLADDP_TEST_DIR="+dir,
-			"XLADDP_TEST_PHASE="+phase, "XLADDP_TEST_SURVIVORS="+survivors)
+			"XLADDP_TEST_PHASE="+phase, "XLADDP_TEST_SURVIVORS="+survivors, "XLADDP_TEST_MODEL="+model, "XLADDP_TEST_MIDSTEP="+midStep)
 		reps := ddptest.WaitReports(t, cmds, outs)
 		mean := make([]float64, salvageAfter)
 		for r, rep := range reps {
@@ -160,11 +201,11 @@ func TestZeroSalvagedShardsResume(t *testing.T) {
 		}
 		return rep
 	}
-	salvaged := func(t *testing.T, survivors string) (dir string, uninterrupted []float32) {
+	salvaged := func(t *testing.T, survivors string) (dir string, uninterrupted ddptest.Report) {
 		dir = t.TempDir()
 		rep := run(dir, "salvage", 3, survivors)
 		require.DirExists(t, filepath.Join(dir, fmt.Sprintf("step-%012d.salvage", salvageAt)))
-		return dir, rep.Losses
+		return dir, rep
 	}
 	for _, lost := range []string{"0", "1", "2"} {
 		t.Run("rank "+lost+" lost", func(t *testing.T) {
@@ -173,18 +214,28 @@ func TestZeroSalvagedShardsResume(t *testing.T) {
 			rep := run(dir, "resume", 3, "")
 			assert.Contains(t, rep.Hashes["log"], "step 8 assembled from the shards the survivors of a lost peer held")
 			assert.EqualValues(t, salvageAt, rep.Counters["resumed"])
-			assert.Equal(t, want, rep.Losses, "resumed at the same world size: bit for bit")
+			assert.Equal(t, want.Losses, rep.Losses, "resumed at the same world size: bit for bit")
+			assert.Equal(t, want.Hashes["model"], rep.Hashes["model"], "the same weights at the end")
 			entries, err := filepath.Glob(filepath.Join(dir, "*.salvage"))
 			require.NoError(t, err)
 			assert.Empty(t, entries, "the salvage directory is cleared once assembled")
 		})
 	}
+	t.Run("a CNN with BatchNorm, rank 1 lost in the next step's exchange", func(t *testing.T) {
+		model, midStep = "cnn", "1"
+		defer func() { model, midStep = "toy", "" }()
+		dir, want := salvaged(t, "0,2")
+		rep := run(dir, "resume", 3, "")
+		assert.EqualValues(t, salvageAt, rep.Counters["resumed"])
+		assert.Equal(t, want.Losses, rep.Losses)
+		assert.Equal(t, want.Hashes["model"], rep.Hashes["model"], "its running statistics too: bit for bit")
+	})
 	t.Run("at two ranks", func(t *testing.T) {
 		dir, want := salvaged(t, "0,2")
 		rep := run(dir, "resume", 2, "")
 		assert.EqualValues(t, salvageAt, rep.Counters["resumed"])
-		for s := range want {
-			assert.InDelta(t, want[s], rep.Losses[s], zeroTolerance*float64(abs32(want[s])), "step %d", salvageAt+s+1)
+		for s, w := range want.Losses {
+			assert.InDelta(t, w, rep.Losses[s], zeroTolerance*float64(abs32(w)), "step %d", salvageAt+s+1)
 		}
 	})
 	piece := func(dir string, replica int) string {
@@ -211,7 +262,7 @@ func TestZeroSalvagedShardsResume(t *testing.T) {
 			require.NoError(t, os.Rename(filepath.Join(other, "piece-00000-of-00003.safetensors"), piece(dir, 0)))
 		}},
 		{"a head that is not JSON", "not valid JSON", func(t *testing.T, dir string) {
-			require.NoError(t, os.WriteFile(filepath.Join(filepath.Dir(piece(dir, 0)), "head.json"), []byte("{"), 0o644))
+			require.NoError(t, os.WriteFile(filepath.Join(filepath.Dir(piece(dir, 0)), "head-00000.json"), []byte("{"), 0o644))
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
