@@ -1,7 +1,10 @@
 package main
 
 import (
+	"fmt"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 
 	"github.com/xladdp/xladdp/examples/internal/exampletest"
 )
@@ -28,6 +31,27 @@ func TestLongDeterministicAcceptance(t *testing.T) {
 				{Name: "ddprun 2 × spawn 2", Launch: []string{"--nproc_per_node=2"}, Args: []string{"--spawn", "--cpu-devices", "2"}},
 				exampletest.Ranks(3, "--zero"), exampletest.Spawned(4, "--zero"), exampletest.NamespaceHostsLayout(2),
 			})
+		})
+	}
+}
+
+// TestLongNoStepLostWithZeRO: the tiny GPT (dropout, AdamW, clipping),
+// --deterministic with its AdamW state and master weights sharded over
+// three nodes (--zero) under ddprun --nnodes=2:3; in each trial one node
+// other than the store's is killed (kill -9 of its ddprun and worker) at
+// a random moment: the survivors hold the lost node's shards (its
+// buddy's copies), commit the last step any of them completed, and the
+// job resumes there (0 steps redone) and ends with the uninterrupted
+// run's weights.
+func TestLongNoStepLostWithZeRO(t *testing.T) {
+	exampletest.CleanEnv(t)
+	args := append(deterministic(t, "60", "fp32"), "--zero", "--checkpoint-every", "1000", "--log-interval", "1")
+	want := exampletest.WeightsDigest(t, exampletest.Spawned(1).Run(t, "gpt", deterministic(t, "60", "fp32")...))
+	for trial := range 3 {
+		t.Run(fmt.Sprintf("trial %d", trial+1), func(t *testing.T) {
+			out := exampletest.LoseANode(t, "gpt", args, 3, exampletest.Marks("step %d/60", 10, 20, 30, 40, 50))
+			assert.Contains(t, out, "assembled from the shards the survivors of a lost peer held")
+			assert.Equal(t, want, exampletest.WeightsDigest(t, out), "the job that lost a node trained other weights")
 		})
 	}
 }

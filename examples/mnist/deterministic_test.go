@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -68,20 +69,24 @@ func TestLongDeterministicAcceptance(t *testing.T) {
 }
 
 // TestLongNoStepLostOnThreeHosts: the seed's job (deterministic) on
-// three network-namespace hosts under ddprun --nnodes=2:3; in each trial
-// one host other than the store's loses its ddprun and worker (kill -9)
-// at a random moment: no completed step is redone (the survivors say
-// which step they committed, and the job resumes there) and the job
-// ends with the uninterrupted run's weights.
+// three network-namespace hosts under ddprun --nnodes=2:3, plain and
+// with its Adadelta state sharded (--zero); in each trial one host other
+// than the store's loses its ddprun and worker (kill -9) at a random
+// moment: no completed step is redone (the survivors say which step they
+// committed, and the job resumes there) and the job ends with the
+// uninterrupted run's weights.
 func TestLongNoStepLostOnThreeHosts(t *testing.T) {
 	exampletest.CleanEnv(t)
 	args := append(acceptance(t), "--checkpoint-every", "100")
 	want := exampletest.WeightsDigest(t, exampletest.Ranks(2).Run(t, "mnist", args...))
-	for trial := range 3 {
-		t.Run(fmt.Sprintf("trial %d", trial+1), func(t *testing.T) {
-			out := exampletest.LoseANodeOfHosts(t, "mnist", args, 3, exampletest.Marks("step %d/200", 20, 40, 60, 80, 100, 120, 140))
-			assert.Equal(t, want, exampletest.WeightsDigest(t, out), "the job that lost a host trained other weights")
-		})
+	for _, extra := range [][]string{nil, {"--zero"}} {
+		for trial := range 3 {
+			t.Run(fmt.Sprintf("%v trial %d", extra, trial+1), func(t *testing.T) {
+				out := exampletest.LoseANodeOfHosts(t, "mnist", append(slices.Clone(args), extra...), 3,
+					exampletest.Marks("step %d/200", 20, 40, 60, 80, 100, 120, 140))
+				assert.Equal(t, want, exampletest.WeightsDigest(t, out), "the job that lost a host trained other weights")
+			})
+		}
 	}
 }
 
