@@ -14,10 +14,11 @@ import (
 )
 
 // ErrShardsLost is Salvage's refusal for an optimizer sharded over the
-// replicas (ddp/zero) that kept no buddy copies: the lost rank's shard of
-// the optimizer state went with it, so the job resumes from its last
-// periodic checkpoint.
-var ErrShardsLost = errors.New("checkpoint: the optimizer is sharded over the replicas (ZeRO) and the lost rank's shard went with it: " +
+// replicas (ddp/zero) whose survivors cannot keep the lost rank's shard
+// (no buddy copies were kept, or they are not of the loop's step; the
+// error says which), so the job resumes from its last periodic
+// checkpoint.
+var ErrShardsLost = errors.New("checkpoint: the optimizer is sharded over the replicas (ZeRO) and the survivors cannot keep the lost rank's shard: " +
 	"the job resumes from its last periodic checkpoint (--checkpoint-every)")
 
 // shardSalvager is a sharded optimizer that keeps buddy copies of its

@@ -6,5 +6,8 @@
 // path, or both): it knows nothing of how values cross. It owns the sharded checkpoint format
 // (a directory committed atomically as a whole, reloadable at any world
 // size: SaveSharded, LoadSharded, which ddp/checkpoint calls) and its export to one file
-// (ConsolidateCheckpoint) that checkpoint.Load and torch read.
+// (ConsolidateCheckpoint) that checkpoint.Load and torch read, and the
+// buddy copies that let a lost node's shards be committed by its
+// survivors (KeepBuddyCopies, SalvageShards, AssembleSalvaged, which
+// ddp/checkpoint's Salvage and Restore call).
 package zero

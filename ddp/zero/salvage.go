@@ -105,17 +105,19 @@ func (z *ZeroRedundancyOptimizer) modelAt(ctx context.Context, c optim.Checkpoin
 	return out, nil
 }
 
-// heldSteps is what this process holds, oldest first.
+// heldSteps is what this process holds, oldest first (a step whose
+// exchange failed holds its own pieces in the slot that was next).
 func (z *ZeroRedundancyOptimizer) heldSteps() []heldStep {
 	if !z.buddies || z.slots == nil {
 		return nil
 	}
 	var out []heldStep
-	for i := range keptSteps {
-		if h := z.slots.slots[(z.slots.next+i)%keptSteps]; h.ownValid {
+	for _, h := range z.slots.slots {
+		if h.ownValid {
 			out = append(out, h)
 		}
 	}
+	slices.SortFunc(out, func(a, b heldStep) int { return a.step - b.step })
 	return out
 }
 

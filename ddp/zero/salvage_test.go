@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -77,6 +78,7 @@ func zeroSalvageScenario(rep *ddptest.Report) {
 			return nil
 		}
 		midStep := false // salvage between the forward and the update, as a loss in the exchange does
+		victim, lose := strconv.Atoi(os.Getenv("XLADDP_TEST_VICTIM"))
 		step := func() (float32, error) {
 			z.ZeroGrad()
 			loss, err := ddptest.LossOn(r.Device(), model, kind, replica*rows, (replica+1)*rows)
@@ -85,11 +87,17 @@ func zeroSalvageScenario(rep *ddptest.Report) {
 				if err = loss.Backward(); err == nil {
 					err = r.Device().MarkStep(ctx)
 				}
-				if err == nil {
+				switch {
+				case err == nil && lose == nil && replica == victim:
+					os.Exit(3) // lost before its update
+				case err == nil && lose != nil:
 					err = salvage()
 				}
 				if err == nil {
 					err = z.Step()
+				}
+				if lose == nil && dist.PeerLost(err) {
+					return 0, errors.Join(errSalvaged, salvage())
 				}
 				if err == nil {
 					err = r.Device().MarkStep(ctx)
@@ -130,6 +138,10 @@ func zeroSalvageScenario(rep *ddptest.Report) {
 		rep.Counters = map[string]int64{"resumed": int64(state.Step)}
 		for range salvageAfter {
 			loss, err := step()
+			if errors.Is(err, errSalvaged) && errors.Unwrap(err) == nil {
+				rep.Counters["salvaged"] = 1
+				return nil
+			}
 			if err != nil {
 				return err
 			}
@@ -150,6 +162,9 @@ func zeroSalvageScenario(rep *ddptest.Report) {
 		rep.Error = err.Error()
 	}
 }
+
+// errSalvaged ends a run whose step lost a peer once it salvaged.
+var errSalvaged = errors.New("salvaged after a lost peer")
 
 // logOf runs f and returns what it wrote to stderr.
 func logOf(f func() error) (string, error) {
@@ -229,6 +244,22 @@ func TestZeroSalvagedShardsResume(t *testing.T) {
 		assert.EqualValues(t, salvageAt, rep.Counters["resumed"])
 		assert.Equal(t, want.Losses, rep.Losses)
 		assert.Equal(t, want.Hashes["model"], rep.Hashes["model"], "its running statistics too: bit for bit")
+	})
+	t.Run("rank 1 killed before its update", func(t *testing.T) {
+		_, want := salvaged(t, "0,1,2")
+		dir := t.TempDir()
+		cmds, outs := ddptest.Launch(t, "zero-salvage", 3, "XLADDP_TEST_TIMEOUT=60s", "XLADDP_TEST_DIR="+dir, "XLADDP_TEST_PHASE=salvage",
+			"XLADDP_TEST_SURVIVORS=0,2", "XLADDP_TEST_MODEL=toy", "XLADDP_TEST_MIDSTEP=1", "XLADDP_TEST_VICTIM=1")
+		for r, rep := range ddptest.WaitReports(t, cmds, outs) {
+			if r != 1 {
+				require.Empty(t, rep.Error, "rank %d", r)
+				assert.EqualValues(t, 1, rep.Counters["salvaged"], "rank %d's step failed for the lost peer and it salvaged", r)
+			}
+		}
+		rep := run(dir, "resume", 3, "")
+		assert.Contains(t, rep.Hashes["log"], "step 8 assembled")
+		assert.Equal(t, want.Losses, rep.Losses, "resumed at the same world size: bit for bit")
+		assert.Equal(t, want.Hashes["model"], rep.Hashes["model"])
 	})
 	t.Run("at two ranks", func(t *testing.T) {
 		dir, want := salvaged(t, "0,2")

@@ -39,7 +39,7 @@ func acceptance(t *testing.T) []string {
 // processes × 2 local replicas, two network-namespace hosts, and with
 // ZeRO; then a job SIGTERMed at
 // world 4 and resumed at world 3, one that loses a node and one that
-// gains one mid-run end with them too.
+// gains one mid-run (with ZeRO too) end with them too.
 func TestLongDeterministicAcceptance(t *testing.T) {
 	exampletest.CleanEnv(t)
 	args := acceptance(t)
@@ -64,6 +64,10 @@ func TestLongDeterministicAcceptance(t *testing.T) {
 	})
 	t.Run("a node gained under --nnodes=1:2", func(t *testing.T) {
 		out := exampletest.GainANode(t, "mnist", append(args, "--checkpoint-every", "10"), []int{40, 60}) // steps left to admit it in
+		assert.Equal(t, want, exampletest.WeightsDigest(t, out), "the job that grew trained other weights")
+	})
+	t.Run("a node gained under --nnodes=1:2 with ZeRO", func(t *testing.T) {
+		out := exampletest.GainANode(t, "mnist", append(slices.Clone(args), "--zero", "--checkpoint-every", "10"), []int{40, 60})
 		assert.Equal(t, want, exampletest.WeightsDigest(t, out), "the job that grew trained other weights")
 	})
 }

@@ -175,12 +175,16 @@ func startStoreHost(t *testing.T, endpoint string, node func() *Running) *Runnin
 	return first
 }
 
-// awaitCheckpoint waits for the checkpoint of step in ckdir.
+// awaitCheckpoint waits for the checkpoint of step in ckdir: a file, or
+// a sharded optimizer's directory.
 func awaitCheckpoint(t *testing.T, ckdir string, step int, nodes ...*Running) {
 	t.Helper()
-	want := filepath.Join(ckdir, "step-"+strings.Repeat("0", 12-len(strconv.Itoa(step)))+strconv.Itoa(step)+".safetensors")
-	require.Eventually(t, func() bool { _, err := os.Stat(want); return err == nil }, 2*time.Minute, 20*time.Millisecond,
-		"no %s: %s", want, outputs(nodes))
+	want := filepath.Join(ckdir, fmt.Sprintf("step-%012d", step))
+	require.Eventually(t, func() bool {
+		_, file := os.Stat(want + ".safetensors")
+		_, dir := os.Stat(want)
+		return file == nil || dir == nil
+	}, 2*time.Minute, 20*time.Millisecond, "no %s(.safetensors): %s", want, outputs(nodes))
 }
 
 func outputs(nodes []*Running) string {
