@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/xladdp/xladdp/ddp/internal/crossing"
 	"github.com/xladdp/xladdp/ddp/internal/exchange"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/nn"
@@ -147,7 +148,7 @@ func (z *ZeroRedundancyOptimizer) keepPieces(ctx context.Context) error {
 	_, err = exchange.HostOnce(ctx, z.dev, timeout, "the buddy copies", func() (struct{}, error) {
 		to, from := buddyRanks(z.pg.Rank(), z.pg.WorldSize(), z.pg.LocalWorldSize())
 		held.step, held.wardRank, held.ownValid, held.wardValid = z.updates, from, true, false
-		if err := exchange.ShiftBytes(ctx, z.pg, held.own, held.ward, to, from); err != nil {
+		if err := crossing.ShiftBytes(ctx, z.pg, held.own, held.ward, to, from); err != nil {
 			return struct{}{}, err
 		}
 		held.wardValid = true

@@ -1,4 +1,4 @@
-package exchange
+package crossing
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"github.com/xladdp/xladdp/ddp/dist"
 )
 
-// ShiftBytes sends send to rank to and receives into recv what rank from
+// ShiftBytes sends send to rank to (a sharded optimizer's buddy copies) and receives into recv what rank from
 // sends this rank, every rank calling it at the same point with to and
 // from the same permutation (rank r's to is the rank whose from is r).
 // Both lengths are multiples of 8, and what from sends must fill recv
