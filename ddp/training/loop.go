@@ -101,14 +101,17 @@ func Open(ctx context.Context, w ddp.Worker, order Order, state optim.Checkpoint
 		return nil, errors.Join(err, l.ck.Close())
 	}
 	if b, ok := state.Optimizer.(buddyKeeper); ok {
-		b.KeepBuddyCopies() // so that a lost peer's shards can be committed (End)
+		// So that a lost peer's shards can be committed (End).
+		if err := b.KeepBuddyCopies(); err != nil {
+			return nil, errors.Join(err, l.ck.Close())
+		}
 	}
 	return l, nil
 }
 
 // buddyKeeper is a sharded optimizer that can keep a copy of each shard
 // on another node (ddp/zero's).
-type buddyKeeper interface{ KeepBuddyCopies() }
+type buddyKeeper interface{ KeepBuddyCopies() error }
 
 // restore reads the latest checkpoint of dir, if any, and where it stood.
 func (l *Loop) restore(ctx context.Context, dir string) error {

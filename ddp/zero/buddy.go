@@ -5,9 +5,11 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"os"
 
 	"github.com/xladdp/xladdp/ddp/internal/crossing"
 	"github.com/xladdp/xladdp/ddp/internal/exchange"
+	"github.com/xladdp/xladdp/internal/knobs"
 	"github.com/xladdp/xladdp/xla"
 	"github.com/xladdp/xladdp/xla/nn"
 	"github.com/xladdp/xladdp/xla/safetensors"
@@ -87,9 +89,17 @@ func (z *ZeroRedundancyOptimizer) moduleRest() []nn.Named {
 const pieceMeta = "piece.meta"
 
 // KeepBuddyCopies turns on the buddy copies for a job of several
-// processes (on one process there is no peer to lose). Every replica
-// calls it at the same point, before its first Step.
-func (z *ZeroRedundancyOptimizer) KeepBuddyCopies() { z.buddies = z.pg.WorldSize() > 1 }
+// processes (on one process there is no peer to lose), unless
+// $XLADDP_ZERO_BUDDIES is off. Every replica calls it at the same point,
+// before its first Step.
+func (z *ZeroRedundancyOptimizer) KeepBuddyCopies() error {
+	on, err := knobs.ZeroBuddies(os.Getenv(knobs.EnvZeroBuddies))
+	if err != nil {
+		return fmt.Errorf("zero: %w", err)
+	}
+	z.buddies = on && z.pg.WorldSize() > 1
+	return nil
+}
 
 // buddyRanks are the rank this process hands its pieces to and the rank
 // it holds pieces for: the same local rank on the next node (on the

@@ -122,7 +122,9 @@ func zeroSalvageScenario(rep *ddptest.Report) {
 				return err
 			}
 		} else {
-			z.KeepBuddyCopies()
+			if err := z.KeepBuddyCopies(); err != nil {
+				return err
+			}
 			for state.Step < salvageAt {
 				if _, err := step(); err != nil {
 					return err

@@ -117,14 +117,20 @@ func CompileOnly(v string) (bool, error) {
 }
 
 // SharePrograms reads $XLADDP_SHARE_PROGRAMS: on unless off.
-func SharePrograms(v string) (bool, error) {
+func SharePrograms(v string) (bool, error) { return onUnlessOff(EnvSharePrograms, v) }
+
+// ZeroBuddies reads $XLADDP_ZERO_BUDDIES: on unless off.
+func ZeroBuddies(v string) (bool, error) { return onUnlessOff(EnvZeroBuddies, v) }
+
+// onUnlessOff reads a switch that is on unless set off.
+func onUnlessOff(name, v string) (bool, error) {
 	switch strings.ToLower(strings.TrimSpace(v)) {
 	case "", "on", "1", "true":
 		return true, nil
 	case "off", "0", "false":
 		return false, nil
 	}
-	return false, fmt.Errorf("$%s=%q: want on or off", EnvSharePrograms, v)
+	return false, fmt.Errorf("$%s=%q: want on or off", name, v)
 }
 
 // Transport reads $XLADDP_BACKEND: tcp, mpi, or "" (tcp), without

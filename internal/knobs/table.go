@@ -20,6 +20,7 @@ const (
 	EnvDeterministic  = "XLADDP_DETERMINISTIC"
 	EnvCompileOnly    = workerenv.CompileOnly
 	EnvSharePrograms  = "XLADDP_SHARE_PROGRAMS"
+	EnvZeroBuddies    = "XLADDP_ZERO_BUDDIES"
 	EnvBackend        = workerenv.Transport
 	EnvTimeout        = workerenv.Timeout
 	EnvFlightSize     = "XLADDP_FLIGHT_SIZE"
@@ -71,6 +72,9 @@ func Table() []Knob {
 		{"XLADDP_DONATE", "on", "`off`: compiled steps donate no buffer", words("on", "off")},
 		{EnvSharePrograms, "on in a job of several processes", "`off`: each node compiles every program itself instead of " +
 			"taking it from the job's first process to compile it (through the job's store)", discard(SharePrograms)},
+		{EnvZeroBuddies, "on where a training loop keeps checkpoints in a job of several processes", "`off`: a ZeRO optimizer keeps " +
+			"no copy of its shards on the next node (each step is faster; a lost node's survivors then resume from the last periodic " +
+			"checkpoint)", discard(ZeroBuddies)},
 		{"XLADDP_METRICS_FILE", "none", "a file each process appends its metrics to as a JSON line when its engine closes " +
 			"(torch-xla's `XLA_METRICS_FILE`)", nil},
 		{EnvCompileOnly, "off", "`1`: every step compiles into the caches without executing (`ddprun --compile_only` sets it)",
