@@ -23,6 +23,7 @@ var badValues = map[string][]string{
 	"XLADDP_DEBUG":                      {"on"},
 	"XLADDP_DONATE":                     {"of", "no"},
 	knobs.EnvSharePrograms:              {"maybe"},
+	knobs.EnvZeroBuddies:                {"maybe", "no"},
 	knobs.EnvCompileOnly:                {"sure"},
 	knobs.EnvBackend:                    {"nccl", "gloo"},
 	"XLADDP_DISTRIBUTED_DEBUG":          {"on", "detail"},
