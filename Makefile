@@ -381,6 +381,10 @@ bench: deps
 	git worktree add --detach "$$base/tree" $(RECOVERY_BASELINE) >/dev/null
 	(cd "$$base/tree" && $(GO) build -o "$$base/bin/" ./examples/mnist ./cmd/ddprun)
 	$(PYTHON) examples/bench/recovery/recovery.py --bin $(BIN) --baseline-bin "$$base/bin" --trials $(or $(filter-out 1,$(BENCH_ROUNDS)),3)
+	echo "== what a lost node costs with ZeRO: buddy copies against XLADDP_ZERO_BUDDIES=off (the periodic-checkpoint restart), alternated (docs/BENCHMARKS.md)"
+	$(PYTHON) examples/bench/recovery/recovery.py --bin $(BIN) --zero --trials $(or $(filter-out 1,$(BENCH_ROUNDS)),3)
+	echo "== what ZeRO's buddy copies cost a step: MNIST and GPT --zero on 2 processes, on against off, alternated (docs/BENCHMARKS.md)"
+	$(PYTHON) examples/bench/zero/buddies.py --bin $(BIN) --rounds $(or $(filter-out 1 2 3,$(BENCH_ROUNDS)),4)
 	echo "== torch 2.9 reads the consolidated ZeRO checkpoint"
 	XLADDP_TORCH_PYTHON=$(PEERS)/torchxla/bin/python $(GO) test -count=1 -run '^TestConsolidatedEqualsPlainCheckpoint$$' -v ./ddp/zero/
 

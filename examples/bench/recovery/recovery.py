@@ -9,6 +9,12 @@ completed after the restart, medians over the trials, and checks that
 every job ends with the uninterrupted weights.
 
     python3 recovery.py --bin bin --baseline-bin /tmp/base/bin --trials 3
+    python3 recovery.py --bin bin --zero --trials 3
+
+With --zero the job shards its Adadelta state (mnist --zero), and the two
+paths are this build with its buddy copies (the survivors hold the lost
+node's shards) and with XLADDP_ZERO_BUDDIES=off (the periodic-checkpoint
+restart).
 
 --baseline-bin is a build of the same binaries from before the commit on
 a peer's loss (git worktree add /tmp/base 467abbe; make -C /tmp/base bin/mnist
@@ -68,10 +74,10 @@ class Node:
                 pass
 
 
-def trial(bindir, data_args, rng):
+def trial(bindir, data_args, rng, extra_env):
     ck = tempfile.mkdtemp(prefix="recovery-ck-")
     port = free_port()
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env = dict(os.environ, OMP_NUM_THREADS="1", **extra_env)
     cmd = [os.path.join(bindir, "ddprun"), "--nnodes=2:3", "--nproc_per_node=1", "--rdzv_backend=c10d",
            f"--rdzv_endpoint=127.0.0.1:{port}", f"--rdzv_id=recovery-{port}", "--max_restarts=3",
            os.path.join(bindir, "mnist"), "--deterministic", "--max-steps", "300", "--checkpoint-every", "100",
@@ -127,14 +133,19 @@ def main():
     ap.add_argument("--baseline-bin")
     ap.add_argument("--trials", type=int, default=3)
     ap.add_argument("--data", default="")
+    ap.add_argument("--zero", action="store_true", help="mnist --zero: buddy copies on against XLADDP_ZERO_BUDDIES=off")
     args = ap.parse_args()
     data_args = ["--data", args.data] if args.data else []
-    builds = [("commit on the loss", args.bin)] + ([("periodic checkpoint", args.baseline_bin)] if args.baseline_bin else [])
+    builds = [("commit on the loss", args.bin, {})] + ([("periodic checkpoint", args.baseline_bin, {})] if args.baseline_bin else [])
+    if args.zero:
+        data_args.append("--zero")
+        builds = [("ZeRO, commit on the loss (buddy copies)", args.bin, {"XLADDP_ZERO_BUDDIES": "on"}),
+                  ("ZeRO, periodic checkpoint (XLADDP_ZERO_BUDDIES=off)", args.bin, {"XLADDP_ZERO_BUDDIES": "off"})]
     rng = random.Random()
-    results = {name: [] for name, _ in builds}
+    results = {name: [] for name, _, _ in builds}
     for i in range(args.trials):
-        for name, bindir in builds:
-            r = trial(bindir, data_args, rng)
+        for name, bindir, extra_env in builds:
+            r = trial(bindir, data_args, rng, extra_env)
             results[name].append(r)
             print(f"trial {i + 1} {name}: killed after step {r['killed_after']}, resumed at {r['resumed']}, "
                   f"{r['redone']} steps redone, {r['seconds']:.2f} s to the next step, {r['regained']:.2f} s to a step past the kill's, "
