@@ -48,14 +48,17 @@ const (
 // (Hashes["log"]).
 func zeroSalvageScenario(rep *ddptest.Report) {
 	ctx := context.Background()
-	e, done, err := ddptest.JoinJob(ctx, 1)
+	devices := max(1, atoi(os.Getenv("XLADDP_TEST_DEVICES")))
+	e, done, err := ddptest.JoinJob(ctx, devices)
 	if err != nil {
 		rep.Error = err.Error()
 		return
 	}
 	defer done()
-	err = e.RunReplicas(ctx, 1, func(ctx context.Context, r xla.Replica) error {
-		replica, replicas := dist.Rank(), dist.WorldSize()
+	rep.Hashes = map[string]string{}
+	err = e.RunReplicas(ctx, devices, func(ctx context.Context, r xla.Replica) error {
+		replica, replicas := dist.Rank()*devices+r.Index(), dist.WorldSize()*devices
+		reporter := r.Index() == 0 // local replica 0 reports
 		rows := ddptest.GlobalRows / replicas
 		kind := cmp.Or(os.Getenv("XLADDP_TEST_MODEL"), "toy")
 		model, z, err := newShardedModel(ctx, r.Device(), kind, "adam", 100)
@@ -68,10 +71,9 @@ func zeroSalvageScenario(rep *ddptest.Report) {
 		}
 		defer ck.Close()
 		state := optim.Checkpoint{Model: model, Optimizer: z, RNG: r.Device()}
-		rep.Hashes = map[string]string{}
 		commit := true // the salvaging run's later steps leave the directory to the resume
 		salvage := func() error {
-			if slices.Contains(strings.Split(os.Getenv("XLADDP_TEST_SURVIVORS"), ","), strconv.Itoa(replica)) {
+			if slices.Contains(strings.Split(os.Getenv("XLADDP_TEST_SURVIVORS"), ","), strconv.Itoa(dist.Rank())) {
 				_, err := ck.Salvage(ctx, state)
 				return err
 			}
@@ -88,7 +90,7 @@ func zeroSalvageScenario(rep *ddptest.Report) {
 					err = r.Device().MarkStep(ctx)
 				}
 				switch {
-				case err == nil && lose == nil && replica == victim:
+				case err == nil && lose == nil && dist.Rank() == victim:
 					os.Exit(3) // lost before its update
 				case err == nil && lose != nil:
 					err = salvage()
@@ -116,8 +118,12 @@ func zeroSalvageScenario(rep *ddptest.Report) {
 			return float32(v), err
 		}
 		if os.Getenv("XLADDP_TEST_PHASE") == "resume" {
-			log, err := logOf(func() error { _, err := ck.Restore(ctx, &state); return err })
-			rep.Hashes["log"] = log
+			restore := func() error { _, err := ck.Restore(ctx, &state); return err }
+			if !reporter {
+				err = restore()
+			} else { // the one replica that writes the log (local replica 0 does) catches it
+				rep.Hashes["log"], err = logOf(restore)
+			}
 			if err != nil {
 				return err
 			}
@@ -137,17 +143,22 @@ func zeroSalvageScenario(rep *ddptest.Report) {
 			}
 			commit = false
 		}
-		rep.Counters = map[string]int64{"resumed": int64(state.Step)}
+		counters := map[string]int64{"resumed": int64(state.Step)}
+		if reporter {
+			rep.Counters = counters
+		}
 		for range salvageAfter {
 			loss, err := step()
 			if errors.Is(err, errSalvaged) && errors.Unwrap(err) == nil {
-				rep.Counters["salvaged"] = 1
+				counters["salvaged"] = 1
 				return nil
 			}
 			if err != nil {
 				return err
 			}
-			rep.Losses = append(rep.Losses, loss)
+			if reporter {
+				rep.Losses = append(rep.Losses, loss)
+			}
 		}
 		tensors, err := nn.EncodeTensors(ctx, nn.StateDict(model))
 		if err != nil {
@@ -157,13 +168,17 @@ func zeroSalvageScenario(rep *ddptest.Report) {
 		for _, t := range tensors {
 			sum.Write(t.Data)
 		}
-		rep.Hashes["model"] = hex.EncodeToString(sum.Sum(nil))
+		if reporter {
+			rep.Hashes["model"] = hex.EncodeToString(sum.Sum(nil))
+		}
 		return nil
 	})
 	if err != nil {
 		rep.Error = err.Error()
 	}
 }
+
+func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
 
 // errSalvaged ends a run whose step lost a peer once it salvaged.
 var errSalvaged = errors.New("salvaged after a lost peer")
@@ -197,12 +212,14 @@ func logOf(f func() error) (string, error) {
 // one (missing, a FIFO, a link to /dev/zero, cut short, of another
 // step, a head that is not JSON), the resume says why and goes on from
 // the periodic checkpoint of step 5, never hanging or filling memory.
+// Two processes of two local replicas each resume as well.
 func TestZeroSalvagedShardsResume(t *testing.T) {
 	// run returns rank 0's report, its losses the mean over the ranks.
-	model, midStep := "toy", ""
+	model, midStep, devices := "toy", "", "1"
 	run := func(dir, phase string, ranks int, survivors string) ddptest.Report {
 		cmds, outs := ddptest.Launch(t, "zero-salvage", ranks, "XLADDP_TEST_TIMEOUT=60s", "XLADDP_TEST_DIR="+dir,
-			"XLADDP_TEST_PHASE="+phase, "XLADDP_TEST_SURVIVORS="+survivors, "XLADDP_TEST_MODEL="+model, "XLADDP_TEST_MIDSTEP="+midStep)
+			"XLADDP_TEST_PHASE="+phase, "XLADDP_TEST_SURVIVORS="+survivors, "XLADDP_TEST_MODEL="+model, "XLADDP_TEST_MIDSTEP="+midStep,
+			"XLADDP_TEST_DEVICES="+devices)
 		reps := ddptest.WaitReports(t, cmds, outs)
 		mean := make([]float64, salvageAfter)
 		for r, rep := range reps {
@@ -259,6 +276,16 @@ func TestZeroSalvagedShardsResume(t *testing.T) {
 			}
 		}
 		rep := run(dir, "resume", 3, "")
+		assert.Contains(t, rep.Hashes["log"], "step 8 assembled")
+		assert.Equal(t, want.Losses, rep.Losses, "resumed at the same world size: bit for bit")
+		assert.Equal(t, want.Hashes["model"], rep.Hashes["model"])
+	})
+	t.Run("2 processes of 2 replicas, rank 0 lost", func(t *testing.T) {
+		devices = "2"
+		defer func() { devices = "1" }()
+		dir := t.TempDir()
+		want := run(dir, "salvage", 2, "1") // rank 1 holds its replicas' pieces and rank 0's
+		rep := run(dir, "resume", 2, "")
 		assert.Contains(t, rep.Hashes["log"], "step 8 assembled")
 		assert.Equal(t, want.Losses, rep.Losses, "resumed at the same world size: bit for bit")
 		assert.Equal(t, want.Hashes["model"], rep.Hashes["model"])
