@@ -159,7 +159,9 @@ func (m *DistributedDataParallel) BackwardMicroShards(ctx context.Context, step 
 	}
 	sum, err := d.sum.Sum(ctx, m.dev, pl, items)
 	if err != nil {
-		return nil, err
+		// The step's statistics stand as it found them (a survivor of a
+		// lost peer commits the step before it).
+		return nil, errors.Join(err, buffers.restore())
 	}
 	return m.setMeans(sum, buffers, d.shards.Count)
 }

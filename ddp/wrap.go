@@ -114,6 +114,9 @@ type DistributedDataParallel struct {
 	hook CommHook
 	// mode is how steps combine the gradients, chosen once in Wrap.
 	mode stepMode
+	// completed are the buffers' values as of the last combined step
+	// (completed_buffers.go).
+	completed []*xla.Tensor
 }
 
 // Wrap returns module wrapped for data-parallel training over every
@@ -161,6 +164,9 @@ func Wrap(ctx context.Context, module nn.Module, opts ...WrapOption) (*Distribut
 	}
 	if err := m.collectives.BroadcastFromFirst(ctx, m.dev, append(append([]nn.Named(nil), m.params...), m.buffers...)); err != nil {
 		return nil, fmt.Errorf("ddp: Wrap: %w", err)
+	}
+	if err := m.keepCompletedBuffers(ctx); err != nil {
+		return nil, err
 	}
 	// The one place the step mode is chosen (stepMode).
 	m.mode = plainMode{}
@@ -281,7 +287,7 @@ func (m *DistributedDataParallel) SyncGradients(ctx context.Context) error {
 		if m.hook != nil {
 			err = m.hook(ctx, withGrad)
 		} else {
-			err = m.collectives.MeanGradients(ctx, m.dev, withGrad)
+			err = m.combineGradients(ctx, withGrad)
 		}
 		if err != nil {
 			return err
