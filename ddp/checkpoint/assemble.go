@@ -2,7 +2,9 @@ package checkpoint
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -51,6 +53,7 @@ func (ck *Checkpointer) assembleNewest(s shardSalvager) error {
 		committed = steps[len(steps)-1]
 	}
 	var why []string
+	var refused []int
 	for _, step := range salvaged {
 		if step <= committed {
 			break
@@ -59,7 +62,10 @@ func (ck *Checkpointer) assembleNewest(s shardSalvager) error {
 		partial := final + ".partial"
 		_ = os.RemoveAll(partial)
 		if err := s.AssembleSalvaged(ck.salvageDir(step), partial, step); err != nil {
-			why = append(why, fmt.Sprintf("step %d: %v", step, err))
+			if !errors.Is(err, fs.ErrNotExist) { // else no survivor's loop ended there
+				why = append(why, fmt.Sprintf("step %d: %v", step, err))
+				refused = append(refused, step)
+			}
 			_ = os.RemoveAll(partial)
 			continue
 		}
@@ -70,7 +76,7 @@ func (ck *Checkpointer) assembleNewest(s shardSalvager) error {
 			return err
 		}
 		fmt.Fprintf(os.Stderr, "checkpoint: step %d assembled from the shards the survivors of a lost peer held: %s\n", step, final)
-		why = nil
+		why, refused = nil, nil
 		break
 	}
 	if len(why) > 0 {
@@ -78,14 +84,34 @@ func (ck *Checkpointer) assembleNewest(s shardSalvager) error {
 		if committed >= 0 {
 			from = fmt.Sprintf("its last periodic checkpoint, step %d", committed)
 		}
-		fmt.Fprintf(os.Stderr, "checkpoint: the shards the survivors of a lost peer held make no whole step (%s): the job resumes from %s\n",
-			strings.Join(why, "; "), from)
+		fmt.Fprintf(os.Stderr, "checkpoint: the shards the survivors of a lost peer held make no whole step (%s): the job resumes from %s; "+
+			"what they held stays in %s for a look\n", strings.Join(why, "; "), from, ck.refusedDir(refused[0]))
+	}
+	ck.clearSalvaged(salvaged, refused)
+	ck.prune(sharded)
+	return nil
+}
+
+// refusedSuffix marks a salvage directory that made no step, kept for a
+// look (the newest only).
+const refusedSuffix = ".salvage-refused"
+
+func (ck *Checkpointer) refusedDir(step int) string { return ck.path(step, sharded) + refusedSuffix }
+
+// clearSalvaged removes the salvage directories of salvaged but the
+// newest refused one, which it keeps under refusedDir (replacing older
+// ones).
+func (ck *Checkpointer) clearSalvaged(salvaged, refused []int) {
+	if len(refused) > 0 {
+		old, _ := filepath.Glob(filepath.Join(ck.opts.Dir, "step-*"+refusedSuffix))
+		for _, o := range old {
+			_ = os.RemoveAll(o)
+		}
+		_ = os.Rename(ck.salvageDir(refused[0]), ck.refusedDir(refused[0]))
 	}
 	for _, step := range salvaged {
 		_ = os.RemoveAll(ck.salvageDir(step))
 	}
-	ck.prune(sharded)
-	return nil
 }
 
 // salvagedSteps lists the steps with a salvage directory, newest first.

@@ -57,7 +57,7 @@ func (l *Loop) End(ctx context.Context, err error) error {
 	if noteErr != nil {
 		what += fmt.Sprintf(" (the note to ddprun: %v)", noteErr)
 	}
-	return errors.Join(committedOnLoss(fmt.Sprintf("training: rank %d: %s; ddprun restarts the job from there", l.rank, what)), l.Close())
+	return errors.Join(committedOnLoss(fmt.Sprintf("training: rank %d: %s; ddprun restarts the job from there (while --max_restarts leaves a restart)", l.rank, what)), l.Close())
 }
 
 // committedOnLoss is End's error once it committed: it is

@@ -63,14 +63,17 @@ func (z *ZeroRedundancyOptimizer) SalvageShards(ctx context.Context, dirOf func(
 	}
 	_, err = exchange.HostOnce(ctx, z.dev, exchange.Timeout(z.pg), "writing the salvaged shards", func() (struct{}, error) {
 		for _, h := range held {
-			dir := dirOf(h.step)
-			if err := z.writeHeld(dir, h); err != nil {
+			dir, sums := dirOf(h.step), fileSums{}
+			if err := z.writeHeld(dir, h, sums); err != nil {
 				return struct{}{}, fmt.Errorf("zero: rank %d writing step %d's shards to %s: %w", z.pg.Rank(), h.step, dir, err)
 			}
 			if h.step == c.Step {
-				if err := z.writeHead(dir, c, model); err != nil {
+				if err := z.writeHead(dir, c, model, sums); err != nil {
 					return struct{}{}, fmt.Errorf("zero: rank %d writing step %d's head to %s: %w", z.pg.Rank(), h.step, dir, err)
 				}
+			}
+			if err := sums.write(dir, z.pg.Rank()); err != nil {
+				return struct{}{}, err
 			}
 			if err := safetensors.SyncDir(dir); err != nil {
 				return struct{}{}, err
@@ -122,17 +125,18 @@ func (z *ZeroRedundancyOptimizer) heldSteps() []heldStep {
 }
 
 // writeHeld writes h's pieces, this process's and, when they all
-// arrived, its ward's.
-func (z *ZeroRedundancyOptimizer) writeHeld(dir string, h heldStep) error {
+// arrived, its ward's, and vouches for each in sums.
+func (z *ZeroRedundancyOptimizer) writeHeld(dir string, h heldStep, sums fileSums) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	write := func(rank int, blob []byte) error {
 		for i := range z.local {
-			piece := blob[i*z.slots.stride:][:z.slots.size]
-			if err := safetensors.WriteAtomic(filepath.Join(dir, pieceFileName(rank*z.local+i, z.replicas)), piece); err != nil {
+			piece, name := blob[i*z.slots.stride:][:z.slots.size], pieceFileName(rank*z.local+i, z.replicas)
+			if err := safetensors.WriteAtomic(filepath.Join(dir, name), piece); err != nil {
 				return err
 			}
+			sums.add(name, piece)
 		}
 		return nil
 	}
@@ -149,11 +153,14 @@ type salvageHead struct {
 	ModelNames []string     `json:"model_names"`
 }
 
-// writeHead writes c's model, then its head.
-func (z *ZeroRedundancyOptimizer) writeHead(dir string, c optim.Checkpoint, model []safetensors.Tensor) error {
-	if _, err := writeVerified(filepath.Join(dir, modelFileName(z.pg.Rank())), safetensors.File{Tensors: model}); err != nil {
+// writeHead writes c's model, then its head, and vouches for the model
+// in sums.
+func (z *ZeroRedundancyOptimizer) writeHead(dir string, c optim.Checkpoint, model []safetensors.Tensor, sums fileSums) error {
+	f, err := writeVerified(filepath.Join(dir, modelFileName(z.pg.Rank())), safetensors.File{Tensors: model})
+	if err != nil {
 		return err
 	}
+	sums[f.Name] = f.SHA256
 	data, err := json.MarshalIndent(salvageHead{Manifest: z.manifestOf(salvagedID(c.Step), c), ModelNames: z.stateNames()}, "", " ")
 	if err != nil {
 		return err
@@ -184,7 +191,8 @@ func salvagedID(step int) string { return fmt.Sprintf("step-%d-salvaged", step) 
 // model, the manifest with every file's hash, LATEST. It needs no device:
 // rank 0 runs it as a job resumes. A piece missing (its replica and its
 // buddy both lost), or one that is not what the head says, is an error
-// naming it.
+// naming it; a directory no survivor's loop ended at (no head) is one
+// that is fs.ErrNotExist.
 func (z *ZeroRedundancyOptimizer) AssembleSalvaged(from, to string, step int) error {
 	head, model, pieces, err := readSalvaged(from, step)
 	if err != nil {
@@ -241,7 +249,7 @@ func readSalvaged(from string, step int) (salvageHead, safetensors.File, []safet
 	var model safetensors.File
 	rank, err := lowestHead(from)
 	if err != nil {
-		return head, model, nil, fmt.Errorf("no survivor completed step %d: %w", step, err)
+		return head, model, nil, fmt.Errorf("no survivor's loop ended at step %d: %w", step, err)
 	}
 	path := filepath.Join(from, headFileName(rank))
 	data, err := readRegular(path, manifestMaxBytes)
@@ -258,10 +266,16 @@ func readSalvaged(from string, step int) (salvageHead, safetensors.File, []safet
 		return head, model, nil, fmt.Errorf("%s does not hold together (step %d, want %d; %d model names for %d parameters): %v",
 			path, m.Step, step, len(head.ModelNames), len(m.Params), err)
 	}
+	vouched, err := readVouched(from)
+	if err != nil {
+		return head, model, nil, err
+	}
 	limit := pieceLimit(m)
 	path = filepath.Join(from, modelFileName(rank))
 	if data, err = readRegular(path, 4*limit*int64(m.Replicas)); err == nil {
-		model, err = safetensors.Decode(path, data)
+		if err = checkVouched(vouched, modelFileName(rank), data); err == nil {
+			model, err = safetensors.Decode(path, data)
+		}
 	}
 	if err != nil {
 		return head, model, nil, fmt.Errorf("step %d's model: %w", step, err)
@@ -274,6 +288,9 @@ func readSalvaged(from string, step int) (salvageHead, safetensors.File, []safet
 		case errors.Is(err, fs.ErrNotExist):
 			return head, model, nil, fmt.Errorf("replica %d's shard of step %d is not among the survivors' (it and its buddy lost?)", r, step)
 		case err != nil:
+			return head, model, nil, fmt.Errorf("replica %d's piece of step %d: %w", r, step, err)
+		}
+		if err := checkVouched(vouched, pieceFileName(r, m.Replicas), data); err != nil {
 			return head, model, nil, fmt.Errorf("replica %d's piece of step %d: %w", r, step, err)
 		}
 		if pieces[r], err = safetensors.Decode(path, data); err != nil {
@@ -298,7 +315,9 @@ func lowestHead(dir string) (int, error) {
 		}
 	}
 	if lowest < 0 {
-		return 0, fmt.Errorf("%s holds no head", dir)
+		// Not a step any survivor's loop ended at (they hold the step
+		// before theirs too): the caller passes it by.
+		return 0, fmt.Errorf("%s holds no head: %w", dir, fs.ErrNotExist)
 	}
 	return lowest, nil
 }

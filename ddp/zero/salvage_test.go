@@ -209,8 +209,9 @@ func logOf(f func() error) (string, error) {
 // within zeroTolerance; a CNN's BatchNorm statistics come back as they
 // stood at step 8, though the forward of step 9 ran before the loss. Whichever one rank was lost, the other two hold every
 // shard; where a shard and its buddy are both lost, or a piece is not
-// one (missing, a FIFO, a link to /dev/zero, cut short, of another
-// step, a head that is not JSON), the resume says why and goes on from
+// one (missing, a FIFO, a link to /dev/zero, cut short, four bytes of
+// it or of the model flipped, of another step, nobody's, a head that is
+// not JSON), the resume says why and goes on from
 // the periodic checkpoint of step 5, never hanging or filling memory.
 // Two processes of two local replicas each resume as well.
 func TestZeroSalvagedShardsResume(t *testing.T) {
@@ -314,10 +315,19 @@ func TestZeroSalvagedShardsResume(t *testing.T) {
 			require.NoError(t, os.Remove(piece(dir, 0)))
 			require.NoError(t, os.Symlink("/dev/zero", piece(dir, 0)))
 		}},
-		{"cut short", "safetensors", func(t *testing.T, dir string) {
+		{"cut short", "changed since a survivor wrote it", func(t *testing.T, dir string) {
 			require.NoError(t, os.Truncate(piece(dir, 0), 100))
 		}},
-		{"of another step", "not replica 0 of 3 at step 8", func(t *testing.T, dir string) {
+		{"four bytes flipped", "replica 0's piece of step 8: piece-00000-of-00003.safetensors changed since a survivor wrote it",
+			func(t *testing.T, dir string) { flip(t, piece(dir, 0)) }},
+		{"the model's bytes flipped", "step 8's model: model-00000.safetensors changed since a survivor wrote it",
+			func(t *testing.T, dir string) { flip(t, filepath.Join(filepath.Dir(piece(dir, 0)), "model-00000.safetensors")) }},
+		{"a piece nobody vouched for", "no survivor says it wrote it", func(t *testing.T, dir string) {
+			for _, sums := range []string{"sums-00000.json", "sums-00001.json"} {
+				require.NoError(t, os.WriteFile(filepath.Join(filepath.Dir(piece(dir, 0)), sums), []byte("{}"), 0o644))
+			}
+		}},
+		{"of another step", "changed since a survivor wrote it", func(t *testing.T, dir string) {
 			other := filepath.Join(dir, fmt.Sprintf("step-%012d.salvage", salvageAt-1))
 			require.NoError(t, os.Rename(filepath.Join(other, "piece-00000-of-00003.safetensors"), piece(dir, 0)))
 		}},
@@ -336,8 +346,25 @@ func TestZeroSalvagedShardsResume(t *testing.T) {
 			assert.EqualValues(t, salvagePeriodic, rep.Counters["resumed"], "%s", rep.Hashes["log"])
 			assert.Contains(t, rep.Hashes["log"], c.why)
 			assert.Contains(t, rep.Hashes["log"], "the job resumes from its last periodic checkpoint, step 5")
+			assert.NotContains(t, rep.Hashes["log"], "step 7:", "step 7's directory, which no survivor's loop ended at, is no candidate")
+			assert.DirExists(t, filepath.Join(dir, "step-000000000008.salvage-refused"), "kept for a look")
+			left, err := filepath.Glob(filepath.Join(dir, "*.salvage"))
+			require.NoError(t, err)
+			assert.Empty(t, left)
 		})
 	}
 }
 
 func abs32(x float32) float32 { return max(x, -x) }
+
+// flip inverts four bytes near the end of the file at path (data, past
+// the header).
+func flip(t *testing.T, path string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	for i := len(data) - 12; i < len(data)-8; i++ {
+		data[i] ^= 0xff
+	}
+	require.NoError(t, os.WriteFile(path, data, 0o644))
+}
