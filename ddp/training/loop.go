@@ -102,7 +102,7 @@ func Open(ctx context.Context, w ddp.Worker, order Order, state optim.Checkpoint
 	}
 	if b, ok := state.Optimizer.(buddyKeeper); ok {
 		// So that a lost peer's shards can be committed (End).
-		if err := b.KeepBuddyCopies(); err != nil {
+		if err := b.KeepBuddyCopies(ctx); err != nil {
 			return nil, errors.Join(err, l.ck.Close())
 		}
 	}
@@ -111,7 +111,9 @@ func Open(ctx context.Context, w ddp.Worker, order Order, state optim.Checkpoint
 
 // buddyKeeper is a sharded optimizer that can keep a copy of each shard
 // on another node (ddp/zero's).
-type buddyKeeper interface{ KeepBuddyCopies() error }
+type buddyKeeper interface {
+	KeepBuddyCopies(ctx context.Context) error
+}
 
 // restore reads the latest checkpoint of dir, if any, and where it stood.
 func (l *Loop) restore(ctx context.Context, dir string) error {

@@ -91,11 +91,35 @@ const pieceMeta = "piece.meta"
 // KeepBuddyCopies turns on the buddy copies for a job of several
 // processes (on one process there is no peer to lose), unless
 // $XLADDP_ZERO_BUDDIES is off. Every replica calls it at the same point,
-// before its first Step.
-func (z *ZeroRedundancyOptimizer) KeepBuddyCopies() error {
+// before its first Step: the ranks agree, so a value one rank cannot
+// read, or one that differs between ranks, is every rank's error, naming
+// the ranks.
+func (z *ZeroRedundancyOptimizer) KeepBuddyCopies(ctx context.Context) error {
 	on, err := knobs.ZeroBuddies(os.Getenv(knobs.EnvZeroBuddies))
 	if err != nil {
+		err = fmt.Errorf("%w (on rank %d)", err, z.pg.Rank())
+	}
+	if err := z.agree(ctx, "reading $"+knobs.EnvZeroBuddies, err); err != nil {
 		return fmt.Errorf("zero: %w", err)
+	}
+	flag := int32(0)
+	if on {
+		flag = 1
+	}
+	flags, err := exchange.HostOnce(ctx, z.dev, exchange.Timeout(z.pg), "comparing $"+knobs.EnvZeroBuddies, func() ([]int32, error) {
+		return z.allGatherFlags(ctx, flag)
+	})
+	if err != nil {
+		return fmt.Errorf("zero: comparing $%s: %w", knobs.EnvZeroBuddies, err)
+	}
+	var off []int
+	for r, f := range flags {
+		if f == 0 {
+			off = append(off, r)
+		}
+	}
+	if len(off) > 0 && len(off) < len(flags) {
+		return fmt.Errorf("zero: $%s is off on rank(s) %v and on elsewhere: give every node the same value", knobs.EnvZeroBuddies, off)
 	}
 	z.buddies = on && z.pg.WorldSize() > 1
 	return nil

@@ -128,7 +128,10 @@ func zeroSalvageScenario(rep *ddptest.Report) {
 				return err
 			}
 		} else {
-			if err := z.KeepBuddyCopies(); err != nil {
+			if v, ok := os.LookupEnv("XLADDP_TEST_RANK1_BUDDIES"); ok && dist.Rank() == 1 {
+				os.Setenv("XLADDP_ZERO_BUDDIES", v)
+			}
+			if err := z.KeepBuddyCopies(ctx); err != nil {
 				return err
 			}
 			for state.Step < salvageAt {
@@ -367,4 +370,26 @@ func flip(t *testing.T, path string) {
 		data[i] ^= 0xff
 	}
 	require.NoError(t, os.WriteFile(path, data, 0o644))
+}
+
+// TestZeroBuddyCopiesAgreeOnTheKnob: a value of XLADDP_ZERO_BUDDIES that
+// one rank cannot read, or one that differs between ranks, is every
+// rank's error, naming the rank, before any step.
+func TestZeroBuddyCopiesAgreeOnTheKnob(t *testing.T) {
+	for value, want := range map[string]string{
+		"maybe": "reading $XLADDP_ZERO_BUDDIES failed on rank(s) [1]",
+		"off":   "$XLADDP_ZERO_BUDDIES is off on rank(s) [1] and on elsewhere: give every node the same value",
+	} {
+		t.Run(value, func(t *testing.T) {
+			cmds, outs := ddptest.Launch(t, "zero-salvage", 3, "XLADDP_TEST_TIMEOUT=60s", "XLADDP_TEST_DIR="+t.TempDir(),
+				"XLADDP_TEST_PHASE=salvage", "XLADDP_TEST_RANK1_BUDDIES="+value)
+			for r, rep := range ddptest.WaitReports(t, cmds, outs) {
+				if r == 1 && value == "maybe" {
+					assert.Contains(t, rep.Error, `$XLADDP_ZERO_BUDDIES="maybe": want on or off (on rank 1)`)
+					continue
+				}
+				assert.Contains(t, rep.Error, want, "rank %d", r)
+			}
+		})
+	}
 }
