@@ -324,7 +324,9 @@ func TestZeroSalvagedShardsResume(t *testing.T) {
 		{"four bytes flipped", "replica 0's piece of step 8: piece-00000-of-00003.safetensors changed since a survivor wrote it",
 			func(t *testing.T, dir string) { flip(t, piece(dir, 0)) }},
 		{"the model's bytes flipped", "step 8's model: model-00000.safetensors changed since a survivor wrote it",
-			func(t *testing.T, dir string) { flip(t, filepath.Join(filepath.Dir(piece(dir, 0)), "model-00000.safetensors")) }},
+			func(t *testing.T, dir string) {
+				flip(t, filepath.Join(filepath.Dir(piece(dir, 0)), "model-00000.safetensors"))
+			}},
 		{"a piece nobody vouched for", "no survivor says it wrote it", func(t *testing.T, dir string) {
 			for _, sums := range []string{"sums-00000.json", "sums-00001.json"} {
 				require.NoError(t, os.WriteFile(filepath.Join(filepath.Dir(piece(dir, 0)), sums), []byte("{}"), 0o644))
