@@ -150,6 +150,11 @@ func (z *ZeroRedundancyOptimizer) keep(ctx context.Context) error {
 	return nil
 }
 
+// keepPieces runs the update's program, keeps the module's other state
+// as of this step, writes this replica's piece into the oldest slot and,
+// once every local replica did, shifts the process's pieces to its buddy
+// and takes its ward's; a failed shift leaves the slot's own pieces
+// valid and its ward's not.
 func (z *ZeroRedundancyOptimizer) keepPieces(ctx context.Context) error {
 	named := z.pieceTensors()
 	if err := z.dev.MarkStep(ctx); err != nil {
