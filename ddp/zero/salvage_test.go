@@ -387,7 +387,7 @@ func TestZeroBuddyCopiesAgreeOnTheKnob(t *testing.T) {
 				"XLADDP_TEST_PHASE=salvage", "XLADDP_TEST_RANK1_BUDDIES="+value)
 			for r, rep := range ddptest.WaitReports(t, cmds, outs) {
 				if r == 1 && value == "maybe" {
-					assert.Contains(t, rep.Error, `$XLADDP_ZERO_BUDDIES="maybe": want on or off (on rank 1)`)
+					assert.Contains(t, rep.Error, `$XLADDP_ZERO_BUDDIES="maybe": want on or off (1 or 0, true or false) (on rank 1)`)
 					continue
 				}
 				assert.Contains(t, rep.Error, want, "rank %d", r)

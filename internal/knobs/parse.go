@@ -130,7 +130,7 @@ func onUnlessOff(name, v string) (bool, error) {
 	case "off", "0", "false":
 		return false, nil
 	}
-	return false, fmt.Errorf("$%s=%q: want on or off", name, v)
+	return false, fmt.Errorf("$%s=%q: want on or off (1 or 0, true or false)", name, v)
 }
 
 // Transport reads $XLADDP_BACKEND: tcp, mpi, or "" (tcp), without
