@@ -177,7 +177,9 @@ const elsewhereWait = 3 * time.Second
 // did, and posts its record late (elsewhereWait). When the records show a rank behind and it is not ours,
 // another node's failure is the cause even if posted after ours.
 func (r *attemptRun) firstElsewhere(root *exit, seen time.Time, behind []int) (string, error) {
-	if r.a.nnodes == 1 || slices.Contains(behind, root.rank) {
+	// A worker killed here by a signal is this node's own failure, though
+	// another node, faster to notice its peer's death, posted first.
+	if r.a.nnodes == 1 || slices.Contains(behind, root.rank) || root.signal != "" {
 		return "", nil
 	}
 	since := seen
@@ -195,8 +197,7 @@ func (r *attemptRun) firstElsewhere(root *exit, seen time.Time, behind []int) (s
 	}
 	start := time.Now()
 	why, err := r.m.firstFailure(bg, r.a.round, r.a.node, r.a.nnodes, since, elsewhereWait)
-	if why != "" || err != nil || !watches || root.signal != "" {
-		// A worker killed here by a signal is this node's own failure.
+	if why != "" || err != nil || !watches {
 		return why, err
 	}
 	return r.lostDuring(bg, rz, before, start)

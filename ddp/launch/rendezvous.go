@@ -149,10 +149,16 @@ func (r *rendezvous) close() {
 		_ = r.client.Close()
 	}
 	if r.server != nil {
-		// Other agents still finishing their last calls get answers.
-		_ = r.server.Drain(2 * time.Second)
+		// Other agents still finishing their last calls get answers (on a
+		// loaded host a failed round's agents read the records seconds
+		// after this one posted its own).
+		_ = r.server.Drain(storeDrain)
 	}
 }
+
+// storeDrain bounds how long the agent hosting the store waits at its
+// end for the other agents to leave it.
+const storeDrain = 10 * time.Second
 
 func (r *rendezvous) key(round int, parts ...any) string {
 	k := fmt.Sprintf("ddprun/%s/%d", r.cfg.RdzvID, round)
