@@ -12,22 +12,22 @@ import (
 
 // A step's forward moves the module's buffers (BatchNorm's running
 // statistics) before its gradients are combined. Across processes the
-// wrapper keeps their values as of the last step whose exchange returned,
-// and gives them back when an exchange fails: a survivor of a lost peer
-// then commits the step it completed with that step's statistics
-// (checkpoint.Salvage), not the ones the failed step's forward left. Only
-// the host path keeps them: its exchange has run the step's program, so
-// they are materialized there and keeping them aliases buffers (no
-// program, no copy), and only a job of several processes loses a peer.
+// wrapper keeps their values as each step's forward begins, once they
+// came from global replica 0 (Forward's broadcast: the completed step's,
+// alike on every replica), and gives them back when the step's exchange
+// fails: a survivor of a lost peer then commits the step it completed
+// with that step's statistics (checkpoint.Salvage), not the ones the
+// failed step's forward left. Only the host path keeps them: there the
+// broadcast uploaded them, so keeping them aliases buffers (no program,
+// no copy), and only a job of several processes loses a peer.
 
 // combineGradients averages the gradients of params over every replica,
-// keeping the buffers of the step once that returned and giving the last
-// kept ones back when it failed.
+// giving the buffers kept as the step began back when that failed.
 func (m *DistributedDataParallel) combineGradients(ctx context.Context, params []nn.Named) error {
 	if err := m.collectives.MeanGradients(ctx, m.dev, params); err != nil {
 		return errors.Join(err, m.restoreCompletedBuffers())
 	}
-	return m.keepCompletedBuffers(ctx)
+	return nil
 }
 
 // keepCompletedBuffers keeps the buffers' values now, on the host path.

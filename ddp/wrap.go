@@ -352,6 +352,9 @@ func (m *DistributedDataParallel) Forward(x *xla.Tensor) *xla.Tensor {
 		if err := m.broadcastBuffers(m.ctx); err != nil {
 			return xla.Failed(x, err)
 		}
+		if err := m.keepCompletedBuffers(m.ctx); err != nil {
+			return xla.Failed(x, err)
+		}
 	}
 	return m.module.Forward(x)
 }
