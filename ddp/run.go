@@ -58,7 +58,7 @@ type Options struct {
 // tutorials' launch modes (see Options.Spawn), so one program runs both
 // ways: joining the default group first as a launcher's rank and leaving
 // it after. It returns the first replica's error.
-func Run(ctx context.Context, fn func(ctx context.Context, w Worker) error, o Options) (err error) {
+func Run(ctx context.Context, fn func(ctx context.Context, w Worker) error, o Options) error {
 	if fn == nil {
 		return errors.New("ddp: Run of a nil function")
 	}
@@ -102,15 +102,47 @@ func Run(ctx context.Context, fn func(ctx context.Context, w Worker) error, o Op
 	} else if target == backend.CPU {
 		device.CPUDevices = 1
 	}
+	return runInGroup(ctx, fn, opts, SpawnOptions{Devices: devices, Device: device, ExitChild: true})
+}
+
+// runInGroup joins the job's group and runs fn as this process's
+// replicas. When every replica committed after a peer's loss, it
+// regroups in place (regroupInPlace) and runs fn again, which resumes
+// from that commit, for as long as ddprun assigns it a place.
+func runInGroup(ctx context.Context, fn func(ctx context.Context, w Worker) error, given dist.Options, so SpawnOptions) error {
+	opts := given
+	for {
+		ends := &replicaEnds{}
+		group, err := runOnce(ctx, ends.count(fn), opts, so)
+		if !ends.allCommitted() {
+			return err
+		}
+		again, regroupErr := regroupInPlace(ctx, opts.InitMethod, group)
+		switch {
+		case regroupErr != nil:
+			return regroupFailed{commit: err, why: regroupErr}
+		case !again:
+			return err
+		}
+		opts = dist.NewOptions()
+		opts.InitMethod, opts.Transport = given.InitMethod, given.Transport
+	}
+}
+
+// runOnce joins the group, runs fn as this process's replicas and
+// leaves the group, whose settings it returns.
+func runOnce(ctx context.Context, fn func(ctx context.Context, w Worker) error, opts dist.Options, so SpawnOptions) (groupSettings, error) {
 	if err := dist.Init(ctx, opts); err != nil {
 		if errors.Is(err, dist.ErrNoLauncher) {
-			return fmt.Errorf("ddp: RANK is not set: %w: use --spawn (one process, a replica per local device), "+
+			return groupSettings{}, fmt.Errorf("ddp: RANK is not set: %w: use --spawn (one process, a replica per local device), "+
 				"or start it with ddprun, torchrun or mpirun (e.g. %s)", dist.ErrNoLauncher, "ddprun --nproc_per_node=2 "+filepath.Base(os.Args[0]))
 		}
-		return err
+		return groupSettings{}, err
 	}
-	defer func() { err = errors.Join(err, dist.Destroy()) }()
-	return Spawn(ctx, fn, SpawnOptions{Devices: devices, Device: device, ExitChild: true})
+	g := dist.Current()
+	group := groupSettings{transport: g.Transport(), timeout: g.Timeout()}
+	err := Spawn(ctx, fn, so)
+	return group, errors.Join(err, dist.Destroy())
 }
 
 // withJob hands fn the job's checkpoint options and mode, and refuses,

@@ -6,9 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
+	"slices"
 	"strings"
 
+	"github.com/xladdp/xladdp/ddp/internal/procset"
 	"github.com/xladdp/xladdp/ddp/launch/internal/preflight"
 	"github.com/xladdp/xladdp/ddp/store"
 	"github.com/xladdp/xladdp/internal/workerenv"
@@ -59,6 +62,9 @@ type outcome struct {
 	// storeErr is a store call that failed along the way, any kind: the
 	// other nodes may not have heard what this node saw.
 	storeErr error
+	// live, after a peer's loss (peerLost), are this node's workers that
+	// wait alive for their place in the next round; nil when they exited.
+	live *liveWorkers
 	// flight is the diagnosis of this node's workers' flight records
 	// after a failure or a stop, and flightDir where they are.
 	flight, flightDir string
@@ -214,7 +220,11 @@ func (p *policy) failed(res outcome) (code int, again bool) {
 func (p *policy) lostPeer(res outcome) (code int, again bool) {
 	if p.restarts < p.maxRestarts {
 		p.restarts++
-		p.say("ddprun: %s; restarting from it (restart %d of %d)", res.why, p.restarts, p.maxRestarts)
+		how := "restarting from it"
+		if res.live != nil {
+			how = "going on from it in the same processes, regrouped without the lost node"
+		}
+		p.say("ddprun: %s; %s (restart %d of %d)", res.why, how, p.restarts, p.maxRestarts)
 		return 0, true
 	}
 	p.say("ddprun: %s; no restart left (--max_restarts=%d): run the same command again to resume from it", res.why, p.maxRestarts)
@@ -234,11 +244,19 @@ func newStarter(ctx context.Context, c Config, environ []string, stdout, stderr 
 	if err := errors.Join(checks...); err != nil {
 		return nil, err
 	}
-	m, err := openMeeting(ctx, c, lookupIn(environ)(store.EnvToken), say)
+	dir, err := regroupDir(c, environ)
 	if err != nil {
 		return nil, err
 	}
-	return &localWorkers{cfg: c, meeting: m, environ: environ, stdout: stdout, stderr: stderr}, nil
+	m, err := openMeeting(ctx, c, lookupIn(environ)(store.EnvToken), say)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	if dir != "" {
+		environ = append(slices.Clone(environ), workerenv.RegroupDir+"="+dir)
+	}
+	return &localWorkers{cfg: c, meeting: m, environ: environ, regroupDir: dir, stdout: stdout, stderr: stderr}, nil
 }
 
 // localWorkers are this node's workers started by the agent itself, with
@@ -249,22 +267,45 @@ type localWorkers struct {
 	// ahead is how many rounds the job's rendezvous is ahead of this
 	// node's attempts: a node admitted at the job's restart
 	// (joinAtNextRestart) meets in the job's rounds.
-	ahead          int
-	environ        []string
+	ahead   int
+	environ []string
+	// regroupDir is where the workers get their next place after a
+	// peer's loss ("" under --restart_on_peer_loss); live are the
+	// workers waiting there, alive, for the next attempt.
+	regroupDir     string
+	live           *liveWorkers
 	stdout, stderr io.Writer
 }
 
-func (l *localWorkers) close() { l.meeting.close() }
+func (l *localWorkers) close() {
+	l.stopLive()
+	l.meeting.close()
+	if l.regroupDir != "" {
+		os.RemoveAll(l.regroupDir)
+	}
+}
+
+// stopLive stops workers that wait for a place no round gives them: they
+// exit 75 with their commit.
+func (l *localWorkers) stopLive() {
+	if l.live != nil {
+		l.live.set.Stop(procset.PreemptGrace)
+		l.live = nil
+	}
+}
 
 func (l *localWorkers) attempt(ctx context.Context, attempt int) outcome {
 	a, err := l.meeting.join(ctx, attempt+l.ahead)
 	if err != nil {
+		l.stopLive()
 		return outcome{kind: notStarted, err: err}
 	}
 	// A node that joined a running job at its restart meets in the
 	// job's rounds from then on.
 	l.ahead = a.round - attempt
-	return runAttempt(ctx, l.cfg, l.meeting, a, attempt, l.environ, l.stdout, l.stderr)
+	res := runAttempt(ctx, l.cfg, l.meeting, a, attempt, l.environ, l.live, l.stdout, l.stderr)
+	l.live = res.live
+	return res
 }
 
 func indent(s string) string {

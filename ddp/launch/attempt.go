@@ -39,7 +39,7 @@ type attemptRun struct {
 // runAttempt starts the node's workers and watches them (and, with a
 // rendezvous, the other nodes) until all succeed or one thing fails, in
 // which case every worker here is stopped.
-func runAttempt(ctx context.Context, c Config, m meeting, a assignment, attempt int, environ []string,
+func runAttempt(ctx context.Context, c Config, m meeting, a assignment, attempt int, environ []string, live *liveWorkers,
 	stdout, stderr io.Writer) outcome {
 	dumps, ownDumps, err := flightDir(environ, attempt)
 	if err != nil {
@@ -51,18 +51,23 @@ func runAttempt(ctx context.Context, c Config, m meeting, a assignment, attempt 
 			os.RemoveAll(dumps)
 		}
 	}()
-	if res, started := run.start(environ, stdout); !started {
+	if res, started := run.start(environ, live, stdout); !started {
 		return res
 	}
 	return run.supervise()
 }
 
-// start starts the workers; when one cannot start, the others are told
-// of this node's failure.
-func (r *attemptRun) start(environ []string, stdout io.Writer) (outcome, bool) {
+// start starts the workers, or gives live ones their places; when one
+// cannot start, the others are told of this node's failure.
+func (r *attemptRun) start(environ []string, live *liveWorkers, stdout io.Writer) (outcome, bool) {
 	a := r.a
-	set, err := startWorkers(workerSpec{cfg: r.cfg, node: a.node, offset: a.offset, world: a.world, master: a.master,
-		attempt: a.round, env: append(slices.Clone(environ), workerenv.FlightDir+"="+r.dumps), stdout: stdout, stderr: r.stderr})
+	set, err := workerSet{}, error(nil)
+	if live != nil {
+		set, err = r.adopt(live, environ)
+	} else {
+		set, err = startWorkers(workerSpec{cfg: r.cfg, node: a.node, offset: a.offset, world: a.world, master: a.master,
+			attempt: a.round, env: append(slices.Clone(environ), workerenv.FlightDir+"="+r.dumps), stdout: stdout, stderr: r.stderr})
+	}
 	if err != nil {
 		e := &exit{node: a.node, rank: a.offset, code: 1, tail: err.Error()}
 		res := outcome{kind: workerFailed, failure: e}
@@ -151,7 +156,7 @@ func (r *attemptRun) failed(e *exit) outcome {
 	}
 	diagnosis, behind := r.set.flightDiagnosis(r.ctx, r.m, a, local, readErr, r.dumps, true)
 	r.keepDumps = diagnosis != ""
-	r.set.stopAfterLoss(r.dumps)
+	r.set.settleAfterLoss(r.dumps, false)
 	res := outcome{kind: workerFailed, failure: root, flight: diagnosis, flightDir: r.dumps}
 	// A node lost meanwhile is recorded, so that the next round does not
 	// wait its last call for it.
@@ -275,19 +280,24 @@ func (r *attemptRun) finishAfterStop(ctx context.Context, after string, done out
 // gone, ends the attempt (this node's records complete the picture; the
 // failing node's agent prints it); so does an admission.
 func (r *attemptRun) tick() (outcome, bool) {
+	if note := r.set.regrouping(r.dumps); note != "" {
+		return r.lostPeer(note, true), true
+	}
 	why, err := r.w.tick(r.ctx)
 	if why != "" || err != nil {
 		r.sayAlive()
 		local, readErr := r.set.collectFlight(r.dumps)
 		diagnosis, _ := r.set.flightDiagnosis(r.ctx, r.m, r.a, local, readErr, r.dumps, false)
 		r.keepDumps = diagnosis != ""
-		r.set.stopAfterLoss(r.dumps)
+		live := r.set.settleAfterLoss(r.dumps, err == nil)
 		res := outcome{kind: remoteFailed, why: why, flight: diagnosis, flightDir: r.dumps}
-		if note := r.set.peerLoss(r.dumps); note != "" && r.set.Preempted() {
-			res.kind, res.why = peerLost, why+"; "+note
-		}
-		if err != nil {
+		switch note := r.set.peerLoss(r.dumps); {
+		case err != nil:
 			res.kind, res.err = storeLost, err
+		case live:
+			res.kind, res.why, res.live = peerLost, why+"; "+note, &liveWorkers{set: r.set, round: r.a.round}
+		case note != "" && r.set.Preempted():
+			res.kind, res.why = peerLost, why+"; "+note
 		}
 		return res, true
 	}
@@ -327,7 +337,7 @@ func (r *attemptRun) finished() outcome {
 	var storeErr error
 	if r.set.Preempted() {
 		if why := r.set.peerLoss(r.dumps); why != "" {
-			return r.lostPeer(why)
+			return r.lostPeer(why, false)
 		}
 		// Checkpointed for an admission another node's agent decided?
 		n, err := r.w.decided(r.ctx)

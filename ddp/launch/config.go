@@ -39,10 +39,13 @@ type Config struct {
 	RdzvTimeout, JoinTimeout, LastCallTimeout time.Duration
 	// ReportInterval is how often a rendezvous still waiting says what
 	// for (default 30 s).
-	ReportInterval  time.Duration
-	Standalone      bool
-	MaxRestarts     int
-	MonitorInterval time.Duration
+	ReportInterval time.Duration
+	Standalone     bool
+	MaxRestarts    int
+	// RestartOnPeerLoss restarts the workers after a peer's loss, where
+	// they would otherwise regroup in place (--restart_on_peer_loss).
+	RestartOnPeerLoss bool
+	MonitorInterval   time.Duration
 	// LogDir, when set, receives each worker's output (per attempt and rank).
 	LogDir string
 	// Redirects and Tee: per local rank, which streams go to the log file
@@ -89,7 +92,8 @@ type Config struct {
 // flagNames are torchrun's options; each is also read from PET_<NAME>.
 var flagNames = []string{"nnodes", "nproc_per_node", "node_rank", "master_addr", "master_port", "rdzv_backend",
 	"rdzv_endpoint", "rdzv_id", "rdzv_conf", "standalone", "max_restarts", "monitor_interval", "log_dir",
-	"redirects", "tee", "local_ranks_filter", "role", "no_python", "run_path", "module", "dry_run", "compile_only", "backend", "check", "timeout", "stall_warn"}
+	"redirects", "tee", "local_ranks_filter", "role", "no_python", "run_path", "module", "dry_run", "compile_only", "backend", "check", "timeout", "stall_warn",
+	"restart_on_peer_loss"}
 
 // Usage is the help text, torchrun's in shape.
 const Usage = `usage: ddprun [options] TRAINING_BINARY [ARGS...]
@@ -144,6 +148,8 @@ func ParseArgs(args []string, getenv func(string) string, stderr io.Writer) (Con
 	rdzvConf := f.String("rdzv_conf", "", "rendezvous settings, comma-separated: timeout=SECONDS, join_timeout=SECONDS, last_call_timeout=SECONDS (torchrun's read_timeout, close_timeout and heartbeat_timeout are taken and ignored)")
 	standalone := f.Bool("standalone", false, "single node with a local rendezvous on a free port")
 	maxRestarts := f.Int("max_restarts", 0, "how many times to restart the workers after a failure (an elastic job's restarts to admit a node are not counted)")
+	restartOnLoss := f.Bool("restart_on_peer_loss", false, "after a peer's loss, restart the workers from the step they committed "+
+		"(default: the workers that committed regroup in place, in the same processes)")
 	monitor := f.Float64("monitor_interval", 0.1, "seconds between checks of the workers")
 	stallWarn := f.Float64("stall_warn", 60, "seconds without a collective completing before ddprun says which rank is behind "+
 		"and where each stands (from their flight records; repeated while the stall lasts, nothing is stopped; 0: never)")
@@ -193,7 +199,7 @@ func ParseArgs(args []string, getenv func(string) string, stderr io.Writer) (Con
 		return Config{}, errors.New("--module runs a Python module; ddprun starts binaries: give the training binary's path")
 	}
 	c := Config{NodeRank: *nodeRank, MasterAddr: *masterAddr, MasterPort: *masterPort, RdzvBackend: *rdzvBackend,
-		RdzvEndpoint: *rdzvEndpoint, RdzvID: *rdzvID, Standalone: *standalone, MaxRestarts: *maxRestarts,
+		RdzvEndpoint: *rdzvEndpoint, RdzvID: *rdzvID, Standalone: *standalone, MaxRestarts: *maxRestarts, RestartOnPeerLoss: *restartOnLoss,
 		LogDir: *logDir, Role: *role, DryRun: *dryRun, Doctor: doctor, Check: *check, CompileOnly: *compileOnly, RdzvTimeout: 900 * time.Second, JoinTimeout: 600 * time.Second,
 		LastCallTimeout: 30 * time.Second, ReportInterval: defaultReportInterval, Sources: sources}
 	backendName, err := parseBackend(*backend, getenv)

@@ -24,7 +24,7 @@ import (
 // others wait on outside the collectives) it is said past it, and the
 // others are said in no collective, never "none is behind".
 func TestStoppedRankIsPlacedWithoutContradiction(t *testing.T) {
-	set := workerSet{procset.NewSet(3)}
+	set := newWorkerSet(3)
 	for rank := range 3 {
 		p := procset.NewProcess(exec.Command("sleep", "60"), rank, rank)
 		require.NoError(t, set.Start(p, io.Discard, io.Discard))

@@ -22,41 +22,51 @@ import (
 func (set workerSet) peerLoss(dir string) string {
 	for _, w := range set.Processes {
 		note := workerenv.ReadPeerLossNote(dir, w.Rank)
-		if what, ok := strings.CutPrefix(note, workerenv.Committed); ok {
-			return fmt.Sprintf("rank %d: %s", w.Rank, what)
+		for _, done := range []string{workerenv.Committed, workerenv.Regrouping} {
+			if what, ok := strings.CutPrefix(note, done); ok {
+				return fmt.Sprintf("rank %d: %s", w.Rank, what)
+			}
 		}
 	}
 	return ""
 }
 
 // committing reports whether a worker still running is committing a
-// step after a peer's loss.
+// step after a peer's loss, or has committed and neither exited nor
+// said it regroups yet.
 func (set workerSet) committing(dir string) bool {
 	for _, w := range set.Processes {
-		if !w.Exited() && strings.HasPrefix(workerenv.ReadPeerLossNote(dir, w.Rank), workerenv.Committing) {
+		note := workerenv.ReadPeerLossNote(dir, w.Rank)
+		if !w.Exited() && (strings.HasPrefix(note, workerenv.Committing) || strings.HasPrefix(note, workerenv.Committed)) {
 			return true
 		}
 	}
 	return false
 }
 
-// stopAfterLoss stops the workers once the round ended for another
+// settleAfterLoss stops the workers once the round ended for another
 // node's failure or loss: a worker committing the step it completed gets
 // procset.PreemptGrace to finish (its collective lost the peer at once,
 // long before the agents noticed); the others are stopped as after any
-// failure.
-func (set workerSet) stopAfterLoss(dir string) {
+// failure. When liveOK and every worker then waits to regroup in place,
+// none is stopped, and it returns true.
+func (set workerSet) settleAfterLoss(dir string, liveOK bool) (live bool) {
 	deadline := time.Now().Add(procset.PreemptGrace)
 	for set.committing(dir) && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
+	if liveOK && set.regrouping(dir) != "" {
+		return true
+	}
 	set.stop()
+	return false
 }
 
 // lostPeer ends the attempt whose workers all exited 0 or 75 with a
-// peer's loss noted: the other agents are told (their workers committed
-// too, or are stopped), and the job restarts from the committed step.
-func (r *attemptRun) lostPeer(why string) outcome {
+// peer's loss noted, or wait alive to regroup (live): the other agents
+// are told (their workers committed too, or are stopped), and the job
+// goes on from the committed step.
+func (r *attemptRun) lostPeer(why string, live bool) outcome {
 	r.sayAlive()
 	bg := context.WithoutCancel(r.ctx)
 	lost, err := r.markLost(bg)
@@ -64,6 +74,9 @@ func (r *attemptRun) lostPeer(why string) outcome {
 		why = lost + "; " + why
 	}
 	res := outcome{kind: peerLost, why: why}
+	if live {
+		res.live = &liveWorkers{set: r.set, round: r.a.round}
+	}
 	res.storeErr = errors.Join(r.m.fail(bg, r.a.round, r.a.node, why, time.Now()), err)
 	return res
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/xladdp/xladdp/ddp/internal/procset"
@@ -30,9 +31,27 @@ func (e *exit) String() string {
 	return fmt.Sprintf("node %d, rank %d (local rank %d): %s", e.node, e.rank, e.localRank, how)
 }
 
-// workerSet is a node's workers for one attempt: their processes, each
-// a local rank (package procset starts, watches and stops them).
-type workerSet struct{ *procset.Set }
+// workerSet is a node's workers for one attempt (or several, when they
+// regroup in place): their processes, each a local rank (package procset
+// starts, watches and stops them), and the prefixes of their lines.
+type workerSet struct {
+	*procset.Set
+	prefixes map[*procset.Process][]*linePrefixer
+}
+
+// newWorkerSet is an empty set for n workers.
+func newWorkerSet(n int) workerSet {
+	return workerSet{Set: procset.NewSet(n), prefixes: map[*procset.Process][]*linePrefixer{}}
+}
+
+// renumber gives w its rank in a new round, in the agent's records and
+// in its lines' prefix.
+func (set workerSet) renumber(w *procset.Process, rank int) {
+	w.Rank = rank
+	for _, p := range set.prefixes[w] {
+		p.rank.Store(int64(rank))
+	}
+}
 
 // stop ends the workers still running (SIGTERM, then SIGKILL after
 // procset.StopGrace) and closes their log files.
@@ -57,7 +76,7 @@ type workerSpec struct {
 func startWorkers(spec workerSpec) (workerSet, error) {
 	c := spec.cfg
 	host, port, _ := strings.Cut(spec.master, ":")
-	set := workerSet{procset.NewSet(c.NProcPerNode)}
+	set := newWorkerSet(c.NProcPerNode)
 	for lr := range c.NProcPerNode {
 		rank := spec.offset + lr
 		env := append(append([]string(nil), spec.env...), workerEnv(c, spec, lr, rank, host, port)...)
@@ -126,7 +145,10 @@ func (set workerSet) streams(spec workerSpec, w *procset.Process) (stdout, stder
 		if onConsole {
 			shown = append(shown, console)
 		}
-		writers := []io.Writer{&linePrefixer{w: io.MultiWriter(shown...), prefix: fmt.Sprintf("[rank%d]:", w.Rank)}}
+		prefixer := &linePrefixer{w: io.MultiWriter(shown...)}
+		prefixer.rank.Store(int64(w.Rank))
+		set.prefixes[w] = append(set.prefixes[w], prefixer)
+		writers := []io.Writer{prefixer}
 		if logged {
 			dir := filepath.Join(c.LogDir, c.RdzvID, fmt.Sprintf("attempt_%d", spec.attempt), fmt.Sprint(w.LocalRank))
 			if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -171,17 +193,18 @@ func describe(w *procset.Process, node int) *exit {
 // consoleMu keeps lines of different workers from interleaving.
 var consoleMu sync.Mutex
 
-// linePrefixer writes each line it is given behind prefix, whole, so
-// lines of different workers never interleave on the console.
+// linePrefixer writes each line it is given behind "[rankN]:", whole,
+// so lines of different workers never interleave on the console; N
+// changes when the worker regroups in place.
 type linePrefixer struct {
-	w      io.Writer
-	prefix string
+	w    io.Writer
+	rank atomic.Int64
 }
 
 func (p *linePrefixer) Write(line []byte) (int, error) {
 	consoleMu.Lock()
 	defer consoleMu.Unlock()
-	if _, err := p.w.Write(append([]byte(p.prefix), line...)); err != nil {
+	if _, err := p.w.Write(append(fmt.Appendf(nil, "[rank%d]:", p.rank.Load()), line...)); err != nil {
 		return 0, err
 	}
 	return len(line), nil

@@ -22,8 +22,9 @@ const salvageWait = 5 * time.Minute
 // (Checkpointer.Salvage: no step is applied before its gradients were
 // combined on every rank, so that state is the job's), says so in its
 // log and its note to ddprun, and returns an error that is
-// checkpoint.ErrPreempted: the worker exits 75, and ddprun restarts the
-// job without the lost node from that step. Every replica calls it (a
+// checkpoint.ErrPreempted: ddp.Run regroups this worker in place, or it
+// exits 75 and ddprun restarts the job without the lost node from that
+// step. Every replica calls it (a
 // deferred call in the program: err = loop.End(ctx, err)). The last step
 // completed is the loop's position, or the step after it when the Feed
 // trained that one (Feed.TrainStep returned) before the program stopped;
@@ -57,7 +58,7 @@ func (l *Loop) End(ctx context.Context, err error) error {
 	if noteErr != nil {
 		what += fmt.Sprintf(" (the note to ddprun: %v)", noteErr)
 	}
-	return errors.Join(committedOnLoss(fmt.Sprintf("training: rank %d: %s; ddprun restarts the job from there (while --max_restarts leaves a restart)", l.rank, what)), l.Close())
+	return errors.Join(committedOnLoss(fmt.Sprintf("training: rank %d: %s; ddprun goes on from there without the lost node (while --max_restarts leaves a restart)", l.rank, what)), l.Close())
 }
 
 // committedOnLoss is End's error once it committed: it is
@@ -68,6 +69,9 @@ type committedOnLoss string
 func (e committedOnLoss) Error() string      { return string(e) }
 func (committedOnLoss) Is(target error) bool { return target == checkpoint.ErrPreempted }
 func (committedOnLoss) ExitStatus() int      { return workerenv.ExitPreempted }
+
+// CommittedOnPeerLoss marks the end ddp.Run regroups in place after.
+func (committedOnLoss) CommittedOnPeerLoss() bool { return true }
 
 // lossOf says which peer err lost and how, briefly ("rank 2 in
 // AllReduce #21: connection closed"): the resumed run prints it.

@@ -223,14 +223,22 @@ func TestLongLostNodeIsNamed(t *testing.T) {
 // TestNoStepLostWithANode: an elastic job of three nodes
 // (--nnodes=2:3, deterministic) loses one at a random moment (kill -9 of
 // its ddprun and worker): the survivors commit the last step they
-// completed, restart without it within the run from that very step, and
-// train the uninterrupted job's weights, bit for bit.
+// completed, go on without it within the run from that very step, and
+// train the uninterrupted job's weights, bit for bit: regrouped in the
+// same processes, and restarted (--restart_on_peer_loss).
 func TestNoStepLostWithANode(t *testing.T) {
 	exampletest.CleanEnv(t)
 	args := []string{"--epochs", "300", "--deterministic", "--checkpoint-every", "1000"}
 	want := exampletest.WeightsDigest(t, exampletest.Spawned(1).Run(t, "linear", args...)) // any world size's
-	out := exampletest.LoseANode(t, "linear", args, 3, exampletest.Marks("epoch %d: ", 40, 80, 120, 160, 200))
-	assert.Equal(t, want, exampletest.WeightsDigest(t, out), "the job that lost a node trained other weights")
+	for _, path := range []struct {
+		name string
+		lose func(t *testing.T, name string, args []string, nodes int, marks []string) string
+	}{{"in place", exampletest.LoseANode}, {"restarted", exampletest.LoseANodeRestarting}} {
+		t.Run(path.name, func(t *testing.T) {
+			out := path.lose(t, "linear", args, 3, exampletest.Marks("epoch %d: ", 40, 80, 120, 160, 200))
+			assert.Equal(t, want, exampletest.WeightsDigest(t, out), "the job that lost a node trained other weights")
+		})
+	}
 }
 
 // TestCheckpointDirOfEachNodeIsSaid: two nodes given directories of

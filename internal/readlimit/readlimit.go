@@ -39,7 +39,7 @@ func ReadFile(ctx context.Context, path string, limit int64, reject func(chunk [
 	total := int64(0)
 	for {
 		if total > limit {
-			return nil, fmt.Errorf("%s: %w of %d MiB", path, ErrTooLarge, limit>>20)
+			return nil, fmt.Errorf("%s: %w of %s", path, ErrTooLarge, sizeOf(limit))
 		}
 		buf := make([]byte, min(int64(chunk), limit+1-total))
 		n, err := io.ReadFull(f, buf)
@@ -54,7 +54,7 @@ func ReadFile(ctx context.Context, path string, limit int64, reject func(chunk [
 			return nil, fmt.Errorf("reading %s: %w", path, context.Cause(ctx))
 		case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 			if total > limit {
-				return nil, fmt.Errorf("%s: %w of %d MiB", path, ErrTooLarge, limit>>20)
+				return nil, fmt.Errorf("%s: %w of %s", path, ErrTooLarge, sizeOf(limit))
 			}
 			return bytes.Join(chunks, nil), nil
 		case err != nil:
@@ -150,4 +150,12 @@ func KindOf(m fs.FileMode) string {
 		return "a socket"
 	}
 	return "of mode " + m.Type().String()
+}
+
+// sizeOf says a limit in MiB, or KiB under one MiB.
+func sizeOf(limit int64) string {
+	if limit < 1<<20 {
+		return fmt.Sprintf("%d KiB", limit>>10)
+	}
+	return fmt.Sprintf("%d MiB", limit>>20)
 }

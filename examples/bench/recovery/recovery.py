@@ -37,6 +37,7 @@ import time
 STEP = re.compile(r"step (\d+)/(\d+) loss")
 RESUMED = re.compile(r"resumed from \S+ at step (\d+)")
 SHA = re.compile(r"weights sha256 ([0-9a-f]{64})")
+REGROUPED = re.compile(r"regrouped in place without the lost peer: process (\d+) goes on")
 
 
 def free_port():
@@ -65,21 +66,23 @@ class Node:
         with self.lock:
             return list(self.lines)
 
+    def workers(self):
+        return [int(k) for k in subprocess.run(["pgrep", "-P", str(self.proc.pid)], capture_output=True, text=True).stdout.split()]
+
     def kill(self):
-        kids = subprocess.run(["pgrep", "-P", str(self.proc.pid)], capture_output=True, text=True).stdout.split()
-        for pid in [self.proc.pid] + [int(k) for k in kids]:
+        for pid in [self.proc.pid] + self.workers():
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
 
 
-def trial(bindir, data_args, rng, extra_env):
+def trial(bindir, data_args, rng, extra_env, launch):
     ck = tempfile.mkdtemp(prefix="recovery-ck-")
     port = free_port()
     env = dict(os.environ, OMP_NUM_THREADS="1", **extra_env)
     cmd = [os.path.join(bindir, "ddprun"), "--nnodes=2:3", "--nproc_per_node=1", "--rdzv_backend=c10d",
-           f"--rdzv_endpoint=127.0.0.1:{port}", f"--rdzv_id=recovery-{port}", "--max_restarts=3",
+           f"--rdzv_endpoint=127.0.0.1:{port}", f"--rdzv_id=recovery-{port}", "--max_restarts=3"] + launch + [
            os.path.join(bindir, "mnist"), "--deterministic", "--max-steps", "300", "--checkpoint-every", "100",
            "--log-interval", "1", "--checkpoint-dir", ck] + data_args
     nodes = [Node(cmd, env)]
@@ -100,6 +103,7 @@ def trial(bindir, data_args, rng, extra_env):
     time.sleep(rng.random() * 0.08)  # within a step
     victim = rng.choice([1, 2])
     before = {i: len(n.snapshot()) for i, n in enumerate(nodes)}
+    survivors = sorted(p for i, n in enumerate(nodes) if i != victim for p in n.workers())
     killed = time.monotonic()
     nodes[victim].kill()
     done_before = max([int(m.group(1)) for n in nodes for _, l in n.snapshot() if (m := STEP.search(l))] + [0])
@@ -123,7 +127,8 @@ def trial(bindir, data_args, rng, extra_env):
             regained = t
             break
     sha = next((m.group(1) for _, l in after if (m := SHA.search(l))), None)
-    return {"redone": max(0, done_before - resumed), "seconds": next_step - killed, "regained": regained - killed, "resumed": resumed,
+    regrouped = sorted(int(m.group(1)) for _, l in after if (m := REGROUPED.search(l)))
+    return {"same_pids": regrouped == survivors, "redone": max(0, done_before - resumed), "seconds": next_step - killed, "regained": regained - killed, "resumed": resumed,
             "killed_after": done_before, "sha": sha}
 
 
@@ -136,28 +141,31 @@ def main():
     ap.add_argument("--zero", action="store_true", help="mnist --zero: buddy copies on against XLADDP_ZERO_BUDDIES=off")
     args = ap.parse_args()
     data_args = ["--data", args.data] if args.data else []
-    builds = [("commit on the loss", args.bin, {})] + ([("periodic checkpoint", args.baseline_bin, {})] if args.baseline_bin else [])
+    restart = ["--restart_on_peer_loss"]
+    builds = [("live continuation", args.bin, {}, []), ("commit and restart (--restart_on_peer_loss)", args.bin, {}, restart)]
+    builds += [("periodic checkpoint", args.baseline_bin, {}, [])] if args.baseline_bin else []
     if args.zero:
         data_args.append("--zero")
-        builds = [("ZeRO, commit on the loss (buddy copies)", args.bin, {"XLADDP_ZERO_BUDDIES": "on"}),
-                  ("ZeRO, periodic checkpoint (XLADDP_ZERO_BUDDIES=off)", args.bin, {"XLADDP_ZERO_BUDDIES": "off"})]
+        builds = [("ZeRO, live continuation (buddy copies)", args.bin, {"XLADDP_ZERO_BUDDIES": "on"}, []),
+                  ("ZeRO, commit and restart (buddy copies)", args.bin, {"XLADDP_ZERO_BUDDIES": "on"}, restart),
+                  ("ZeRO, periodic checkpoint (XLADDP_ZERO_BUDDIES=off)", args.bin, {"XLADDP_ZERO_BUDDIES": "off"}, restart)]
     rng = random.Random()
-    results = {name: [] for name, _, _ in builds}
+    results = {name: [] for name, _, _, _ in builds}
     for i in range(args.trials):
-        for name, bindir, extra_env in builds:
-            r = trial(bindir, data_args, rng, extra_env)
+        for name, bindir, extra_env, launch in builds:
+            r = trial(bindir, data_args, rng, extra_env, launch)
             results[name].append(r)
             print(f"trial {i + 1} {name}: killed after step {r['killed_after']}, resumed at {r['resumed']}, "
                   f"{r['redone']} steps redone, {r['seconds']:.2f} s to the next step, {r['regained']:.2f} s to a step past the kill's, "
-                  f"weights {r['sha'][:12]}", flush=True)
+                  f"weights {r['sha'][:12]}, survivors' processes {'kept' if r['same_pids'] else 'new'}", flush=True)
     shas = {r["sha"] for rs in results.values() for r in rs}
-    print("\n| path | trials | steps redone (median, max) | kill to the next step, s (median, range) | kill to a step past the kill's, s (median) |")
-    print("|---|---|---|---|---|")
+    print("\n| path | trials | steps redone (median, max) | kill to the next step, s (median, range) | kill to a step past the kill's, s (median) | survivors' processes kept |")
+    print("|---|---|---|---|---|---|")
     for name, rs in results.items():
         red = [r["redone"] for r in rs]
         sec = [r["seconds"] for r in rs]
         reg = statistics.median(r["regained"] for r in rs)
-        print(f"| {name} | {len(rs)} | {statistics.median(red):g}, {max(red)} | {statistics.median(sec):.2f} ({min(sec):.2f}–{max(sec):.2f}) | {reg:.2f} |")
+        print(f"| {name} | {len(rs)} | {statistics.median(red):g}, {max(red)} | {statistics.median(sec):.2f} ({min(sec):.2f}–{max(sec):.2f}) | {reg:.2f} | {sum(r['same_pids'] for r in rs)} of {len(rs)} |")
     print(f"\nweights of every job: {', '.join(sorted(s[:12] for s in shas))}" + (" (one: the same bits)" if len(shas) == 1 else " (DIFFER)"))
     return 0 if len(shas) == 1 else 1
 

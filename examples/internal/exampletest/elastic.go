@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -26,11 +27,22 @@ import (
 // process a node, --max_restarts=1. At a random moment (Running.Await on
 // node 0's marks) it kills a random other node (its ddprun and worker,
 // kill -9). The survivors must commit the last step they completed, name
-// the lost node, restart without it from that step (ZeroStepsLost) and
-// finish. It returns the survivors' outputs, node 0's first.
+// the lost node, go on without it from that step (ZeroStepsLost) in the
+// same processes (their workers regroup in place) and finish. It returns
+// the survivors' outputs, node 0's first.
 func LoseANode(t *testing.T, name string, args []string, nodes int, marks []string) string {
 	t.Helper()
 	job, endpoint := elasticJob(t, "127.0.0.1", name, args, "lose-a-node", fmt.Sprintf("--nnodes=%d:%d", nodes-1, nodes), "--max_restarts=1")
+	return loseANode(t, job, endpoint, nodes, marks, func(_ int, cmd *exec.Cmd) *exec.Cmd { return cmd })
+}
+
+// LoseANodeRestarting is LoseANode under ddprun --restart_on_peer_loss:
+// the survivors' workers exit with their commit and ddprun restarts
+// them.
+func LoseANodeRestarting(t *testing.T, name string, args []string, nodes int, marks []string) string {
+	t.Helper()
+	job, endpoint := elasticJob(t, "127.0.0.1", name, args, "lose-a-node", fmt.Sprintf("--nnodes=%d:%d", nodes-1, nodes), "--max_restarts=1")
+	job.Launch = append(job.Launch, "--restart_on_peer_loss")
 	return loseANode(t, job, endpoint, nodes, marks, func(_ int, cmd *exec.Cmd) *exec.Cmd { return cmd })
 }
 
@@ -65,6 +77,12 @@ func loseANode(t *testing.T, job Job, endpoint string, nodes int, marks []string
 	moment := all[0].Await(t, marks, rng)
 	lost := 1 + rng.IntN(nodes-1)
 	victim := all[lost]
+	var survivors []int
+	for i, n := range all {
+		if i != lost {
+			survivors = append(survivors, n.Workers()...)
+		}
+	}
 	for _, pid := range victim.Workers() {
 		require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
 	}
@@ -80,8 +98,15 @@ func loseANode(t *testing.T, job Job, endpoint string, nodes int, marks []string
 			out += o
 		}
 	}
-	t.Logf("the node started %d of %d killed %s: %s", lost+1, nodes, moment, LineWith(out, "restarting"))
-	assert.Contains(t, out, "restarting from it (restart 1 of 1)", "%s", outputs(all))
+	t.Logf("the node started %d of %d killed %s: %s", lost+1, nodes, moment, LineWith(out, "(restart 1 of 1)"))
+	if slices.Contains(job.Launch, "--restart_on_peer_loss") {
+		assert.Contains(t, out, "restarting from it (restart 1 of 1)", "%s", outputs(all))
+	} else {
+		assert.Contains(t, out, "going on from it in the same processes, regrouped without the lost node (restart 1 of 1)", "%s", outputs(all))
+		for _, pid := range survivors {
+			assert.Contains(t, out, fmt.Sprintf("process %d goes on as rank", pid), "survivor %d regrouped in place", pid)
+		}
+	}
 	assert.Regexp(t, `node \d was lost: its agent, \S+ \(pid \d+, agent [0-9a-f]+\), beat no heartbeat`, out, "the lost node named")
 	ZeroStepsLost(t, out, ckdir)
 	return out
