@@ -15,6 +15,7 @@ import (
 	"github.com/xladdp/xladdp/backend"
 	"github.com/xladdp/xladdp/ddp/checkpoint"
 	"github.com/xladdp/xladdp/ddp/dist"
+	"github.com/xladdp/xladdp/ddp/internal/regroup"
 	"github.com/xladdp/xladdp/ddp/internal/termination"
 	"github.com/xladdp/xladdp/internal/cli"
 	"github.com/xladdp/xladdp/xla"
@@ -107,20 +108,20 @@ func Run(ctx context.Context, fn func(ctx context.Context, w Worker) error, o Op
 
 // runInGroup joins the job's group and runs fn as this process's
 // replicas. When every replica committed after a peer's loss, it
-// regroups in place (regroupInPlace) and runs fn again, which resumes
+// regroups in place (regroup.InPlace) and runs fn again, which resumes
 // from that commit, for as long as ddprun assigns it a place.
 func runInGroup(ctx context.Context, fn func(ctx context.Context, w Worker) error, given dist.Options, so SpawnOptions) error {
 	opts := given
 	for {
-		ends := &replicaEnds{}
-		group, err := runOnce(ctx, ends.count(fn), opts, so)
-		if !ends.allCommitted() {
+		ends := &regroup.Ends{}
+		group, err := runOnce(ctx, regroup.Count(ends, fn), opts, so)
+		if !ends.AllCommitted() {
 			return err
 		}
-		again, regroupErr := regroupInPlace(ctx, opts.InitMethod, group)
+		again, regroupErr := regroup.InPlace(ctx, group, os.Stderr)
 		switch {
 		case regroupErr != nil:
-			return regroupFailed{commit: err, why: regroupErr}
+			return regroup.Failed{Commit: err, Why: regroupErr}
 		case !again:
 			return err
 		}
@@ -130,17 +131,17 @@ func runInGroup(ctx context.Context, fn func(ctx context.Context, w Worker) erro
 }
 
 // runOnce joins the group, runs fn as this process's replicas and
-// leaves the group, whose settings it returns.
-func runOnce(ctx context.Context, fn func(ctx context.Context, w Worker) error, opts dist.Options, so SpawnOptions) (groupSettings, error) {
+// leaves the group, saying how it was formed.
+func runOnce(ctx context.Context, fn func(ctx context.Context, w Worker) error, opts dist.Options, so SpawnOptions) (regroup.Group, error) {
 	if err := dist.Init(ctx, opts); err != nil {
 		if errors.Is(err, dist.ErrNoLauncher) {
-			return groupSettings{}, fmt.Errorf("ddp: RANK is not set: %w: use --spawn (one process, a replica per local device), "+
+			return regroup.Group{}, fmt.Errorf("ddp: RANK is not set: %w: use --spawn (one process, a replica per local device), "+
 				"or start it with ddprun, torchrun or mpirun (e.g. %s)", dist.ErrNoLauncher, "ddprun --nproc_per_node=2 "+filepath.Base(os.Args[0]))
 		}
-		return groupSettings{}, err
+		return regroup.Group{}, err
 	}
 	g := dist.Current()
-	group := groupSettings{transport: g.Transport(), timeout: g.Timeout()}
+	group := regroup.Group{InitMethod: opts.InitMethod, Transport: g.Transport(), Timeout: g.Timeout()}
 	err := Spawn(ctx, fn, so)
 	return group, errors.Join(err, dist.Destroy())
 }

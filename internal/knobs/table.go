@@ -50,7 +50,10 @@ type Knob struct {
 
 // Table is every XLADDP_* variable a user may set, in the order
 // docs/architecture.md lists them.
-func Table() []Knob {
+func Table() []Knob { return append(engineKnobs(), groupKnobs()...) }
+
+// engineKnobs are the rows of the device target and the engine.
+func engineKnobs() []Knob {
 	return []Knob{
 		{EnvDevice, "cpu", "the target: cpu, cuda (gpu), neuron; `PJRT_DEVICE` is read when unset", device},
 		{"XLADDP_PJRT_PLUGIN", "the search", "a PJRT plugin file to load instead of searching", readlimit.CheckRegular},
@@ -77,6 +80,13 @@ func Table() []Knob {
 			"checkpoint)", discard(ZeroBuddies)},
 		{"XLADDP_METRICS_FILE", "none", "a file each process appends its metrics to as a JSON line when its engine closes " +
 			"(torch-xla's `XLA_METRICS_FILE`)", nil},
+	}
+}
+
+// groupKnobs are the rows of the process group, the launcher and the
+// programs, after the engine's.
+func groupKnobs() []Knob {
+	return []Knob{
 		{EnvCompileOnly, "off", "`1`: every step compiles into the caches without executing (`ddprun --compile_only` sets it)",
 			discard(CompileOnly)},
 		{EnvBackend, "tcp", "the process group's transport: tcp or mpi (`--backend`)", discard(Transport)},
@@ -107,6 +117,8 @@ func Table() []Knob {
 		{"XLADDP_PEERS_DIR", "`~/.cache/xladdp/peers`", "where `make bench` installs the peers", nil},
 		{"XLADDP_TORCH_PYTHON", "none", "the Python with torch 2.9 a test reads the consolidated ZeRO checkpoint with", nil},
 		{workerenv.SpawnChild, "set by `Spawn`", "marks a process `ddp.Spawn` started (not for users)", nil},
+		{workerenv.RegroupDir, "set by ddprun (none under `--restart_on_peer_loss`)", "where ddprun hands a worker that " +
+			"committed after a peer's loss its next place, which it joins in the same process (not for users)", nil},
 	}
 }
 

@@ -43,6 +43,10 @@ const (
 	// FlightDir is where each rank's process group writes its flight
 	// record when it fails or gets SIGUSR1.
 	FlightDir = "XLADDP_FLIGHT_DIR"
+	// RegroupDir is the directory a worker's agent writes its next
+	// assignment to after a peer's loss (ddprun sets it unless
+	// --restart_on_peer_loss; WriteRegroup).
+	RegroupDir = "XLADDP_REGROUP_DIR"
 	// Timeout bounds the rendezvous and each collective of the process
 	// group (a Go duration, "90s", or seconds; ddprun --timeout).
 	Timeout = "XLADDP_TIMEOUT"

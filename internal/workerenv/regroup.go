@@ -21,15 +21,10 @@ import (
 // exit: it says so in its note (Regrouping), and waits for its agent's
 // next assignment in RegroupDir (WriteRegroup), its place in the job
 // without the lost node, which it joins in the same process.
-const (
-	// RegroupDir is the directory a worker's agent writes its next
-	// assignment to after a peer's loss (ddprun sets it unless
-	// --restart_on_peer_loss).
-	RegroupDir = "XLADDP_REGROUP_DIR"
-	// Regrouping starts the note of a worker that committed and waits for
-	// its next assignment, alive.
-	Regrouping = "regrouping "
-)
+
+// Regrouping starts the note of a worker that committed and waits for
+// its next assignment, alive.
+const Regrouping = "regrouping "
 
 // RegroupFile is where the assignment of local rank lr after round
 // (its TORCHELASTIC_RESTART_COUNT) lies in dir.

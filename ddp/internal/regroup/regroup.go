@@ -1,0 +1,103 @@
+package regroup
+
+// The in-graph device path cannot continue in place: its collectives
+// are the plugin's, formed when the client is created, and a Neuron
+// runtime is set up once a process; it restarts instead.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/xladdp/xladdp/internal/workerenv"
+)
+
+// Ends counts how a process's replicas ended one pass.
+type Ends struct{ started, committed atomic.Int32 }
+
+// Count wraps a replica's function to count its end.
+func Count[W any](e *Ends, fn func(ctx context.Context, w W) error) func(ctx context.Context, w W) error {
+	return func(ctx context.Context, w W) error {
+		e.started.Add(1)
+		err := fn(ctx, w)
+		if CommittedOnPeerLoss(err) {
+			e.committed.Add(1)
+		}
+		return err
+	}
+}
+
+// AllCommitted reports whether every replica that started committed
+// after a peer's loss.
+func (e *Ends) AllCommitted() bool {
+	n := e.started.Load()
+	return n > 0 && e.committed.Load() == n
+}
+
+// CommittedOnPeerLoss reports whether err is a training loop's end after
+// it committed on a peer's loss (training.Loop.End).
+func CommittedOnPeerLoss(err error) bool {
+	var c interface{ CommittedOnPeerLoss() bool }
+	return errors.As(err, &c) && c.CommittedOnPeerLoss()
+}
+
+// Group is how the pass's process group was formed: only one formed
+// from the environment (env://) over tcp regroups in place.
+type Group struct {
+	InitMethod, Transport string
+	// Timeout bounds the wait for the agent's assignment.
+	Timeout time.Duration
+}
+
+// InPlace waits for ddprun's assignment after a peer's loss and places
+// this process by it, saying so on log. It returns false, and the worker
+// exits with its commit (ddprun restarts it), where ddprun gave no
+// regroup directory (--restart_on_peer_loss, another launcher) or g
+// cannot regroup.
+func InPlace(ctx context.Context, g Group, log io.Writer) (bool, error) {
+	dir := os.Getenv(workerenv.RegroupDir)
+	if dir == "" || g.InitMethod != "env://" || g.Transport != "tcp" {
+		return false, nil
+	}
+	w, err := workerenv.Parse(os.Getenv)
+	if err != nil || w.Rank == workerenv.Unset || w.LocalRank == workerenv.Unset || w.RestartCount == workerenv.Unset {
+		return false, err
+	}
+	flightDir := os.Getenv(workerenv.FlightDir)
+	what, _ := strings.CutPrefix(workerenv.ReadPeerLossNote(flightDir, w.Rank), workerenv.Committed)
+	if err := workerenv.WritePeerLossNote(flightDir, w.Rank, workerenv.Regrouping+what); err != nil {
+		return false, err
+	}
+	env, err := workerenv.AwaitRegroup(ctx, dir, w.LocalRank, w.RestartCount, g.Timeout)
+	if err != nil {
+		return false, fmt.Errorf("rank %d: %w", w.Rank, err)
+	}
+	for _, kv := range env {
+		name, value, _ := strings.Cut(kv, "=")
+		if err := os.Setenv(name, value); err != nil {
+			return false, err
+		}
+	}
+	now, err := workerenv.Parse(os.Getenv)
+	if err != nil {
+		return false, err
+	}
+	fmt.Fprintf(log, "ddp: rank %d regrouped in place without the lost peer: process %d goes on as rank %d of %d (round %d)\n",
+		w.Rank, os.Getpid(), now.Rank, now.WorldSize, now.RestartCount)
+	return true, nil
+}
+
+// Failed is a worker's commit whose regroup failed: it still exits
+// ExitPreempted, and ddprun restarts the job from the commit.
+type Failed struct{ Commit, Why error }
+
+func (e Failed) Error() string {
+	return fmt.Sprintf("%v; it could not regroup in place (%v)", e.Commit, e.Why)
+}
+func (e Failed) Unwrap() error { return e.Commit }
+func (Failed) ExitStatus() int { return workerenv.ExitPreempted }
