@@ -141,7 +141,9 @@ func runOnce(ctx context.Context, fn func(ctx context.Context, w Worker) error, 
 		return regroup.Group{}, err
 	}
 	g := dist.Current()
-	group := regroup.Group{InitMethod: opts.InitMethod, Transport: g.Transport(), Timeout: g.Timeout()}
+	target := so.Device.Target
+	group := regroup.Group{InitMethod: opts.InitMethod, Transport: g.Transport(), Timeout: g.Timeout(),
+		Reopens: target == backend.CPU || target == backend.CUDA}
 	err := Spawn(ctx, fn, so)
 	return group, errors.Join(err, dist.Destroy())
 }

@@ -45,7 +45,7 @@ func (l *Loop) End(ctx context.Context, err error) error {
 		l.at = l.next
 	}
 	step := l.at.Step
-	noteErr := workerenv.WritePeerLossNote(l.flightDir, l.rank, fmt.Sprintf("%sstep %d", workerenv.Committing, step))
+	noteErr := workerenv.WritePeerLossNote(l.flightDir, l.process, fmt.Sprintf("%sstep %d", workerenv.Committing, step))
 	state := l.stateAt(l.at)
 	state.Metadata[metaLoss] = fmt.Sprintf("rank %d lost a peer (%s)", l.rank, lossOf(err))
 	path, salvageErr := l.ck.Salvage(ctx, state)
@@ -54,7 +54,7 @@ func (l *Loop) End(ctx context.Context, err error) error {
 			l.Close())
 	}
 	what := fmt.Sprintf("a peer was lost (%v) after step %d, the last this replica completed; committed: %s", err, step, path)
-	noteErr = errors.Join(noteErr, workerenv.WritePeerLossNote(l.flightDir, l.rank, workerenv.Committed+what))
+	noteErr = errors.Join(noteErr, workerenv.WritePeerLossNote(l.flightDir, l.process, workerenv.Committed+what))
 	if noteErr != nil {
 		what += fmt.Sprintf(" (the note to ddprun: %v)", noteErr)
 	}

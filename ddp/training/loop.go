@@ -12,6 +12,7 @@ import (
 
 	"github.com/xladdp/xladdp/ddp"
 	"github.com/xladdp/xladdp/ddp/checkpoint"
+	"github.com/xladdp/xladdp/ddp/dist"
 	"github.com/xladdp/xladdp/internal/quote"
 	"github.com/xladdp/xladdp/internal/workerenv"
 	"github.com/xladdp/xladdp/xla/optim"
@@ -64,10 +65,11 @@ type Loop struct {
 	// wasReplicas and wasGlobal are the resumed checkpoint's layout.
 	wasReplicas, wasGlobal int
 	err                    error // the last step's commit's
-	// rank and flightDir name this replica's note when it commits after
-	// a peer's loss (End).
-	rank      int
-	flightDir string
+	// rank names this replica when it commits after a peer's loss
+	// (End); process and flightDir its process's note to ddprun (one a
+	// worker, whatever its local replicas).
+	rank, process int
+	flightDir     string
 	// next is where the step Steps yielded last stands once done: End
 	// commits it when the Feed trained that step before the program
 	// stopped.
@@ -80,7 +82,7 @@ type Loop struct {
 // optimizer, random state, metadata). Close the loop when training ends.
 func Open(ctx context.Context, w ddp.Worker, order Order, state optim.Checkpoint) (*Loop, error) {
 	l := &Loop{order: order, global: order.GlobalBatch(), state: state, replicas: w.WorldSize, rank: w.Rank,
-		flightDir: os.Getenv(workerenv.FlightDir)}
+		process: dist.Current().Rank(), flightDir: os.Getenv(workerenv.FlightDir)}
 	if w.Checkpoints.Dir == "" {
 		return l, nil
 	}

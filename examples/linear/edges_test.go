@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -225,7 +226,8 @@ func TestLongLostNodeIsNamed(t *testing.T) {
 // its ddprun and worker): the survivors commit the last step they
 // completed, go on without it within the run from that very step, and
 // train the uninterrupted job's weights, bit for bit: regrouped in the
-// same processes, and restarted (--restart_on_peer_loss).
+// same processes, and restarted (--restart_on_peer_loss); with one
+// process a node, and with two replicas in each (--spawn).
 func TestNoStepLostWithANode(t *testing.T) {
 	exampletest.CleanEnv(t)
 	args := []string{"--epochs", "300", "--deterministic", "--checkpoint-every", "1000"}
@@ -233,9 +235,15 @@ func TestNoStepLostWithANode(t *testing.T) {
 	for _, path := range []struct {
 		name string
 		lose func(t *testing.T, name string, args []string, nodes int, marks []string) string
-	}{{"in place", exampletest.LoseANode}, {"restarted", exampletest.LoseANodeRestarting}} {
+		args []string
+	}{
+		{"in place", exampletest.LoseANode, nil},
+		{"restarted", exampletest.LoseANodeRestarting, nil},
+		{"two local replicas a node, in place", exampletest.LoseANode, []string{"--spawn", "--cpu-devices", "2"}},
+		{"two local replicas a node, restarted", exampletest.LoseANodeRestarting, []string{"--spawn", "--cpu-devices", "2"}},
+	} {
 		t.Run(path.name, func(t *testing.T) {
-			out := path.lose(t, "linear", args, 3, exampletest.Marks("epoch %d: ", 40, 80, 120, 160, 200))
+			out := path.lose(t, "linear", append(slices.Clone(args), path.args...), 3, exampletest.Marks("epoch %d: ", 40, 80, 120, 160, 200))
 			assert.Equal(t, want, exampletest.WeightsDigest(t, out), "the job that lost a node trained other weights")
 		})
 	}

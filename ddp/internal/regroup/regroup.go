@@ -1,8 +1,9 @@
 package regroup
 
-// The in-graph device path cannot continue in place: its collectives
-// are the plugin's, formed when the client is created, and a Neuron
-// runtime is set up once a process; it restarts instead.
+// The in-graph device path across processes (Neuron's collectives, a
+// future NCCL) could not continue in place: its communicators are the
+// plugin's, formed with the client for a fixed world, and a Neuron
+// runtime is set up once a process; such a worker restarts instead.
 
 import (
 	"context"
@@ -46,10 +47,15 @@ func CommittedOnPeerLoss(err error) bool {
 	return errors.As(err, &c) && c.CommittedOnPeerLoss()
 }
 
-// Group is how the pass's process group was formed: only one formed
-// from the environment (env://) over tcp regroups in place.
+// Group is how the pass's process group was formed, and on what: only
+// one formed from the environment (env://) over tcp, on a target whose
+// client this process can create again, regroups in place.
 type Group struct {
 	InitMethod, Transport string
+	// Reopens: the target's client can be created again in this process
+	// (cpu, cuda); a Neuron runtime is set up once a process and holds
+	// its NeuronCores until it exits.
+	Reopens bool
 	// Timeout bounds the wait for the agent's assignment.
 	Timeout time.Duration
 }
@@ -61,7 +67,7 @@ type Group struct {
 // cannot regroup.
 func InPlace(ctx context.Context, g Group, log io.Writer) (bool, error) {
 	dir := os.Getenv(workerenv.RegroupDir)
-	if dir == "" || g.InitMethod != "env://" || g.Transport != "tcp" {
+	if dir == "" || g.InitMethod != "env://" || g.Transport != "tcp" || !g.Reopens {
 		return false, nil
 	}
 	w, err := workerenv.Parse(os.Getenv)
