@@ -110,3 +110,27 @@ func TestNoStepLostWithZeRO(t *testing.T) {
 	assert.Contains(t, out, "assembled from the shards the survivors of a lost peer held")
 	assert.Equal(t, want, exampletest.WeightsDigest(t, out), "the job that lost a node trained other weights")
 }
+
+// TestLongNoStepLostDuringWritesAndEvals: the seed's job (deterministic,
+// three epochs of a small set, a checkpoint every second step, the test
+// set evaluated after each epoch) under ddprun --nnodes=2:3; in each
+// trial one node other than the store's is killed (kill -9 of its ddprun
+// and worker) at a moment drawn across the steps, the periodic
+// checkpoints' writes and the evaluations: the survivors go on in the
+// same processes from the last step any of them completed (0 steps
+// redone) and end with the uninterrupted run's weights.
+func TestLongNoStepLostDuringWritesAndEvals(t *testing.T) {
+	exampletest.CleanEnv(t)
+	args := []string{"--deterministic", "--batch-size", "48", "--micro-shard", "8", "--epochs", "3", "--test-batch-size", "100",
+		"--log-interval", "1", "--checkpoint-every", "2", "--data", exampletest.MNISTSubset(t, 1920, 300)}
+	want := exampletest.WeightsDigest(t, exampletest.Spawned(1).Run(t, "mnist", args...))
+	// From step 39 to the evaluation's line: step 40, its checkpoint and
+	// the evaluation.
+	marks := append(exampletest.Marks("step %d/40", 10, 20, 30, 39), "epoch 1: test accuracy", "epoch 2: test accuracy")
+	for trial := range 5 {
+		t.Run(fmt.Sprintf("trial %d", trial+1), func(t *testing.T) {
+			out := exampletest.LoseANode(t, "mnist", args, 3, marks)
+			assert.Equal(t, want, exampletest.WeightsDigest(t, out), "the job that lost a node trained other weights")
+		})
+	}
+}
