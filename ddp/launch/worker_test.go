@@ -43,6 +43,9 @@ func runScenario(name string) int {
 	if fault, ok := isFault(name); ok {
 		return faultWorker(fault)
 	}
+	if code, ok := regroupScenario(name); ok {
+		return code
+	}
 	rank, _ := strconv.Atoi(os.Getenv("RANK"))
 	switch name {
 	case "env":

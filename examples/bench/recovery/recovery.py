@@ -6,7 +6,12 @@ worker). For each build given, alternated trial by trial, it reports the
 steps redone (the last step rank 0 printed before the kill, less the step
 the job resumed at) and the seconds from the kill to the next step
 completed after the restart, medians over the trials, and checks that
-every job ends with the uninterrupted weights.
+every job ends with the uninterrupted weights. The paths: the survivors
+going on in the same processes (live continuation, ddprun's default),
+committing and restarting (--restart_on_peer_loss), and, with
+--baseline-bin, the periodic-checkpoint restart; the table says when
+ddprun said how it goes on and when rank 0 said where it resumed, and
+whether the survivors' worker processes were kept.
 
     python3 recovery.py --bin bin --baseline-bin /tmp/base/bin --trials 3
     python3 recovery.py --bin bin --zero --trials 3
@@ -127,8 +132,10 @@ def trial(bindir, data_args, rng, extra_env, launch):
             regained = t
             break
     sha = next((m.group(1) for _, l in after if (m := SHA.search(l))), None)
+    said = next((t for t, l in after if "(restart 1 of" in l), killed)
+    resumed_at = next((t for t, l in after if RESUMED.search(l)), said)
     regrouped = sorted(int(m.group(1)) for _, l in after if (m := REGROUPED.search(l)))
-    return {"same_pids": regrouped == survivors, "redone": max(0, done_before - resumed), "seconds": next_step - killed, "regained": regained - killed, "resumed": resumed,
+    return {"same_pids": regrouped == survivors, "said": said - killed, "resumed_line": resumed_at - killed, "redone": max(0, done_before - resumed), "seconds": next_step - killed, "regained": regained - killed, "resumed": resumed,
             "killed_after": done_before, "sha": sha}
 
 
@@ -157,15 +164,16 @@ def main():
             results[name].append(r)
             print(f"trial {i + 1} {name}: killed after step {r['killed_after']}, resumed at {r['resumed']}, "
                   f"{r['redone']} steps redone, {r['seconds']:.2f} s to the next step, {r['regained']:.2f} s to a step past the kill's, "
+                  f"(ddprun's word at {r['said']:.2f} s, the resumed line at {r['resumed_line']:.2f} s), "
                   f"weights {r['sha'][:12]}, survivors' processes {'kept' if r['same_pids'] else 'new'}", flush=True)
     shas = {r["sha"] for rs in results.values() for r in rs}
-    print("\n| path | trials | steps redone (median, max) | kill to the next step, s (median, range) | kill to a step past the kill's, s (median) | survivors' processes kept |")
-    print("|---|---|---|---|---|---|")
+    print("\n| path | trials | steps redone (median, max) | kill to the next step, s (median, range) | kill to a step past the kill's, s (median) | kill to ddprun's word / to the resumed line, s (medians) | survivors' processes kept |")
+    print("|---|---|---|---|---|---|---|")
     for name, rs in results.items():
         red = [r["redone"] for r in rs]
         sec = [r["seconds"] for r in rs]
         reg = statistics.median(r["regained"] for r in rs)
-        print(f"| {name} | {len(rs)} | {statistics.median(red):g}, {max(red)} | {statistics.median(sec):.2f} ({min(sec):.2f}–{max(sec):.2f}) | {reg:.2f} | {sum(r['same_pids'] for r in rs)} of {len(rs)} |")
+        print(f"| {name} | {len(rs)} | {statistics.median(red):g}, {max(red)} | {statistics.median(sec):.2f} ({min(sec):.2f}–{max(sec):.2f}) | {reg:.2f} | {statistics.median(r['said'] for r in rs):.2f} / {statistics.median(r['resumed_line'] for r in rs):.2f} | {sum(r['same_pids'] for r in rs)} of {len(rs)} |")
     print(f"\nweights of every job: {', '.join(sorted(s[:12] for s in shas))}" + (" (one: the same bits)" if len(shas) == 1 else " (DIFFER)"))
     return 0 if len(shas) == 1 else 1
 
