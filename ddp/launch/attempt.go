@@ -61,7 +61,10 @@ func runAttempt(ctx context.Context, c Config, m meeting, a assignment, attempt 
 // cannot start, the others are told of this node's failure.
 func (r *attemptRun) start(environ []string, live *liveWorkers, stdout io.Writer) (outcome, bool) {
 	a := r.a
-	set, err := workerSet{}, error(nil)
+	var (
+		set workerSet
+		err error
+	)
 	if live != nil {
 		set, err = r.adopt(live, environ)
 	} else {
