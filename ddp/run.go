@@ -121,7 +121,7 @@ func runInGroup(ctx context.Context, fn func(ctx context.Context, w Worker) erro
 		again, regroupErr := regroup.InPlace(ctx, group, os.Stderr)
 		switch {
 		case regroupErr != nil:
-			return regroup.Failed{Commit: err, Why: regroupErr}
+			return regroup.Failed{Commit: err, Why: regroupErr, Stopped: ctx.Err() != nil}
 		case !again:
 			return err
 		}

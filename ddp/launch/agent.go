@@ -285,6 +285,18 @@ func (l *localWorkers) close() {
 	}
 }
 
+// notMet ends an attempt whose round did not meet: live workers waiting
+// for a place are stopped; when ddprun itself was stopped and they kept
+// their commit (exit 75), the job is preempted, resumable from it.
+func (l *localWorkers) notMet(ctx context.Context, err error) outcome {
+	live := l.live
+	l.stopLive()
+	if live != nil && ctx.Err() != nil && live.set.Preempted() {
+		return outcome{kind: preempted, signalled: true}
+	}
+	return outcome{kind: notStarted, err: err}
+}
+
 // stopLive stops workers that wait for a place no round gives them: they
 // exit 75 with their commit.
 func (l *localWorkers) stopLive() {
@@ -297,8 +309,7 @@ func (l *localWorkers) stopLive() {
 func (l *localWorkers) attempt(ctx context.Context, attempt int) outcome {
 	a, err := l.meeting.join(ctx, attempt+l.ahead)
 	if err != nil {
-		l.stopLive()
-		return outcome{kind: notStarted, err: err}
+		return l.notMet(ctx, err)
 	}
 	// A node that joined a running job at its restart meets in the
 	// job's rounds from then on.

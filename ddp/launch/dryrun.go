@@ -29,6 +29,7 @@ func DryRun(w io.Writer, c Config, environ []string) {
 	row("rdzv_endpoint", c.RdzvEndpoint)
 	row("rdzv_id", c.RdzvID)
 	row("max_restarts", c.MaxRestarts)
+	row("restart_on_peer_loss", c.RestartOnPeerLoss)
 	row("monitor_interval", c.MonitorInterval)
 	row("compile_only", c.CompileOnly)
 	row("timeout", c.Timeout)

@@ -89,6 +89,7 @@ func (r *rendezvous) join(ctx context.Context, round int) (assignment, error) {
 	stopReport := r.cfg.reportWaiting(r.say, func() string { return r.waitingFor(ctx) })
 	defer stopReport()
 	clock := &leaderClock{joinBy: time.Now().Add(r.cfg.JoinTimeout)}
+	var lw leaderWatch
 	for {
 		s, closedIt, err := r.joinOnce(ctx, round)
 		if err != nil {
@@ -110,6 +111,12 @@ func (r *rendezvous) join(ctx context.Context, round int) (assignment, error) {
 			if err := r.ring(ctx, round, "closed"); err != nil {
 				return assignment{}, err
 			}
+		}
+		if dropped, err := r.tend(ctx, s, &lw); err != nil || dropped {
+			if err != nil {
+				return assignment{}, err
+			}
+			continue
 		}
 		leader := s.Nodes[i].Rank == 0
 		if leader {

@@ -105,6 +105,23 @@ func (s rdzvState) lose(round int, ids ...string) rdzvState {
 	return s
 }
 
+// drop takes id out of round before its workers met (its agent died or
+// left while it joined): the c10d ranks after it move up, so that the
+// next node leads, and a round closed but not met opens again.
+func (s rdzvState) drop(round int, id string) rdzvState {
+	i := s.index(id)
+	if s.Round != round || i < 0 || s.Master != "" || s.Conflict != "" {
+		return s
+	}
+	nodes := slices.Delete(slices.Clone(s.Nodes), i, i+1)
+	for k := range nodes {
+		nodes[k].Rank = k
+	}
+	s.Nodes, s.Closed = nodes, false
+	s.Expected = slices.DeleteFunc(slices.Clone(s.Expected), func(e string) bool { return e == id })
+	return s
+}
+
 // survivorsJoined reports whether round s opened after a loss and every
 // node expected (the last round's, but the lost) joined it.
 func (s rdzvState) survivorsJoined() bool {

@@ -174,3 +174,22 @@ func TestRendezvousRefusesAnotherNNodes(t *testing.T) {
 	assert.Equal(t, `node a was started with --nnodes=2:3 and node c with --nnodes=3: give every node the same --nnodes`, in.differs(c))
 	assert.Empty(t, in.differs(a))
 }
+
+// TestRdzvDropsALeaderThatLeft: a round's first node whose agent died or
+// left while the round met is taken out: the next node leads (the c10d
+// ranks move up), a round closed but not met opens again, and a round
+// expected after a loss no longer waits for it; a met round, another
+// round's, or a node not in it are left as they are.
+func TestRdzvDropsALeaderThatLeft(t *testing.T) {
+	three := rdzvState{Round: 4, Nodes: []member{at(nodeA, 0), at(nodeB, 1), at(nodeC, 2)}, Closed: true,
+		Expected: []string{"a", "b", "c"}}
+	checkTransitions(t, []transition{
+		{"the leader of a closed round", three, func(s rdzvState) rdzvState { return s.drop(4, "a") },
+			rdzvState{Round: 4, Nodes: []member{at(nodeB, 0), at(nodeC, 1)}, Expected: []string{"b", "c"}}},
+		{"a node in the middle", three, func(s rdzvState) rdzvState { return s.drop(4, "b") },
+			rdzvState{Round: 4, Nodes: []member{at(nodeA, 0), at(nodeC, 1)}, Expected: []string{"a", "c"}}},
+		{"a met round", metRound, func(s rdzvState) rdzvState { return s.drop(3, "a") }, metRound},
+		{"another round", three, func(s rdzvState) rdzvState { return s.drop(5, "a") }, three},
+		{"a node not in it", three, func(s rdzvState) rdzvState { return s.drop(4, "z") }, three},
+	})
+}

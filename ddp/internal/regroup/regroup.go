@@ -98,11 +98,19 @@ func InPlace(ctx context.Context, g Group, log io.Writer) (bool, error) {
 	return true, nil
 }
 
-// Failed is a worker's commit whose regroup failed: it still exits
-// ExitPreempted, and ddprun restarts the job from the commit.
-type Failed struct{ Commit, Why error }
+// Failed is a worker's commit whose regroup failed, or was stopped
+// (Stopped: ddprun stopped it while it waited): it still exits
+// ExitPreempted, and the job resumes from the commit.
+type Failed struct {
+	Commit, Why error
+	Stopped     bool
+}
 
 func (e Failed) Error() string {
+	if e.Stopped {
+		return fmt.Sprintf("%v; stopped while it waited for its place (%v): the commit stands, and the same command resumes from it",
+			e.Commit, e.Why)
+	}
 	return fmt.Sprintf("%v; it could not regroup in place (%v)", e.Commit, e.Why)
 }
 func (e Failed) Unwrap() error { return e.Commit }
