@@ -12,7 +12,10 @@ import (
 	"cmp"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/xladdp/xladdp/internal/workerenv"
 )
@@ -26,16 +29,43 @@ type liveWorkers struct {
 
 // regroupDir makes the directory this node's agent hands its workers
 // their next place in (nil error and "" under --restart_on_peer_loss),
-// in environ's $TMPDIR.
+// in environ's $TMPDIR, named after ddprun's pid; it first removes those
+// of ddprun processes gone without removing theirs (kill -9).
 func regroupDir(c Config, environ []string) (string, error) {
 	if c.RestartOnPeerLoss {
 		return "", nil
 	}
-	dir, err := os.MkdirTemp(cmp.Or(lookupIn(environ)("TMPDIR"), os.TempDir()), "ddprun-regroup-")
+	parent := cmp.Or(lookupIn(environ)("TMPDIR"), os.TempDir())
+	pruneRegroupDirs(parent)
+	dir, err := os.MkdirTemp(parent, fmt.Sprintf("%s%d-", regroupDirPrefix, os.Getpid()))
 	if err != nil {
 		return "", fmt.Errorf("the workers' regroup directory: %w", err)
 	}
 	return dir, nil
+}
+
+// regroupDirPrefix names ddprun's regroup directories: the prefix, the
+// pid of the ddprun that made it, "-", a random part.
+const regroupDirPrefix = "ddprun-regroup-"
+
+// pruneRegroupDirs removes the regroup directories in parent whose
+// ddprun is gone; a running one's, or another user's, stays.
+func pruneRegroupDirs(parent string) {
+	entries, err := os.ReadDir(parent)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), regroupDirPrefix)
+		pidText, _, cut := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidText)
+		if !ok || !cut || err != nil || pid <= 0 || !e.IsDir() {
+			continue
+		}
+		if syscall.Kill(pid, 0) == syscall.ESRCH {
+			_ = os.RemoveAll(filepath.Join(parent, e.Name()))
+		}
+	}
 }
 
 // regrouping is the first note of this node's workers when every one

@@ -1,6 +1,9 @@
 package launch
 
 import (
+	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -9,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestWorkersRegroupInPlace: a node's workers that committed after a
@@ -78,4 +82,30 @@ func TestWorkersRegroupInPlace(t *testing.T) {
 			assertNothingLeft(t, mark, before)
 		})
 	}
+}
+
+// TestRegroupDirsOfGoneAgentsArePruned: a ddprun killed with kill -9
+// leaves its regroup directory; the next one in the same $TMPDIR removes
+// it, and leaves a running agent's, a directory of another name, and a
+// file of the prefix.
+func TestRegroupDirsOfGoneAgentsArePruned(t *testing.T) {
+	parent := t.TempDir()
+	gone := exec.Command("true")
+	require.NoError(t, gone.Run())
+	dead := filepath.Join(parent, fmt.Sprintf("%s%d-123", regroupDirPrefix, gone.Process.Pid))
+	live := filepath.Join(parent, fmt.Sprintf("%s%d-456", regroupDirPrefix, os.Getpid()))
+	other := filepath.Join(parent, regroupDirPrefix+"x-1")
+	file := filepath.Join(parent, fmt.Sprintf("%s%d-789", regroupDirPrefix, gone.Process.Pid))
+	for _, d := range []string{dead, live, other} {
+		require.NoError(t, os.Mkdir(d, 0o700))
+	}
+	require.NoError(t, os.WriteFile(file, nil, 0o600))
+	dir, err := regroupDir(Config{}, []string{"TMPDIR=" + parent})
+	require.NoError(t, err)
+	assert.NoDirExists(t, dead, "a gone ddprun's")
+	for _, kept := range []string{live, other, dir} {
+		assert.DirExists(t, kept)
+	}
+	assert.FileExists(t, file)
+	assert.Contains(t, filepath.Base(dir), fmt.Sprintf("%s%d-", regroupDirPrefix, os.Getpid()))
 }
