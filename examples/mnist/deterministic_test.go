@@ -134,3 +134,18 @@ func TestLongNoStepLostDuringWritesAndEvals(t *testing.T) {
 		})
 	}
 }
+
+// TestLongStoppedWorkerIsLostAndNoStepIsLost: the seed's job
+// (deterministic) on three ddprun nodes; a random non-store node's worker
+// is SIGSTOPped (not killed) at a random moment: named as stopped within
+// --stall_warn, handled as lost after --timeout (the survivors commit
+// and go on; its agent starts a new worker that rejoins), with 0 steps
+// redone and the uninterrupted run's weights.
+func TestLongStoppedWorkerIsLostAndNoStepIsLost(t *testing.T) {
+	exampletest.CleanEnv(t)
+	args := []string{"--deterministic", "--batch-size", "48", "--micro-shard", "8", "--max-steps", "40", "--test-batch-size", "100",
+		"--log-interval", "1", "--checkpoint-every", "1000", "--data", exampletest.MNISTSubset(t, 1920, 100)}
+	want := exampletest.WeightsDigest(t, exampletest.Spawned(1).Run(t, "mnist", args...))
+	out := exampletest.StopAWorker(t, "mnist", args, 3, exampletest.Marks("step %d/40", 8, 12, 16, 20, 24))
+	assert.Equal(t, want, exampletest.WeightsDigest(t, out), "the job that lost a stopped worker trained other weights")
+}

@@ -219,3 +219,43 @@ func outputs(nodes []*Running) string {
 	}
 	return b.String()
 }
+
+// StopAWorker runs example name with args as LoseANode's job, with
+// ddprun --timeout=15 --stall_warn=5, and at a random moment SIGSTOPs the
+// worker of a random node other than the store's (its agent lives on).
+// Its agent must name it as stopped, the others' collective must time
+// out, the survivors commit the last step they completed and go on, the
+// stopped worker's agent stops it and starts another, and the job must
+// finish on every node, resuming at that step (ZeroStepsLost). It
+// returns every node's output, node 0's first.
+func StopAWorker(t *testing.T, name string, args []string, nodes int, marks []string) string {
+	t.Helper()
+	job, endpoint := elasticJob(t, "127.0.0.1", name, args, "stop-a-worker", fmt.Sprintf("--nnodes=%d:%d", nodes-1, nodes), "--max_restarts=1")
+	job.Launch = append(job.Launch, "--timeout=15", "--stall_warn=5")
+	ckdir := filepath.Join(t.TempDir(), "ck")
+	var all []*Running
+	node := func() *Running { return Start(t, job.command(t, "--checkpoint-dir", ckdir)) }
+	all = append(all, startStoreHost(t, endpoint, node))
+	for range nodes - 1 {
+		all = append(all, node())
+	}
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))
+	moment := all[0].Await(t, marks, rng)
+	stopped := all[1+rng.IntN(nodes-1)]
+	pids := stopped.Workers()
+	require.NotEmpty(t, pids, "%s", outputs(all))
+	for _, pid := range pids {
+		require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
+	}
+	var out string
+	for _, n := range all {
+		o, err := n.Wait()
+		require.NoError(t, err, "%s", outputs(all))
+		out += o
+	}
+	t.Logf("worker %v stopped %s: %s", pids, moment, LineWith(out, "timed out"))
+	assert.Contains(t, out, fmt.Sprintf("is stopped (pid %d;", pids[0]), "its agent named it")
+	assert.Contains(t, out, "timed out", "the others' collective timed out")
+	ZeroStepsLost(t, out, ckdir)
+	return out
+}
