@@ -142,8 +142,8 @@ func runOnce(ctx context.Context, fn func(ctx context.Context, w Worker) error, 
 	}
 	g := dist.Current()
 	target := so.Device.Target
-	group := regroup.Group{InitMethod: opts.InitMethod, Transport: g.Transport(), Timeout: g.Timeout(),
-		Reopens: target == backend.CPU || target == backend.CUDA}
+	group := regroup.Group{Timeout: g.Timeout(), Regroups: opts.InitMethod == "env://" && g.Transport() == dist.TransportTCP &&
+		(target == backend.CPU || target == backend.CUDA)}
 	err := Spawn(ctx, fn, so)
 	return group, errors.Join(err, dist.Destroy())
 }

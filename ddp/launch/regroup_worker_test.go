@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -62,8 +63,8 @@ func regroupScenario(name string) (int, bool) {
 
 func lookup(env []string, name string) string {
 	for _, kv := range env {
-		if len(kv) > len(name) && kv[:len(name)+1] == name+"=" {
-			return kv[len(name)+1:]
+		if v, ok := strings.CutPrefix(kv, name+"="); ok {
+			return v
 		}
 	}
 	return ""

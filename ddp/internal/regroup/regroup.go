@@ -47,15 +47,13 @@ func CommittedOnPeerLoss(err error) bool {
 	return errors.As(err, &c) && c.CommittedOnPeerLoss()
 }
 
-// Group is how the pass's process group was formed, and on what: only
-// one formed from the environment (env://) over tcp, on a target whose
-// client this process can create again, regroups in place.
+// Group is how the pass's process group was formed, and on what.
 type Group struct {
-	InitMethod, Transport string
-	// Reopens: the target's client can be created again in this process
-	// (cpu, cuda); a Neuron runtime is set up once a process and holds
-	// its NeuronCores until it exits.
-	Reopens bool
+	// Regroups: formed from the environment (env://) over tcp, on a
+	// target whose client this process can create again (cpu, cuda; a
+	// Neuron runtime is set up once a process and holds its NeuronCores
+	// until it exits). Only such a group regroups in place.
+	Regroups bool
 	// Timeout bounds the wait for the agent's assignment.
 	Timeout time.Duration
 }
@@ -67,7 +65,7 @@ type Group struct {
 // cannot regroup.
 func InPlace(ctx context.Context, g Group, log io.Writer) (bool, error) {
 	dir := os.Getenv(workerenv.RegroupDir)
-	if dir == "" || g.InitMethod != "env://" || g.Transport != "tcp" || !g.Reopens {
+	if dir == "" || !g.Regroups {
 		return false, nil
 	}
 	w, err := workerenv.Parse(os.Getenv)

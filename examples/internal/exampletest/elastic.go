@@ -64,15 +64,7 @@ func LoseANodeOfHosts(t *testing.T, name string, args []string, nodes int, marks
 // on.
 func loseANode(t *testing.T, job Job, endpoint string, nodes int, marks []string, on func(i int, cmd *exec.Cmd) *exec.Cmd) string {
 	t.Helper()
-	ckdir := filepath.Join(t.TempDir(), "ck")
-	var all []*Running
-	node := func() *Running {
-		return Start(t, on(len(all), job.command(t, "--checkpoint-dir", ckdir)))
-	}
-	all = append(all, startStoreHost(t, endpoint, node))
-	for range nodes - 1 {
-		all = append(all, node())
-	}
+	all, ckdir := startNodes(t, job, endpoint, nodes, on)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))
 	moment := all[0].Await(t, marks, rng)
 	lost := 1 + rng.IntN(nodes-1)
@@ -110,6 +102,23 @@ func loseANode(t *testing.T, job Job, endpoint string, nodes int, marks []string
 	assert.Regexp(t, `node \d was lost: its agent, \S+ \(pid \d+, agent [0-9a-f]+\), beat no heartbeat`, out, "the lost node named")
 	ZeroStepsLost(t, out, ckdir)
 	return out
+}
+
+// startNodes starts job's nodes nodes, node 0 first (the store's host,
+// listening at endpoint), node i's command placed by on, all with one
+// --checkpoint-dir, which it returns.
+func startNodes(t *testing.T, job Job, endpoint string, nodes int, on func(i int, cmd *exec.Cmd) *exec.Cmd) ([]*Running, string) {
+	t.Helper()
+	ckdir := filepath.Join(t.TempDir(), "ck")
+	var all []*Running
+	node := func() *Running {
+		return Start(t, on(len(all), job.command(t, "--checkpoint-dir", ckdir)))
+	}
+	all = append(all, startStoreHost(t, endpoint, node))
+	for range nodes - 1 {
+		all = append(all, node())
+	}
+	return all, ckdir
 }
 
 // completedStep and resumedStep read a survivor's word on the step it
@@ -232,13 +241,7 @@ func StopAWorker(t *testing.T, name string, args []string, nodes int, marks []st
 	t.Helper()
 	job, endpoint := elasticJob(t, "127.0.0.1", name, args, "stop-a-worker", fmt.Sprintf("--nnodes=%d:%d", nodes-1, nodes), "--max_restarts=1")
 	job.Launch = append(job.Launch, "--timeout=15", "--stall_warn=5")
-	ckdir := filepath.Join(t.TempDir(), "ck")
-	var all []*Running
-	node := func() *Running { return Start(t, job.command(t, "--checkpoint-dir", ckdir)) }
-	all = append(all, startStoreHost(t, endpoint, node))
-	for range nodes - 1 {
-		all = append(all, node())
-	}
+	all, ckdir := startNodes(t, job, endpoint, nodes, func(_ int, cmd *exec.Cmd) *exec.Cmd { return cmd })
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))
 	moment := all[0].Await(t, marks, rng)
 	stopped := all[1+rng.IntN(nodes-1)]
