@@ -20,6 +20,12 @@ import (
 // failed step's forward left. Only the host path keeps them: there the
 // broadcast uploaded them, so keeping them aliases buffers (no program,
 // no copy), and only a job of several processes loses a peer.
+//
+// On the host path the broadcast of the next Forward is made at the end
+// of the step's exchange instead (completeBuffers): the same values
+// (global replica 0's as its forward left them), but held by every
+// replica once the step completed, so that a survivor of replica 0
+// commits that step with replica 0's statistics, not its own.
 
 // combineGradients averages the gradients of params over every replica,
 // giving the buffers kept as the step began back when that failed.
@@ -28,6 +34,22 @@ func (m *DistributedDataParallel) combineGradients(ctx context.Context, params [
 		return errors.Join(err, m.restoreCompletedBuffers())
 	}
 	return nil
+}
+
+// completeBuffers ends a combined step on the host path: every replica
+// takes global replica 0's buffers now, and keeps them as the step's;
+// the next Forward does not broadcast again. A broadcast that fails
+// gives the buffers the step began with back: the step did not complete.
+func (m *DistributedDataParallel) completeBuffers(ctx context.Context) error {
+	_, host := m.collectives.(*crossing.HostPath)
+	if !host || m.cfg.manualSync || !m.cfg.broadcastBuffers || !m.mode.broadcastsBuffers() || len(m.buffers) == 0 {
+		return nil
+	}
+	if err := m.broadcastBuffers(ctx); err != nil {
+		return errors.Join(err, m.restoreCompletedBuffers())
+	}
+	m.synced = true
+	return m.keepCompletedBuffers(ctx)
 }
 
 // keepCompletedBuffers keeps the buffers' values now, on the host path.

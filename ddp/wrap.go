@@ -67,7 +67,9 @@ func GradientAsBucketView() WrapOption { return func(c *wrapConfig) { c.asView =
 
 // BroadcastBuffers is torch's broadcast_buffers (default on): at each
 // Forward, the buffers (BatchNorm's running statistics) take global
-// replica 0's values.
+// replica 0's values. Across processes a step's exchange ends with that
+// broadcast and the next Forward does not repeat it: the same values,
+// held once the step completed (completed_buffers.go).
 func BroadcastBuffers(on bool) WrapOption { return func(c *wrapConfig) { c.broadcastBuffers = on } }
 
 // TorchStateDictNames names the tensors as torch's DDP module does,
@@ -115,8 +117,10 @@ type DistributedDataParallel struct {
 	// mode is how steps combine the gradients, chosen once in Wrap.
 	mode stepMode
 	// completed are the buffers' values as of the last combined step
-	// (completed_buffers.go).
+	// (completed_buffers.go); synced says that the exchange just gave
+	// every replica global replica 0's, so the next Forward need not.
 	completed []*xla.Tensor
+	synced    bool
 }
 
 // Wrap returns module wrapped for data-parallel training over every
@@ -293,6 +297,9 @@ func (m *DistributedDataParallel) SyncGradients(ctx context.Context) error {
 			return err
 		}
 		m.syncs++
+		if err := m.completeBuffers(ctx); err != nil {
+			return err
+		}
 	}
 	if m.cfg.manualSync {
 		return m.broadcastBuffers(ctx)
@@ -348,7 +355,7 @@ func (m *DistributedDataParallel) broadcastBuffers(ctx context.Context) error {
 // BroadcastBuffers(false), or with ManualSync, where SyncGradients does
 // it), then runs the wrapped module.
 func (m *DistributedDataParallel) Forward(x *xla.Tensor) *xla.Tensor {
-	if !m.cfg.manualSync {
+	if synced := m.synced; !m.cfg.manualSync && !synced {
 		if err := m.broadcastBuffers(m.ctx); err != nil {
 			return xla.Failed(x, err)
 		}
@@ -356,6 +363,7 @@ func (m *DistributedDataParallel) Forward(x *xla.Tensor) *xla.Tensor {
 			return xla.Failed(x, err)
 		}
 	}
+	m.synced = false // the forward moves them again
 	return m.module.Forward(x)
 }
 

@@ -35,7 +35,8 @@ const salvageBuffersAt = 6
 // ($XLADDP_TEST_VICTIM set) the next step begins: the victim rank exits
 // once its forward is traced (after the buffers' broadcast), the others'
 // forward and backward run and their gradient exchange fails for the
-// lost peer, and those in $XLADDP_TEST_SURVIVORS commit what they hold
+// lost peer (with $XLADDP_TEST_EXIT_AFTER the victim exits before that
+// step begins, its last one completed), and those in $XLADDP_TEST_SURVIVORS commit what they hold
 // (Checkpointer.Salvage in $XLADDP_TEST_DIR/ck), as Loop.End does.
 func salvageBuffersScenario(rep *ddptest.Report) {
 	ctx := context.Background()
@@ -109,6 +110,9 @@ func salvageBuffersScenario(rep *ddptest.Report) {
 		if lose != nil {
 			return checkpoint.Save(ctx, filepath.Join(dir, "whole.safetensors"), state)
 		}
+		if dist.Rank() == victim && os.Getenv("XLADDP_TEST_EXIT_AFTER") != "" {
+			os.Exit(3) // its step completed, before the next one begins
+		}
 		if dist.Rank() == victim {
 			exitAt = salvageBuffersAt
 		}
@@ -142,24 +146,32 @@ func atoiOr(s string) int { n, _ := strconv.Atoi(s); return n }
 // replicas a rank. (The plain wrapper's statistics are each rank's own
 // batch's, and a save holds global replica 0's: rank 0 commits alone
 // there; the deterministic ones are every replica's alike, and both
-// survivors commit.)
+// survivors commit.) Global replica 0 lost once its step completed, the
+// survivors hold its statistics of that step: the step's exchange ended
+// with their broadcast, not the next step's forward.
 func TestSalvageKeepsTheCompletedStepsBuffers(t *testing.T) {
 	for _, c := range []struct {
-		name, deterministic, devices, survivors string
-	}{{"plain", "", "1", "0"}, {"deterministic", "1", "1", "0,2"}, {"plain, 2 local replicas", "", "2", "0"}} {
+		name, deterministic, devices, victim, after, survivors string
+	}{
+		{"plain", "", "1", "1", "", "0"},
+		{"deterministic", "1", "1", "1", "", "0,2"},
+		{"plain, 2 local replicas", "", "2", "1", "", "0"},
+		{"plain, rank 0 lost after its step", "", "1", "0", "1", "1,2"},
+		{"plain, 2 local replicas, rank 0 lost after its step", "", "2", "0", "1", "1,2"},
+	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
 			run := func(victim string) []ddptest.Report {
 				cmds, outs := ddptest.Launch(t, "salvage-buffers", 3, "XLADDP_TEST_TIMEOUT=60s", "XLADDP_TEST_DIR="+dir,
 					"XLADDP_TEST_VICTIM="+victim, "XLADDP_TEST_DETERMINISTIC="+c.deterministic, "XLADDP_DETERMINISTIC="+c.deterministic,
-					"XLADDP_TEST_DEVICES="+c.devices, "XLADDP_TEST_SURVIVORS="+c.survivors)
+					"XLADDP_TEST_DEVICES="+c.devices, "XLADDP_TEST_SURVIVORS="+c.survivors, "XLADDP_TEST_EXIT_AFTER="+c.after)
 				return ddptest.WaitReports(t, cmds, outs)
 			}
 			for r, rep := range run("") {
 				require.Empty(t, rep.Error, "rank %d, uninterrupted", r)
 			}
-			for r, rep := range run("1") {
-				if r != 1 {
+			for r, rep := range run(c.victim) {
+				if strconv.Itoa(r) != c.victim {
 					require.Empty(t, rep.Error, "rank %d, a survivor", r)
 				}
 			}
