@@ -109,8 +109,13 @@ func Run(ctx context.Context, fn func(ctx context.Context, w Worker) error, o Op
 // runInGroup joins the job's group and runs fn as this process's
 // replicas. When every replica committed after a peer's loss, it
 // regroups in place (regroup.InPlace) and runs fn again, which resumes
-// from that commit, for as long as ddprun assigns it a place.
-func runInGroup(ctx context.Context, fn func(ctx context.Context, w Worker) error, given dist.Options, so SpawnOptions) error {
+// from that commit, for as long as ddprun assigns it a place; so it does
+// once they held a step for a joining node.
+func runInGroup(ctx context.Context, fn func(ctx context.Context, w Worker) error, given dist.Options, so SpawnOptions) (err error) {
+	// A step held for a joining node that no heal took (the wait for a
+	// place failed or was stopped, the next group never formed) is
+	// committed after all.
+	defer func() { err = errors.Join(err, commitHeld()) }()
 	opts := given
 	for {
 		ends := &regroup.Ends{}
@@ -144,8 +149,20 @@ func runOnce(ctx context.Context, fn func(ctx context.Context, w Worker) error, 
 	target := so.Device.Target
 	group := regroup.Group{Timeout: g.Timeout(), Regroups: opts.InitMethod == "env://" && g.Transport() == dist.TransportTCP &&
 		(target == backend.CPU || target == backend.CUDA)}
+	regroup.SetActive(group.Regroups)
 	err := Spawn(ctx, fn, so)
+	regroup.SetActive(false)
 	return group, errors.Join(err, dist.Destroy())
+}
+
+// commitHeld writes the step this process held for a joining node into
+// its checkpoint directory, saying so, when it does not regroup.
+func commitHeld() error {
+	path, err := checkpoint.CommitHeld()
+	if path != "" {
+		fmt.Fprintf(os.Stderr, "ddp: the step held for the joining node is committed in %s: the job resumes from it\n", path)
+	}
+	return err
 }
 
 // withJob hands fn the job's checkpoint options and mode, and refuses,

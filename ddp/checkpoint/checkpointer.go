@@ -69,6 +69,10 @@ type Checkpointer struct {
 	release, unclaim func()
 	// unclaimOnce gives the directory up after the last write.
 	unclaimOnce sync.Once
+	// join is the offer to hold a step for a joining node (hold.go);
+	// healedFrom says which live peer the last Restore healed from.
+	join       joinOffer
+	healedFrom string
 }
 
 // New returns a checkpointer writing into o.Dir; from now on
@@ -105,7 +109,7 @@ func New(o Options) (*Checkpointer, error) {
 	if err != nil {
 		return nil, err
 	}
-	ck := &Checkpointer{opts: o, signals: make(chan os.Signal, 1), release: termination.Hold(), unclaim: unclaim}
+	ck := &Checkpointer{opts: o, signals: make(chan os.Signal, 1), release: termination.Hold(), unclaim: unclaim, join: offerToHold()}
 	signal.Notify(ck.signals, syscall.SIGTERM, os.Interrupt) // Ctrl-C is a notice too (termination.Context says so)
 	ck.wg.Add(1)
 	go func() {
@@ -131,6 +135,7 @@ func (ck *Checkpointer) Close() error {
 		close(ck.signals)
 		ck.wg.Wait()
 		ck.release()
+		ck.join.withdraw()
 	})
 	err := ck.finishWrite()
 	ck.unclaimOnce.Do(ck.unclaim)
@@ -172,12 +177,19 @@ func (ck *Checkpointer) saved(k kind) []int {
 }
 
 // Restore loads the latest checkpoint into c on every replica (as Load
-// does) and reports whether there was one; without one, c is left as it
+// does) and reports whether there was one: the step a live process of the
+// job holds in memory for a joining node first (heal.go), else the
+// directory's newest; without one, c is left as it
 // is (a fresh start). A directory whose latest checkpoint is of the other
 // kind (single-file for a sharded optimizer, or the reverse) is refused,
 // never taken for an empty one.
 func (ck *Checkpointer) Restore(ctx context.Context, c *optim.Checkpoint) (bool, error) {
 	k := kindOf(c.Optimizer)
+	if k == plain {
+		if healed, err := ck.heal(ctx, c); healed || err != nil {
+			return healed, err
+		}
+	}
 	if k == sharded {
 		if err := ck.assembleSalvaged(ctx, c); err != nil {
 			return false, err
@@ -222,41 +234,56 @@ func (ck *Checkpointer) step(ctx context.Context, c optim.Checkpoint, commit boo
 		return err
 	}
 	g := dist.Current()
-	stop, err := ck.agreeOnPreemption(ctx, dev, g)
+	stop, err := ck.agreeOnStop(ctx, dev, g)
 	if err != nil {
 		return err
 	}
 	due := commit || ck.opts.Every > 0 && c.Step%ck.opts.Every == 0
 	k := kindOf(c.Optimizer)
 	switch {
-	case k == sharded && (stop || due):
+	case k == sharded && (stop != goOn || due):
 		err = ck.saveSharded(ctx, dev, g, c)
-	case stop:
+	case stop == forPreemption:
 		// Committed on every rank before anyone exits.
 		err = ck.saveOnTheStep(ctx, c)
+	case stop == forJoin:
+		err = ck.hold(ctx, dev, g, c)
 	case due:
 		return ck.saveOffTheStep(ctx, dev, g, c)
 	}
-	if err == nil && stop {
+	switch {
+	case err != nil:
+		return err
+	case stop == forPreemption:
 		ck.preempted.Store(true)
 		return fmt.Errorf("checkpoint: step %d is committed in %s; the same command resumes from it: %w", c.Step, ck.opts.Dir, ErrPreempted)
+	case stop == forJoin && k == sharded:
+		where := "in " + ck.path(c.Step, sharded)
+		return errors.Join(heldForJoin{step: c.Step, where: where}, noteHeld(g, where))
+	case stop == forJoin:
+		return heldForJoin{step: c.Step, where: "in every process's memory"}
 	}
-	return err
+	return nil
 }
 
-// agreeOnPreemption tells every replica whether SIGTERM reached any rank.
-func (ck *Checkpointer) agreeOnPreemption(ctx context.Context, dev *xla.Device, g *dist.ProcessGroup) (bool, error) {
-	return exchange.HostOnce(ctx, dev, exchange.Timeout(g), "agreeing on preemption", func() (bool, error) {
-		flag := []int32{0}
-		if ck.termed.Load() {
-			flag[0] = 1
+// agreeOnStop tells every replica whether SIGTERM reached any rank, or
+// else whether any rank's agent asked for a step to hold for a joining
+// node: one all-reduce of a flag a step.
+func (ck *Checkpointer) agreeOnStop(ctx context.Context, dev *xla.Device, g *dist.ProcessGroup) (stopFor, error) {
+	return exchange.HostOnce(ctx, dev, exchange.Timeout(g), "agreeing on preemption", func() (stopFor, error) {
+		flag := []int32{int32(goOn)}
+		switch {
+		case ck.termed.Load():
+			flag[0] = int32(forPreemption)
+		case ck.join.requested():
+			flag[0] = int32(forJoin)
 		}
 		if g.WorldSize() > 1 {
 			if err := g.AllReduce(ctx, dist.Int32s(flag), dist.Max); err != nil {
-				return false, fmt.Errorf("checkpoint: agreeing on preemption: %w", err)
+				return goOn, fmt.Errorf("checkpoint: agreeing on preemption: %w", err)
 			}
 		}
-		return flag[0] == 1, nil
+		return stopFor(flag[0]), nil
 	})
 }
 

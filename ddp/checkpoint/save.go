@@ -171,20 +171,7 @@ func Load(ctx context.Context, path string, c *optim.Checkpoint) error {
 	if err != nil {
 		return err
 	}
-	rng, ownRow, err := stageReplicaRNG(dev, file, path, c)
-	if err != nil {
-		return err
-	}
-	device := c.RNG
-	if ownRow {
-		c.RNG = nil // not "rng.device", replica 0's: this replica's own row
-	}
-	err = optim.RestoreCheckpoint(file, path, c)
-	c.RNG = device
-	if err != nil || rng == nil {
-		return err
-	}
-	return c.RNG.SetRNGState(rng)
+	return restoreDecoded(dev, file, path, c)
 }
 
 // checkpointDevice is the device of the model's tensors.

@@ -62,7 +62,8 @@ type outcome struct {
 	// storeErr is a store call that failed along the way, any kind: the
 	// other nodes may not have heard what this node saw.
 	storeErr error
-	// live, after a peer's loss (peerLost), are this node's workers that
+	// live, after a peer's loss (peerLost) or once they held a step for
+	// a joining node (membershipChange), are this node's workers that
 	// wait alive for their place in the next round; nil when they exited.
 	live *liveWorkers
 	// flight is the diagnosis of this node's workers' flight records
@@ -154,6 +155,12 @@ func (p *policy) decide(ctx context.Context, res outcome) (code int, again bool)
 	case succeeded:
 		return 0, false
 	case membershipChange:
+		if res.live != nil {
+			p.say("ddprun: %d node(s) waiting to join: every worker holds the step they all completed (%s); "+
+				"going on with them in the same processes, the new workers healing from a live peer's memory "+
+				"(a membership change: not counted against --max_restarts)", res.admit, res.why)
+			return 0, true
+		}
 		p.say("ddprun: %d node(s) waiting to join: every worker was stopped (a checkpointing worker saved its state); "+
 			"restarting with them (a membership change: not counted against --max_restarts)", res.admit)
 		return 0, true

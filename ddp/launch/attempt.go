@@ -34,6 +34,11 @@ type attemptRun struct {
 	// admitErrSince is when the admission checks started failing (zero
 	// while they answer).
 	admitErrSince time.Time
+	// regroupDir is the workers' ("" under --restart_on_peer_loss), and
+	// holdAsked when they were asked to hold a step for a joining node
+	// (join.go).
+	regroupDir string
+	holdAsked  time.Time
 }
 
 // runAttempt starts the node's workers and watches them (and, with a
@@ -45,7 +50,7 @@ func runAttempt(ctx context.Context, c Config, m meeting, a assignment, attempt 
 	if err != nil {
 		return outcome{kind: notStarted, err: fmt.Errorf("node %d: the flight record directory: %w", a.node, err)}
 	}
-	run := &attemptRun{ctx: ctx, cfg: c, m: m, a: a, stderr: stderr, dumps: dumps}
+	run := &attemptRun{ctx: ctx, cfg: c, m: m, a: a, stderr: stderr, dumps: dumps, regroupDir: lookupIn(environ)(workerenv.RegroupDir)}
 	defer func() {
 		if ownDumps && !run.keepDumps {
 			os.RemoveAll(dumps)
@@ -284,6 +289,9 @@ func (r *attemptRun) finishAfterStop(ctx context.Context, after string, done out
 // failing node's agent prints it); so does an admission.
 func (r *attemptRun) tick() (outcome, bool) {
 	if note := r.set.regrouping(r.dumps); note != "" {
+		if r.set.heldForJoin(r.dumps) {
+			return r.regroupForJoin(note), true
+		}
 		return r.lostPeer(note, true), true
 	}
 	why, err := r.w.tick(r.ctx)
@@ -310,6 +318,9 @@ func (r *attemptRun) tick() (outcome, bool) {
 		return outcome{kind: storeLost, err: err}, true
 	}
 	if n > 0 {
+		if r.askToHold() {
+			return outcome{}, false
+		}
 		// The time to checkpoint, as for a preemption.
 		r.set.Stop(procset.PreemptGrace)
 		return outcome{kind: membershipChange, admit: n}, true

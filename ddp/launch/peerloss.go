@@ -23,7 +23,8 @@ func (set workerSet) peerLoss(dir string) string {
 	for _, w := range set.Processes {
 		note := workerenv.ReadPeerLossNote(dir, w.Rank)
 		for _, done := range []string{workerenv.Committed, workerenv.Regrouping} {
-			if what, ok := strings.CutPrefix(note, done); ok {
+			// A step held for a joining node is no peer's loss.
+			if what, ok := strings.CutPrefix(note, done); ok && !strings.HasPrefix(what, workerenv.Held) {
 				return fmt.Sprintf("rank %d: %s", w.Rank, what)
 			}
 		}

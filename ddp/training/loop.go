@@ -130,6 +130,9 @@ func (l *Loop) restore(ctx context.Context, dir string) error {
 	if err != nil {
 		return fmt.Errorf("--checkpoint-dir %s: %w: a checkpoint no training loop wrote; move it away to start afresh", dir, err)
 	}
+	if from := l.ck.HealedFrom(); from != "" {
+		dir = from
+	}
 	return l.resumeAt(dir, at)
 }
 

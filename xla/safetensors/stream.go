@@ -23,15 +23,7 @@ type Streamer struct {
 // WriteFile writes path atomically, as WriteAtomic does, with meta and
 // the sources' tensors in order.
 func (s *Streamer) WriteFile(path string, meta map[string]string, sources []Source) error {
-	layout := make([]Layout, len(sources))
-	for i, src := range sources {
-		layout[i] = src.Layout
-	}
-	sizes, err := dataSizes(layout)
-	if err != nil {
-		return err
-	}
-	head, err := encodeHeader(meta, layout, sizes)
+	head, sizes, err := headerOf(meta, sources)
 	if err != nil {
 		return err
 	}
@@ -53,6 +45,43 @@ func (s *Streamer) WriteFile(path string, meta map[string]string, sources []Sour
 		}
 		return nil
 	})
+}
+
+// headerOf is the file's header for meta and sources, and each tensor's
+// data size.
+func headerOf(meta map[string]string, sources []Source) (head []byte, sizes []int, err error) {
+	layout := make([]Layout, len(sources))
+	for i, src := range sources {
+		layout[i] = src.Layout
+	}
+	if sizes, err = dataSizes(layout); err != nil {
+		return nil, nil, err
+	}
+	head, err = encodeHeader(meta, layout, sizes)
+	return head, sizes, err
+}
+
+// EncodeSources is the file WriteFile would write, in memory: meta and
+// the sources' tensors in order (a state handed to a peer, not a disk).
+func EncodeSources(meta map[string]string, sources []Source) ([]byte, error) {
+	head, sizes, err := headerOf(meta, sources)
+	if err != nil {
+		return nil, err
+	}
+	total := len(head)
+	for _, n := range sizes {
+		total += n
+	}
+	out := make([]byte, len(head), total)
+	copy(out, head)
+	for i, src := range sources {
+		start := len(out)
+		out = out[:start+sizes[i]]
+		if err := src.Read(out[start:]); err != nil {
+			return nil, fmt.Errorf("reading tensor %q: %w", src.Name, err)
+		}
+	}
+	return out, nil
 }
 
 // Release lets go of the buffer.

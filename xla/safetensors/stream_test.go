@@ -26,8 +26,8 @@ func sourcesOf(f File, reads *int) []Source {
 	return out
 }
 
-// TestStreamedFileEqualsEncoded: a streamed file is the encoded file byte
-// for byte, through one buffer reused from tensor to tensor and from file
+// TestStreamedFileEqualsEncoded: a streamed file (and EncodeSources' in
+// memory) is the encoded file byte for byte, through one buffer reused from tensor to tensor and from file
 // to file.
 func TestStreamedFileEqualsEncoded(t *testing.T) {
 	big := make([]byte, 4*1000)
@@ -57,6 +57,9 @@ func TestStreamedFileEqualsEncoded(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, want, got)
 			assert.Equal(t, len(f.Tensors), reads, "each tensor read once")
+			inMemory, err := EncodeSources(f.Metadata, sourcesOf(f, &reads))
+			require.NoError(t, err)
+			assert.Equal(t, want, inMemory, "EncodeSources: the same bytes in memory")
 		})
 	}
 	assert.Equal(t, len(big), cap(s.buf), "one buffer, the largest tensor's size")

@@ -58,8 +58,20 @@ type Group struct {
 	Timeout time.Duration
 }
 
-// InPlace waits for ddprun's assignment after a peer's loss and places
-// this process by it, saying so on log. It returns false, and the worker
+// active: the pass now running is in a group that regroups in place
+// under ddprun (SetActive).
+var active atomic.Bool
+
+// SetActive says whether the pass now running regroups in place (its
+// Group's Regroups, under ddprun with a regroup directory): a
+// checkpointer then offers to hold a step for a joining node.
+func SetActive(on bool) { active.Store(on && os.Getenv(workerenv.RegroupDir) != "") }
+
+// Active reports whether this process's pass regroups in place.
+func Active() bool { return active.Load() }
+
+// InPlace waits for ddprun's assignment after a peer's loss (or once the
+// process held a step for a joining node) and places this process by it, saying so on log. It returns false, and the worker
 // exits with its commit (ddprun restarts it), where ddprun gave no
 // regroup directory (--restart_on_peer_loss, another launcher) or g
 // cannot regroup.
@@ -91,8 +103,12 @@ func InPlace(ctx context.Context, g Group, log io.Writer) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	fmt.Fprintf(log, "ddp: rank %d regrouped in place without the lost peer: process %d goes on as rank %d of %d (round %d)\n",
-		w.Rank, os.Getpid(), now.Rank, now.WorldSize, now.RestartCount)
+	how := "without the lost peer"
+	if strings.HasPrefix(what, workerenv.Held) {
+		how = "with the joining node(s)"
+	}
+	fmt.Fprintf(log, "ddp: rank %d regrouped in place %s: process %d goes on as rank %d of %d (round %d)\n",
+		w.Rank, how, os.Getpid(), now.Rank, now.WorldSize, now.RestartCount)
 	return true, nil
 }
 
