@@ -106,7 +106,9 @@ func (sn Snapshot) WriteFile(path string, s *safetensors.Streamer) error {
 }
 
 // Encode is the file WriteFile writes, in memory.
-func (sn Snapshot) Encode() ([]byte, error) { return safetensors.EncodeSources(sn.Metadata, sn.Tensors) }
+func (sn Snapshot) Encode() ([]byte, error) {
+	return safetensors.EncodeSources(sn.Metadata, sn.Tensors)
+}
 
 // ReadCheckpointFile restores c.Model and c.Optimizer (if set) from path and
 // returns the saved Step, Epoch and metadata. It is all or nothing: the
