@@ -311,3 +311,25 @@ func TestSharedCheckSurvivesAPlantedFIFO(t *testing.T) {
 	out := exampletest.Ranks(2).Run(t, "linear", "--epochs", "2", "--checkpoint-dir", dir)
 	assert.NotContains(t, out, "is not one directory every rank sees")
 }
+
+// TestAJoiningNodeHealsFromALivePeer: a node that arrives while an
+// elastic job runs below its largest size enters at a step boundary,
+// healed from a live peer's memory (no file read), the job's workers
+// regrouped in place (their pids kept), and the job trains the
+// uninterrupted weights, bit for bit; a node of the job lost while the
+// new one heals costs no completed step either (the survivors commit the
+// held step and go on from it).
+func TestAJoiningNodeHealsFromALivePeer(t *testing.T) {
+	exampletest.CleanEnv(t)
+	args := []string{"--epochs", "2000", "--deterministic", "--checkpoint-every", "100000"}
+	want := exampletest.WeightsDigest(t, exampletest.Spawned(1).Run(t, "linear", args...))
+	marks := exampletest.Marks("epoch %d: ", 50, 100, 150, 200, 250)
+	t.Run("a node joins", func(t *testing.T) {
+		out := exampletest.JoinANode(t, "linear", args, 2, marks)
+		assert.Equal(t, want, exampletest.WeightsDigest(t, out), "the job that grew trained other weights")
+	})
+	t.Run("a node lost while another heals", func(t *testing.T) {
+		out := exampletest.JoinANodeAndLoseOne(t, "linear", args, 3, marks)
+		assert.Equal(t, want, exampletest.WeightsDigest(t, out), "the job trained other weights")
+	})
+}

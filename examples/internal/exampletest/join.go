@@ -1,0 +1,137 @@
+package exampletest
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// JoinANode runs example name with args (and --checkpoint-dir) as an
+// elastic job on loopback of nodes-1 nodes that may grow to nodes
+// (--nnodes=nodes-1:nodes, a c10d rendezvous hosted by node 0, one
+// process a node, --max_restarts=1); at a random moment (Running.Await
+// on node 0's marks) one more node starts. The job's workers must hold
+// the step they all completed, regroup in place with the new node (their
+// pids kept), whose worker heals from a live peer's memory (no file
+// read), and the job must resume at the held step and finish on every
+// node. It returns every node's output, node 0's first.
+func JoinANode(t *testing.T, name string, args []string, nodes int, marks []string) string {
+	t.Helper()
+	return joinANode(t, name, args, nodes, marks, false)
+}
+
+// JoinANodeAndLoseOne is JoinANode where, as the job's workers regroup
+// with the new node, another node of the job (not the store's; nodes ≥ 3)
+// loses its ddprun and worker (kill -9) while the new one heals: the
+// survivors commit the step they held, and the job goes on from it
+// without the lost node (0 steps redone).
+func JoinANodeAndLoseOne(t *testing.T, name string, args []string, nodes int, marks []string) string {
+	t.Helper()
+	require.GreaterOrEqual(t, nodes, 3, "a node to lose beside the store's and the new one")
+	return joinANode(t, name, args, nodes, marks, true)
+}
+
+var (
+	heldStep   = regexp.MustCompile(`held step (\d+) in this process's memory`)
+	healedStep = regexp.MustCompile(`healed from rank \d+'s memory, a live peer \([^)]*\): step (\d+), no file read`)
+	resumedAny = regexp.MustCompile(`resumed from (.+?) at step (\d+)`)
+)
+
+// joinANode is JoinANode's trial, with a node lost while the new one
+// heals when lose.
+func joinANode(t *testing.T, name string, args []string, nodes int, marks []string, lose bool) string {
+	t.Helper()
+	job, endpoint := elasticJob(t, "127.0.0.1", name, args, "join-a-node", fmt.Sprintf("--nnodes=%d:%d", nodes-1, nodes), "--max_restarts=1")
+	all, ckdir := startNodes(t, job, endpoint, nodes-1, func(_ int, cmd *exec.Cmd) *exec.Cmd { return cmd })
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))
+	moment := all[0].Await(t, marks, rng)
+	pids := make([][]int, len(all))
+	for i, n := range all {
+		pids[i] = n.Workers()
+	}
+	all = append(all, job.start(t, []string{"--checkpoint-dir", ckdir}))
+	lost := -1
+	if lose {
+		lost = 1 + rng.IntN(nodes-2)
+		victim := all[lost]
+		select {
+		case <-waitFor(victim.ctx, victim.out, "regrouped in place with the joining node(s)"):
+		case <-victim.ctx.Done():
+			require.Fail(t, "node did not regroup with the new one", "%s", outputs(all))
+		}
+		for _, pid := range victim.Workers() {
+			require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+		}
+		require.NoError(t, victim.cmd.Process.Kill())
+		_, _ = victim.Wait()
+	}
+	out := ""
+	for i, n := range all {
+		if i != lost {
+			o, err := n.Wait()
+			require.NoError(t, err, "%s", outputs(all))
+			out += o
+		}
+	}
+	assert.Contains(t, all[nodes-1].Output(), "waiting to join at its next restart")
+	assert.Contains(t, out, "going on with them in the same processes, the new workers healing from a live peer's memory", "%s", outputs(all))
+	for i, node := range pids {
+		for _, pid := range node {
+			assert.Contains(t, all[i].Output(), fmt.Sprintf("process %d goes on as rank", pid), "node %d's worker %d regrouped in place", i, pid)
+		}
+	}
+	held := stepOf(t, heldStep, out, "the step the workers held")
+	t.Logf("node %d of %d joined %s; the job held step %d", nodes, nodes, moment, held)
+	if lose {
+		t.Logf("node %d was lost as the new one healed: %s", lost, LineWith(out, "(restart 1 of 1)"))
+		lastResumed(t, out, ckdir, max(held, lastCompleted(out)))
+		return out
+	}
+	assert.Equal(t, held, stepOf(t, healedStep, all[nodes-1].Output(), "the new node's heal"), "the new node healed at the held step")
+	m := resumedAny.FindStringSubmatch(out)
+	require.NotNil(t, m, "the job did not resume: %s", out)
+	assert.Regexp(t, `^rank \d+'s memory, a live peer`, m[1], "resumed from a live peer, not a file")
+	assert.Equal(t, strconv.Itoa(held), m[2], "resumed at the held step: 0 steps redone")
+	return out
+}
+
+// stepOf is the step the first match of re in out names.
+func stepOf(t *testing.T, re *regexp.Regexp, out, what string) int {
+	t.Helper()
+	m := re.FindStringSubmatch(out)
+	require.NotNil(t, m, "no %s in the output: %s", what, out)
+	n, err := strconv.Atoi(m[1])
+	require.NoError(t, err)
+	return n
+}
+
+// lastCompleted is the last step a survivor of a peer's loss said it
+// completed (-1: none said).
+func lastCompleted(out string) int {
+	last := -1
+	for _, m := range completedStep.FindAllStringSubmatch(out, -1) {
+		n, _ := strconv.Atoi(m[1])
+		last = max(last, n)
+	}
+	return last
+}
+
+// lastResumed checks that the job's last resume was from ckdir at step
+// want.
+func lastResumed(t *testing.T, out, ckdir string, want int) {
+	t.Helper()
+	all := resumedAny.FindAllStringSubmatch(out, -1)
+	require.NotEmpty(t, all, "the job did not resume: %s", out)
+	m := all[len(all)-1]
+	assert.Equal(t, ckdir, m[1], "the job resumed from the committed step in its directory")
+	assert.Equal(t, strconv.Itoa(want), m[2], "resumed at step %s, where the job had completed step %d", m[2], want)
+	t.Logf("resumed at step %s, the last completed: 0 steps redone", m[2])
+}
