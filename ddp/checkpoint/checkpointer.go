@@ -259,7 +259,7 @@ func (ck *Checkpointer) step(ctx context.Context, c optim.Checkpoint, commit boo
 		return fmt.Errorf("checkpoint: step %d is committed in %s; the same command resumes from it: %w", c.Step, ck.opts.Dir, ErrPreempted)
 	case stop == forJoin && k == sharded:
 		where := "in " + ck.path(c.Step, sharded)
-		return errors.Join(heldForJoin{step: c.Step, where: where}, noteHeld(g, where))
+		return errors.Join(heldForJoin{step: c.Step, where: where}, noteHeld(g, fmt.Sprintf("step %d %s", c.Step, where)))
 	case stop == forJoin:
 		return heldForJoin{step: c.Step, where: "in every process's memory"}
 	}

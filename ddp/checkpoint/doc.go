@@ -10,7 +10,10 @@
 // the layout: one safetensors file written by rank 0, or for an
 // optim.ShardedOptimizer (ddp/zero) a directory of every replica's shard,
 // written through the optimizer's SaveSharded and LoadSharded; a
-// checkpoint of the other kind is refused, never taken for none.
+// checkpoint of the other kind is refused, never taken for none. For a
+// node joining a running job the Checkpointer holds a step in memory
+// instead of a file, and Restore sends it from a live process to every
+// rank (hold.go, heal.go).
 //
 // It knows the process group and the local replicas (to write once and
 // agree), not how a sharded optimizer lays out its shards, nor launchers.

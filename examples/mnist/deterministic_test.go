@@ -38,8 +38,8 @@ func acceptance(t *testing.T) []string {
 // process, 2, 3 and 4 spawned replicas, 2, 3 and 4 ddprun processes, 2
 // processes × 2 local replicas, two network-namespace hosts, and with
 // ZeRO; then a job SIGTERMed at
-// world 4 and resumed at world 3, one that loses a node and one that
-// gains one mid-run (with ZeRO too) end with them too.
+// world 4 and resumed at world 3 and one that loses a node end with them
+// too (one that gains a node: TestLongNoStepLostWhenANodeJoins).
 func TestLongDeterministicAcceptance(t *testing.T) {
 	exampletest.CleanEnv(t)
 	args := acceptance(t)
@@ -62,14 +62,31 @@ func TestLongDeterministicAcceptance(t *testing.T) {
 		out := exampletest.LoseANode(t, "mnist", append(args, "--checkpoint-every", "100"), 2, exampletest.Marks("step %d/200", 40, 60, 80, 100, 120))
 		assert.Equal(t, want, exampletest.WeightsDigest(t, out), "the survivor trained other weights")
 	})
-	t.Run("a node gained under --nnodes=1:2", func(t *testing.T) {
-		out := exampletest.GainANode(t, "mnist", append(args, "--checkpoint-every", "10"), []int{40, 60}) // steps left to admit it in
-		assert.Equal(t, want, exampletest.WeightsDigest(t, out), "the job that grew trained other weights")
-	})
-	t.Run("a node gained under --nnodes=1:2 with ZeRO", func(t *testing.T) {
-		out := exampletest.GainANode(t, "mnist", append(slices.Clone(args), "--zero", "--checkpoint-every", "10"), []int{40, 60})
-		assert.Equal(t, want, exampletest.WeightsDigest(t, out), "the job that grew trained other weights")
-	})
+}
+
+// TestLongNoStepLostWhenANodeJoins: the seed's job (deterministic)
+// under ddprun --nnodes=MIN:MAX gains a node at a random moment: the
+// job's workers hold the step they all completed and go on in the same
+// processes with the new node, which heals from a live peer's memory
+// (with --zero: from the sharded checkpoint of that step); with a node
+// of the job lost while the new one heals, the survivors commit the held
+// step. Every trial redoes no completed step and ends with the
+// uninterrupted run's weights.
+func TestLongNoStepLostWhenANodeJoins(t *testing.T) {
+	exampletest.CleanEnv(t)
+	args := append(acceptance(t), "--checkpoint-every", "100")
+	want := exampletest.WeightsDigest(t, exampletest.Ranks(2).Run(t, "mnist", args...))
+	marks := exampletest.Marks("step %d/200", 20, 40, 60, 80)
+	for _, extra := range [][]string{nil, {"--zero"}} {
+		t.Run(fmt.Sprintf("%v a node joins", extra), func(t *testing.T) {
+			out := exampletest.JoinANode(t, "mnist", append(slices.Clone(args), extra...), 2, marks)
+			assert.Equal(t, want, exampletest.WeightsDigest(t, out), "the job that grew trained other weights")
+		})
+		t.Run(fmt.Sprintf("%v a node lost while another heals", extra), func(t *testing.T) {
+			out := exampletest.JoinANodeAndLoseOne(t, "mnist", append(slices.Clone(args), extra...), 3, marks)
+			assert.Equal(t, want, exampletest.WeightsDigest(t, out), "the job trained other weights")
+		})
+	}
 }
 
 // TestLongNoStepLostOnThreeHosts: the seed's job (deterministic) on

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -147,36 +146,6 @@ func ZeroStepsLost(t *testing.T, out, ckdir string) {
 	t.Logf("resumed at step %d, the last completed: 0 steps redone", resumed)
 }
 
-// GainANode runs example name with args (and --checkpoint-dir) as an
-// elastic job on loopback (--nnodes=1:2, a c10d rendezvous hosted by node
-// 0, one process a node, --max_restarts=0) that starts on node 0 alone.
-// Once the job committed the checkpoint of one of steps (drawn at
-// random), node 1 starts: the job must restart to admit it (checkpointing
-// on the way, a restart not counted against --max_restarts) and finish on
-// both nodes. It returns node 0's output.
-func GainANode(t *testing.T, name string, args []string, steps []int) string {
-	t.Helper()
-	ckdir := filepath.Join(t.TempDir(), "ck")
-	job, endpoint := elasticJob(t, "127.0.0.1", name, args, "gain-a-node", "--nnodes=1:2", "--max_restarts=0")
-	node := func() *Running { return job.start(t, []string{"--checkpoint-dir", ckdir}) }
-	first := startStoreHost(t, endpoint, node)
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))
-	at := steps[rng.IntN(len(steps))]
-	awaitCheckpoint(t, ckdir, at, first)
-	time.Sleep(time.Duration(rng.IntN(200)) * time.Millisecond)
-	second := node()
-	out, err := first.Wait()
-	require.NoError(t, err, "%s", out)
-	late, err := second.Wait()
-	require.NoError(t, err, "%s", late)
-	t.Logf("node 1 started after the checkpoint of step %d: %s", at, LineWith(out, "waiting to join"))
-	assert.Contains(t, late, "waiting to join at its next restart")
-	assert.Contains(t, out, "1 node(s) waiting to join")
-	assert.Contains(t, out, "resumed from "+ckdir, "the job at two nodes goes on from the checkpoint")
-	assert.Regexp(t, `written by 1 replicas \(a global batch of \d+\), now 2 \(`, out, "the job grew to two replicas")
-	return out
-}
-
 // elasticJob is name with args under ddprun with nnodes (--nnodes=MIN:MAX)
 // and restarts (--max_restarts=N), a c10d rendezvous at host (loopback: a
 // free port) for endpoint, one process a node.
@@ -207,18 +176,6 @@ func startStoreHost(t *testing.T, endpoint string, node func() *Running) *Runnin
 		return err == nil
 	}, time.Minute, 20*time.Millisecond, "node 0 never listened at the endpoint: %s", first.Output())
 	return first
-}
-
-// awaitCheckpoint waits for the checkpoint of step in ckdir: a file, or
-// a sharded optimizer's directory.
-func awaitCheckpoint(t *testing.T, ckdir string, step int, nodes ...*Running) {
-	t.Helper()
-	want := filepath.Join(ckdir, fmt.Sprintf("step-%012d", step))
-	require.Eventually(t, func() bool {
-		_, file := os.Stat(want + ".safetensors")
-		_, dir := os.Stat(want)
-		return file == nil || dir == nil
-	}, 2*time.Minute, 20*time.Millisecond, "no %s(.safetensors): %s", want, outputs(nodes))
 }
 
 func outputs(nodes []*Running) string {

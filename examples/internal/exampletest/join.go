@@ -21,8 +21,10 @@ import (
 // on node 0's marks) one more node starts. The job's workers must hold
 // the step they all completed, regroup in place with the new node (their
 // pids kept), whose worker heals from a live peer's memory (no file
-// read), and the job must resume at the held step and finish on every
-// node. It returns every node's output, node 0's first.
+// read; a sharded optimizer's step is committed as a sharded checkpoint
+// instead, which the new node reads), and the job must resume at the held
+// step and finish on every node. It returns every node's output, node 0's
+// first.
 func JoinANode(t *testing.T, name string, args []string, nodes int, marks []string) string {
 	t.Helper()
 	return joinANode(t, name, args, nodes, marks, false)
@@ -40,7 +42,7 @@ func JoinANodeAndLoseOne(t *testing.T, name string, args []string, nodes int, ma
 }
 
 var (
-	heldStep   = regexp.MustCompile(`held step (\d+) in this process's memory`)
+	heldStep   = regexp.MustCompile(`held step (\d+) in (this process's memory|\S+)`)
 	healedStep = regexp.MustCompile(`healed from rank \d+'s memory, a live peer \([^)]*\): step (\d+), no file read`)
 	resumedAny = regexp.MustCompile(`resumed from (.+?) at step (\d+)`)
 )
@@ -90,16 +92,24 @@ func joinANode(t *testing.T, name string, args []string, nodes int, marks []stri
 	}
 	held := stepOf(t, heldStep, out, "the step the workers held")
 	t.Logf("node %d of %d joined %s; the job held step %d", nodes, nodes, moment, held)
-	if lose {
+	switch {
+	case lose:
 		t.Logf("node %d was lost as the new one healed: %s", lost, LineWith(out, "(restart 1 of 1)"))
 		lastResumed(t, out, ckdir, max(held, lastCompleted(out)))
-		return out
+	case heldStep.FindStringSubmatch(out)[2] != "this process's memory":
+		// A sharded optimizer's step is committed as a sharded
+		// checkpoint, re-split at the new world size.
+		lastResumed(t, out, ckdir, held)
+	default:
+		assert.Equal(t, held, stepOf(t, healedStep, all[nodes-1].Output(), "the new node's heal"), "the new node healed at the held step")
+		m := resumedAny.FindStringSubmatch(out)
+		require.NotNil(t, m, "the job did not resume: %s", out)
+		assert.Regexp(t, `^rank \d+'s memory, a live peer`, m[1], "resumed from a live peer, not a file")
+		assert.Equal(t, strconv.Itoa(held), m[2], "resumed at the held step: 0 steps redone")
 	}
-	assert.Equal(t, held, stepOf(t, healedStep, all[nodes-1].Output(), "the new node's heal"), "the new node healed at the held step")
-	m := resumedAny.FindStringSubmatch(out)
-	require.NotNil(t, m, "the job did not resume: %s", out)
-	assert.Regexp(t, `^rank \d+'s memory, a live peer`, m[1], "resumed from a live peer, not a file")
-	assert.Equal(t, strconv.Itoa(held), m[2], "resumed at the held step: 0 steps redone")
+	if !lose {
+		assert.Regexp(t, fmt.Sprintf(`written by %d replicas \(a global batch of \d+\), now %d \(`, nodes-1, nodes), out, "the job grew")
+	}
 	return out
 }
 
