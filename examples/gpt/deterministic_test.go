@@ -55,3 +55,25 @@ func TestLongNoStepLostWithZeRO(t *testing.T) {
 		})
 	}
 }
+
+// TestLongNoStepLostWhenANodeJoinsWithZeRO: the tiny GPT, --deterministic
+// with --zero, under ddprun --nnodes=2:3 gains a third node at a random
+// moment: the job's workers commit the step they all completed as a
+// sharded checkpoint and go on in the same processes with the new node,
+// which reads it (its shards split again at three replicas); and with a
+// node of the job lost while the new one enters. Every trial redoes no
+// completed step and ends with the uninterrupted run's weights.
+func TestLongNoStepLostWhenANodeJoinsWithZeRO(t *testing.T) {
+	exampletest.CleanEnv(t)
+	args := append(deterministic(t, "60", "fp32"), "--zero", "--checkpoint-every", "1000", "--log-interval", "1")
+	want := exampletest.WeightsDigest(t, exampletest.Spawned(1).Run(t, "gpt", deterministic(t, "60", "fp32")...))
+	marks := exampletest.Marks("step %d/60", 10, 20, 30)
+	t.Run("a node joins", func(t *testing.T) {
+		out := exampletest.JoinANode(t, "gpt", args, 3, marks)
+		assert.Equal(t, want, exampletest.WeightsDigest(t, out), "the job that grew trained other weights")
+	})
+	t.Run("a node lost while another joins", func(t *testing.T) {
+		out := exampletest.JoinANodeAndLoseOne(t, "gpt", args, 3, marks)
+		assert.Equal(t, want, exampletest.WeightsDigest(t, out), "the job trained other weights")
+	})
+}
