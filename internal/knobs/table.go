@@ -118,7 +118,8 @@ func groupKnobs() []Knob {
 		{"XLADDP_TORCH_PYTHON", "none", "the Python with torch 2.9 a test reads the consolidated ZeRO checkpoint with", nil},
 		{workerenv.SpawnChild, "set by `Spawn`", "marks a process `ddp.Spawn` started (not for users)", nil},
 		{workerenv.RegroupDir, "set by ddprun (none under `--restart_on_peer_loss`)", "where ddprun hands a worker that " +
-			"committed after a peer's loss its next place, which it joins in the same process (not for users)", nil},
+			"committed after a peer's loss, or held a step for a joining node, its next place, which it joins in the same process; " +
+			"where its workers offer to hold a step and ddprun asks for one (not for users)", nil},
 	}
 }
 

@@ -44,8 +44,10 @@ const (
 	// record when it fails or gets SIGUSR1.
 	FlightDir = "XLADDP_FLIGHT_DIR"
 	// RegroupDir is the directory a worker's agent writes its next
-	// assignment to after a peer's loss (ddprun sets it unless
-	// --restart_on_peer_loss; WriteRegroup).
+	// assignment to after a peer's loss or a step held for a joining
+	// node (ddprun sets it unless --restart_on_peer_loss; WriteRegroup),
+	// and where the workers offer to hold a step and the agent asks for
+	// one (join.go).
 	RegroupDir = "XLADDP_REGROUP_DIR"
 	// Timeout bounds the rendezvous and each collective of the process
 	// group (a Go duration, "90s", or seconds; ddprun --timeout).

@@ -90,18 +90,29 @@ func joinANode(t *testing.T, name string, args []string, nodes int, marks []stri
 			assert.Contains(t, all[i].Output(), fmt.Sprintf("process %d goes on as rank", pid), "node %d's worker %d regrouped in place", i, pid)
 		}
 	}
+	t.Logf("node %d of %d joined %s", nodes, nodes, moment)
+	checkJoined(t, out, all[nodes-1].Output(), ckdir, nodes, lose)
+	return out
+}
+
+// checkJoined checks how the job went on once node nodes-1 (its output
+// joined) joined: from the held step, healed from a live peer (a
+// sharded optimizer's: from its checkpoint), or, when a node was lost as
+// the new one healed, from the step the survivors committed.
+func checkJoined(t *testing.T, out, joined, ckdir string, nodes int, lose bool) {
+	t.Helper()
 	held := stepOf(t, heldStep, out, "the step the workers held")
-	t.Logf("node %d of %d joined %s; the job held step %d", nodes, nodes, moment, held)
+	t.Logf("the job held step %d", held)
 	switch {
 	case lose:
-		t.Logf("node %d was lost as the new one healed: %s", lost, LineWith(out, "(restart 1 of 1)"))
+		t.Logf("a node was lost as the new one healed: %s", LineWith(out, "(restart 1 of 1)"))
 		lastResumed(t, out, ckdir, max(held, lastCompleted(out)))
 	case heldStep.FindStringSubmatch(out)[2] != "this process's memory":
 		// A sharded optimizer's step is committed as a sharded
 		// checkpoint, re-split at the new world size.
 		lastResumed(t, out, ckdir, held)
 	default:
-		assert.Equal(t, held, stepOf(t, healedStep, all[nodes-1].Output(), "the new node's heal"), "the new node healed at the held step")
+		assert.Equal(t, held, stepOf(t, healedStep, joined, "the new node's heal"), "the new node healed at the held step")
 		m := resumedAny.FindStringSubmatch(out)
 		require.NotNil(t, m, "the job did not resume: %s", out)
 		assert.Regexp(t, `^rank \d+'s memory, a live peer`, m[1], "resumed from a live peer, not a file")
@@ -110,7 +121,6 @@ func joinANode(t *testing.T, name string, args []string, nodes int, marks []stri
 	if !lose {
 		assert.Regexp(t, fmt.Sprintf(`written by %d replicas \(a global batch of \d+\), now %d \(`, nodes-1, nodes), out, "the job grew")
 	}
-	return out
 }
 
 // stepOf is the step the first match of re in out names.
