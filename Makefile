@@ -383,6 +383,8 @@ bench: deps
 	$(PYTHON) examples/bench/recovery/recovery.py --bin $(BIN) --baseline-bin "$$base/bin" --trials $(or $(filter-out 1,$(BENCH_ROUNDS)),3)
 	echo "== what a lost node costs with ZeRO: buddy copies against XLADDP_ZERO_BUDDIES=off (the periodic-checkpoint restart), alternated (docs/BENCHMARKS.md)"
 	$(PYTHON) examples/bench/recovery/recovery.py --bin $(BIN) --zero --trials $(or $(filter-out 1,$(BENCH_ROUNDS)),3)
+	echo "== what a joining node costs: healed from a live peer against the restart at a checkpoint, alternated (docs/BENCHMARKS.md)"
+	$(PYTHON) examples/bench/recovery/join.py --bin $(BIN) --trials $(or $(filter-out 1,$(BENCH_ROUNDS)),3)
 	echo "== what ZeRO's buddy copies cost a step: MNIST and GPT --zero on 2 processes, on against off, alternated (docs/BENCHMARKS.md)"
 	$(PYTHON) examples/bench/zero/buddies.py --bin $(BIN) --rounds $(or $(filter-out 1 2 3,$(BENCH_ROUNDS)),4)
 	echo "== torch 2.9 reads the consolidated ZeRO checkpoint"

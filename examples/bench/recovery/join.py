@@ -31,7 +31,7 @@ RESUMED = re.compile(r"resumed from (.+?) at step (\d+).*now 3 ")
 KEPT = re.compile(r"regrouped in place with the joining node\(s\): process (\d+) goes on")
 
 
-def trial(bindir, data_args, rng, launch):
+def trial(bindir, data_args, rng, launch, timeline=False):
     ck = tempfile.mkdtemp(prefix="join-ck-")
     port = free_port()
     env = dict(os.environ, OMP_NUM_THREADS="1")
@@ -71,6 +71,10 @@ def trial(bindir, data_args, rng, launch):
     first_three = next(t for t, l in after if t > resumed_at and (s := STEP.search(l)) and int(s.group(1)) > resumed)
     sha = next((s.group(1) for _, l in after if (s := SHA.search(l))), None)
     kept = sorted(int(k.group(1)) for _, l in after if (k := KEPT.search(l)))
+    if timeline:
+        for t, l in after:
+            if last_two[0] - 0.001 <= t <= first_three + 0.001 and (not STEP.search(l) or t in (last_two[0], first_three)):
+                print(f"  {t - last_two[0]:+7.3f} s  {l[:160]}")
     return {"redone": max(0, last_two[1] - resumed), "pause": first_three - last_two[0], "joined": first_three - started,
             "healed": m.group(1).startswith("rank "), "kept": kept == workers, "resumed": resumed, "sha": sha}
 
@@ -80,6 +84,7 @@ def main():
     ap.add_argument("--bin", required=True)
     ap.add_argument("--trials", type=int, default=3)
     ap.add_argument("--data", default="")
+    ap.add_argument("--timeline", action="store_true", help="print each trial's lines from the last step at two nodes to the first at three")
     args = ap.parse_args()
     data_args = ["--data", args.data] if args.data else []
     paths = [("heal from a live peer (default)", []), ("restart at a checkpoint (--restart_on_peer_loss)", ["--restart_on_peer_loss"])]
@@ -87,7 +92,7 @@ def main():
     results = {name: [] for name, _ in paths}
     for i in range(args.trials):
         for name, launch in paths:
-            r = trial(args.bin, data_args, rng, launch)
+            r = trial(args.bin, data_args, rng, launch, args.timeline)
             results[name].append(r)
             print(f"trial {i + 1} {name}: resumed at {r['resumed']} ({'from a live peer' if r['healed'] else 'from a file'}), "
                   f"{r['redone']} steps redone, paused {r['pause']:.2f} s, {r['joined']:.2f} s from the new node's start to its first step, "
