@@ -95,7 +95,9 @@ func TestLongNoStepLostWhenANodeJoins(t *testing.T) {
 // than the store's loses its ddprun and worker (kill -9) at a random
 // moment: no completed step is redone (the survivors say which step they
 // committed, and the job resumes there) and the job ends with the
-// uninterrupted run's weights.
+// uninterrupted run's weights; the same when a third host joins a job of
+// two (healed from a live peer), and when one of the two is lost as it
+// joins.
 func TestLongNoStepLostOnThreeHosts(t *testing.T) {
 	exampletest.CleanEnv(t)
 	args := append(acceptance(t), "--checkpoint-every", "100")
@@ -108,6 +110,14 @@ func TestLongNoStepLostOnThreeHosts(t *testing.T) {
 				assert.Equal(t, want, exampletest.WeightsDigest(t, out), "the job that lost a host trained other weights")
 			})
 		}
+		t.Run(fmt.Sprintf("%v a host joins", extra), func(t *testing.T) {
+			out := exampletest.JoinANodeOfHosts(t, "mnist", append(slices.Clone(args), extra...), 3, exampletest.Marks("step %d/200", 20, 40, 60, 80))
+			assert.Equal(t, want, exampletest.WeightsDigest(t, out), "the job that gained a host trained other weights")
+		})
+		t.Run(fmt.Sprintf("%v a host lost while another joins", extra), func(t *testing.T) {
+			out := exampletest.JoinANodeAndLoseOneOfHosts(t, "mnist", append(slices.Clone(args), extra...), 3, exampletest.Marks("step %d/200", 20, 40, 60, 80))
+			assert.Equal(t, want, exampletest.WeightsDigest(t, out), "the job trained other weights")
+		})
 	}
 }
 

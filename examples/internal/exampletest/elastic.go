@@ -32,7 +32,7 @@ import (
 func LoseANode(t *testing.T, name string, args []string, nodes int, marks []string) string {
 	t.Helper()
 	job, endpoint := elasticJob(t, "127.0.0.1", name, args, "lose-a-node", fmt.Sprintf("--nnodes=%d:%d", nodes-1, nodes), "--max_restarts=1")
-	return loseANode(t, job, endpoint, nodes, marks, func(_ int, cmd *exec.Cmd) *exec.Cmd { return cmd })
+	return loseANode(t, job, endpoint, nodes, marks, onLoopback)
 }
 
 // LoseANodeRestarting is LoseANode under ddprun --restart_on_peer_loss:
@@ -42,7 +42,7 @@ func LoseANodeRestarting(t *testing.T, name string, args []string, nodes int, ma
 	t.Helper()
 	job, endpoint := elasticJob(t, "127.0.0.1", name, args, "lose-a-node", fmt.Sprintf("--nnodes=%d:%d", nodes-1, nodes), "--max_restarts=1")
 	job.Launch = append(job.Launch, "--restart_on_peer_loss")
-	return loseANode(t, job, endpoint, nodes, marks, func(_ int, cmd *exec.Cmd) *exec.Cmd { return cmd })
+	return loseANode(t, job, endpoint, nodes, marks, onLoopback)
 }
 
 // LoseANodeOfHosts is LoseANode with each node on a host of its own: a
@@ -52,11 +52,7 @@ func LoseANodeOfHosts(t *testing.T, name string, args []string, nodes int, marks
 	t.Helper()
 	h := NewNamespaceHosts(t, nodes)
 	job, endpoint := elasticJob(t, h.Addrs[0], name, args, "lose-a-host", fmt.Sprintf("--nnodes=%d:%d", nodes-1, nodes), "--max_restarts=1")
-	return loseANode(t, job, endpoint, nodes, marks, func(i int, cmd *exec.Cmd) *exec.Cmd {
-		on := h.Command(i, cmd.Args...)
-		on.Env = cmd.Env
-		return on
-	})
+	return loseANode(t, job, endpoint, nodes, marks, h.place)
 }
 
 // loseANode is LoseANode's trial of job, its node i's command placed by
@@ -198,7 +194,7 @@ func StopAWorker(t *testing.T, name string, args []string, nodes int, marks []st
 	t.Helper()
 	job, endpoint := elasticJob(t, "127.0.0.1", name, args, "stop-a-worker", fmt.Sprintf("--nnodes=%d:%d", nodes-1, nodes), "--max_restarts=1")
 	job.Launch = append(job.Launch, "--timeout=15", "--stall_warn=5")
-	all, ckdir := startNodes(t, job, endpoint, nodes, func(_ int, cmd *exec.Cmd) *exec.Cmd { return cmd })
+	all, ckdir := startNodes(t, job, endpoint, nodes, onLoopback)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))
 	moment := all[0].Await(t, marks, rng)
 	stopped := all[1+rng.IntN(nodes-1)]

@@ -27,7 +27,8 @@ import (
 // first.
 func JoinANode(t *testing.T, name string, args []string, nodes int, marks []string) string {
 	t.Helper()
-	return joinANode(t, name, args, nodes, marks, false)
+	job, endpoint := elasticJob(t, "127.0.0.1", name, args, "join-a-node", fmt.Sprintf("--nnodes=%d:%d", nodes-1, nodes), "--max_restarts=1")
+	return joinANode(t, job, endpoint, nodes, marks, false, onLoopback)
 }
 
 // JoinANodeAndLoseOne is JoinANode where, as the job's workers regroup
@@ -38,8 +39,32 @@ func JoinANode(t *testing.T, name string, args []string, nodes int, marks []stri
 func JoinANodeAndLoseOne(t *testing.T, name string, args []string, nodes int, marks []string) string {
 	t.Helper()
 	require.GreaterOrEqual(t, nodes, 3, "a node to lose beside the store's and the new one")
-	return joinANode(t, name, args, nodes, marks, true)
+	job, endpoint := elasticJob(t, "127.0.0.1", name, args, "join-a-node", fmt.Sprintf("--nnodes=%d:%d", nodes-1, nodes), "--max_restarts=1")
+	return joinANode(t, job, endpoint, nodes, marks, true, onLoopback)
 }
+
+// JoinANodeOfHosts is JoinANode with each node on a host of its own: a
+// network namespace with its own address (root only; it skips
+// otherwise).
+func JoinANodeOfHosts(t *testing.T, name string, args []string, nodes int, marks []string) string {
+	t.Helper()
+	h := NewNamespaceHosts(t, nodes)
+	job, endpoint := elasticJob(t, h.Addrs[0], name, args, "join-a-host", fmt.Sprintf("--nnodes=%d:%d", nodes-1, nodes), "--max_restarts=1")
+	return joinANode(t, job, endpoint, nodes, marks, false, h.place)
+}
+
+// JoinANodeAndLoseOneOfHosts is JoinANodeAndLoseOne with each node on a
+// host of its own (see JoinANodeOfHosts).
+func JoinANodeAndLoseOneOfHosts(t *testing.T, name string, args []string, nodes int, marks []string) string {
+	t.Helper()
+	require.GreaterOrEqual(t, nodes, 3, "a node to lose beside the store's and the new one")
+	h := NewNamespaceHosts(t, nodes)
+	job, endpoint := elasticJob(t, h.Addrs[0], name, args, "join-a-host", fmt.Sprintf("--nnodes=%d:%d", nodes-1, nodes), "--max_restarts=1")
+	return joinANode(t, job, endpoint, nodes, marks, true, h.place)
+}
+
+// onLoopback places node i's command on this host, as it is.
+func onLoopback(_ int, cmd *exec.Cmd) *exec.Cmd { return cmd }
 
 var (
 	heldStep   = regexp.MustCompile(`held step (\d+) in (this process's memory|\S+)`)
@@ -47,19 +72,18 @@ var (
 	resumedAny = regexp.MustCompile(`resumed from (.+?) at step (\d+)`)
 )
 
-// joinANode is JoinANode's trial, with a node lost while the new one
-// heals when lose.
-func joinANode(t *testing.T, name string, args []string, nodes int, marks []string, lose bool) string {
+// joinANode is JoinANode's trial of job, with a node lost while the new
+// one heals when lose, node i's command placed by on.
+func joinANode(t *testing.T, job Job, endpoint string, nodes int, marks []string, lose bool, on func(i int, cmd *exec.Cmd) *exec.Cmd) string {
 	t.Helper()
-	job, endpoint := elasticJob(t, "127.0.0.1", name, args, "join-a-node", fmt.Sprintf("--nnodes=%d:%d", nodes-1, nodes), "--max_restarts=1")
-	all, ckdir := startNodes(t, job, endpoint, nodes-1, func(_ int, cmd *exec.Cmd) *exec.Cmd { return cmd })
+	all, ckdir := startNodes(t, job, endpoint, nodes-1, on)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))
 	moment := all[0].Await(t, marks, rng)
 	pids := make([][]int, len(all))
 	for i, n := range all {
 		pids[i] = n.Workers()
 	}
-	all = append(all, job.start(t, []string{"--checkpoint-dir", ckdir}))
+	all = append(all, Start(t, on(nodes-1, job.command(t, "--checkpoint-dir", ckdir))))
 	lost := -1
 	if lose {
 		lost = 1 + rng.IntN(nodes-2)

@@ -85,3 +85,10 @@ func NewNamespaceHosts(t *testing.T, n int) *NamespaceHosts {
 func (h *NamespaceHosts) Command(i int, argv ...string) *exec.Cmd {
 	return exec.Command("ip", append([]string{"netns", "exec", h.names[i]}, argv...)...)
 }
+
+// place runs cmd (its arguments and environment) on host i.
+func (h *NamespaceHosts) place(i int, cmd *exec.Cmd) *exec.Cmd {
+	on := h.Command(i, cmd.Args...)
+	on.Env = cmd.Env
+	return on
+}
