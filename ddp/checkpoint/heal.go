@@ -35,7 +35,7 @@ type fromPeer struct {
 func (ck *Checkpointer) heal(ctx context.Context, c *optim.Checkpoint) (bool, error) {
 	dev, err := checkpointDevice(c.Model)
 	if err != nil {
-		return false, err
+		return false, nil // nothing to heal; the directory's restore says what is wrong
 	}
 	g := dist.Current()
 	mine := takeHeld(false)
