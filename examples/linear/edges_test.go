@@ -318,7 +318,8 @@ func TestSharedCheckSurvivesAPlantedFIFO(t *testing.T) {
 // regrouped in place (their pids kept), and the job trains the
 // uninterrupted weights, bit for bit; a node of the job lost while the
 // new one heals costs no completed step either (the survivors commit the
-// held step and go on from it).
+// held step and go on from it). Nodes of two local replicas each
+// (--spawn under ddprun) join the same way.
 func TestAJoiningNodeHealsFromALivePeer(t *testing.T) {
 	exampletest.CleanEnv(t)
 	args := []string{"--epochs", "2000", "--deterministic", "--checkpoint-every", "100000"}
@@ -331,5 +332,9 @@ func TestAJoiningNodeHealsFromALivePeer(t *testing.T) {
 	t.Run("a node lost while another heals", func(t *testing.T) {
 		out := exampletest.JoinANodeAndLoseOne(t, "linear", args, 3, marks)
 		assert.Equal(t, want, exampletest.WeightsDigest(t, out), "the job trained other weights")
+	})
+	t.Run("two local replicas a node", func(t *testing.T) {
+		out := exampletest.JoinANode(t, "linear", append(slices.Clone(args), "--spawn", "--cpu-devices", "2"), 2, marks)
+		assert.Equal(t, want, exampletest.WeightsDigest(t, out), "the job that grew trained other weights")
 	})
 }
