@@ -239,6 +239,10 @@ func (ck *Checkpointer) step(ctx context.Context, c optim.Checkpoint, commit boo
 		return err
 	}
 	due := commit || ck.opts.Every > 0 && c.Step%ck.opts.Every == 0
+	if stop == forJoin && commit {
+		// The job's last step: it ends, and a joining node is told so.
+		stop = goOn
+	}
 	k := kindOf(c.Optimizer)
 	switch {
 	case k == sharded && (stop != goOn || due):

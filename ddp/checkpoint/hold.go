@@ -22,8 +22,11 @@ import (
 // holds that step in memory, as the bytes its checkpoint file would
 // have, and Step returns heldForJoin; ddp.Run regroups the process with
 // the new node, and the next Restore sends the held step from a live
-// process to every rank of the larger job (heal.go). No file is written
-// or read unless the heal fails (CommitHeld). A sharded optimizer's step
+// process to every rank of the larger job (heal.go): the new node reads
+// no file. Rank 0 also writes the step to the checkpoint directory while
+// the agents meet (writeHeld), so that a restart meanwhile resumes from
+// it; where that write did not land, a process that held the step
+// commits it when the heal fails or it does not regroup (CommitHeld). A sharded optimizer's step
 // is committed as a sharded checkpoint instead (each shard is re-split
 // at the new world size), which the new node reads.
 
@@ -114,9 +117,31 @@ func (ck *Checkpointer) hold(ctx context.Context, dev *xla.Device, g *dist.Proce
 		if err != nil {
 			return fmt.Errorf("checkpoint: %s: %w", what, err)
 		}
-		holdStep(heldStep{step: c.Step, data: data, path: ck.path(c.Step, plain)})
+		path := ck.path(c.Step, plain)
+		holdStep(heldStep{step: c.Step, data: data, path: path})
+		if g.Rank() == 0 {
+			ck.writeHeld(dev, path, data)
+		}
 		return noteHeld(g, fmt.Sprintf("step %d in this process's memory (%s)", c.Step, sizeOf(len(data))))
 	})
+}
+
+// writeHeld writes the held step's bytes to path off the step, as a
+// periodic checkpoint is written (rank 0; Close waits for it, so before
+// the worker regroups): the new node heals from memory, but a restart
+// meanwhile (a node lost as the agents meet, the group that never forms)
+// resumes from the file, whichever node's agent starts it first.
+func (ck *Checkpointer) writeHeld(dev *xla.Device, path string, data []byte) {
+	ck.writing.Add(1)
+	keep := dev.Engine().KeepOpen()
+	go func() {
+		defer ck.writing.Done()
+		defer keep()
+		if ck.written = safetensors.WriteAtomic(path, data); ck.written == nil {
+			ck.written = safetensors.SyncDir(ck.opts.Dir)
+			ck.prune(plain)
+		}
+	}()
 }
 
 // noteHeld tells the agent that this process holds a step for a joining

@@ -156,9 +156,12 @@ func (p *policy) decide(ctx context.Context, res outcome) (code int, again bool)
 		return 0, false
 	case membershipChange:
 		if res.live != nil {
+			how := "the new workers healing from a live peer's memory"
+			if !strings.Contains(res.why, "in this process's memory") {
+				how = "the new workers reading that step's sharded checkpoint"
+			}
 			p.say("ddprun: %d node(s) waiting to join: every worker holds the step they all completed (%s); "+
-				"going on with them in the same processes, the new workers healing from a live peer's memory "+
-				"(a membership change: not counted against --max_restarts)", res.admit, res.why)
+				"going on with them in the same processes, %s (a membership change: not counted against --max_restarts)", res.admit, res.why, how)
 			return 0, true
 		}
 		p.say("ddprun: %d node(s) waiting to join: every worker was stopped (a checkpointing worker saved its state); "+

@@ -617,7 +617,7 @@ func TestElasticLateNodeIsAdmittedByARestart(t *testing.T) {
 	res := <-first
 	require.Equal(t, 0, late.code, late.stderr)
 	require.Equal(t, 0, res.code, res.stderr)
-	assert.Contains(t, late.stderr, "waiting to join at its next restart")
+	assert.Contains(t, late.stderr, "waiting to join at its next membership change")
 	assert.Contains(t, res.stdout, "round 0: world 1")
 	assert.Contains(t, res.stdout, "checkpointed")
 	assert.Contains(t, res.stderr, "1 node(s) waiting to join")
@@ -650,7 +650,7 @@ func TestElasticSpareNodeWaitsAndIsTold(t *testing.T) {
 		assert.Contains(t, res.stdout, "awake")
 	}
 	assert.Equal(t, 1, spare.code, spare.stderr)
-	assert.Contains(t, spare.stderr, "waiting to join at its next restart")
+	assert.Contains(t, spare.stderr, "waiting to join at its next membership change")
 	assert.Regexp(t, "the job ended or its store is gone before a restart admitted this node|did not restart within the rendezvous timeout", spare.stderr)
 }
 

@@ -68,8 +68,9 @@ func (w *watch) admission(ctx context.Context, change func(rdzvState) rdzvState)
 // never opens a round itself, which would start a second job beside the
 // running one.
 func (r *rendezvous) joinAtNextRestart(ctx context.Context, round, nnodes int) (assignment, error) {
-	r.say("ddprun: the job's rendezvous closed with %d nodes before this node arrived: waiting to join at its next restart "+
-		"(its agents restart it to admit this node within a monitor interval)", nnodes)
+	r.say("ddprun: the job's rendezvous closed with %d nodes before this node arrived: waiting to join at its next membership change "+
+		"(while it runs below its largest size, its agents admit this node within a monitor interval: in place where its workers allow it, "+
+		"else by a restart; at its largest size this node is a spare for a lost node's place)", nnodes)
 	if _, err := r.update(ctx, func(s rdzvState) rdzvState { return s.wait(round, r.me) }); err != nil {
 		return assignment{}, fmt.Errorf("rendezvous: saying that this node waits to join after round %d: %w", round, err)
 	}
