@@ -41,6 +41,13 @@ func MPIRun(t *testing.T, limit time.Duration, scenario string, np int, started 
 	// are mpirun's to set.
 	cmd.Env = append(os.Environ(), workerenv.Rank+"=", workerenv.WorldSize+"=", workerenv.LocalRank+"=",
 		workerenv.LocalWorldSize+"=", Env+"="+scenario, ReportDirEnv+"="+dir, workerenv.Transport+"=mpi", "XLADDP_DISTRIBUTED_DEBUG=")
+	// A session directory of its own: concurrent mpiruns (go test -p 4)
+	// making /tmp/ompi.HOST.UID at once fail with "File exists". Short,
+	// for the sockets in it.
+	session, err := os.MkdirTemp("", "ompi")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(session) })
+	cmd.Env = append(cmd.Env, "OMPI_MCA_orte_tmpdir_base="+session)
 	cmd.Env = append(cmd.Env, env...)
 	out := &Output{}
 	cmd.Stdout, cmd.Stderr = out, out
