@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"regexp"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -138,11 +139,11 @@ func checkJoined(t *testing.T, out, joined, ckdir string, nodes int, lose bool) 
 	switch {
 	case lose:
 		t.Logf("a node was lost as the new one healed: %s", LineWith(out, "(restart 1 of 1)"))
-		lastResumed(t, out, ckdir, max(held, lastCompleted(out)))
+		lastResumed(t, out, ckdir, max(held, lastCompleted(out)), true)
 	case heldStep.FindStringSubmatch(out)[2] != "this process's memory":
 		// A sharded optimizer's step is committed as a sharded
 		// checkpoint, re-split at the new world size.
-		lastResumed(t, out, ckdir, held)
+		lastResumed(t, out, ckdir, held, false)
 	default:
 		assert.Equal(t, held, stepOf(t, healedStep, joined, "the new node's heal"), "the new node healed at the held step")
 		m := resumedAny.FindStringSubmatch(out)
@@ -189,13 +190,17 @@ func lastCompleted(out string) int {
 }
 
 // lastResumed checks that the job's last resume was from ckdir at step
-// want.
-func lastResumed(t *testing.T, out, ckdir string, want int) {
+// want; with fromPeer, a heal from a live peer's memory passes too (a
+// node lost before it met the new round: the others healed the new node
+// without it).
+func lastResumed(t *testing.T, out, ckdir string, want int, fromPeer bool) {
 	t.Helper()
 	all := resumedAny.FindAllStringSubmatch(out, -1)
 	require.NotEmpty(t, all, "the job did not resume: %s", out)
 	m := all[len(all)-1]
-	assert.Equal(t, ckdir, m[1], "the job resumed from the committed step in its directory")
+	if !fromPeer || !strings.HasPrefix(m[1], "rank ") {
+		assert.Equal(t, ckdir, m[1], "the job resumed from the committed step in its directory")
+	}
 	assert.Equal(t, strconv.Itoa(want), m[2], "resumed at step %s, where the job had completed step %d", m[2], want)
 	t.Logf("resumed at step %s, the last completed: 0 steps redone", m[2])
 }
