@@ -28,7 +28,7 @@ import (
 // first.
 func JoinANode(t *testing.T, name string, args []string, nodes int, marks []string) string {
 	t.Helper()
-	job, endpoint := elasticJob(t, "127.0.0.1", name, args, "join-a-node", fmt.Sprintf("--nnodes=%d:%d", nodes-1, nodes), "--max_restarts=1")
+	job, endpoint := growingJob(t, "127.0.0.1", name, args, nodes)
 	return joinANode(t, job, endpoint, nodes, marks, false, onLoopback)
 }
 
@@ -41,7 +41,7 @@ func JoinANode(t *testing.T, name string, args []string, nodes int, marks []stri
 func JoinANodeAndLoseOne(t *testing.T, name string, args []string, nodes int, marks []string) string {
 	t.Helper()
 	require.GreaterOrEqual(t, nodes, 3, "a node to lose beside the store's and the new one")
-	job, endpoint := elasticJob(t, "127.0.0.1", name, args, "join-a-node", fmt.Sprintf("--nnodes=%d:%d", nodes-1, nodes), "--max_restarts=1")
+	job, endpoint := growingJob(t, "127.0.0.1", name, args, nodes)
 	return joinANode(t, job, endpoint, nodes, marks, true, onLoopback)
 }
 
@@ -51,7 +51,7 @@ func JoinANodeAndLoseOne(t *testing.T, name string, args []string, nodes int, ma
 func JoinANodeOfHosts(t *testing.T, name string, args []string, nodes int, marks []string) string {
 	t.Helper()
 	h := NewNamespaceHosts(t, nodes)
-	job, endpoint := elasticJob(t, h.Addrs[0], name, args, "join-a-host", fmt.Sprintf("--nnodes=%d:%d", nodes-1, nodes), "--max_restarts=1")
+	job, endpoint := growingJob(t, h.Addrs[0], name, args, nodes)
 	return joinANode(t, job, endpoint, nodes, marks, false, h.place)
 }
 
@@ -61,8 +61,15 @@ func JoinANodeAndLoseOneOfHosts(t *testing.T, name string, args []string, nodes 
 	t.Helper()
 	require.GreaterOrEqual(t, nodes, 3, "a node to lose beside the store's and the new one")
 	h := NewNamespaceHosts(t, nodes)
-	job, endpoint := elasticJob(t, h.Addrs[0], name, args, "join-a-host", fmt.Sprintf("--nnodes=%d:%d", nodes-1, nodes), "--max_restarts=1")
+	job, endpoint := growingJob(t, h.Addrs[0], name, args, nodes)
 	return joinANode(t, job, endpoint, nodes, marks, true, h.place)
+}
+
+// growingJob is name with args as an elastic job of nodes-1 nodes that
+// may grow to nodes, its c10d rendezvous at host.
+func growingJob(t *testing.T, host, name string, args []string, nodes int) (Job, string) {
+	t.Helper()
+	return elasticJob(t, host, name, args, "join-a-node", fmt.Sprintf("--nnodes=%d:%d", nodes-1, nodes), "--max_restarts=1")
 }
 
 // onLoopback places node i's command on this host, as it is.
